@@ -1,0 +1,7 @@
+"""Allow `python -m toolreplay`."""
+
+import sys
+
+from toolreplay.cli import main
+
+sys.exit(main())

@@ -1,0 +1,64 @@
+"""The hash chain of SPEC.md §6: seal a session into links, verify a sealed file."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from toolreplay.records import Record
+
+__all__ = ["GENESIS", "link_digest", "format_link", "seal_records", "ChainReport", "verify_chain"]
+
+GENESIS = "0" * 64
+
+
+def link_digest(prev: str, canonical_record: bytes) -> str:
+    """SHA-256 of the previous digest (64 ASCII hex characters) followed by the canonical record."""
+    return hashlib.sha256(prev.encode("ascii") + canonical_record).hexdigest()
+
+
+def format_link(record: Record, prev: str, digest: str) -> bytes:
+    """One link line (with its newline): the record in canonical form, then prev and digest."""
+    return (b'{"index":' + str(record.index).encode() + b',"tool":' + record.canonical_tool + b',"args":'
+            + record.canonical_args + b',"response":' + record.canonical_response + b',"prev":"'
+            + prev.encode() + b'","digest":"' + digest.encode() + b'"}\n')
+
+
+def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:
+    """Yield the link lines of a session, chained from `prev` (64 zeros for a new chain)."""
+    for record in records:
+        digest = link_digest(prev, record.canonical_record)
+        yield format_link(record, prev, digest)
+        prev = digest
+
+
+@dataclass(frozen=True, slots=True)
+class ChainReport:
+    """The result of walking a sealed file: intact, or where it first breaks and how."""
+
+    links: int
+    broken_at: int | None = None
+    field: str | None = None
+    expected: str | None = None
+    found: str | None = None
+
+    @property
+    def intact(self) -> bool:
+        """Whether every link checked out."""
+        return self.broken_at is None
+
+
+def verify_chain(links: Iterable[Record]) -> ChainReport:
+    """Walk the links in file order; report the first whose prev or digest does not check out."""
+    prev = GENESIS
+    count = 0
+    for position, link in enumerate(links):
+        if link.prev != prev:
+            return ChainReport(position + 1, position, "prev", prev, link.prev)
+        digest = link_digest(prev, link.canonical_record)
+        if link.digest != digest:
+            return ChainReport(position + 1, position, "digest", digest, link.digest)
+        prev = digest
+        count = position + 1
+    return ChainReport(count)

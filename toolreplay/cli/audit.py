@@ -1,0 +1,141 @@
+"""The audit commands: version, replay, scope, seal, verify."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from toolreplay import __version__
+from toolreplay.chain import seal_records, verify_chain
+from toolreplay.cli._io import IO
+from toolreplay.errors import InputError, UsageError
+from toolreplay.policy import load_policy
+from toolreplay.records import STDIN_NAME, open_input, read_links, read_session
+from toolreplay.render import chain_json, chain_text, replay_json, replay_text, scope_json, scope_text
+from toolreplay.replay import DEFAULT_MUTATORS, audit_replay
+from toolreplay.scope import audit_scope
+
+__all__ = ["register", "read_mutators_file"]
+
+
+def _display(path: str) -> str:
+    return STDIN_NAME if path == "-" else path
+
+
+def read_mutators_file(path: str) -> list[str]:
+    """Tool names from a mutators file: one per line, `#` comments and blank lines ignored."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not valid UTF-8") from None
+    names = []
+    for lineno, line in enumerate(lines, 1):
+        name = line.split("#", 1)[0].strip()
+        if not name:
+            continue
+        if any(ch.isspace() for ch in name):
+            raise InputError(path, lineno, f"a tool name has no white space: {name!r}")
+        names.append(name)
+    return names
+
+
+def _run_version(args: argparse.Namespace, io: IO) -> int:
+    io.stdout.write(f"toolreplay {__version__}\n")
+    return 0
+
+
+def _run_replay(args: argparse.Namespace, io: IO) -> int:
+    mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
+    for path in args.mutators or ():
+        mutators.update(read_mutators_file(path))
+    with open_input(args.session, io.stdin) as handle:
+        report = audit_replay(read_session(handle, _display(args.session)), mutators)
+    io.stdout.write(replay_json(report) if args.format == "json" else replay_text(report))
+    return 1 if report.findings else 0
+
+
+def _run_scope(args: argparse.Namespace, io: IO) -> int:
+    policy = load_policy(args.scope)
+    with open_input(args.session, io.stdin) as handle:
+        report = audit_scope(read_session(handle, _display(args.session)), policy)
+    io.stdout.write(scope_json(report) if args.format == "json" else scope_text(report))
+    return 1 if report.findings else 0
+
+
+def _run_seal(args: argparse.Namespace, io: IO) -> int:
+    # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
+    directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
+    with open_input(args.session, io.stdin) as handle:
+        spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
+            "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
+        try:
+            with spool:
+                write = spool.write
+                for line in seal_records(read_session(handle, _display(args.session))):
+                    write(line)
+            if args.output:
+                os.chmod(spool.name, 0o644)
+                os.replace(spool.name, args.output)
+            else:
+                with open(spool.name, "rb") as done:
+                    io.stdout.flush()
+                    _copy_to_stdout(done, io)
+        finally:
+            if os.path.exists(spool.name):
+                os.unlink(spool.name)
+    return 0
+
+
+def _copy_to_stdout(source: Any, io: IO) -> None:
+    buffer = getattr(io.stdout, "buffer", None)
+    if buffer is not None:
+        shutil.copyfileobj(source, buffer, 1 << 20)
+        buffer.flush()
+    else:
+        io.stdout.write(source.read().decode("utf-8"))
+
+
+def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    with open_input(args.sealed, io.stdin) as handle:
+        report = verify_chain(read_links(handle, _display(args.sealed)))
+    io.stdout.write(chain_json(report) if args.format == "json" else chain_text(report))
+    return 0 if report.intact else 1
+
+
+def _format_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+
+
+def register(subparsers: Any) -> None:
+    """Add the audit commands to the command line."""
+    parser = subparsers.add_parser("version", help="print the version")
+    parser.set_defaults(run=_run_version)
+
+    parser = subparsers.add_parser("replay", help="find redundant calls and non-determinism in a session")
+    parser.add_argument("session", help="session file (JSON Lines, plain or sealed); - for standard input")
+    parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
+    parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
+    _format_option(parser)
+    parser.set_defaults(run=_run_replay)
+
+    parser = subparsers.add_parser("scope", help="check each call against a permission file")
+    parser.add_argument("session", help="session file (plain or sealed); - for standard input")
+    parser.add_argument("scope", help="permission file: {\"agent\": ..., \"allowed_tools\": [...]}")
+    _format_option(parser)
+    parser.set_defaults(run=_run_scope)
+
+    parser = subparsers.add_parser("seal", help="write the session as a hash-linked chain")
+    parser.add_argument("session", help="session file; - for standard input")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
+    parser.set_defaults(run=_run_seal)
+
+    parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
+    parser.add_argument("sealed", help="sealed file; - for standard input")
+    _format_option(parser)
+    parser.set_defaults(run=_run_verify)

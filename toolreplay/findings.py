@@ -1,0 +1,85 @@
+"""Findings: the facts an audit reports, kept compact so a long session's report stays small."""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
+
+__all__ = ["Finding", "FindingList", "KINDS"]
+
+# Sorted by name: findings at one index are listed in this order (SPEC.md §4).
+KINDS = ("non-determinism", "permission-overreach", "redundant-call")
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One finding: where, what kind, which tool, the related earlier call, and the message."""
+
+    index: int
+    kind: str
+    tool: str
+    related_index: int | None
+    message: str
+
+
+def _message(kind: str, tool: str, related: int | None, context: str) -> str:
+    if kind == "redundant-call":
+        return f"tool '{tool}' repeats the identical call at index {related} with no state change between them"
+    if kind == "non-determinism":
+        return f"tool '{tool}' returned a different response than the identical call at index {related}"
+    return f"tool '{tool}' is not in the declared scope for agent '{context}'"
+
+
+class FindingList(Sequence[Finding]):
+    """Findings appended in (index, kind) order, stored as arrays: a few dozen bytes each."""
+
+    def __init__(self, context: str = "") -> None:
+        self._context = context  # the agent name, for permission-overreach messages
+        self._index = array("q")
+        self._kind = array("b")
+        self._related = array("q")
+        self._tool = array("l")
+        self._tool_ids: dict[str, int] = {}
+        self._tools: list[str] = []
+
+    def append(self, index: int, kind: str, tool: str, related_index: int | None = None) -> None:
+        """Record a finding; callers append in report order (index, then kind name)."""
+        tool_id = self._tool_ids.get(tool)
+        if tool_id is None:
+            tool_id = self._tool_ids[tool] = len(self._tools)
+            self._tools.append(tool)
+        self._index.append(index)
+        self._kind.append(KINDS.index(kind))
+        self._related.append(-1 if related_index is None else related_index)
+        self._tool.append(tool_id)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def _get(self, position: int) -> Finding:
+        kind = KINDS[self._kind[position]]
+        tool = self._tools[self._tool[position]]
+        related = self._related[position]
+        related_index = None if related < 0 else related
+        return Finding(self._index[position], kind, tool, related_index,
+                       _message(kind, tool, related_index, self._context))
+
+    @overload
+    def __getitem__(self, position: int) -> Finding: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[Finding]: ...
+
+    def __getitem__(self, position: int | slice) -> Finding | list[Finding]:
+        if isinstance(position, slice):
+            return [self._get(i) for i in range(*position.indices(len(self)))]
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError(position)
+        return self._get(position)
+
+    def __iter__(self) -> Iterator[Finding]:
+        return (self._get(position) for position in range(len(self)))

@@ -1,0 +1,109 @@
+"""The permission file: SPEC.md §5's scope file, optionally with the guard's write tools and limits.
+
+    {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
+     "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}}
+
+`agent` and `allowed_tools` are required; `write_tools` and `limits` are optional; anything else is
+an input error. `scope` reads only the names; the guard enforces all of it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolreplay.errors import InputError, UsageError
+from toolreplay.strictjson import JSONLineError, StrictLoader
+
+__all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
+
+_LIMIT_FIELDS = ("max_steps", "max_result_bytes", "max_seconds")
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Budgets for one guarded session; None means no limit."""
+
+    max_steps: int | None = None
+    max_result_bytes: int | None = None
+    max_seconds: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """Which tools an agent may call, which of them write, and its budgets."""
+
+    agent: str
+    allowed_tools: frozenset[str]
+    write_tools: frozenset[str] = frozenset()
+    limits: Limits = field(default_factory=Limits)
+
+
+def _string_list(value: Any, name: str) -> frozenset[str]:
+    if not isinstance(value, list):
+        raise ValueError(f"field \"{name}\" must be an array of strings")
+    for position, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValueError(f"field \"{name}\" item {position} must be a string, not {json.dumps(item)[:40]}")
+    return frozenset(value)
+
+
+def _limits(value: Any) -> Limits:
+    if not isinstance(value, dict):
+        raise ValueError("field \"limits\" must be an object")
+    for key in value:
+        if key not in _LIMIT_FIELDS:
+            raise ValueError(f"unknown field {json.dumps(key)} in \"limits\" (known: {', '.join(_LIMIT_FIELDS)})")
+    found: dict[str, Any] = {}
+    for key in _LIMIT_FIELDS:
+        if key not in value:
+            continue
+        number = value[key]
+        integral = key != "max_seconds"
+        if isinstance(number, bool) or not isinstance(number, int if integral else (int, float)) or number <= 0:
+            kind = "a positive integer" if integral else "a positive number"
+            raise ValueError(f"limit \"{key}\" must be {kind}")
+        found[key] = int(number) if integral else float(number)
+    return Limits(**found)
+
+
+def parse_policy(obj: Any) -> Policy:
+    """Validate a parsed permission object; a ValueError says what is wrong."""
+    if not isinstance(obj, dict):
+        raise ValueError("permission file must hold one JSON object")
+    for key in obj:
+        if key not in ("agent", "allowed_tools", "write_tools", "limits"):
+            raise ValueError(f"unknown field {json.dumps(key)}")
+    for key in ("agent", "allowed_tools"):
+        if key not in obj:
+            raise ValueError(f"missing field \"{key}\"")
+    if not isinstance(obj["agent"], str):
+        raise ValueError("field \"agent\" must be a string")
+    return Policy(
+        agent=obj["agent"],
+        allowed_tools=_string_list(obj["allowed_tools"], "allowed_tools"),
+        write_tools=_string_list(obj.get("write_tools", []), "write_tools"),
+        limits=_limits(obj.get("limits", {})),
+    )
+
+
+def load_policy(path: str) -> Policy:
+    """Read and validate a permission file; errors name the file (and line, for invalid JSON)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not valid UTF-8") from None
+    try:
+        obj = StrictLoader().loads(text)
+    except JSONLineError as exc:
+        raise InputError(path, exc.lineno, str(exc)) from None
+    try:
+        return parse_policy(obj)
+    except ValueError as exc:
+        raise InputError(path, None, str(exc)) from None

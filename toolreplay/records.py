@@ -1,0 +1,183 @@
+"""The session format of SPEC.md §2: one tool call per line, read strictly and streamed.
+
+`read_session` yields `Record`s one at a time, each carrying the canonical bytes of its parts so the
+checks and the chain never re-encode. A sealed file (SPEC.md §6: every line a link with `prev` and
+`digest`) is a session too; a file mixing plain records and links is an input error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import IO, Any
+
+from toolreplay.errors import InputError, UsageError
+from toolreplay.strictjson import JSONLineError, StrictLoader
+
+__all__ = ["Record", "read_session", "read_links", "open_input", "format_record", "RECORD_FIELDS", "LINK_FIELDS"]
+
+RECORD_FIELDS = ("index", "tool", "args", "response")
+LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
+_RECORD_SET = frozenset(RECORD_FIELDS)
+_LINK_SET = frozenset(LINK_FIELDS)
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_JSON_WHITESPACE = " \t\r\n"
+STDIN_NAME = "<stdin>"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One tool call: the parsed fields, their canonical bytes, and the link fields when sealed."""
+
+    index: int
+    tool: str
+    args: dict[str, Any]
+    response: dict[str, Any]
+    line: int
+    canonical_tool: bytes
+    canonical_args: bytes
+    canonical_response: bytes
+    prev: str | None = None
+    digest: str | None = None
+
+    @property
+    def canonical_call(self) -> bytes:
+        """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
+        return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
+
+    @property
+    def canonical_record(self) -> bytes:
+        """Canonical bytes of the four-field record, as hashed by the chain."""
+        return (b'{"args":' + self.canonical_args + b',"index":' + str(self.index).encode() + b',"response":'
+                + self.canonical_response + b',"tool":' + self.canonical_tool + b"}")
+
+
+@contextmanager
+def open_input(path: str, stdin: IO[bytes] | None = None) -> Iterator[IO[bytes]]:
+    """Open a file for binary reading; `-` is standard input. An unreadable file is a UsageError."""
+    if path == "-":
+        yield stdin if stdin is not None else sys.stdin.buffer
+        return
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        yield handle
+
+
+def _type_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _decode_line(raw: bytes, lineno: int) -> str:
+    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+        raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JSONLineError(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
+
+
+def _check_fields(obj: Any, sealed: bool | None) -> bool:
+    """Check the field set; return whether the line is a sealed link."""
+    if not isinstance(obj, dict):
+        raise JSONLineError(f"record must be a JSON object, not {_type_name(obj)}")
+    keys = obj.keys()
+    if keys == _LINK_SET:
+        is_link = True
+    elif keys == _RECORD_SET:
+        is_link = False
+    else:
+        allowed = _LINK_SET if sealed else _RECORD_SET
+        unknown = [key for key in obj if key not in allowed]
+        if unknown and not (sealed is None and set(unknown) <= {"prev", "digest"}):
+            raise JSONLineError(f"unknown field {json.dumps(unknown[0])}")
+        missing = [field for field in (LINK_FIELDS if sealed or unknown else RECORD_FIELDS) if field not in obj]
+        raise JSONLineError(f"missing field {json.dumps(missing[0])}")
+    if sealed is not None and is_link != sealed:
+        if sealed:
+            raise JSONLineError("plain record in a sealed file (every line must be a link with prev and digest)")
+        raise JSONLineError("sealed link in a file of plain records (prev and digest are not record fields)")
+    return is_link
+
+
+def _check_types(obj: dict[str, Any], is_link: bool) -> None:
+    index = obj["index"]
+    if type(index) is not int:
+        shown = "a number with a fraction or exponent" if isinstance(index, (int, float)) and not isinstance(
+            index, bool) else _type_name(index)
+        raise JSONLineError(f"field \"index\" must be an integer, not {shown}")
+    if index < 0:
+        raise JSONLineError(f"field \"index\" must not be negative, got {index}")
+    tool = obj["tool"]
+    if not isinstance(tool, str):
+        raise JSONLineError(f"field \"tool\" must be a string, not {_type_name(tool)}")
+    if not tool:
+        raise JSONLineError("field \"tool\" must not be empty")
+    for field in ("args", "response"):
+        if not isinstance(obj[field], dict):
+            raise JSONLineError(f"field \"{field}\" must be an object, not {_type_name(obj[field])}")
+    if is_link:
+        for field in ("prev", "digest"):
+            value = obj[field]
+            if not isinstance(value, str) or not _HEX64.fullmatch(value):
+                raise JSONLineError(f"field \"{field}\" must be 64 lower-case hex characters")
+
+
+def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool) -> Iterator[Record]:
+    loader = StrictLoader()
+    sealed: bool | None = True if require_sealed else None
+    expected_index = 0
+    lineno = 0
+    for raw in handle:
+        lineno += 1
+        try:
+            text = _decode_line(raw, lineno)
+            if not text.strip(_JSON_WHITESPACE):
+                continue
+            obj = loader.loads(text)
+            is_link = _check_fields(obj, sealed)
+            sealed = is_link
+            _check_types(obj, is_link)
+            index = obj["index"]
+            if check_sequence and index != expected_index:
+                if expected_index == 0:
+                    raise JSONLineError(f"index must start at 0, got {index}")
+                raise JSONLineError(f"index {index} out of order: expected {expected_index}")
+            expected_index = index + 1
+            record = Record(index, obj["tool"], obj["args"], obj["response"], lineno,
+                            loader.canonical(obj["tool"]), loader.canonical(obj["args"]),
+                            loader.canonical(obj["response"]), obj.get("prev"), obj.get("digest"))
+        except JSONLineError as exc:
+            raise InputError(path, lineno, str(exc)) from None
+        yield record
+
+
+def read_session(handle: IO[bytes], path: str) -> Iterator[Record]:
+    """Stream the records of a session (plain or sealed), checking every rule of SPEC.md §2."""
+    return _iter_records(handle, path, check_sequence=True, require_sealed=False)
+
+
+def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
+    """Stream the links of a sealed file; the index sequence is the chain's business, not checked here."""
+    return _iter_records(handle, path, check_sequence=False, require_sealed=True)
+
+
+def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any]) -> str:
+    """One session line (without the newline), in the field order of SPEC.md §2."""
+    return json.dumps({"index": index, "tool": tool, "args": args, "response": response}, allow_nan=False)
