@@ -21,6 +21,7 @@ __all__ = ["main", "entry_point"]
 # One module per family of commands; each adds its own subcommands.
 _COMMAND_MODULES = (
     "toolreplay.cli.audit",
+    "toolreplay.cli.demo",
 )
 
 

@@ -1,0 +1,1 @@
+"""The built-in demonstrations (`toolreplay demo NAME`)."""
