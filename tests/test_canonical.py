@@ -30,19 +30,51 @@ def _strict_canonical(text: str) -> bytes:
 
 # (float, ECMAScript shortest form)
 NUMBERS = [
-    (1.0, "1"), (-1.0, "-1"), (0.0, "0"), (-0.0, "0"), (1e21, "1e+21"), (-1e21, "-1e+21"), (1e20, "100000000000000000000"),
-    (1e-7, "1e-7"), (0.000001, "0.000001"), (2e-7, "2e-7"), (1.5e-7, "1.5e-7"), (0.1, "0.1"), (0.5, "0.5"),
-    (123.456, "123.456"), (1e16, "10000000000000000"), (1e17, "100000000000000000"),
-    (float(2**60), "1152921504606847000"), (float(2**53), "9007199254740992"), (2.0**53 + 2, "9007199254740994"),
-    (5e-324, "5e-324"), (-5e-324, "-5e-324"), (1.7976931348623157e308, "1.7976931348623157e+308"),
-    (2.2250738585072014e-308, "2.2250738585072014e-308"), (333333333.3333333, "333333333.3333333"),
-    (1e30, "1e+30"), (4.5, "4.5"), (0.002, "0.002"), (1e-27, "1e-27"), (123456789012.5, "123456789012.5"),
-    (1.2345e21, "1.2345e+21"), (1.2345e20, "123450000000000000000"), (1e23, "1e+23"), (9.999999999999997e22, "9.999999999999997e+22"),
-    (0.0001, "0.0001"), (1e-5, "0.00001"), (12.5e-7, "0.00000125"), (1/3, "0.3333333333333333"),
+    (1.0, "1"),
+    (-1.0, "-1"),
+    (0.0, "0"),
+    (-0.0, "0"),
+    (1e21, "1e+21"),
+    (-1e21, "-1e+21"),
+    (1e20, "100000000000000000000"),
+    (1e-7, "1e-7"),
+    (0.000001, "0.000001"),
+    (2e-7, "2e-7"),
+    (1.5e-7, "1.5e-7"),
+    (0.1, "0.1"),
+    (0.5, "0.5"),
+    (123.456, "123.456"),
+    (1e16, "10000000000000000"),
+    (1e17, "100000000000000000"),
+    (float(2**60), "1152921504606847000"),
+    (float(2**53), "9007199254740992"),
+    (2.0**53 + 2, "9007199254740994"),
+    (5e-324, "5e-324"),
+    (-5e-324, "-5e-324"),
+    (1.7976931348623157e308, "1.7976931348623157e+308"),
+    (2.2250738585072014e-308, "2.2250738585072014e-308"),
+    (333333333.3333333, "333333333.3333333"),
+    (1e30, "1e+30"),
+    (4.5, "4.5"),
+    (0.002, "0.002"),
+    (1e-27, "1e-27"),
+    (123456789012.5, "123456789012.5"),
+    (1.2345e21, "1.2345e+21"),
+    (1.2345e20, "123450000000000000000"),
+    (1e23, "1e+23"),
+    (9.999999999999997e22, "9.999999999999997e+22"),
+    (0.0001, "0.0001"),
+    (1e-5, "0.00001"),
+    (12.5e-7, "0.00000125"),
+    (1 / 3, "0.3333333333333333"),
 ]
 INTEGERS = [
-    (0, "0"), (-7, "-7"), (2**53, "9007199254740992"), (2**53 + 1, "9007199254740993"),
-    (12345678901234567890, "12345678901234567890"), (-(10**40) - 1, "-10000000000000000000000000000000000000001"),
+    (0, "0"),
+    (-7, "-7"),
+    (2**53, "9007199254740992"),
+    (2**53 + 1, "9007199254740993"),
+    (12345678901234567890, "12345678901234567890"),
+    (-(10**40) - 1, "-10000000000000000000000000000000000000001"),
 ]
 
 
@@ -60,8 +92,16 @@ class NumberTest(unittest.TestCase):
                 self.assertEqual(canonical_bytes(json.loads(source)), text.encode())
 
     def test_number_spellings(self) -> None:
-        for source, text in [("1E+2", "100"), ("1.0e0", "1"), ("-0", "0"), ("-0.0e5", "0"), ("0.1e-6", "1e-7"),
-                             ("100e-2", "1"), ("2e0", "2"), ("12345678901234567890.0", "12345678901234567000")]:
+        for source, text in [
+            ("1E+2", "100"),
+            ("1.0e0", "1"),
+            ("-0", "0"),
+            ("-0.0e5", "0"),
+            ("0.1e-6", "1e-7"),
+            ("100e-2", "1"),
+            ("2e0", "2"),
+            ("12345678901234567890.0", "12345678901234567000"),
+        ]:
             with self.subTest(source):
                 self.assertEqual(_strict_canonical(f"[{source}]"), f"[{text}]".encode())
 
@@ -73,27 +113,41 @@ class NumberTest(unittest.TestCase):
 
 class EncodingTest(unittest.TestCase):
     def test_utf16_key_order_with_astral_keys(self) -> None:
-        value = {"\uffff": 1, "\U0001f600": 2, "\ue000": 3, "a": 4, "\u00e9": 5, "\U00010000": 6, "": 7, "aa": 8}
+        value = {
+            "\uffff": 1,
+            "\U0001f600": 2,
+            "\ue000": 3,
+            "a": 4,
+            "\u00e9": 5,
+            "\U00010000": 6,
+            "": 7,
+            "aa": 8,
+        }
         want = '{"":7,"a":4,"aa":8,"\u00e9":5,"\U00010000":6,"\U0001f600":2,"\ue000":3,"\uffff":1}'
         self.assertEqual(canonical_json(value), want)
         self.assertEqual(_strict_canonical(json.dumps(value)), want.encode())
         self.assertEqual(_strict_canonical(json.dumps(value, ensure_ascii=False)), want.encode())
 
     def test_string_escapes(self) -> None:
-        value = "\x00\x01\x08\t\n\x0b\x0c\r\x1f \"\\/\x7f\u2028\u00e9\U0001f600"
+        value = '\x00\x01\x08\t\n\x0b\x0c\r\x1f "\\/\x7f\u2028\u00e9\U0001f600'
         want = '"\\u0000\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f \\"\\\\/\x7f\u2028\u00e9\U0001f600"'
         self.assertEqual(canonical_json(value), want)
         self.assertEqual(_strict_canonical(json.dumps(value)), want.encode())
 
     def test_structures(self) -> None:
-        self.assertEqual(canonical_json({"b": [1, {"d": None, "c": False}], "a": (True, "x")}),
-                         '{"a":[true,"x"],"b":[1,{"c":false,"d":null}]}')
+        self.assertEqual(
+            canonical_json({"b": [1, {"d": None, "c": False}], "a": (True, "x")}),
+            '{"a":[true,"x"],"b":[1,{"c":false,"d":null}]}',
+        )
         self.assertEqual(canonical_json({}), "{}")
         self.assertEqual(canonical_json([]), "[]")
 
     def test_errors(self) -> None:
-        for value, message in [({1: 2}, "object key 1 is not a string"), ({1.5}, "set is not a JSON value"),
-                               (b"x", "bytes is not a JSON value")]:
+        for value, message in [
+            ({1: 2}, "object key 1 is not a string"),
+            ({1.5}, "set is not a JSON value"),
+            (b"x", "bytes is not a JSON value"),
+        ]:
             with self.subTest(message), self.assertRaises(CanonicalError) as caught:
                 canonical_json(value)
             self.assertEqual(str(caught.exception), message)
@@ -110,13 +164,15 @@ SPEC_CANONICAL = [
     '{"args":{"path":"docs/intro.md"},"index":0,"response":{"n":1,"text":"héllo"},"tool":"read_file"}',
     '{"args":{"limit":10,"q":"install"},"index":1,"response":{"big":12345678901234567890,"count":2e-7},"tool":"search"}',
 ]
-SPEC_DIGESTS = ["b22851d4b1f3512b57943baca026cc7ae7f400a408066c9008e0a074d994660c",
-                "5a907aa582be564d20ed2dd38b8c5d69bccec06721b50da1ba89901ac7db05f5"]
+SPEC_DIGESTS = [
+    "b22851d4b1f3512b57943baca026cc7ae7f400a408066c9008e0a074d994660c",
+    "5a907aa582be564d20ed2dd38b8c5d69bccec06721b50da1ba89901ac7db05f5",
+]
 
 
 class SpecVectorTest(unittest.TestCase):
     def test_canonical_forms(self) -> None:
-        for line, want in zip(SPEC_RECORDS.splitlines(), SPEC_CANONICAL):
+        for line, want in zip(SPEC_RECORDS.splitlines(), SPEC_CANONICAL, strict=True):
             self.assertEqual(canonical_json(json.loads(line)), want)
             self.assertEqual(_strict_canonical(line), want.encode())
 
@@ -156,8 +212,10 @@ def _seal_first_digest(data: bytes) -> str:
 
 
 # y_ cases that SPEC.md §2 rejects on purpose: duplicate keys.
-STRICTER_THAN_JSON = {"y_object_duplicated_key.json": 'duplicate key "a"',
-                      "y_object_duplicated_key_and_value.json": 'duplicate key "a"'}
+STRICTER_THAN_JSON = {
+    "y_object_duplicated_key.json": 'duplicate key "a"',
+    "y_object_duplicated_key_and_value.json": 'duplicate key "a"',
+}
 
 
 @unittest.skipUnless(os.path.isdir(SUITE), "../shared corpus not present")
@@ -208,7 +266,12 @@ class JsonTestSuiteTest(unittest.TestCase):
 
 
 def _random_string(rng: random.Random) -> str:
-    pools = ["abcxyz", "\x00\x1f\"\\/\x7f\t\n", "éüß\u2028\u0085\ue000\uffff", "\U0001f600\U00010000\U0010ffff"]
+    pools = [
+        "abcxyz",
+        '\x00\x1f"\\/\x7f\t\n',
+        "éüß\u2028\u0085\ue000\uffff",
+        "\U0001f600\U00010000\U0010ffff",
+    ]
     return "".join(rng.choice(rng.choice(pools)) for _ in range(rng.randrange(6)))
 
 

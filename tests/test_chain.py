@@ -12,8 +12,8 @@ from typing import Any
 from toolreplay.canonical import canonical_json
 from toolreplay.chain import GENESIS, ChainReport, format_link, link_digest, seal_records, verify_chain
 from toolreplay.errors import InputError
-from toolreplay.records import read_links, read_session
 from toolreplay.policy import load_policy
+from toolreplay.records import read_links, read_session
 from toolreplay.render import chain_text, replay_text
 from toolreplay.replay import audit_replay
 from toolreplay.scope import audit_scope
@@ -49,24 +49,39 @@ class SealTest(unittest.TestCase):
         links = [json.loads(line) for line in lines]
         self.assertEqual(len(links), 6)
         prev = GENESIS
-        for line, link in zip(lines, links):
+        for line, link in zip(lines, links, strict=True):
             self.assertEqual(list(link), ["index", "tool", "args", "response", "prev", "digest"])
             self.assertEqual(link["prev"], prev)
             self.assertEqual(link["digest"], _expected_digest(prev, link))
-            self.assertEqual(line, (f'{{"index":{link["index"]},"tool":{canonical_json(link["tool"])},'
-                                    f'"args":{canonical_json(link["args"])},"response":{canonical_json(link["response"])},'
-                                    f'"prev":"{prev}","digest":"{link["digest"]}"}}\n'))
+            self.assertEqual(
+                line,
+                (
+                    f'{{"index":{link["index"]},"tool":{canonical_json(link["tool"])},'
+                    f'"args":{canonical_json(link["args"])},"response":{canonical_json(link["response"])},'
+                    f'"prev":"{prev}","digest":"{link["digest"]}"}}\n'
+                ),
+            )
             prev = link["digest"]
 
     def test_format_link_bytes(self) -> None:
-        (record,) = read_session(io.BytesIO('{"index": 0, "tool": "t", "args": {"b": 1.0, "a": "é"}, '
-                                            '"response": {}}\n'.encode()), "x")
+        (record,) = read_session(
+            io.BytesIO('{"index": 0, "tool": "t", "args": {"b": 1.0, "a": "é"}, "response": {}}\n'.encode()),
+            "x",
+        )
         digest = link_digest(GENESIS, record.canonical_record)
-        self.assertEqual(digest, hashlib.sha256((GENESIS + '{"args":{"a":"é","b":1},"index":0,"response":{},'
-                                                 '"tool":"t"}').encode()).hexdigest())
-        self.assertEqual(format_link(record, GENESIS, digest), (
-            f'{{"index":0,"tool":"t","args":{{"a":"é","b":1}},"response":{{}},"prev":"{GENESIS}",'
-            f'"digest":"{digest}"}}\n').encode())
+        self.assertEqual(
+            digest,
+            hashlib.sha256(
+                (GENESIS + '{"args":{"a":"é","b":1},"index":0,"response":{},"tool":"t"}').encode()
+            ).hexdigest(),
+        )
+        self.assertEqual(
+            format_link(record, GENESIS, digest),
+            (
+                f'{{"index":0,"tool":"t","args":{{"a":"é","b":1}},"response":{{}},"prev":"{GENESIS}",'
+                f'"digest":"{digest}"}}\n'
+            ).encode(),
+        )
 
     def test_seal_continues_from_prev(self) -> None:
         with open(DIRTY, "rb") as handle:
@@ -87,11 +102,15 @@ class VerifyTest(unittest.TestCase):
 
     def assert_broken(self, lines: list[str], position: int, field: str, expected: str, found: str) -> None:
         report = _verify(lines)
-        self.assertEqual((report.broken_at, report.field, report.expected, report.found, report.links),
-                         (position, field, expected, found, position + 1))
+        self.assertEqual(
+            (report.broken_at, report.field, report.expected, report.found, report.links),
+            (position, field, expected, found, position + 1),
+        )
         self.assertFalse(report.intact)
-        self.assertEqual(chain_text(report), f"chain: broken\nfirst broken link: index {position}\n"
-                                             f"expected: {expected}\nfound: {found}\n")
+        self.assertEqual(
+            chain_text(report),
+            f"chain: broken\nfirst broken link: index {position}\nexpected: {expected}\nfound: {found}\n",
+        )
 
     def test_intact(self) -> None:
         report = _verify(self.lines)
@@ -104,15 +123,22 @@ class VerifyTest(unittest.TestCase):
     def test_edit_response(self) -> None:
         lines = list(self.lines)
         lines[3] = _edit(lines[3], response={"count": 99})
-        self.assert_broken(lines, 3, "digest", _expected_digest(self.digests[2], json.loads(lines[3])), self.digests[3])
+        self.assert_broken(
+            lines, 3, "digest", _expected_digest(self.digests[2], json.loads(lines[3])), self.digests[3]
+        )
 
     def test_edit_tool_and_args(self) -> None:
         for field, value in (("tool", "search2"), ("args", {"query": "install", "limit": 11})):
             with self.subTest(field):
                 lines = list(self.lines)
                 lines[3] = _edit(lines[3], **{field: value})
-                self.assert_broken(lines, 3, "digest", _expected_digest(self.digests[2], json.loads(lines[3])),
-                                   self.digests[3])
+                self.assert_broken(
+                    lines,
+                    3,
+                    "digest",
+                    _expected_digest(self.digests[2], json.loads(lines[3])),
+                    self.digests[3],
+                )
 
     def test_reorder(self) -> None:
         lines = list(self.lines)
@@ -126,7 +152,13 @@ class VerifyTest(unittest.TestCase):
         self.assert_broken(self.lines[1:], 0, "prev", GENESIS, self.digests[0])
 
     def test_insert_well_formed_link(self) -> None:
-        extra = {"index": 2, "tool": "read_file", "args": {"path": "x"}, "response": {}, "prev": self.digests[1]}
+        extra = {
+            "index": 2,
+            "tool": "read_file",
+            "args": {"path": "x"},
+            "response": {},
+            "prev": self.digests[1],
+        }
         extra["digest"] = _expected_digest(self.digests[1], extra)
         lines = self.lines[:2] + [json.dumps(extra) + "\n"] + self.lines[2:]
         self.assert_broken(lines, 3, "prev", extra["digest"], self.digests[1])
@@ -138,7 +170,9 @@ class VerifyTest(unittest.TestCase):
     def test_renumber(self) -> None:
         lines = list(self.lines)
         lines[4] = _edit(lines[4], index=7)
-        self.assert_broken(lines, 4, "digest", _expected_digest(self.digests[3], json.loads(lines[4])), self.digests[4])
+        self.assert_broken(
+            lines, 4, "digest", _expected_digest(self.digests[3], json.loads(lines[4])), self.digests[4]
+        )
 
     def test_prev_only_edit(self) -> None:
         lines = list(self.lines)
@@ -168,8 +202,12 @@ class VerifyTest(unittest.TestCase):
     def test_white_space_key_order_and_number_spelling_do_not_matter(self) -> None:
         respelled = []
         for position, link in enumerate(self.links):
-            text = json.dumps(dict(reversed(list(link.items()))), indent=None, separators=(" ,  ", " : "),
-                              ensure_ascii=position % 2 == 0)
+            text = json.dumps(
+                dict(reversed(list(link.items()))),
+                indent=None,
+                separators=(" ,  ", " : "),
+                ensure_ascii=position % 2 == 0,
+            )
             respelled.append(text.replace('"limit" : 10', '"limit" : 1.0e1') + "\r\n\n")
         self.assertIn("1.0e1", "".join(respelled))
         self.assertTrue(_verify(respelled).intact)
@@ -178,9 +216,14 @@ class VerifyTest(unittest.TestCase):
         with open(DIRTY, encoding="utf-8") as handle:
             plain = handle.readlines()
         for lines, message in [
-            (self.lines[:2] + plain[2:3], "sealed:3: plain record in a sealed file "
-                                          "(every line must be a link with prev and digest)"),
-            ([_edit(self.lines[0], digest="A" * 64)], 'sealed:1: field "digest" must be 64 lower-case hex characters'),
+            (
+                self.lines[:2] + plain[2:3],
+                "sealed:3: plain record in a sealed file (every line must be a link with prev and digest)",
+            ),
+            (
+                [_edit(self.lines[0], digest="A" * 64)],
+                'sealed:1: field "digest" must be 64 lower-case hex characters',
+            ),
             ([_edit(self.lines[0], extra=1)], 'sealed:1: unknown field "extra"'),
         ]:
             with self.subTest(message):
@@ -196,16 +239,26 @@ class SealedIsASessionTest(unittest.TestCase):
             plain = handle.read()
         for data in (plain, sealed):
             report = audit_replay(read_session(io.BytesIO(data), "x"))
-            self.assertEqual(replay_text(report), (
-                "calls: 6\ndivergence: index 5\nfindings: 2\n"
-                "index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them\n"
-                "index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3\n"))
+            self.assertEqual(
+                replay_text(report),
+                (
+                    "calls: 6\ndivergence: index 5\nfindings: 2\n"
+                    "index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 "
+                    "with no state change between them\n"
+                    "index 5: non-determinism: tool 'search' returned a different response "
+                    "than the identical call at index 3\n"
+                ),
+            )
             policy = load_policy(os.path.join(ROOT, "samples", "scope.json"))
-            self.assertEqual([f.index for f in audit_scope(read_session(io.BytesIO(data), "x"), policy).findings], [4])
+            self.assertEqual(
+                [f.index for f in audit_scope(read_session(io.BytesIO(data), "x"), policy).findings], [4]
+            )
 
     def test_resealing_a_sealed_file_gives_the_same_chain(self) -> None:
         lines = _sealed_lines()
-        resealed = [line.decode() for line in seal_records(read_session(io.BytesIO("".join(lines).encode()), "x"))]
+        resealed = [
+            line.decode() for line in seal_records(read_session(io.BytesIO("".join(lines).encode()), "x"))
+        ]
         self.assertEqual(resealed, lines)
 
 

@@ -21,10 +21,16 @@ SCOPE = os.path.join(SAMPLES, "scope.json")
 
 REPLAY_DIRTY = (
     "calls: 6\ndivergence: index 5\nfindings: 2\n"
-    "index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them\n"
-    "index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3\n")
-SCOPE_DIRTY = ("calls: 6\nfindings: 1\n"
-               "index 4: permission-overreach: tool 'write_file' is not in the declared scope for agent 'docs-reader'\n")
+    "index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 "
+    "with no state change between them\n"
+    "index 5: non-determinism: tool 'search' returned a different response "
+    "than the identical call at index 3\n"
+)
+SCOPE_DIRTY = (
+    "calls: 6\nfindings: 1\n"
+    "index 4: permission-overreach: tool 'write_file' is not in the declared scope "
+    "for agent 'docs-reader'\n"
+)
 REPLAY_DIRTY_JSON = """{
   "command": "replay",
   "calls": 6,
@@ -82,7 +88,9 @@ def _expected_seal(path: str) -> str:
     for line in _read(path).decode().splitlines():
         record = json.loads(line)
         digest = hashlib.sha256((prev + canonical_json(record)).encode()).hexdigest()
-        parts = ",".join(f'"{key}":{canonical_json(record[key])}' for key in ("index", "tool", "args", "response"))
+        parts = ",".join(
+            f'"{key}":{canonical_json(record[key])}' for key in ("index", "tool", "args", "response")
+        )
         out.append(f'{{{parts},"prev":"{prev}","digest":"{digest}"}}\n')
         prev = digest
     return "".join(out)
@@ -122,43 +130,68 @@ class ReplayCommandTest(TempDirTest):
 
     def test_json(self) -> None:
         self.assertEqual(run("replay", DIRTY, "--format", "json"), (1, REPLAY_DIRTY_JSON, ""))
-        self.assertEqual(run("replay", CLEAN, "--format", "json"),
-                         (0, '{\n  "command": "replay",\n  "calls": 4,\n  "divergence": null,\n  "findings": []\n}\n', ""))
+        self.assertEqual(
+            run("replay", CLEAN, "--format", "json"),
+            (0, '{\n  "command": "replay",\n  "calls": 4,\n  "divergence": null,\n  "findings": []\n}\n', ""),
+        )
         self.assertEqual(run("replay", DIRTY, "--format", "text"), (1, REPLAY_DIRTY, ""))
 
     def test_stdin(self) -> None:
         self.assertEqual(run("replay", "-", stdin=_read(DIRTY)), (1, REPLAY_DIRTY, ""))
 
     def test_stdin_error_names_stdin(self) -> None:
-        self.assertEqual(run("replay", "-", stdin=GOOD + b"[]\n"),
-                         (2, "", "error: <stdin>:2: record must be a JSON object, not array\n"))
+        self.assertEqual(
+            run("replay", "-", stdin=GOOD + b"[]\n"),
+            (2, "", "error: <stdin>:2: record must be a JSON object, not array\n"),
+        )
 
     def test_empty_session(self) -> None:
-        self.assertEqual(run("replay", self.write("e.jsonl", "")), (0, "calls: 0\ndivergence: none\nfindings: 0\n", ""))
+        self.assertEqual(
+            run("replay", self.write("e.jsonl", "")), (0, "calls: 0\ndivergence: none\nfindings: 0\n", "")
+        )
 
     def test_input_error(self) -> None:
-        path = self.write("bad.jsonl", GOOD + b"\n" + b'{"index": 1, "tool": "t", "args": {"x": NaN}, "response": {}}\n')
+        path = self.write(
+            "bad.jsonl", GOOD + b"\n" + b'{"index": 1, "tool": "t", "args": {"x": NaN}, "response": {}}\n'
+        )
         self.assertEqual(run("replay", path), (2, "", f"error: {path}:3: NaN is not allowed in JSON\n"))
 
     def test_deep_nesting_is_an_input_error(self) -> None:
-        path = self.write("deep.jsonl", GOOD + b'{"index": 1, "tool": "t", "args": {"x": ' + b"[" * 100000
-                          + b"]" * 100000 + b'}, "response": {}}\n')
+        path = self.write(
+            "deep.jsonl",
+            GOOD
+            + b'{"index": 1, "tool": "t", "args": {"x": '
+            + b"[" * 100000
+            + b"]" * 100000
+            + b'}, "response": {}}\n',
+        )
         self.assertEqual(run("replay", path), (2, "", f"error: {path}:2: JSON nested too deeply\n"))
 
     def test_mutators_add_to_defaults(self) -> None:
-        session = self.write("s.jsonl", "".join(line + "\n" for line in [
-            '{"index": 0, "tool": "get_order", "args": {"id": 1}, "response": {"status": "open"}}',
-            '{"index": 1, "tool": "cancel_order", "args": {"id": 1}, "response": {"ok": true}}',
-            '{"index": 2, "tool": "get_order", "args": {"id": 1}, "response": {"status": "cancelled"}}',
-            '{"index": 3, "tool": "write_file", "args": {"path": "x"}, "response": {}}',
-            '{"index": 4, "tool": "get_order", "args": {"id": 1}, "response": {"status": "cancelled"}}',
-        ]))
+        session = self.write(
+            "s.jsonl",
+            "".join(
+                line + "\n"
+                for line in [
+                    '{"index": 0, "tool": "get_order", "args": {"id": 1}, "response": {"status": "open"}}',
+                    '{"index": 1, "tool": "cancel_order", "args": {"id": 1}, "response": {"ok": true}}',
+                    '{"index": 2, "tool": "get_order", "args": {"id": 1}, "response": {"status": "gone"}}',
+                    '{"index": 3, "tool": "write_file", "args": {"path": "x"}, "response": {}}',
+                    '{"index": 4, "tool": "get_order", "args": {"id": 1}, "response": {"status": "gone"}}',
+                ]
+            ),
+        )
         head = "calls: 5\ndivergence: index 2\n"
         nd = [
-            "index 2: non-determinism: tool 'get_order' returned a different response than the identical call at index 0\n",
-            "index 4: non-determinism: tool 'get_order' returned a different response than the identical call at index 0\n",
+            "index 2: non-determinism: tool 'get_order' returned a different response "
+            "than the identical call at index 0\n",
+            "index 4: non-determinism: tool 'get_order' returned a different response "
+            "than the identical call at index 0\n",
         ]
-        redundant = "index 2: redundant-call: tool 'get_order' repeats the identical call at index 0 with no state change between them\n"
+        redundant = (
+            "index 2: redundant-call: tool 'get_order' repeats the identical call at index 0 "
+            "with no state change between them\n"
+        )
         self.assertEqual(run("replay", session), (1, head + "findings: 3\n" + nd[0] + redundant + nd[1], ""))
         want = (1, head + "findings: 2\n" + "".join(nd), "")
         self.assertEqual(run("replay", session, "--mutator", "cancel_order"), want)
@@ -170,8 +203,10 @@ class ReplayCommandTest(TempDirTest):
 
     def test_bad_mutators_file(self) -> None:
         mutators = self.write("m.txt", "cancel order\n")
-        self.assertEqual(run("replay", DIRTY, "--mutators", mutators),
-                         (2, "", f"error: {mutators}:1: a tool name has no white space: 'cancel order'\n"))
+        self.assertEqual(
+            run("replay", DIRTY, "--mutators", mutators),
+            (2, "", f"error: {mutators}:1: a tool name has no white space: 'cancel order'\n"),
+        )
 
 
 class ScopeCommandTest(TempDirTest):
@@ -189,8 +224,10 @@ class ScopeCommandTest(TempDirTest):
 
     def test_bad_scope_file(self) -> None:
         scope = self.write("scope.json", '{"agent": "a", "allowed_tools": [1]}')
-        self.assertEqual(run("scope", DIRTY, scope),
-                         (2, "", f'error: {scope}: field "allowed_tools" item 0 must be a string, not 1\n'))
+        self.assertEqual(
+            run("scope", DIRTY, scope),
+            (2, "", f'error: {scope}: field "allowed_tools" item 0 must be a string, not 1\n'),
+        )
 
     def test_sealed_session(self) -> None:
         sealed = self.write("sealed.jsonl", _expected_seal(DIRTY))
@@ -201,11 +238,25 @@ class ScopeCommandTest(TempDirTest):
         sealed = _expected_seal(DIRTY).splitlines(keepends=True)
         plain = _read(DIRTY).decode().splitlines(keepends=True)
         path = self.write("mixed.jsonl", "".join(sealed[:3] + plain[3:]))
-        self.assertEqual(run("scope", path, SCOPE), (2, "", f"error: {path}:4: plain record in a sealed file "
-                                                           "(every line must be a link with prev and digest)\n"))
+        self.assertEqual(
+            run("scope", path, SCOPE),
+            (
+                2,
+                "",
+                f"error: {path}:4: plain record in a sealed file "
+                "(every line must be a link with prev and digest)\n",
+            ),
+        )
         path = self.write("mixed2.jsonl", "".join(plain[:3] + sealed[3:]))
-        self.assertEqual(run("replay", path), (2, "", f"error: {path}:4: sealed link in a file of plain records "
-                                                     "(prev and digest are not record fields)\n"))
+        self.assertEqual(
+            run("replay", path),
+            (
+                2,
+                "",
+                f"error: {path}:4: sealed link in a file of plain records "
+                "(prev and digest are not record fields)\n",
+            ),
+        )
 
 
 class SealVerifyCommandTest(TempDirTest):
@@ -217,23 +268,54 @@ class SealVerifyCommandTest(TempDirTest):
     def test_seal_then_verify(self) -> None:
         code, sealed, _ = run("seal", DIRTY)
         self.assertEqual(run("verify", "-", stdin=sealed.encode()), (0, "chain: intact\n", ""))
-        self.assertEqual(run("verify", "-", "--format", "json", stdin=sealed.encode()), (0, (
-            '{\n  "command": "verify",\n  "chain": "intact",\n  "links_checked": 6,\n  "first_broken_index": null,\n'
-            '  "field": null,\n  "expected": null,\n  "found": null\n}\n'), ""))
+        self.assertEqual(
+            run("verify", "-", "--format", "json", stdin=sealed.encode()),
+            (
+                0,
+                (
+                    '{\n  "command": "verify",\n  "chain": "intact",\n  "links_checked": 6,\n'
+                    '  "first_broken_index": null,\n'
+                    '  "field": null,\n  "expected": null,\n  "found": null\n}\n'
+                ),
+                "",
+            ),
+        )
 
     def test_verify_broken(self) -> None:
         lines = _expected_seal(DIRTY).splitlines(keepends=True)
         digests = [json.loads(line)["digest"] for line in lines]
         path = self.write("broken.jsonl", "".join(lines[:2] + lines[3:]))
-        self.assertEqual(run("verify", path), (1, f"chain: broken\nfirst broken link: index 2\n"
-                                                  f"expected: {digests[1]}\nfound: {digests[2]}\n", ""))
-        self.assertEqual(run("verify", path, "--format", "json"), (1, (
-            '{\n  "command": "verify",\n  "chain": "broken",\n  "links_checked": 3,\n  "first_broken_index": 2,\n'
-            f'  "field": "prev",\n  "expected": "{digests[1]}",\n  "found": "{digests[2]}"\n}}\n'), ""))
+        self.assertEqual(
+            run("verify", path),
+            (
+                1,
+                f"chain: broken\nfirst broken link: index 2\nexpected: {digests[1]}\nfound: {digests[2]}\n",
+                "",
+            ),
+        )
+        self.assertEqual(
+            run("verify", path, "--format", "json"),
+            (
+                1,
+                (
+                    '{\n  "command": "verify",\n  "chain": "broken",\n  "links_checked": 3,\n'
+                    '  "first_broken_index": 2,\n'
+                    f'  "field": "prev",\n  "expected": "{digests[1]}",\n  "found": "{digests[2]}"\n}}\n'
+                ),
+                "",
+            ),
+        )
 
     def test_verify_plain_session(self) -> None:
-        self.assertEqual(run("verify", DIRTY), (2, "", f"error: {DIRTY}:1: plain record in a sealed file "
-                                                       "(every line must be a link with prev and digest)\n"))
+        self.assertEqual(
+            run("verify", DIRTY),
+            (
+                2,
+                "",
+                f"error: {DIRTY}:1: plain record in a sealed file "
+                "(every line must be a link with prev and digest)\n",
+            ),
+        )
 
     def test_seal_output_file(self) -> None:
         out = os.path.join(self.tmp, "out.jsonl")
@@ -249,13 +331,17 @@ class SealVerifyCommandTest(TempDirTest):
         bad = self.write("bad.jsonl", body)
         want = (2, "", f"error: {bad}:7: number 1e400 overflows a double\n")
         self.assertEqual(run("seal", bad), want)
-        self.assertEqual(run("seal", "-", stdin=body), (2, "", "error: <stdin>:7: number 1e400 overflows a double\n"))
+        self.assertEqual(
+            run("seal", "-", stdin=body), (2, "", "error: <stdin>:7: number 1e400 overflows a double\n")
+        )
         self.assertEqual(self.files(), ["bad.jsonl"])
 
     def test_seal_error_leaves_output_file_alone(self) -> None:
         bad = self.write("bad.jsonl", _read(DIRTY) + b"[]\n")
         out = os.path.join(self.tmp, "out.jsonl")
-        self.assertEqual(run("seal", bad, "-o", out), (2, "", f"error: {bad}:7: record must be a JSON object, not array\n"))
+        self.assertEqual(
+            run("seal", bad, "-o", out), (2, "", f"error: {bad}:7: record must be a JSON object, not array\n")
+        )
         self.assertEqual(self.files(), ["bad.jsonl"])
         self.write("out.jsonl", "previous content\n")
         self.assertEqual(run("seal", bad, "-o", out)[0], 2)
@@ -265,19 +351,25 @@ class SealVerifyCommandTest(TempDirTest):
     def test_seal_missing_input_with_output(self) -> None:
         missing = os.path.join(self.tmp, "none.jsonl")
         out = os.path.join(self.tmp, "out.jsonl")
-        self.assertEqual(run("seal", missing, "-o", out),
-                         (2, "", f"error: cannot read {missing}: No such file or directory\n"))
+        self.assertEqual(
+            run("seal", missing, "-o", out),
+            (2, "", f"error: cannot read {missing}: No such file or directory\n"),
+        )
         self.assertEqual(self.files(), [])
 
     def test_seal_output_in_missing_directory(self) -> None:
         out = os.path.join(self.tmp, "no", "out.jsonl")
-        self.assertEqual(run("seal", DIRTY, "-o", out), (2, "", f"error: cannot write {out}: No such file or directory\n"))
+        self.assertEqual(
+            run("seal", DIRTY, "-o", out), (2, "", f"error: cannot write {out}: No such file or directory\n")
+        )
         self.assertEqual(self.files(), [])
 
     def test_seal_output_is_a_directory(self) -> None:
         os.mkdir(os.path.join(self.tmp, "d"))
         out = os.path.join(self.tmp, "d")
-        self.assertEqual(run("seal", DIRTY, "-o", out), (2, "", f"error: cannot write {out}: Is a directory\n"))
+        self.assertEqual(
+            run("seal", DIRTY, "-o", out), (2, "", f"error: cannot write {out}: Is a directory\n")
+        )
         self.assertEqual(self.files(), ["d"])
         self.assertEqual(os.listdir(out), [])
 
@@ -297,7 +389,9 @@ class UsageErrorTest(unittest.TestCase):
         self.assert_usage([], "the following arguments are required: COMMAND")
 
     def test_unknown_command(self) -> None:
-        self.assert_usage(["frobnicate"], prefix="argument COMMAND: invalid choice: 'frobnicate' (choose from ")
+        self.assert_usage(
+            ["frobnicate"], prefix="argument COMMAND: invalid choice: 'frobnicate' (choose from "
+        )
 
     def test_missing_arguments(self) -> None:
         self.assert_usage(["replay"], "the following arguments are required: session")
@@ -309,15 +403,23 @@ class UsageErrorTest(unittest.TestCase):
     def test_unknown_option_and_format(self) -> None:
         self.assert_usage(["replay", DIRTY, "--fast"], "unrecognized arguments: --fast")
         self.assert_usage(["version", "extra"], "unrecognized arguments: extra")
-        self.assert_usage(["replay", DIRTY, "--format", "xml"], prefix="argument --format: invalid choice: 'xml'")
+        self.assert_usage(
+            ["replay", DIRTY, "--format", "xml"], prefix="argument --format: invalid choice: 'xml'"
+        )
 
     def test_missing_files(self) -> None:
         self.assert_usage(["replay", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
         self.assert_usage(["verify", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
-        self.assert_usage(["scope", DIRTY, "no-such.json"], "cannot read no-such.json: No such file or directory")
-        self.assert_usage(["scope", "no-such.jsonl", SCOPE], "cannot read no-such.jsonl: No such file or directory")
-        self.assert_usage(["replay", DIRTY, "--mutators", "no-such.txt"],
-                          "cannot read no-such.txt: No such file or directory")
+        self.assert_usage(
+            ["scope", DIRTY, "no-such.json"], "cannot read no-such.json: No such file or directory"
+        )
+        self.assert_usage(
+            ["scope", "no-such.jsonl", SCOPE], "cannot read no-such.jsonl: No such file or directory"
+        )
+        self.assert_usage(
+            ["replay", DIRTY, "--mutators", "no-such.txt"],
+            "cannot read no-such.txt: No such file or directory",
+        )
         self.assert_usage(["replay", SAMPLES], f"cannot read {SAMPLES}: Is a directory")
 
 

@@ -1,4 +1,5 @@
-"""Every real session of ../shared/corpus/real: replay (with and without the domain's mutators), seal | verify.
+"""Every real session of ../shared/corpus/real: replay (with and without the domain's mutators),
+seal | verify.
 
 The bulk goes through the same library calls the commands make (building the argument parser costs more
 than auditing a small session); one session per folder also goes through `main`, exit codes included.
@@ -31,7 +32,7 @@ def run(*argv: str, stdin: bytes = b"") -> tuple[int, str, str]:
 
 
 def _mutators_file(folder: str) -> str | None:
-    """The domain's mutators file, decided from the folder name; None when the folder names no known domain."""
+    """The domain's mutators file, from the folder name; None when the name holds no known domain."""
     domains = [domain for domain in DOMAINS if domain in folder]
     if len(domains) != 1:
         return None
@@ -46,8 +47,11 @@ def _sessions() -> list[tuple[str, str | None]]:
         if folder == "scopes" or not os.path.isdir(directory):
             continue
         mutators = _mutators_file(folder)
-        found += [(os.path.join(directory, name), mutators) for name in sorted(os.listdir(directory))
-                  if name.endswith(".jsonl")]
+        found += [
+            (os.path.join(directory, name), mutators)
+            for name in sorted(os.listdir(directory))
+            if name.endswith(".jsonl")
+        ]
     return found
 
 
@@ -63,16 +67,22 @@ def _facts(report: ReplayReport, kind: str) -> list[tuple[int, str, int | None]]
 @unittest.skipUnless(os.path.isdir(REAL), "../shared corpus not present")
 class RealCorpusTest(unittest.TestCase):
     def test_domain_detection(self) -> None:
-        self.assertEqual(_mutators_file("tau1_gpt4o_airline"), os.path.join(REAL, "scopes", "airline-mutators.txt"))
-        self.assertEqual(_mutators_file("tau2_gpt-4.1_retail_defautl_gpt-4.1_1trials"),
-                         os.path.join(REAL, "scopes", "retail-mutators.txt"))
+        self.assertEqual(
+            _mutators_file("tau1_gpt4o_airline"), os.path.join(REAL, "scopes", "airline-mutators.txt")
+        )
+        self.assertEqual(
+            _mutators_file("tau2_gpt-4.1_retail_defautl_gpt-4.1_1trials"),
+            os.path.join(REAL, "scopes", "retail-mutators.txt"),
+        )
         self.assertIsNone(_mutators_file("tau2_adaptive_agent_medical_triage_opus46_cascata"))
 
     def test_replay_every_session(self) -> None:
         sessions = _sessions()
         self.assertGreaterEqual(len(sessions), 1000)
-        domain_sets = {path: DEFAULT_MUTATORS | frozenset(read_mutators_file(path))
-                       for path in {mutators for _, mutators in sessions if mutators}}
+        domain_sets = {
+            path: DEFAULT_MUTATORS | frozenset(read_mutators_file(path))
+            for path in {mutators for _, mutators in sessions if mutators}
+        }
         self.assertEqual(len(domain_sets), 3)
         for path, mutators in sessions:
             with self.subTest(os.path.relpath(path, REAL)):
@@ -85,14 +95,18 @@ class RealCorpusTest(unittest.TestCase):
                 # more mutators can only excuse repeats; what a call returned is unchanged
                 self.assertEqual(_facts(domain, "non-determinism"), _facts(plain, "non-determinism"))
                 self.assertEqual(domain.divergence, plain.divergence)
-                self.assertLessEqual(set(_facts(domain, "redundant-call")), set(_facts(plain, "redundant-call")))
+                self.assertLessEqual(
+                    set(_facts(domain, "redundant-call")), set(_facts(plain, "redundant-call"))
+                )
 
     def test_seal_verify_every_session(self) -> None:
         for path, _ in _sessions():
             with self.subTest(os.path.relpath(path, REAL)):
                 with open(path, "rb") as handle:
                     sealed = b"".join(seal_records(read_session(handle, path)))
-                self.assertEqual(chain_text(verify_chain(read_links(io.BytesIO(sealed), "sealed"))), "chain: intact\n")
+                self.assertEqual(
+                    chain_text(verify_chain(read_links(io.BytesIO(sealed), "sealed"))), "chain: intact\n"
+                )
 
     def test_commands_on_one_session_per_folder(self) -> None:
         seen: set[str] = set()

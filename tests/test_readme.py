@@ -45,7 +45,7 @@ def _blocks(text: str) -> list[tuple[int, str, list[str]]]:
     while position < len(lines):
         line = lines[position]
         if line.startswith(FENCE):
-            info, start = line[len(FENCE):].strip(), position
+            info, start = line[len(FENCE) :].strip(), position
             position += 1
             body = []
             while position < len(lines) and lines[position].rstrip() != FENCE:
@@ -65,7 +65,9 @@ def _console(start: int, body: list[str], block: int) -> list[Example]:
     for offset, line in enumerate(body, 1):
         if line.startswith("$ "):
             if command is not None:
-                examples.append(Example("console", command[0], command[1], "".join(o + "\n" for o in output), block))
+                examples.append(
+                    Example("console", command[0], command[1], "".join(o + "\n" for o in output), block)
+                )
             command, output = (start + offset, line[2:]), []
         elif command is None:
             raise ValueError(f"README.md:{start + offset}: console block text before the first `$ ` command")
@@ -89,7 +91,7 @@ def parse_examples(text: str) -> list[Example]:
             following = blocks[number + 1] if number + 1 < len(blocks) else None
             expected = None
             if following is not None and following[1].split()[:1] == ["output"]:
-                between = text.split("\n")[start + len(body) + 1:following[0] - 1]
+                between = text.split("\n")[start + len(body) + 1 : following[0] - 1]
                 if not any(line.strip() for line in between):
                     expected = "".join(line + "\n" for line in following[2])
             examples.append(Example("python", start, "".join(line + "\n" for line in body), expected, number))
@@ -121,10 +123,17 @@ def run_example(example: Example, directory: str, env: dict[str, str]) -> str | 
         return f"{where} exited {done.returncode}\n--- stderr ---\n{stderr}"
     if example.expected is None or actual == example.expected:
         return None
-    diff = "".join(difflib.unified_diff(example.expected.splitlines(keepends=True), actual.splitlines(keepends=True),
-                                        "README (expected)", "actual output"))
-    return (f"{where}: output differs (exit {done.returncode})\n{diff}"
-            + (f"--- stderr ---\n{stderr}" if stderr else ""))
+    diff = "".join(
+        difflib.unified_diff(
+            example.expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            "README (expected)",
+            "actual output",
+        )
+    )
+    return f"{where}: output differs (exit {done.returncode})\n{diff}" + (
+        f"--- stderr ---\n{stderr}" if stderr else ""
+    )
 
 
 def run_examples(examples: list[Example]) -> list[str]:
@@ -195,21 +204,26 @@ x = 1
 
 class ParseExamplesTest(unittest.TestCase):
     def test_parse(self) -> None:
-        self.assertEqual(parse_examples(SAMPLE), [
-            Example("console", 4, "echo one", "one\n", 0),
-            Example("console", 6, "printf 'a\\nb\\n'", "a\nb\n", 0),
-            Example("console", 9, "true", "", 0),
-            Example("python", 14, 'print("hi")\n', "hi\n", 1),
-            Example("python", 30, "x = 1\n", None, 5),
-        ])
+        self.assertEqual(
+            parse_examples(SAMPLE),
+            [
+                Example("console", 4, "echo one", "one\n", 0),
+                Example("console", 6, "printf 'a\\nb\\n'", "a\nb\n", 0),
+                Example("console", 9, "true", "", 0),
+                Example("python", 14, 'print("hi")\n', "hi\n", 1),
+                Example("python", 30, "x = 1\n", None, 5),
+            ],
+        )
 
     def test_output_block_must_follow_immediately(self) -> None:
         text = "```python\nprint(1)\n```\ntext between\n```output\n1\n```\n"
         self.assertEqual(parse_examples(text), [Example("python", 1, "print(1)\n", None, 0)])
 
     def test_malformed(self) -> None:
-        for text, message in [("```console\n$ ls\n", "README.md:1: code block is never closed"),
-                              ("```console\nls\n```\n", "README.md:2: console block text before the first `$ ` command")]:
+        for text, message in [
+            ("```console\n$ ls\n", "README.md:1: code block is never closed"),
+            ("```console\nls\n```\n", "README.md:2: console block text before the first `$ ` command"),
+        ]:
             with self.subTest(message), self.assertRaises(ValueError) as caught:
                 parse_examples(text)
             self.assertEqual(str(caught.exception), message)
@@ -221,8 +235,11 @@ class RunExamplesTest(unittest.TestCase):
 
     def test_wrong_output_fails_with_a_diff(self) -> None:
         (failure,) = run_examples(parse_examples("```console\n$ printf 'a\\nb\\n'\na\nc\n```\n"))
-        self.assertEqual(failure, "README.md:2: console example `printf 'a\\nb\\n'`: output differs (exit 0)\n"
-                                  "--- README (expected)\n+++ actual output\n@@ -1,2 +1,2 @@\n a\n-c\n+b\n")
+        self.assertEqual(
+            failure,
+            "README.md:2: console example `printf 'a\\nb\\n'`: output differs (exit 0)\n"
+            "--- README (expected)\n+++ actual output\n@@ -1,2 +1,2 @@\n a\n-c\n+b\n",
+        )
 
     def test_failing_python_block(self) -> None:
         (failure,) = run_examples(parse_examples("```python\nraise SystemExit('boom')\n```\n"))
@@ -233,9 +250,12 @@ class RunExamplesTest(unittest.TestCase):
         self.assertIn("-1\n+2\n", failure)
 
     def test_environment(self) -> None:
-        text = ("```console\n$ ls samples/scope.json samples/session-dirty.jsonl\nsamples/scope.json\nsamples/session-dirty.jsonl\n"
-                "$ python -m toolreplay version\ntoolreplay 0.6.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
-                "```console\n$ ls made.txt 2>&1 >/dev/null | wc -l\n1\n```\n")
+        text = (
+            "```console\n$ ls samples/scope.json samples/session-dirty.jsonl\n"
+            "samples/scope.json\nsamples/session-dirty.jsonl\n"
+            "$ python -m toolreplay version\ntoolreplay 0.6.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
+            "```console\n$ ls made.txt 2>&1 >/dev/null | wc -l\n1\n```\n"
+        )
         self.assertEqual(run_examples(parse_examples(text)), [])
 
 

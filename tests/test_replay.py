@@ -19,10 +19,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _session(*calls: tuple[str, dict[str, Any], dict[str, Any]]) -> bytes:
-    return "".join(format_record(i, tool, args, response) + "\n" for i, (tool, args, response) in enumerate(calls)).encode()
+    return "".join(
+        format_record(i, tool, args, response) + "\n" for i, (tool, args, response) in enumerate(calls)
+    ).encode()
 
 
-def _replay(*calls: tuple[str, dict[str, Any], dict[str, Any]], mutators: Any = DEFAULT_MUTATORS) -> ReplayReport:
+def _replay(
+    *calls: tuple[str, dict[str, Any], dict[str, Any]], mutators: Any = DEFAULT_MUTATORS
+) -> ReplayReport:
     return audit_replay(read_session(io.BytesIO(_session(*calls)), "s"), mutators)
 
 
@@ -42,8 +46,10 @@ class RedundantCallTest(unittest.TestCase):
         self.assertEqual((report.calls, report.divergence), (2, None))
 
     def test_other_reads_between_do_not_excuse(self) -> None:
-        self.assertEqual(_facts(_replay(READ_A, READ_B, ("list_dir", {}, {}), READ_A)),
-                         [(3, "redundant-call", "read_file", 0)])
+        self.assertEqual(
+            _facts(_replay(READ_A, READ_B, ("list_dir", {}, {}), READ_A)),
+            [(3, "redundant-call", "read_file", 0)],
+        )
 
     def test_mutator_between_excuses(self) -> None:
         self.assertEqual(_facts(_replay(READ_A, WRITE, READ_A)), [])
@@ -53,18 +59,24 @@ class RedundantCallTest(unittest.TestCase):
         self.assertEqual(_facts(_replay(READ_A, other, READ_A)), [])
 
     def test_every_default_mutator(self) -> None:
-        self.assertEqual(DEFAULT_MUTATORS,
-                         frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"}))
+        self.assertEqual(
+            DEFAULT_MUTATORS,
+            frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"}),
+        )
         for tool in sorted(DEFAULT_MUTATORS):
             with self.subTest(tool):
                 self.assertEqual(_facts(_replay(READ_A, (tool, {}, {}), READ_A)), [])
 
     def test_names_the_most_recent_identical_call(self) -> None:
-        self.assertEqual(_facts(_replay(READ_A, READ_A, READ_B, READ_A)),
-                         [(1, "redundant-call", "read_file", 0), (3, "redundant-call", "read_file", 1)])
+        self.assertEqual(
+            _facts(_replay(READ_A, READ_A, READ_B, READ_A)),
+            [(1, "redundant-call", "read_file", 0), (3, "redundant-call", "read_file", 1)],
+        )
 
     def test_after_a_mutator_only_later_repeats(self) -> None:
-        self.assertEqual(_facts(_replay(READ_A, WRITE, READ_A, READ_A)), [(3, "redundant-call", "read_file", 2)])
+        self.assertEqual(
+            _facts(_replay(READ_A, WRITE, READ_A, READ_A)), [(3, "redundant-call", "read_file", 2)]
+        )
 
     def test_repeated_mutator_call_is_redundant(self) -> None:
         # the earlier identical call is an end point, not strictly between the two
@@ -79,8 +91,18 @@ class RedundantCallTest(unittest.TestCase):
         self.assertEqual(_facts(_replay(first, second)), [(1, "redundant-call", "search", 0)])
 
     def test_different_tool_or_args_are_different_calls(self) -> None:
-        self.assertEqual(_facts(_replay(("a", {"x": 1}, {}), ("b", {"x": 1}, {}), ("a", {"x": 2}, {}),
-                                        ("a", {"x": "1"}, {}), ("A", {"x": 1}, {}))), [])
+        self.assertEqual(
+            _facts(
+                _replay(
+                    ("a", {"x": 1}, {}),
+                    ("b", {"x": 1}, {}),
+                    ("a", {"x": 2}, {}),
+                    ("a", {"x": "1"}, {}),
+                    ("A", {"x": 1}, {}),
+                )
+            ),
+            [],
+        )
 
 
 class NonDeterminismTest(unittest.TestCase):
@@ -91,25 +113,46 @@ class NonDeterminismTest(unittest.TestCase):
 
     def test_compares_with_the_first_response_only(self) -> None:
         writes = [("write_file", {"text": str(n)}, {}) for n in range(3)]
-        calls = [("s", {}, {"n": 1}), writes[0], ("s", {}, {"n": 2}), writes[1], ("s", {}, {"n": 2}), writes[2],
-                 ("s", {}, {"n": 1})]
+        calls = [
+            ("s", {}, {"n": 1}),
+            writes[0],
+            ("s", {}, {"n": 2}),
+            writes[1],
+            ("s", {}, {"n": 2}),
+            writes[2],
+            ("s", {}, {"n": 1}),
+        ]
         report = _replay(*calls)
         self.assertEqual(_facts(report), [(2, "non-determinism", "s", 0), (4, "non-determinism", "s", 0)])
         self.assertEqual(report.divergence, 2)
 
     def test_both_kinds_at_one_index_sorted_by_kind(self) -> None:
         report = _replay(READ_A, ("read_file", {"path": "a"}, {"text": "changed"}))
-        self.assertEqual(_facts(report), [(1, "non-determinism", "read_file", 0), (1, "redundant-call", "read_file", 0)])
-        self.assertEqual(replay_text(report), (
-            "calls: 2\ndivergence: index 1\nfindings: 2\n"
-            "index 1: non-determinism: tool 'read_file' returned a different response than the identical call at index 0\n"
-            "index 1: redundant-call: tool 'read_file' repeats the identical call at index 0 with no state change between them\n"))
+        self.assertEqual(
+            _facts(report), [(1, "non-determinism", "read_file", 0), (1, "redundant-call", "read_file", 0)]
+        )
+        self.assertEqual(
+            replay_text(report),
+            (
+                "calls: 2\ndivergence: index 1\nfindings: 2\n"
+                "index 1: non-determinism: tool 'read_file' returned a different response "
+                "than the identical call at index 0\n"
+                "index 1: redundant-call: tool 'read_file' repeats the identical call at index 0 "
+                "with no state change between them\n"
+            ),
+        )
 
     def test_both_kinds_name_different_calls(self) -> None:
         calls = [("s", {}, {"n": 1}), ("s", {}, {"n": 2}), ("s", {}, {"n": 3})]
-        self.assertEqual(_facts(_replay(*calls)), [
-            (1, "non-determinism", "s", 0), (1, "redundant-call", "s", 0),
-            (2, "non-determinism", "s", 0), (2, "redundant-call", "s", 1)])
+        self.assertEqual(
+            _facts(_replay(*calls)),
+            [
+                (1, "non-determinism", "s", 0),
+                (1, "redundant-call", "s", 0),
+                (2, "non-determinism", "s", 0),
+                (2, "redundant-call", "s", 1),
+            ],
+        )
 
     def test_divergence_is_the_first_non_determinism(self) -> None:
         calls = [READ_A, READ_A, ("s", {}, {"n": 1}), ("s", {}, {"n": 2}), ("t", {}, {}), ("t", {}, {"x": 1})]
@@ -118,23 +161,32 @@ class NonDeterminismTest(unittest.TestCase):
         self.assertEqual([f.index for f in report.findings], [1, 3, 3, 5, 5])
 
     def test_response_compared_canonically(self) -> None:
-        self.assertEqual(_facts(_replay(("s", {}, {"a": 1, "b": [1.0]}), WRITE, ("s", {}, {"b": [1], "a": 1.0}))), [])
+        self.assertEqual(
+            _facts(_replay(("s", {}, {"a": 1, "b": [1.0]}), WRITE, ("s", {}, {"b": [1], "a": 1.0}))), []
+        )
 
 
 class MutatorsTest(unittest.TestCase):
     def test_custom_mutators_replace_the_set_in_the_library(self) -> None:
         calls = (READ_A, ("cancel_order", {"id": 1}, {}), READ_A, WRITE, READ_A)
-        self.assertEqual(_facts(_replay(*calls, mutators={"cancel_order"})), [(4, "redundant-call", "read_file", 2)])
+        self.assertEqual(
+            _facts(_replay(*calls, mutators={"cancel_order"})), [(4, "redundant-call", "read_file", 2)]
+        )
         self.assertEqual(_facts(_replay(*calls)), [(2, "redundant-call", "read_file", 0)])
 
     def test_mutator_names_are_case_sensitive(self) -> None:
-        self.assertEqual(_facts(_replay(READ_A, ("Write_File", {}, {}), READ_A)), [(2, "redundant-call", "read_file", 0)])
+        self.assertEqual(
+            _facts(_replay(READ_A, ("Write_File", {}, {}), READ_A)), [(2, "redundant-call", "read_file", 0)]
+        )
 
     def test_mutators_file(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "m.txt")
             with open(path, "w", encoding="utf-8") as handle:
-                handle.write("# write tools\n\ncancel_order\n  book_flight  # inline comment\r\n\t\n#refund\nuser:toggle\n")
+                handle.write(
+                    "# write tools\n\ncancel_order\n  book_flight  # inline comment\r\n"
+                    "\t\n#refund\nuser:toggle\n"
+                )
             self.assertEqual(read_mutators_file(path), ["cancel_order", "book_flight", "user:toggle"])
 
     def test_mutators_file_errors(self) -> None:
@@ -165,11 +217,26 @@ class ReportTest(unittest.TestCase):
         with open(os.path.join(ROOT, "samples", "session-dirty.jsonl"), "rb") as handle:
             report = audit_replay(read_session(handle, "x"))
         self.assertEqual((report.calls, report.divergence), (6, 5))
-        self.assertEqual(list(report.findings), [
-            Finding(2, "redundant-call", "read_file", 1,
-                    "tool 'read_file' repeats the identical call at index 1 with no state change between them"),
-            Finding(5, "non-determinism", "search", 3,
-                    "tool 'search' returned a different response than the identical call at index 3")])
+        self.assertEqual(
+            list(report.findings),
+            [
+                Finding(
+                    2,
+                    "redundant-call",
+                    "read_file",
+                    1,
+                    "tool 'read_file' repeats the identical call at index 1 "
+                    "with no state change between them",
+                ),
+                Finding(
+                    5,
+                    "non-determinism",
+                    "search",
+                    3,
+                    "tool 'search' returned a different response than the identical call at index 3",
+                ),
+            ],
+        )
 
     def test_sample_clean(self) -> None:
         with open(os.path.join(ROOT, "samples", "session-clean.jsonl"), "rb") as handle:

@@ -24,18 +24,30 @@ def _scope(tools: list[str], allowed: list[str], agent: str = "reader") -> Scope
 
 class AuditScopeTest(unittest.TestCase):
     def test_exact_case_sensitive_names(self) -> None:
-        report = _scope(["read_file", "Read_File", "read_file ", "read", "search", "write_file"], ["read_file", "search"])
-        self.assertEqual([(f.index, f.kind, f.tool, f.related_index) for f in report.findings], [
-            (1, "permission-overreach", "Read_File", None), (2, "permission-overreach", "read_file ", None),
-            (3, "permission-overreach", "read", None), (5, "permission-overreach", "write_file", None)])
+        report = _scope(
+            ["read_file", "Read_File", "read_file ", "read", "search", "write_file"], ["read_file", "search"]
+        )
+        self.assertEqual(
+            [(f.index, f.kind, f.tool, f.related_index) for f in report.findings],
+            [
+                (1, "permission-overreach", "Read_File", None),
+                (2, "permission-overreach", "read_file ", None),
+                (3, "permission-overreach", "read", None),
+                (5, "permission-overreach", "write_file", None),
+            ],
+        )
         self.assertEqual((report.agent, report.calls), ("reader", 6))
 
     def test_every_call_reported_not_only_the_first(self) -> None:
         report = _scope(["rm", "ls", "rm"], ["ls"], agent="a'b")
-        self.assertEqual(scope_text(report), (
-            "calls: 3\nfindings: 2\n"
-            "index 0: permission-overreach: tool 'rm' is not in the declared scope for agent 'a'b'\n"
-            "index 2: permission-overreach: tool 'rm' is not in the declared scope for agent 'a'b'\n"))
+        self.assertEqual(
+            scope_text(report),
+            (
+                "calls: 3\nfindings: 2\n"
+                "index 0: permission-overreach: tool 'rm' is not in the declared scope for agent 'a'b'\n"
+                "index 2: permission-overreach: tool 'rm' is not in the declared scope for agent 'a'b'\n"
+            ),
+        )
 
     def test_clean_and_empty(self) -> None:
         self.assertEqual(scope_text(_scope(["ls", "ls"], ["ls"])), "calls: 2\nfindings: 0\n")
@@ -46,39 +58,86 @@ class AuditScopeTest(unittest.TestCase):
         self.assertEqual(policy, Policy("docs-reader", frozenset({"read_file", "list_dir", "search"})))
         with open(os.path.join(ROOT, "samples", "session-dirty.jsonl"), "rb") as handle:
             report = audit_scope(read_session(handle, "x"), policy)
-        self.assertEqual(scope_text(report), (
-            "calls: 6\nfindings: 1\n"
-            "index 4: permission-overreach: tool 'write_file' is not in the declared scope for agent 'docs-reader'\n"))
+        self.assertEqual(
+            scope_text(report),
+            (
+                "calls: 6\nfindings: 1\n"
+                "index 4: permission-overreach: tool 'write_file' is not in the declared scope "
+                "for agent 'docs-reader'\n"
+            ),
+        )
 
 
 # (name, file text, exact message after "PATH")
 BAD_SCOPE_FILES = [
     ("not json", "{", ":1: invalid JSON: Expecting property name enclosed in double quotes (column 2)"),
-    ("invalid JSON on line 3", '{\n"agent": "a",\n"allowed_tools" []}', ":3: invalid JSON: Expecting ':' delimiter (column 17)"),
+    (
+        "invalid JSON on line 3",
+        '{\n"agent": "a",\n"allowed_tools" []}',
+        ":3: invalid JSON: Expecting ':' delimiter (column 17)",
+    ),
     ("empty", "", ":1: invalid JSON: Expecting value (column 1)"),
     ("array", '["read_file"]', ": permission file must hold one JSON object"),
     ("missing agent", '{"allowed_tools": ["t"]}', ': missing field "agent"'),
     ("missing allowed_tools", '{"agent": "a"}', ': missing field "allowed_tools"'),
     ("extra field", '{"agent": "a", "allowed_tools": [], "x": 1}', ': unknown field "x"'),
     ("agent not string", '{"agent": 1, "allowed_tools": []}', ': field "agent" must be a string'),
-    ("tools not list", '{"agent": "a", "allowed_tools": "t"}', ': field "allowed_tools" must be an array of strings'),
-    ("non-string tool", '{"agent": "a", "allowed_tools": ["t", 1]}', ': field "allowed_tools" item 1 must be a string, not 1'),
-    ("null tool", '{"agent": "a", "allowed_tools": [null]}', ': field "allowed_tools" item 0 must be a string, not null'),
+    (
+        "tools not list",
+        '{"agent": "a", "allowed_tools": "t"}',
+        ': field "allowed_tools" must be an array of strings',
+    ),
+    (
+        "non-string tool",
+        '{"agent": "a", "allowed_tools": ["t", 1]}',
+        ': field "allowed_tools" item 1 must be a string, not 1',
+    ),
+    (
+        "null tool",
+        '{"agent": "a", "allowed_tools": [null]}',
+        ': field "allowed_tools" item 0 must be a string, not null',
+    ),
     ("duplicate key", '{"agent": "a", "agent": "b", "allowed_tools": []}', ': duplicate key "agent"'),
-    ("NaN", '{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": NaN}}', ": NaN is not allowed in JSON"),
-    ("write_tools not list", '{"agent": "a", "allowed_tools": [], "write_tools": {}}',
-     ': field "write_tools" must be an array of strings'),
-    ("limits not object", '{"agent": "a", "allowed_tools": [], "limits": 5}', ': field "limits" must be an object'),
-    ("unknown limit", '{"agent": "a", "allowed_tools": [], "limits": {"max_tokens": 5}}',
-     ': unknown field "max_tokens" in "limits" (known: max_steps, max_result_bytes, max_seconds)'),
-    ("boolean limit", '{"agent": "a", "allowed_tools": [], "limits": {"max_steps": true}}',
-     ': limit "max_steps" must be a positive integer'),
-    ("fractional steps", '{"agent": "a", "allowed_tools": [], "limits": {"max_steps": 1.5}}',
-     ': limit "max_steps" must be a positive integer'),
-    ("zero bytes", '{"agent": "a", "allowed_tools": [], "limits": {"max_result_bytes": 0}}',
-     ': limit "max_result_bytes" must be a positive integer'),
-    ("negative seconds", '{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": -1}}',
-     ': limit "max_seconds" must be a positive number'),
+    (
+        "NaN",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": NaN}}',
+        ": NaN is not allowed in JSON",
+    ),
+    (
+        "write_tools not list",
+        '{"agent": "a", "allowed_tools": [], "write_tools": {}}',
+        ': field "write_tools" must be an array of strings',
+    ),
+    (
+        "limits not object",
+        '{"agent": "a", "allowed_tools": [], "limits": 5}',
+        ': field "limits" must be an object',
+    ),
+    (
+        "unknown limit",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_tokens": 5}}',
+        ': unknown field "max_tokens" in "limits" (known: max_steps, max_result_bytes, max_seconds)',
+    ),
+    (
+        "boolean limit",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_steps": true}}',
+        ': limit "max_steps" must be a positive integer',
+    ),
+    (
+        "fractional steps",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_steps": 1.5}}',
+        ': limit "max_steps" must be a positive integer',
+    ),
+    (
+        "zero bytes",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_result_bytes": 0}}',
+        ': limit "max_result_bytes" must be a positive integer',
+    ),
+    (
+        "negative seconds",
+        '{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": -1}}',
+        ': limit "max_seconds" must be a positive number',
+    ),
     ("two objects", '{"agent": "a", "allowed_tools": []}\n{}', ":2: invalid JSON: Extra data (column 1)"),
 ]
 
@@ -113,16 +172,27 @@ class LoadPolicyTest(unittest.TestCase):
         self.assertEqual(str(caught.exception), f"cannot read {missing}: No such file or directory")
 
     def test_extra_optional_fields_accepted(self) -> None:
-        policy = self.load('{"agent": "support", "allowed_tools": ["get_order", "cancel_order", "get_order"],\n'
-                           ' "write_tools": ["cancel_order"],\n'
-                           ' "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}}\n')
-        self.assertEqual(policy, Policy("support", frozenset({"get_order", "cancel_order"}), frozenset({"cancel_order"}),
-                                        Limits(20, 100000, 60.0)))
+        policy = self.load(
+            '{"agent": "support", "allowed_tools": ["get_order", "cancel_order", "get_order"],\n'
+            ' "write_tools": ["cancel_order"],\n'
+            ' "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}}\n'
+        )
+        self.assertEqual(
+            policy,
+            Policy(
+                "support",
+                frozenset({"get_order", "cancel_order"}),
+                frozenset({"cancel_order"}),
+                Limits(20, 100000, 60.0),
+            ),
+        )
         self.assertIsInstance(policy.limits.max_seconds, float)
 
     def test_partial_limits(self) -> None:
-        self.assertEqual(self.load('{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": 0.5}}').limits,
-                         Limits(None, None, 0.5))
+        self.assertEqual(
+            self.load('{"agent": "a", "allowed_tools": [], "limits": {"max_seconds": 0.5}}').limits,
+            Limits(None, None, 0.5),
+        )
         self.assertEqual(self.load('{"agent": "a", "allowed_tools": [], "limits": {}}').limits, Limits())
 
     def test_parse_policy_direct(self) -> None:

@@ -11,13 +11,22 @@ BAD = [
     ("empty", "", "invalid JSON: Expecting value (column 1)", 1),
     ("unclosed object", "{", "invalid JSON: Expecting property name enclosed in double quotes (column 2)", 1),
     ("error on line 3", '{\n"a": 1,\n"b" 2}', "invalid JSON: Expecting ':' delimiter (column 5)", 3),
-    ("single quotes", "{'a': 1}", "invalid JSON: Expecting property name enclosed in double quotes (column 2)", 1),
+    (
+        "single quotes",
+        "{'a': 1}",
+        "invalid JSON: Expecting property name enclosed in double quotes (column 2)",
+        1,
+    ),
     ("trailing comma", "[1,]", "invalid JSON: Expecting value (column 4)", 1),
     ("raw control character", '"a\tb"', "invalid JSON: Invalid control character at (column 3)", 1),
     ("duplicate key", '{"a": 1, "a": 1}', 'duplicate key "a"', None),
     ("duplicate key deep", '[{"x": {"y": 1, "z": 2, "y": 3}}]', 'duplicate key "y"', None),
-    ("long duplicate key", '{"' + "k" * 100 + '": 1, "' + "k" * 100 + '": 2}',
-     'duplicate key "' + "k" * 56 + '..."', None),
+    (
+        "long duplicate key",
+        '{"' + "k" * 100 + '": 1, "' + "k" * 100 + '": 2}',
+        'duplicate key "' + "k" * 56 + '..."',
+        None,
+    ),
     ("NaN", "[NaN]", "NaN is not allowed in JSON", None),
     ("Infinity", '{"x": Infinity}', "Infinity is not allowed in JSON", None),
     ("-Infinity", "-Infinity", "-Infinity is not allowed in JSON", None),
@@ -42,8 +51,10 @@ class LoadsTest(unittest.TestCase):
 
     def test_accepts(self) -> None:
         loader = StrictLoader()
-        self.assertEqual(loader.loads('{"a": [1, 2.5, "x", null, true, false, {}]}'),
-                         {"a": [1, 2.5, "x", None, True, False, {}]})
+        self.assertEqual(
+            loader.loads('{"a": [1, 2.5, "x", null, true, false, {}]}'),
+            {"a": [1, 2.5, "x", None, True, False, {}]},
+        )
         self.assertEqual(loader.loads("1e-400"), 0)  # underflow is not overflow
         self.assertEqual(loader.loads("123456789012345678901234567890"), 123456789012345678901234567890)
         self.assertEqual(loader.loads('"\\ud83d\\ude00"'), "\U0001f600")
@@ -68,23 +79,31 @@ class CanonicalTest(unittest.TestCase):
         return loader.canonical(loader.loads(text))
 
     def test_fast_route(self) -> None:
-        self.assertEqual(self.canonical('{"b": [1, 2.5, "é"], "a": {"d": null, "c": true}}'),
-                         '{"a":{"c":true,"d":null},"b":[1,2.5,"é"]}'.encode())
+        self.assertEqual(
+            self.canonical('{"b": [1, 2.5, "é"], "a": {"d": null, "c": true}}'),
+            '{"a":{"c":true,"d":null},"b":[1,2.5,"é"]}'.encode(),
+        )
 
     def test_exotic_numbers(self) -> None:
-        self.assertEqual(self.canonical('{"x": 1e21, "y": 1e-7, "z": 1.5e300, "w": 2.0}'),
-                         b'{"w":2,"x":1e+21,"y":1e-7,"z":1.5e+300}')
+        self.assertEqual(
+            self.canonical('{"x": 1e21, "y": 1e-7, "z": 1.5e300, "w": 2.0}'),
+            b'{"w":2,"x":1e+21,"y":1e-7,"z":1.5e+300}',
+        )
 
     def test_astral_keys_sort_by_utf16(self) -> None:
-        self.assertEqual(self.canonical('{"\\ue000": 1, "\\ud83d\\ude00": 2, "a": 3}'),
-                         '{"a":3,"\U0001f600":2,"\ue000":1}'.encode())
+        self.assertEqual(
+            self.canonical('{"\\ue000": 1, "\\ud83d\\ude00": 2, "a": 3}'),
+            '{"a":3,"\U0001f600":2,"\ue000":1}'.encode(),
+        )
 
     def test_astral_value_only(self) -> None:
         self.assertEqual(self.canonical('{"b": "\U0001f600", "a": 1}'), '{"a":1,"b":"\U0001f600"}'.encode())
 
     def test_escapes(self) -> None:
-        self.assertEqual(self.canonical('"\\u0000\\b\\t\\n\\f\\r\\u001f\\"\\\\/\\u007f\\u2028"'),
-                         '"\\u0000\\b\\t\\n\\f\\r\\u001f\\"\\\\/\x7f\u2028"'.encode())
+        self.assertEqual(
+            self.canonical('"\\u0000\\b\\t\\n\\f\\r\\u001f\\"\\\\/\\u007f\\u2028"'),
+            '"\\u0000\\b\\t\\n\\f\\r\\u001f\\"\\\\/\x7f\u2028"'.encode(),
+        )
 
     def test_exotic_flag_resets_per_line(self) -> None:
         loader = StrictLoader()
@@ -95,11 +114,18 @@ class CanonicalTest(unittest.TestCase):
         self.assertEqual(loader.canonical(value), b'{"a":1,"b":1e-9}')
 
     def test_lone_surrogate(self) -> None:
-        for text in ('"\\ud800"', '{"\\udfff": 1}', '["\\ud800", 1e30]', '{"\\ud800": 1, "\\ud83d\\ude00": 2}'):
+        for text in (
+            '"\\ud800"',
+            '{"\\udfff": 1}',
+            '["\\ud800", 1e30]',
+            '{"\\ud800": 1, "\\ud83d\\ude00": 2}',
+        ):
             with self.subTest(text):
                 with self.assertRaises(JSONLineError) as caught:
                     self.canonical(text)
-                self.assertEqual(str(caught.exception), "string holds a lone surrogate (invalid Unicode escape)")
+                self.assertEqual(
+                    str(caught.exception), "string holds a lone surrogate (invalid Unicode escape)"
+                )
 
 
 if __name__ == "__main__":
