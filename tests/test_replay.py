@@ -16,17 +16,16 @@ from toolreplay.render import replay_text
 from toolreplay.replay import DEFAULT_MUTATORS, ReplayReport, audit_replay
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+Call = tuple[str, dict[str, Any], dict[str, Any]]
 
 
-def _session(*calls: tuple[str, dict[str, Any], dict[str, Any]]) -> bytes:
+def _session(*calls: Call) -> bytes:
     return "".join(
         format_record(i, tool, args, response) + "\n" for i, (tool, args, response) in enumerate(calls)
     ).encode()
 
 
-def _replay(
-    *calls: tuple[str, dict[str, Any], dict[str, Any]], mutators: Any = DEFAULT_MUTATORS
-) -> ReplayReport:
+def _replay(*calls: Call, mutators: Any = DEFAULT_MUTATORS) -> ReplayReport:
     return audit_replay(read_session(io.BytesIO(_session(*calls)), "s"), mutators)
 
 
@@ -34,9 +33,9 @@ def _facts(report: ReplayReport) -> list[tuple[int, str, str, int | None]]:
     return [(f.index, f.kind, f.tool, f.related_index) for f in report.findings]
 
 
-READ_A = ("read_file", {"path": "a"}, {"text": "A"})
-READ_B = ("read_file", {"path": "b"}, {"text": "B"})
-WRITE = ("write_file", {"path": "a", "text": "new"}, {"ok": True})
+READ_A: Call = ("read_file", {"path": "a"}, {"text": "A"})
+READ_B: Call = ("read_file", {"path": "b"}, {"text": "B"})
+WRITE: Call = ("write_file", {"path": "a", "text": "new"}, {"ok": True})
 
 
 class RedundantCallTest(unittest.TestCase):
@@ -112,8 +111,8 @@ class NonDeterminismTest(unittest.TestCase):
         self.assertEqual(report.divergence, 2)
 
     def test_compares_with_the_first_response_only(self) -> None:
-        writes = [("write_file", {"text": str(n)}, {}) for n in range(3)]
-        calls = [
+        writes: list[Call] = [("write_file", {"text": str(n)}, {}) for n in range(3)]
+        calls: list[Call] = [
             ("s", {}, {"n": 1}),
             writes[0],
             ("s", {}, {"n": 2}),
@@ -143,7 +142,7 @@ class NonDeterminismTest(unittest.TestCase):
         )
 
     def test_both_kinds_name_different_calls(self) -> None:
-        calls = [("s", {}, {"n": 1}), ("s", {}, {"n": 2}), ("s", {}, {"n": 3})]
+        calls: list[Call] = [("s", {}, {"n": 1}), ("s", {}, {"n": 2}), ("s", {}, {"n": 3})]
         self.assertEqual(
             _facts(_replay(*calls)),
             [
@@ -155,7 +154,14 @@ class NonDeterminismTest(unittest.TestCase):
         )
 
     def test_divergence_is_the_first_non_determinism(self) -> None:
-        calls = [READ_A, READ_A, ("s", {}, {"n": 1}), ("s", {}, {"n": 2}), ("t", {}, {}), ("t", {}, {"x": 1})]
+        calls: list[Call] = [
+            READ_A,
+            READ_A,
+            ("s", {}, {"n": 1}),
+            ("s", {}, {"n": 2}),
+            ("t", {}, {}),
+            ("t", {}, {"x": 1}),
+        ]
         report = _replay(*calls)
         self.assertEqual(report.divergence, 3)
         self.assertEqual([f.index for f in report.findings], [1, 3, 3, 5, 5])
@@ -168,7 +174,7 @@ class NonDeterminismTest(unittest.TestCase):
 
 class MutatorsTest(unittest.TestCase):
     def test_custom_mutators_replace_the_set_in_the_library(self) -> None:
-        calls = (READ_A, ("cancel_order", {"id": 1}, {}), READ_A, WRITE, READ_A)
+        calls: tuple[Call, ...] = (READ_A, ("cancel_order", {"id": 1}, {}), READ_A, WRITE, READ_A)
         self.assertEqual(
             _facts(_replay(*calls, mutators={"cancel_order"})), [(4, "redundant-call", "read_file", 2)]
         )
