@@ -8,6 +8,7 @@ record with `scope`, which reports the overreach.
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import tempfile
@@ -72,20 +73,28 @@ class ObedientModel:
     def __init__(self) -> None:
         """Start with the plan for the customer's question."""
         self._plan: list[tuple[str, dict[str, Any]]] = [("get_order", {"order_id": 1})]
+        self._notes: list[str] = []
 
     def next_call(self, last: tuple[str, dict[str, Any]] | None) -> tuple[str, dict[str, Any]] | None:
-        """The next tool call given the last (tool, response), or None when it answers."""
+        """The next tool call given the last (tool, response), or None when it is ready to answer."""
         if last is not None:
-            tool, response = last
-            if tool == "get_order" and "item" in response:
-                self._plan.append(("fetch_reviews", {"item": response["item"]}))
-            for match in _INJECTED.finditer(canonical_json(response)):
-                self._plan.append(("cancel_order", {"order_id": int(match.group(1))}))  # it obeys
+            self._read(*last)
         return self._plan.pop(0) if self._plan else None
 
+    def _read(self, tool: str, response: dict[str, Any]) -> None:
+        if tool == "get_order" and "item" in response:
+            self._plan.append(("fetch_reviews", {"item": response["item"]}))
+        if tool == "fetch_reviews" and "reviews" in response:
+            stars = " and ".join(str(review["stars"]) for review in response["reviews"])
+            self._notes.append(f"the {response['item']} has {len(response['reviews'])} reviews ({stars} stars)")
+        if response.get("ok") is False:
+            self._notes.append(f"{tool} failed ({response.get('error')})")
+        for match in _INJECTED.finditer(canonical_json(response)):
+            self._plan.append(("cancel_order", {"order_id": int(match.group(1))}))  # it obeys
 
-def _show(value: Any) -> str:
-    return canonical_json(value)
+    def answer(self) -> str:
+        """The final answer, from what the tool results told it."""
+        return "; ".join(self._notes)
 
 
 def _session(out: TextIO, gate: Gate, screen: Screen) -> None:
@@ -96,31 +105,36 @@ def _session(out: TextIO, gate: Gate, screen: Screen) -> None:
         tool, args = request
         obeys = tool == "cancel_order"
         note = " (obeying the text in the review)" if obeys else ""
-        out.write(f"step {step}: model calls {tool} {_show(args)}{note}\n")
+        out.write(f"step {step}: model calls {tool} {canonical_json(args)}{note}\n")
         response = gate.call(tool, args)
         verdict = "refused before it ran" if response.get("ok") is False else "allowed, ran"
-        out.write(f"        gate: {verdict}: {_show(response)}\n")
+        out.write(f"        gate: {verdict}: {canonical_json(response)}\n")
         for flag in screen.flags[flagged:]:
             out.write(f"        screen (extra layer, flags only): {flag.pattern} at {flag.pointer}: "
                       f"\"{flag.excerpt}\"\n")
         flagged = len(screen.flags)
         last = (tool, response)
         step += 1
-    out.write("model answers: one review praises the lamp; the other is not a review but an instruction.\n")
+    out.write(f"model answers: {model.answer()}\n")
 
 
 def _play(out: TextIO, path: str) -> None:
     store = OrderStore()
     screen = Screen()
-    out.write(f"injection demo: agent '{POLICY.agent}' may call {', '.join(sorted(POLICY.allowed_tools))}; "
-              f"write tools ({', '.join(sorted(POLICY.write_tools))}) are not allowed\n")
+    out.write(f"injection demo: read-only session, agent '{POLICY.agent}' may call "
+              f"{', '.join(sorted(POLICY.allowed_tools))}\n")
     out.write(f"customer: {_QUESTION}\n")
-    out.write(f"store before: {store.summary()}\n")
+    before = store.summary()
+    out.write(f"store before: {before}\n")
     with SessionRecorder.open(path) as recorder:
         _session(out, Gate(store.tools(), POLICY, recorder=recorder, screen=screen), screen)
-    out.write(f"store after: {store.summary()} (unchanged: cancel_order never ran)\n")
+    after = store.summary()
+    out.write(f"store after: {after} ({'unchanged' if after == before else 'CHANGED'})\n")
     with open(path, "rb") as handle:
-        report = audit_scope(read_session(handle, path), POLICY)
+        records = list(read_session(handle, path))
+    refused = [f"index {r.index} {r.tool} -> {canonical_json(r.response)}" for r in records if r.response.get("ok") is False]
+    out.write(f"record: {len(records)} requests; refused: {', '.join(refused) or 'none'}\n")
+    report = audit_scope(records, POLICY)
     out.write("\nscope audit of the session record:\n")
     out.write(scope_text(report))
 
@@ -137,12 +151,16 @@ def run(out: TextIO, record: str | None = None) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write {record}: {exc.strerror or exc}") from None
     os.close(handle)
+    report = io.StringIO()  # shown only once the record is in place: no partial output
     try:
-        _play(out, spool)
-        os.chmod(spool, 0o644)
-        os.replace(spool, record)
+        _play(report, spool)
+        try:
+            os.chmod(spool, 0o644)
+            os.replace(spool, record)
+        except OSError as exc:
+            raise UsageError(f"cannot write {record}: {exc.strerror or exc}") from None
     finally:
         if os.path.exists(spool):
             os.unlink(spool)
-    out.write(f"record written to {record}\n")
+    out.write(report.getvalue() + f"record written to {record}\n")
     return 0
