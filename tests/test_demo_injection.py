@@ -12,6 +12,7 @@ from unittest import mock
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.demos import injection
+from toolreplay.policy import Limits, load_policy
 from toolreplay.records import read_session
 
 EXPECTED = """\
@@ -89,6 +90,16 @@ class DemoTest(unittest.TestCase):
                 self.assertEqual(io_.out(), "")
                 self.assertTrue(io_.err().startswith(f"error: cannot write {path}: "), io_.err())
         self.assertEqual(os.listdir(self.directory), [])
+
+    def test_sample_policies_load(self) -> None:
+        samples = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "samples")
+        readonly = load_policy(os.path.join(samples, "support-readonly.json"))
+        self.assertEqual((readonly.agent, readonly.allowed_tools, readonly.write_tools),
+                         (injection.POLICY.agent, injection.POLICY.allowed_tools, injection.POLICY.write_tools))
+        agent = load_policy(os.path.join(samples, "support-agent.json"))
+        self.assertEqual((agent.allowed_tools, agent.write_tools, agent.limits),
+                         (frozenset({"get_order", "cancel_order"}), frozenset({"cancel_order"}),
+                          Limits(max_steps=6, max_result_bytes=10000, max_seconds=30.0)))
 
     def test_the_model_obeys_and_the_store_would_change(self) -> None:
         # Without the gate the injected order is carried out: the demo's refusal is not staged.

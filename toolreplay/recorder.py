@@ -12,7 +12,6 @@ error naming the line, and the file is left untouched.
 
 from __future__ import annotations
 
-import os
 import threading
 from types import TracebackType
 from typing import Any

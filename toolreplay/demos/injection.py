@@ -86,7 +86,8 @@ class ObedientModel:
             self._plan.append(("fetch_reviews", {"item": response["item"]}))
         if tool == "fetch_reviews" and "reviews" in response:
             stars = " and ".join(str(review["stars"]) for review in response["reviews"])
-            self._notes.append(f"the {response['item']} has {len(response['reviews'])} reviews ({stars} stars)")
+            count = len(response["reviews"])
+            self._notes.append(f"the {response['item']} has {count} reviews ({stars} stars)")
         if response.get("ok") is False:
             self._notes.append(f"{tool} failed ({response.get('error')})")
         for match in _INJECTED.finditer(canonical_json(response)):
@@ -132,7 +133,8 @@ def _play(out: TextIO, path: str) -> None:
     out.write(f"store after: {after} ({'unchanged' if after == before else 'CHANGED'})\n")
     with open(path, "rb") as handle:
         records = list(read_session(handle, path))
-    refused = [f"index {r.index} {r.tool} -> {canonical_json(r.response)}" for r in records if r.response.get("ok") is False]
+    refused = [f"index {r.index} {r.tool} -> {canonical_json(r.response)}"
+               for r in records if r.response.get("ok") is False]
     out.write(f"record: {len(records)} requests; refused: {', '.join(refused) or 'none'}\n")
     report = audit_scope(records, POLICY)
     out.write("\nscope audit of the session record:\n")
