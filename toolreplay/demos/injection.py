@@ -89,7 +89,7 @@ class ObedientModel:
             count = len(response["reviews"])
             self._notes.append(f"the {response['item']} has {count} reviews ({stars} stars)")
         if response.get("ok") is False:
-            self._notes.append(f"{tool} failed ({response.get('error')})")
+            self._notes.append(f"{tool} refused: {response.get('error')}")
         for match in _INJECTED.finditer(canonical_json(response)):
             self._plan.append(("cancel_order", {"order_id": int(match.group(1))}))  # it obeys
 
@@ -111,7 +111,7 @@ def _session(out: TextIO, gate: Gate, screen: Screen) -> None:
         verdict = "refused before it ran" if response.get("ok") is False else "allowed, ran"
         out.write(f"        gate: {verdict}: {canonical_json(response)}\n")
         for flag in screen.flags[flagged:]:
-            out.write(f"        screen (extra layer, flags only): {flag.pattern} at {flag.pointer}: "
+            out.write(f"        screen (flag only): {flag.pattern} at {flag.pointer}: "
                       f"\"{flag.excerpt}\"\n")
         flagged = len(screen.flags)
         last = (tool, response)
