@@ -261,6 +261,16 @@ class CrashTest(RecorderCase):
         with open(path, "rb") as handle:
             self.assertEqual([r.index for r in read_session(handle, path)], [0, 1, 2])
 
+    def test_complete_but_wrong_final_record_is_an_error_not_a_tear(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:2])
+        data = self.read_bytes(path)[:-1].replace(b'"index": 1', b'"index": 5')
+        self.write_bytes(path, data)
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception), f"{path}:2: index 5 out of order: expected 1")
+        self.assertEqual(self.read_bytes(path), data)
+
     def test_bad_line_before_the_end_is_an_error_and_the_file_is_untouched(self) -> None:
         path = self.path()
         self.record(path)
