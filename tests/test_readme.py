@@ -6,8 +6,9 @@
 - ```python blocks are run with `python -` and must exit 0; when the next block (blank lines aside) is an
   ```output block, standard output must equal it exactly. ```python norun blocks are not run.
 
-Each block runs in a fresh temporary directory holding a copy of `samples/`, with PYTHONPATH set to the
-repository root and `python` on PATH meaning the interpreter running the tests.
+All examples of one README run in order in one fresh temporary directory holding a copy of `samples/`
+(so a file one example writes is there for the next), with PYTHONPATH set to the repository root and
+`python` on PATH meaning the interpreter running the tests.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ class Example:
     line: int  # 1-based line of the command (console) or of the opening fence (python)
     source: str
     expected: str | None  # None: output not compared
-    block: int  # examples of one block share a temporary directory
+    block: int  # number of the fenced block it comes from
 
 
 def _blocks(text: str) -> list[tuple[int, str, list[str]]]:
@@ -137,22 +138,19 @@ def run_example(example: Example, directory: str, env: dict[str, str]) -> str | 
 
 
 def run_examples(examples: list[Example]) -> list[str]:
-    """Run examples block by block, each block in a fresh directory with a copy of samples/; the failures."""
+    """Run examples in order in one fresh directory holding a copy of samples/; return the failures."""
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="readme-") as tmp:
         bin_dir = os.path.join(tmp, "bin")
         os.mkdir(bin_dir)
         os.symlink(sys.executable, os.path.join(bin_dir, "python"))
         env = _environment(bin_dir)
-        directories: dict[int, str] = {}
+        directory = os.path.join(tmp, "work")
+        os.mkdir(directory)
+        samples = os.path.join(ROOT, "samples")
+        if os.path.isdir(samples):
+            shutil.copytree(samples, os.path.join(directory, "samples"))
         for example in examples:
-            directory = directories.get(example.block)
-            if directory is None:
-                directory = directories[example.block] = os.path.join(tmp, f"block{example.block}")
-                os.mkdir(directory)
-                samples = os.path.join(ROOT, "samples")
-                if os.path.isdir(samples):
-                    shutil.copytree(samples, os.path.join(directory, "samples"))
             failure = run_example(example, directory, env)
             if failure is not None:
                 failures.append(failure)
@@ -254,7 +252,7 @@ class RunExamplesTest(unittest.TestCase):
             "```console\n$ ls samples/scope.json samples/session-dirty.jsonl\n"
             "samples/scope.json\nsamples/session-dirty.jsonl\n"
             "$ python -m toolreplay version\ntoolreplay 0.6.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
-            "```console\n$ ls made.txt 2>&1 >/dev/null | wc -l\n1\n```\n"
+            "```console\n$ cat made.txt\nx\n$ ls\nmade.txt\nsamples\n```\n"
         )
         self.assertEqual(run_examples(parse_examples(text)), [])
 
