@@ -316,6 +316,24 @@ class ParserErrorTest(unittest.TestCase):
             GOOD + b"{", 2, "invalid JSON: Expecting property name enclosed in double quotes (column 2)"
         )
 
+    def test_integer_beyond_the_interpreter_limit_is_an_input_error(self) -> None:
+        # Python refuses to convert integers of more than 4300 digits; the text after the prefix is Python's.
+        data = GOOD + b'{"index": 1, "tool": "t", "args": {"x": ' + b"9" * 5000 + b'}, "response": {}}\n'
+        with self.assertRaises(InputError) as caught:
+            _read(data)
+        self.assertEqual(caught.exception.line, 2)
+        self.assertTrue(
+            str(caught.exception).startswith("s.jsonl:2: invalid number: "), str(caught.exception)
+        )
+        self.assertNotIn("\n", str(caught.exception))
+
+    def test_integer_of_4300_digits_is_kept_exactly(self) -> None:
+        digits = "7" * 4300
+        (record,) = _read(
+            b'{"index": 0, "tool": "t", "args": {"x": -' + digits.encode() + b'}, "response": {}}\n'
+        )
+        self.assertEqual(record.canonical_args, b'{"x":-' + digits.encode() + b"}")
+
     def test_plain_record_after_a_link(self) -> None:
         data = _link(0) + b'{"index": 1, "tool": "t", "args": {}, "response": {}}\n'
         self.assert_error(
