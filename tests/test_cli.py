@@ -327,12 +327,18 @@ class SealVerifyCommandTest(TempDirTest):
         self.assertEqual(run("verify", out), (0, "chain: intact\n", ""))
 
     def test_seal_error_on_last_line_writes_nothing(self) -> None:
-        body = _read(DIRTY) * 1 + b'{"index": 6, "tool": "t", "args": {}, "response": {"x": 1e400}}\n'
+        # 20,000 records (several MB of chain), then a bad last line
+        filler = "x" * 200
+        text = "".join(
+            f'{{"index": {i}, "tool": "read", "args": {{"p": "f{i}"}}, "response": {{"t": "{filler}"}}}}\n'
+            for i in range(20000)
+        )
+        body = text.encode() + b'{"index": 20000, "tool": "t", "args": {}, "response": {"x": 1e400}}\n'
         bad = self.write("bad.jsonl", body)
-        want = (2, "", f"error: {bad}:7: number 1e400 overflows a double\n")
+        want = (2, "", f"error: {bad}:20001: number 1e400 overflows a double\n")
         self.assertEqual(run("seal", bad), want)
         self.assertEqual(
-            run("seal", "-", stdin=body), (2, "", "error: <stdin>:7: number 1e400 overflows a double\n")
+            run("seal", "-", stdin=body), (2, "", "error: <stdin>:20001: number 1e400 overflows a double\n")
         )
         self.assertEqual(self.files(), ["bad.jsonl"])
 
