@@ -206,7 +206,7 @@ def _converse(agent: NamedAgent, case: Case, gate: Gate, tools: list[str],
               max_steps: int) -> tuple[list[CallResult], str | None, int, str | None]:
     """Ask the agent turn by turn until it answers, fails, or the Gate stops it at the step limit."""
     calls: list[CallResult] = []
-    limit = f"hit the step limit ({max_steps} tool calls) without a final answer"
+    limit = f"step limit reached: call {max_steps + 1} refused by the guard (max_steps {max_steps})"
     for steps in range(1, max_steps + 2):
         conversation = Conversation(case.question, tuple(calls), tuple(tools))
         try:
@@ -251,9 +251,9 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1, max
         if directory is not None:
             try:
                 os.makedirs(directory, exist_ok=True)
+                _write_scope(directory, Policy(agent.name, suite.tools.names))
             except OSError as exc:
-                raise UsageError(f"cannot create {directory}: {exc.strerror or exc}") from None
-            _write_scope(directory, Policy(agent.name, suite.tools.names))
+                raise UsageError(f"cannot write {directory}: {exc.strerror or exc}") from None
         runs = []
         for position, case in enumerate(suite.cases, 1):
             for trial in range(1, trials + 1):
