@@ -57,7 +57,7 @@ class _Invalid(ValueError):
     """A validation failure at one place in the suite (`where`, like `cases[2].id`)."""
 
     def __init__(self, where: str, message: str) -> None:
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message}" if where else message)
 
 
 def _json_type(value: Any) -> str:
@@ -72,7 +72,7 @@ def _json_type(value: Any) -> str:
 
 def _check_fields(obj: Any, where: str, known: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(obj, dict):
-        raise _Invalid(where, f"must be an object, not {_json_type(obj)}")
+        raise _Invalid(where, f"{'must be' if where else 'a suite must be'} an object, not {_json_type(obj)}")
     for key in obj:
         if key not in known:
             raise _Invalid(where, f"unknown field {json.dumps(key)} (known: {', '.join(known)})")
@@ -166,7 +166,7 @@ def _tool_source(obj: Any, path: str) -> ToolSource:
     if "module" in obj:
         return _module_tools(obj["module"])
     relative = obj["cassette"]
-    if not isinstance(relative, str) or not relative:
+    if not isinstance(relative, str) or relative in ("", "-"):
         raise _Invalid("tools.cassette", "must be a non-empty string (a session path relative to the suite)")
     cassette_path = os.path.join(os.path.dirname(path), relative)
     try:
@@ -178,7 +178,7 @@ def _tool_source(obj: Any, path: str) -> ToolSource:
 def parse_suite(obj: Any, path: str) -> Suite:
     """Validate a parsed suite; errors are InputErrors naming PATH and the field (`cases[1].id: ...`)."""
     try:
-        fields = _check_fields(obj, "suite", ("tools", "cases"), ("tools", "cases"))
+        fields = _check_fields(obj, "", ("tools", "cases"), ("tools", "cases"))
         tools = _tool_source(fields["tools"], path)
         cases_value = fields["cases"]
         if not isinstance(cases_value, list) or not cases_value:
