@@ -58,9 +58,7 @@ def _answer_part(run: CaseRun) -> str:
     if run.missing:
         return "answer missing " + ", ".join(json.dumps(piece, ensure_ascii=False) for piece in run.missing) \
             + ": " + _quoted(run.answer)
-    if run.misses:
-        return f"answer after calls with no recording {_calls(run.misses)}: {_quoted(run.answer)}"
-    return "answer correct: " + _quoted(run.answer)
+    return ("answer correct: " if not run.misses else "answer has the information: ") + _quoted(run.answer)
 
 
 def failure_line(agent: AgentReport, run: CaseRun) -> str:
@@ -72,7 +70,8 @@ def failure_line(agent: AgentReport, run: CaseRun) -> str:
         called = [f"{call.tool} {canonical_json(call.args)}" for call in run.calls]
         tools = (f"tool match failed ({run.mode}): expected {_calls(run.case.expected_tools)}, "
                  f"called {_calls(called)}")
-    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}"
+    misses = f"; no recording for {_calls(run.misses)}" if run.misses else ""
+    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}"
 
 
 def _table(report: EvalReport) -> list[str]:
