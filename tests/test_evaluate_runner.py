@@ -12,10 +12,10 @@ from toolreplay.evaluation.agent import Answer, Conversation, NamedAgent, ToolCa
 from toolreplay.evaluation.runner import evaluate, run_case
 from toolreplay.evaluation.suite import Suite, parse_suite
 from toolreplay.evaluation.tools import load_cassette
+from toolreplay.policy import load_policy
 from toolreplay.records import read_session
 from toolreplay.replay import audit_replay
 from toolreplay.scope import audit_scope
-from toolreplay.policy import load_policy
 
 CASSETTE = (b'{"index": 0, "tool": "get_order", "args": {"order_id": 7, "opts": {"full": true}}, '
             b'"response": {"status": "shipped"}}\n'

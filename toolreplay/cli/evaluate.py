@@ -57,14 +57,17 @@ def register(subparsers: Any) -> None:
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")
-    parser.add_argument("--min-success", metavar="X", type=_share, help="exit 1 when an agent's success is below X")
+    parser.add_argument("--min-success", metavar="X", type=_share,
+                        help="exit 1 when an agent's success is below X")
     parser.add_argument("--min-tool-match", metavar="X", type=_share,
                         help="exit 1 when an agent's tool match is below X")
     parser.add_argument("--trials", metavar="K", type=_positive, default=1,
                         help="run each case K times and report pass^1..pass^K (default: 1)")
     parser.add_argument("--max-steps", metavar="N", type=_positive, default=DEFAULT_MAX_STEPS,
                         help=f"tool calls allowed per case (default: {DEFAULT_MAX_STEPS})")
-    parser.add_argument("--match", choices=MATCH_MODES, help="tool match mode for cases that set none (default: strict)")
+    parser.add_argument("--match", choices=MATCH_MODES,
+                        help="tool match mode for cases that set none (default: strict)")
     parser.add_argument("--record", metavar="DIR", help="write each run as a session: DIR/AGENT/CASE.jsonl")
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="report format (default: text)")
     parser.set_defaults(run=_run_eval)

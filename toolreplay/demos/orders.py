@@ -27,7 +27,8 @@ _ORDERS: dict[int, dict[str, Any]] = {
     3015: {"customer_id": "C-1042", "status": "completed", "items": ["water filter"], "total": "420.00"},
     3021: {"customer_id": "C-2077", "status": "shipped", "items": ["earbuds"], "total": "990.00"},
 }
-_SHIPMENTS = {3001: ("Kerry Express", "KEX0003001", "2026-12-01"), 3008: ("Thailand Post", "EF123456789TH", "2026-12-03"),
+_SHIPMENTS = {3001: ("Kerry Express", "KEX0003001", "2026-12-01"),
+              3008: ("Thailand Post", "EF123456789TH", "2026-12-03"),
               3021: ("Flash Express", "FLE0003021", "2026-12-02")}
 _REFUNDS = {3012: ("refunded", "850.00")}
 
@@ -76,7 +77,8 @@ SUITE: dict[str, Any] = {
          "question": "I'm customer C-1042 and my last order was 3015. Are all my orders completed?",
          "expected_answer": "completed",
          "expected_tools": [{"tool": "count_orders", "args": {"customer_id": "C-1042"}}]},
-        {"id": "orders-placed", "question": "I'm customer C-2077 (latest order 3021). How many orders have I placed?",
+        {"id": "orders-placed",
+         "question": "I'm customer C-2077 (latest order 3021). How many orders have I placed?",
          "expected_answer": "4 orders",
          "expected_tools": [{"tool": "count_orders", "args": {"customer_id": "C-2077"}}]},
         {"id": "refund-status", "question": "Has my refund for order 3012 gone through?",
@@ -119,8 +121,8 @@ def _reply(question: str, tool: str, response: dict[str, Any]) -> str:
             return f"Yes, all {total} of your orders are completed."
         return f"Not yet: {completed} of your {total} orders are completed."
     if tool == "track_shipment":
-        return (f"Order {response['order_id']} is with {response['carrier']} (tracking {response['tracking']}), "
-                f"expected on {response['eta']}.")
+        return (f"Order {response['order_id']} is with {response['carrier']} "
+                f"(tracking {response['tracking']}), expected on {response['eta']}.")
     if tool == "get_refund":
         return (f"The refund for order {response['order_id']} is {response['status']}: "
                 f"{response['amount']} {response['currency']}.")

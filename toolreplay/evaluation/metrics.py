@@ -89,5 +89,5 @@ def pass_hat_k(successes: Sequence[int], trials: int, k: int) -> Fraction:
     """pass^k: the mean over cases of C(c, k) / C(n, k), c a case's successes out of n trials."""
     if not 1 <= k <= trials or not successes:
         raise ValueError(f"pass^k needs 1 <= k <= trials and at least one case, got k={k}, trials={trials}")
-    total = sum(Fraction(comb(c, k), comb(trials, k)) for c in successes)
+    total = sum((Fraction(comb(c, k), comb(trials, k)) for c in successes), Fraction(0))
     return total / len(successes)

@@ -76,7 +76,8 @@ def failure_line(agent: AgentReport, run: CaseRun) -> str:
 
 def _table(report: EvalReport) -> list[str]:
     pass_columns = [f"pass^{k}" for k in range(1, report.trials + 1)] if report.trials > 1 else []
-    header = ["agent", "cases", "success", "tool match", "average steps", "redundant", "overreach", *pass_columns]
+    header = ["agent", "cases", "success", "tool match", "average steps", "redundant", "overreach",
+              *pass_columns]
     rows = [header]
     for agent in report.agents:
         rows.append([agent.name, str(agent.cases), _ratio(agent.success), _ratio(agent.tool_match),
@@ -118,10 +119,14 @@ def _agent_object(agent: AgentReport) -> dict[str, Any]:
             "results": [_run_object(run) for run in agent.runs]}
 
 
+def _optional_float(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
 def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
     """The same facts as `eval_text`, and every run's details, as one JSON document."""
-    limits = {"min_success": None if thresholds.min_success is None else float(thresholds.min_success),
-              "min_tool_match": None if thresholds.min_tool_match is None else float(thresholds.min_tool_match),
+    limits = {"min_success": _optional_float(thresholds.min_success),
+              "min_tool_match": _optional_float(thresholds.min_tool_match),
               "unmet": unmet_thresholds(report, thresholds)}
     document = {"command": "eval", "suite": report.suite, "cases": report.cases, "trials": report.trials,
                 "max_steps": report.max_steps, "agents": [_agent_object(agent) for agent in report.agents],

@@ -22,8 +22,8 @@ from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools
 from toolreplay.evaluation.suite import Case, Suite
 from toolreplay.guard import Gate
 from toolreplay.policy import Limits, Policy
-from toolreplay.records import Record
 from toolreplay.recorder import SessionRecorder
+from toolreplay.records import Record
 from toolreplay.replay import DEFAULT_MUTATORS, audit_replay
 from toolreplay.scope import audit_scope
 
@@ -179,7 +179,7 @@ class _Recording:
 
 def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, trial: int = 1,
              mode: str = "strict", max_steps: int = DEFAULT_MAX_STEPS, record: str | None = None) -> CaseRun:
-    """Run one case once: the agent's calls go through a Gate allowing the suite's tools, `max_steps` of them."""
+    """Run one case once, every call through a Gate allowing the suite's tools, at most `max_steps` calls."""
     policy = Policy(agent.name, suite.tools.names, limits=Limits(max_steps=max_steps))
     misses: list[str] = []
     recording = _Recording(record)
@@ -240,9 +240,10 @@ def _write_scope(directory: str, policy: Policy) -> None:
     os.replace(temporary, path)
 
 
-def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1, max_steps: int = DEFAULT_MAX_STEPS,
-             match: str | None = None, record_dir: str | None = None) -> EvalReport:
-    """Run every case `trials` times for each agent; with `record_dir`, write DIR/AGENT/CASE.jsonl and scope.json."""
+def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
+             max_steps: int = DEFAULT_MAX_STEPS, match: str | None = None,
+             record_dir: str | None = None) -> EvalReport:
+    """Run every case `trials` times per agent; `record_dir` gets DIR/AGENT/CASE.jsonl and a scope.json."""
     if trials < 1 or max_steps < 1:
         raise UsageError("trials and max steps must be at least 1")
     reports = []
@@ -259,7 +260,8 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1, max
             for trial in range(1, trials + 1):
                 name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
                 record = None if directory is None else os.path.join(directory, name + ".jsonl")
-                runs.append(run_case(agent, suite, case, position=position, trial=trial,
-                                     mode=case.match or match or "strict", max_steps=max_steps, record=record))
+                mode = case.match or match or "strict"
+                runs.append(run_case(agent, suite, case, position=position, trial=trial, mode=mode,
+                                     max_steps=max_steps, record=record))
         reports.append(AgentReport(agent.name, agent.spec, trials, tuple(runs)))
     return EvalReport(suite.path, len(suite.cases), trials, max_steps, tuple(reports))

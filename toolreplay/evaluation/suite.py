@@ -23,7 +23,7 @@ from typing import Any
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.evaluation.metrics import MATCH_MODES, ExpectedCall
-from toolreplay.evaluation.tools import CassetteTools, ModuleTools, ToolSource, load_cassette
+from toolreplay.evaluation.tools import ModuleTools, ToolSource, load_cassette
 from toolreplay.strictjson import JSONLineError, StrictLoader
 
 __all__ = ["Case", "Suite", "load_suite", "parse_suite"]
@@ -67,7 +67,11 @@ def _json_type(value: Any) -> str:
         return "boolean"
     if isinstance(value, (int, float)):
         return "number"
-    return {str: "string", list: "array", dict: "object"}.get(type(value), type(value).__name__)
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
 
 
 def _check_fields(obj: Any, where: str, known: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
@@ -112,7 +116,8 @@ def _expected_call(value: Any, where: str, tools: frozenset[str]) -> ExpectedCal
         raise _Invalid(where, f"must be a tool name or an object with \"tool\" and optional \"args\", "
                               f"not {_json_type(value)}")
     if tool not in tools:
-        raise _Invalid(tool_where, f"{json.dumps(tool)} is not a tool of this suite (tools: {', '.join(sorted(tools))})")
+        known = ", ".join(sorted(tools))
+        raise _Invalid(tool_where, f"{json.dumps(tool)} is not a tool of this suite (tools: {known})")
     return ExpectedCall.of(tool, args)
 
 
