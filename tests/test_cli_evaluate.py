@@ -65,6 +65,15 @@ class EvalCommandTest(unittest.TestCase):
             "sloppy_model      5     0.80        0.60            2.0          0          0    0.80    0.80    0.80"])
         self.assertIn("sloppy_model case 3 trial 2 all-orders-completed: tool match failed (strict)", out)
 
+    def test_shipped_cassette_suite(self) -> None:
+        code, out, _ = run("eval", os.path.join(ROOT, "samples", "eval-cassette.json"), "--agent", MOCK,
+                           "--agent", SLOPPY)
+        self.assertEqual(code, 0)
+        self.assertEqual(out.splitlines()[2:4], [
+            "mock_model        5     1.00        1.00            2.0          0          0",
+            "sloppy_model      5     0.60        0.60            2.0          0          0"])
+        self.assertTrue(out.endswith('; no recording for [get_order {"order_id":3021}]\n'))
+
     def test_match_option(self) -> None:
         _, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--match", "superset")
         self.assertIn("tool match failed (superset)", out)

@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from toolreplay.evaluation.agent import Answer, Conversation, NamedAgent, ToolCall
+from toolreplay.evaluation.report import failure_line
 from toolreplay.evaluation.runner import evaluate, run_case
 from toolreplay.evaluation.suite import Suite, parse_suite
 from toolreplay.evaluation.tools import load_cassette
@@ -70,6 +71,13 @@ class CassetteTest(unittest.TestCase):
         self.assertEqual(run.calls[0].response, {"ok": False, "error": "no recording for this call"})
         self.assertEqual(run.misses, ('get_order {"order_id":9}',))
         self.assertEqual((run.success, run.tool_match, run.missing), (False, True, ()))
+
+    def test_failure_line_names_the_call_with_no_recording(self) -> None:
+        agent = scripted(ToolCall("get_order", {"order_id": 9}), Answer("It is shipped."))
+        (report,) = evaluate(self.suite, [agent]).agents
+        self.assertEqual(failure_line(report, report.runs[0]),
+                         'scripted case 1 c1: tools ok; answer has the information: "It is shipped."; '
+                         'no recording for [get_order {"order_id":9}]')
 
     def test_tool_the_cassette_never_recorded_is_refused_as_overreach(self) -> None:
         run = self.run_one(ToolCall("cancel_order", {"order_id": 7}), Answer("shipped"))
