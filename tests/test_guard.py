@@ -17,6 +17,8 @@ from toolreplay.records import read_session
 
 POLICY = Policy(agent="support", allowed_tools=frozenset({"get_order", "cancel_order", "echo", "fail"}),
                 write_tools=frozenset({"cancel_order"}))
+NEEDS_CONFIRMATION = {"ok": False, "error": "confirmation required"}
+OVER_STEPS = {"ok": False, "error": "budget exceeded: max_steps"}
 
 
 class Tools:
@@ -101,14 +103,14 @@ class ConfirmationTest(unittest.TestCase):
     def test_write_without_confirm_callback_is_refused(self) -> None:
         gate, tools = make_gate()
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}),
-                         {"ok": False, "error": "confirmation required"})
+                         NEEDS_CONFIRMATION)
         self.assertEqual(tools.runs, [])
 
     def test_confirmation_written_by_the_model_never_counts(self) -> None:
         for confirm in (None, lambda tool, args: False):
             gate, tools = make_gate(confirm=confirm)
             for args in ({"order_id": 1, "confirmed": True}, {"order_id": 1, "approved": "yes"}):
-                self.assertEqual(gate.call("cancel_order", args), {"ok": False, "error": "confirmation required"})
+                self.assertEqual(gate.call("cancel_order", args), NEEDS_CONFIRMATION)
             self.assertEqual(tools.runs, [])
 
     def test_callback_approves_that_exact_call(self) -> None:
@@ -119,7 +121,7 @@ class ConfirmationTest(unittest.TestCase):
             return args == {"order_id": 1}
 
         gate, tools = make_gate(confirm=confirm)
-        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
         self.assertEqual(asked, [("cancel_order", {"order_id": 2}), ("cancel_order", {"order_id": 1})])
         self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
@@ -134,7 +136,7 @@ class ConfirmationTest(unittest.TestCase):
         for answer in ("yes", 1, [True], None):
             gate, tools = make_gate(confirm=lambda tool, args, answer=answer: answer)
             self.assertEqual(gate.call("cancel_order", {"order_id": 1}),
-                             {"ok": False, "error": "confirmation required"})
+                             NEEDS_CONFIRMATION)
             self.assertEqual(tools.runs, [])
 
     def test_failing_approver_approves_nothing(self) -> None:
@@ -142,7 +144,7 @@ class ConfirmationTest(unittest.TestCase):
             raise OSError("no terminal")
 
         gate, tools = make_gate(confirm=confirm)
-        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), NEEDS_CONFIRMATION)
         self.assertEqual(tools.runs, [])
 
     def test_approver_cannot_change_what_runs(self) -> None:
@@ -180,7 +182,7 @@ class IdempotencyTest(unittest.TestCase):
     def test_refused_write_is_asked_again_on_retry(self) -> None:
         answers = [False, True]
         gate, tools = make_gate(confirm=lambda tool, args: answers.pop(0))
-        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), NEEDS_CONFIRMATION)
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
         self.assertEqual(len(tools.runs), 1)
 
@@ -239,8 +241,11 @@ class IdempotencyTest(unittest.TestCase):
             with SessionRecorder.open(path) as recorder:
                 gate = Gate({"get_order": slow}, Policy("a", frozenset({"get_order"})), recorder=recorder)
                 results: list[Any] = [None, None]
-                first = threading.Thread(target=lambda: results.__setitem__(0, gate.call("get_order", {"order_id": 3})))
-                second = threading.Thread(target=lambda: results.__setitem__(1, gate.call("get_order", {"order_id": 3})))
+                def request(slot: int) -> None:
+                    results[slot] = gate.call("get_order", {"order_id": 3})
+
+                first = threading.Thread(target=request, args=(0,))
+                second = threading.Thread(target=request, args=(1,))
                 first.start()
                 self.assertTrue(started.wait(10))
                 second.start()
@@ -285,10 +290,9 @@ class FailingToolTest(unittest.TestCase):
         self.assertEqual(gate.call("echo", {"value": 1.5e308}), {"result": 1.5e308})
         gate = Gate({"bad": lambda: {"x": float("inf")}, "obj": lambda: object()},
                     Policy("a", frozenset({"bad", "obj"})))
-        self.assertEqual(gate.call("bad", {}), {"ok": False, "error": "ValueError: tool result has no JSON form: "
-                                                                      "inf has no JSON form"})
-        self.assertEqual(gate.call("obj", {}), {"ok": False, "error": "ValueError: tool result has no JSON form: "
-                                                                      "object is not a JSON value"})
+        prefix = "ValueError: tool result has no JSON form: "
+        self.assertEqual(gate.call("bad", {}), {"ok": False, "error": prefix + "inf has no JSON form"})
+        self.assertEqual(gate.call("obj", {}), {"ok": False, "error": prefix + "object is not a JSON value"})
 
 
 class BudgetTest(unittest.TestCase):
@@ -299,14 +303,14 @@ class BudgetTest(unittest.TestCase):
         self.assertIsNone(gate.stop_reason)
         for _ in range(2):
             self.assertEqual(gate.call("get_order", {"order_id": 2}),
-                             {"ok": False, "error": "budget exceeded: max_steps"})
+                             OVER_STEPS)
         self.assertEqual((gate.stop_reason, gate.steps, len(tools.runs)), ("max_steps", 4, 1))
 
     def test_duplicates_and_refusals_past_the_limit_are_refused_too(self) -> None:
         gate, _ = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_steps=1)))
         gate.call("get_order", {"order_id": 1})
-        self.assertEqual(gate.call("get_order", {"order_id": 1}), {"ok": False, "error": "budget exceeded: max_steps"})
-        self.assertEqual(gate.call("nope", {}), {"ok": False, "error": "budget exceeded: max_steps"})
+        self.assertEqual(gate.call("get_order", {"order_id": 1}), OVER_STEPS)
+        self.assertEqual(gate.call("nope", {}), OVER_STEPS)
 
     def test_result_bytes(self) -> None:
         # {"result":"aaaaaaaaaa"} is 23 canonical bytes.
@@ -331,7 +335,8 @@ class BudgetTest(unittest.TestCase):
         now[0] = 110.0  # exactly the limit: still allowed
         self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
         now[0] = 110.5
-        self.assertEqual(gate.call("get_order", {"order_id": 2}), {"ok": False, "error": "budget exceeded: time"})
+        self.assertEqual(gate.call("get_order", {"order_id": 2}),
+                         {"ok": False, "error": "budget exceeded: time"})
         self.assertEqual((gate.stop_reason, len(tools.runs)), ("time", 1))
 
     def test_first_limit_passed_stays_the_reason(self) -> None:
@@ -341,7 +346,7 @@ class BudgetTest(unittest.TestCase):
         gate.call("get_order", {"order_id": 1})
         gate.call("get_order", {"order_id": 2})
         now[0] = 60.0
-        self.assertEqual(gate.call("get_order", {"order_id": 3}), {"ok": False, "error": "budget exceeded: max_steps"})
+        self.assertEqual(gate.call("get_order", {"order_id": 3}), OVER_STEPS)
         self.assertEqual(gate.stop_reason, "max_steps")
 
     def test_no_limits_by_default(self) -> None:
@@ -371,10 +376,10 @@ class RecordingTest(unittest.TestCase):
             (0, "get_order", {"order_id": 1}, {"order_id": 1, "status": "shipped"}),
             (1, "get_order", {"order_id": 1}, {"order_id": 1, "status": "shipped"}),
             (2, "delete_everything", {}, {"ok": False, "error": "tool not allowed: delete_everything"}),
-            (3, "cancel_order", {"order_id": 1, "confirmed": True}, {"ok": False, "error": "confirmation required"}),
+            (3, "cancel_order", {"order_id": 1, "confirmed": True}, NEEDS_CONFIRMATION),
             (4, "fail", {}, {"ok": False, "error": "ValueError: database is down"}),
             (5, "echo", {"value": 5}, {"result": 5}),
-            (6, "echo", {"value": 6}, {"ok": False, "error": "budget exceeded: max_steps"})])
+            (6, "echo", {"value": 6}, OVER_STEPS)])
         self.assertEqual([r[3] for r in records], seen)
         os.unlink(path)
         os.rmdir(directory)
@@ -388,7 +393,8 @@ class RecordingTest(unittest.TestCase):
         path = os.path.join(directory, "s.jsonl")
         args = {"items": [1]}
         with SessionRecorder.open(path) as recorder:
-            Gate({"greedy": greedy}, Policy("a", frozenset({"greedy"})), recorder=recorder).call("greedy", args)
+            gate = Gate({"greedy": greedy}, Policy("a", frozenset({"greedy"})), recorder=recorder)
+            gate.call("greedy", args)
         with open(path, "rb") as handle:
             self.assertEqual([r.args for r in read_session(handle, path)], [{"items": [1]}])
         self.assertEqual(args, {"items": [1]})
@@ -423,7 +429,7 @@ class ConsoleApproverTest(unittest.TestCase):
         output = io.StringIO()
         gate, tools = make_gate(confirm=ConsoleApprover(io.StringIO("y\nn\n"), output))
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
-        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
         self.assertEqual(output.getvalue(), 'approve cancel_order {"order_id":1}? [y/N] '
                                             'approve cancel_order {"order_id":2}? [y/N] ')
         self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])

@@ -24,7 +24,8 @@ CALLS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("list_dir", {"path": "docs"}, {"entries": ["intro.md", "install.md"]}),
     ("read_file", {"path": "docs/intro.md"}, {"text": "h\u00e9llo", "n": 1.0}),
     ("search", {"q": "install", "limit": 10}, {"count": 2e-7, "big": 12345678901234567890}),
-    ("write_file", {"path": "docs/intro.md", "text": "edited"}, {"ok": False, "error": "tool not allowed: write_file"}),
+    ("write_file", {"path": "docs/intro.md", "text": "edited"},
+     {"ok": False, "error": "tool not allowed: write_file"}),
 ]
 
 
@@ -75,10 +76,11 @@ class PlainTest(RecorderCase):
         self.record(path)
         self.assertEqual(cli("replay", path), (0, "calls: 4\ndivergence: none\nfindings: 0\n", ""))
         scope = self.path("scope.json")
-        self.write_bytes(scope, b'{"agent": "docs-reader", "allowed_tools": ["list_dir", "read_file", "search"]}')
-        self.assertEqual(cli("scope", path, scope), (1, "calls: 4\nfindings: 1\nindex 3: permission-overreach: "
-                                                       "tool 'write_file' is not in the declared scope for agent "
-                                                       "'docs-reader'\n", ""))
+        self.write_bytes(scope, b'{"agent": "docs-reader", "allowed_tools": ["list_dir", "read_file", '
+                                b'"search"], "write_tools": ["write_file"], "limits": {"max_steps": 3}}')
+        finding = "index 3: permission-overreach: tool 'write_file' is not in the declared scope for agent"
+        self.assertEqual(cli("scope", path, scope),
+                         (1, f"calls: 4\nfindings: 1\n{finding} 'docs-reader'\n", ""))
 
     def test_resume_continues_the_index(self) -> None:
         path = self.path()
@@ -179,7 +181,8 @@ class SealedTest(RecorderCase):
                     self.write_bytes(path, b"\n".join(lines))
                     code, out, err = cli("verify", path)
                     self.assertEqual((code, err), (1, ""))
-                    self.assertEqual(out.split("\n")[:2], ["chain: broken", f"first broken link: index {position}"])
+                    self.assertEqual(out.split("\n")[:2],
+                                     ["chain: broken", f"first broken link: index {position}"])
 
     def test_resume_continues_the_chain(self) -> None:
         sealed, plain = self.path("sealed.jsonl"), self.path("plain.jsonl")
@@ -212,8 +215,9 @@ class SealedTest(RecorderCase):
         plain, sealed = self.path("plain.jsonl"), self.path("sealed.jsonl")
         self.record(plain, CALLS[:1])
         self.record(sealed, CALLS[:1], sealed=True)
-        for path, flag, message in ((plain, True, "file holds plain records; cannot continue it as a sealed record"),
-                                    (sealed, False, "file holds sealed links; cannot continue it as a plain record")):
+        cases = ((plain, True, "file holds plain records; cannot continue it as a sealed record"),
+                 (sealed, False, "file holds sealed links; cannot continue it as a plain record"))
+        for path, flag, message in cases:
             with self.subTest(path=path), self.assertRaises(InputError) as caught:
                 SessionRecorder.open(path, sealed=flag)
             self.assertEqual(str(caught.exception), f"{path}: {message}")
@@ -257,6 +261,16 @@ class CrashTest(RecorderCase):
         with open(path, "rb") as handle:
             self.assertEqual([r.index for r in read_session(handle, path)], [0, 1, 2])
 
+    def test_complete_but_wrong_final_record_is_an_error_not_a_tear(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:2])
+        data = self.read_bytes(path)[:-1].replace(b'"index": 1', b'"index": 5')
+        self.write_bytes(path, data)
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception), f"{path}:2: index 5 out of order: expected 1")
+        self.assertEqual(self.read_bytes(path), data)
+
     def test_bad_line_before_the_end_is_an_error_and_the_file_is_untouched(self) -> None:
         path = self.path()
         self.record(path)
@@ -282,7 +296,8 @@ class CrashTest(RecorderCase):
             "    recorder.append('read_file', {'n': n}, {'text': 'x' * 100})\n"
             "os.kill(os.getpid(), signal.SIGKILL)\n")
         env = dict(os.environ, PYTHONPATH=ROOT)
-        result = subprocess.run([sys.executable, "-c", script, path], env=env, capture_output=True, timeout=60)
+        result = subprocess.run([sys.executable, "-c", script, path], env=env, capture_output=True,
+                                timeout=60, check=False)
         self.assertEqual(result.returncode, -signal.SIGKILL)
         self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
         with SessionRecorder.open(path, sealed=True) as recorder:

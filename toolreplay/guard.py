@@ -43,7 +43,8 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = threading.Event()
-        self.response: dict[str, Any] = {"ok": False, "error": "RuntimeError: the original call did not finish"}
+        self.response: dict[str, Any] = {"ok": False,
+                                         "error": "RuntimeError: the original call did not finish"}
 
 
 class Gate:

@@ -5,14 +5,14 @@ is tamper-evident from its first byte and `verify` works on a live log. The byte
 are exactly what `seal` would write for the same records.
 
 Opening an existing file continues it: its index and (sealed) its chain resume where it ends. A crash
-can leave a final line without its newline; if that line is not a valid record it is the write the
-crash tore, and it is cut off (`truncated_bytes` says how many bytes). Any other bad line is an input
-error naming the line, and the file is left untouched.
+can leave a final line without its newline; if that line is not even valid JSON (or UTF-8), it is the
+write the crash tore, and it is cut off (`truncated_bytes` says how many bytes). Any other bad line, a
+complete final record with a wrong index included, is an input error naming the line, and the file is
+left untouched.
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from types import TracebackType
 from typing import Any
@@ -23,6 +23,8 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.records import Record, format_record, read_session
 
 __all__ = ["SessionRecorder"]
+
+_TORN = ("invalid JSON", "invalid UTF-8")
 
 try:  # advisory lock against two recorders appending to one file; not available on Windows
     import fcntl
@@ -161,9 +163,10 @@ def _resume(handle: Any, path: str, sealed: bool) -> dict[str, Any]:
                     prev = record.digest
                 next_index = record.index + 1
         except InputError as exc:
-            if tail_line is None or exc.line != tail_line:
+            # A torn write is cut JSON or a cut UTF-8 sequence; a complete but wrong record is an error.
+            if tail_line is None or exc.line != tail_line or not exc.message.startswith(_TORN):
                 raise
-            torn = True  # the final line has no newline and is not a record: the write a crash tore
+            torn = True
     if kind is not None and kind != sealed:
         held, wanted = ("sealed links", "a plain") if kind else ("plain records", "a sealed")
         raise InputError(path, None, f"file holds {held}; cannot continue it as {wanted} record")

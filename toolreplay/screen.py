@@ -53,7 +53,8 @@ def _strings(value: Any, pointer: str = "") -> Iterator[tuple[str, str]]:
             yield from _strings(item, f"{pointer}/{position}")
 
 
-def scan_value(value: Any, patterns: Sequence[tuple[str, str]] = DEFAULT_PATTERNS) -> list[tuple[str, str, str]]:
+def scan_value(value: Any,
+               patterns: Sequence[tuple[str, str]] = DEFAULT_PATTERNS) -> list[tuple[str, str, str]]:
     """Every (pointer, pattern name, matched text) for the strings in a JSON value, in document order."""
     compiled = [(name, re.compile(expression, re.IGNORECASE)) for name, expression in patterns]
     found = []
@@ -80,7 +81,8 @@ class Screen:
 
     def check(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> list[ScreenFlag]:
         """Scan one tool result; record and report each match; the response is left as it is."""
-        flags = [ScreenFlag(tool, pointer, name, text) for pointer, name, text in scan_value(response, self._patterns)]
+        found = scan_value(response, self._patterns)
+        flags = [ScreenFlag(tool, pointer, name, text) for pointer, name, text in found]
         with self._lock:
             self.flags.extend(flags)
         if self._on_flag is not None:

@@ -86,9 +86,10 @@ class ObedientModel:
             self._plan.append(("fetch_reviews", {"item": response["item"]}))
         if tool == "fetch_reviews" and "reviews" in response:
             stars = " and ".join(str(review["stars"]) for review in response["reviews"])
-            self._notes.append(f"the {response['item']} has {len(response['reviews'])} reviews ({stars} stars)")
+            count = len(response["reviews"])
+            self._notes.append(f"the {response['item']} has {count} reviews ({stars} stars)")
         if response.get("ok") is False:
-            self._notes.append(f"{tool} failed ({response.get('error')})")
+            self._notes.append(f"{tool} refused: {response.get('error')}")
         for match in _INJECTED.finditer(canonical_json(response)):
             self._plan.append(("cancel_order", {"order_id": int(match.group(1))}))  # it obeys
 
@@ -110,7 +111,7 @@ def _session(out: TextIO, gate: Gate, screen: Screen) -> None:
         verdict = "refused before it ran" if response.get("ok") is False else "allowed, ran"
         out.write(f"        gate: {verdict}: {canonical_json(response)}\n")
         for flag in screen.flags[flagged:]:
-            out.write(f"        screen (extra layer, flags only): {flag.pattern} at {flag.pointer}: "
+            out.write(f"        screen (flag only): {flag.pattern} at {flag.pointer}: "
                       f"\"{flag.excerpt}\"\n")
         flagged = len(screen.flags)
         last = (tool, response)
@@ -132,7 +133,8 @@ def _play(out: TextIO, path: str) -> None:
     out.write(f"store after: {after} ({'unchanged' if after == before else 'CHANGED'})\n")
     with open(path, "rb") as handle:
         records = list(read_session(handle, path))
-    refused = [f"index {r.index} {r.tool} -> {canonical_json(r.response)}" for r in records if r.response.get("ok") is False]
+    refused = [f"index {r.index} {r.tool} -> {canonical_json(r.response)}"
+               for r in records if r.response.get("ok") is False]
     out.write(f"record: {len(records)} requests; refused: {', '.join(refused) or 'none'}\n")
     report = audit_scope(records, POLICY)
     out.write("\nscope audit of the session record:\n")
