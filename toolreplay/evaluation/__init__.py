@@ -31,6 +31,6 @@ from toolreplay.evaluation.suite import Case, Suite, load_suite, parse_suite
 __all__ = [
     "Agent", "AgentReport", "Answer", "CallResult", "Case", "CaseRun", "Conversation", "DEFAULT_MAX_STEPS",
     "EvalReport", "ExpectedCall", "MATCH_MODES", "NamedAgent", "Suite", "Thresholds", "ToolCall", "eval_json",
-    "eval_text", "evaluate", "load_agents", "load_suite", "parse_suite", "pass_hat_k", "run_case", "tools_match",
-    "unmet_thresholds",
+    "eval_text", "evaluate", "load_agents", "load_suite", "parse_suite", "pass_hat_k", "run_case",
+    "tools_match", "unmet_thresholds",
 ]
