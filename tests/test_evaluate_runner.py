@@ -116,7 +116,11 @@ class StepLimitAndFailuresTest(unittest.TestCase):
                 (crash, "agent raised RuntimeError: model down"),
                 (lambda c: {"tool": "get_order"}, "agent returned dict, not ToolCall or Answer"),
                 (lambda c: ToolCall("get_order", {"x": float("nan")}),
-                 "agent returned a ToolCall whose args have no JSON form: nan has no JSON form"),
+                 "agent returned a ToolCall with no JSON form: nan has no JSON form"),
+                (lambda c: ToolCall("get_\ud800", {}),
+                 "agent returned a ToolCall with no JSON form: string holds a lone surrogate"),
+                (lambda c: Answer("ok \udc80"),
+                 "agent returned an Answer whose text is not valid Unicode (a lone surrogate)"),
                 (lambda c: ToolCall("", {}), "agent returned a ToolCall without a tool name"),
                 (lambda c: Answer(None), "agent returned an Answer whose text is not a string")):  # type: ignore
             with self.subTest(reason=reason):

@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any
 
 from toolreplay.canonical import CanonicalError, canonical_bytes, canonical_json
-from toolreplay.errors import ToolReplayError, UsageError
+from toolreplay.errors import UsageError
 from toolreplay.evaluation.agent import Answer, CallResult, Conversation, NamedAgent, ToolCall
 from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools_match
 from toolreplay.evaluation.suite import Case, Suite
@@ -127,7 +127,13 @@ class EvalReport:
 
 def _invalid_step(step: Any) -> str | None:
     if isinstance(step, Answer):
-        return None if isinstance(step.text, str) else "agent returned an Answer whose text is not a string"
+        if not isinstance(step.text, str):
+            return "agent returned an Answer whose text is not a string"
+        try:
+            step.text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "agent returned an Answer whose text is not valid Unicode (a lone surrogate)"
+        return None
     if not isinstance(step, ToolCall):
         return f"agent returned {type(step).__name__}, not ToolCall or Answer"
     if not isinstance(step.tool, str) or not step.tool:
@@ -135,9 +141,9 @@ def _invalid_step(step: Any) -> str | None:
     if not isinstance(step.args, dict):
         return f"agent returned a ToolCall whose args are {type(step.args).__name__}, not dict"
     try:
-        canonical_bytes(step.args)
+        canonical_bytes({"tool": step.tool, "args": step.args})
     except (CanonicalError, RecursionError) as exc:
-        return f"agent returned a ToolCall whose args have no JSON form: {exc}"
+        return f"agent returned a ToolCall with no JSON form: {exc}"
     return None
 
 
@@ -146,12 +152,9 @@ def _describe(tool: str, args: dict[str, Any]) -> str:
 
 
 def _record(index: int, call: CallResult) -> Record:
-    try:
-        response = canonical_bytes(call.response)
-    except (CanonicalError, RecursionError) as exc:
-        raise ToolReplayError(f"tool {call.tool!r} returned a response with no JSON form: {exc}") from None
+    # The Gate turns a result with no JSON form into an error response, so every response encodes.
     return Record(index, call.tool, call.args, call.response, index + 1, canonical_bytes(call.tool),
-                  canonical_bytes(call.args), response)
+                  canonical_bytes(call.args), canonical_bytes(call.response))
 
 
 class _Recording:
