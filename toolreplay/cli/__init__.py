@@ -22,6 +22,7 @@ __all__ = ["main", "entry_point"]
 _COMMAND_MODULES = (
     "toolreplay.cli.audit",
     "toolreplay.cli.demo",
+    "toolreplay.cli.importing",
 )
 
 

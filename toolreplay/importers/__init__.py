@@ -68,7 +68,7 @@ def import_log(data: bytes, fmt: str, path: str) -> ImportResult:
     """Convert a log file's bytes; `fmt` is one of FORMATS or "auto". Raises InputError on bad input."""
     conversations = find_conversations(data, path)
     if fmt == "auto":
-        fmt = detect_format(conversations, data, path)
+        fmt = detect_format(conversations)
     if fmt not in _MODULES:
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)}, auto)")
     read_events: Any = importlib.import_module(_MODULES[fmt]).read_events

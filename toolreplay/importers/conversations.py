@@ -81,6 +81,7 @@ class Conversation:
     messages: list[Any]
     lines: tuple[int, ...] | None = None  # per message, for JSON Lines with one message per line
     line: int | None = None  # for JSON Lines with one conversation per line
+    container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines
 
     def line_of(self, message: int) -> int | None:
         """The file line of a message, when the file is JSON Lines."""
@@ -99,12 +100,12 @@ def _is_conversation_object(value: Any) -> bool:
     return isinstance(value, dict) and any(key in value for key in _CONVERSATION_KEYS)
 
 
-def _messages_of(value: dict[str, Any], path: str, line: int | None, what: str) -> list[Any]:
+def _conversation(value: dict[str, Any], path: str, position: int, line: int | None) -> Conversation:
     key = next(key for key in _CONVERSATION_KEYS if key in value)
     messages = value[key]
     if not isinstance(messages, list):
-        raise InputError(path, line, f"{what}: \"{key}\" must be an array of messages")
-    return messages
+        raise InputError(path, line, f"conversation {position}: \"{key}\" must be an array of messages")
+    return Conversation(path, position, messages, line=line, container=key)
 
 
 def _from_document(document: Any, path: str) -> list[Conversation]:
@@ -116,22 +117,22 @@ def _from_document(document: Any, path: str) -> list[Conversation]:
         for position, simulation in enumerate(simulations):
             if not isinstance(simulation, dict) or not isinstance(simulation.get("messages"), list):
                 raise InputError(path, None, f"simulation {position}: no \"messages\" array")
-            found.append(Conversation(path, position, simulation["messages"]))
+            found.append(Conversation(path, position, simulation["messages"], container="simulations"))
         return found
     if _is_conversation_object(document):
-        return [Conversation(path, 0, _messages_of(document, path, None, "the top-level object"))]
+        return [_conversation(document, path, 0, None)]
     if isinstance(document, list) and document and _is_conversation_object(document[0]):
         found = []
         for position, item in enumerate(document):
             if not _is_conversation_object(item):
                 raise InputError(path, None, f"element {position}: not a conversation object (no \"messages\" or "
                                              "\"traj\"), unlike element 0")
-            found.append(Conversation(path, position, _messages_of(item, path, None, f"conversation {position}")))
+            found.append(_conversation(item, path, position, None))
         return found
     if isinstance(document, list):
-        return [Conversation(path, 0, document)]
+        return [Conversation(path, 0, document, container="array")]
     if isinstance(document, dict):  # a lone message: JSON Lines with a single line
-        return [Conversation(path, 0, [document], lines=(1,))]
+        return [Conversation(path, 0, [document], lines=(1,), container="lines")]
     raise InputError(path, None, "expected an array or an object of messages or conversations")
 
 
@@ -141,10 +142,9 @@ def _from_lines(lines: list[tuple[int, Any]], path: str) -> list[Conversation]:
         found = []
         for position, (lineno, value) in enumerate(lines):
             if isinstance(value, list):
-                found.append(Conversation(path, position, value, line=lineno))
+                found.append(Conversation(path, position, value, line=lineno, container="array"))
             elif _is_conversation_object(value):
-                messages = _messages_of(value, path, lineno, f"conversation {position}")
-                found.append(Conversation(path, position, messages, line=lineno))
+                found.append(_conversation(value, path, position, lineno))
             else:
                 raise InputError(path, lineno, "not a conversation (an array of messages or an object with "
                                                "\"messages\"), unlike line " + str(lines[0][0]))
@@ -152,7 +152,8 @@ def _from_lines(lines: list[tuple[int, Any]], path: str) -> list[Conversation]:
     for lineno, value in lines:
         if not isinstance(value, dict) or _is_conversation_object(value):
             raise InputError(path, lineno, "not a message object, unlike line " + str(lines[0][0]))
-    return [Conversation(path, 0, [value for _, value in lines], lines=tuple(lineno for lineno, _ in lines))]
+    return [Conversation(path, 0, [value for _, value in lines], lines=tuple(lineno for lineno, _ in lines),
+                         container="lines")]
 
 
 def _parse_lines(text: str, path: str, whole_error: JSONTextError) -> list[tuple[int, Any]] | None:

@@ -16,10 +16,11 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
 
 __all__ = [
-    "ToolCall", "ToolReply", "ImportedCall", "ConversionWarning", "MISSING", "NO_RESPONSE",
+    "CallId", "Event", "ToolCall", "ToolReply", "Note", "ImportedCall", "ConversionWarning", "MISSING", "NO_RESPONSE",
     "pair_events", "parse_arguments", "reply_response", "flag_error", "content_text",
 ]
 
+CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source has none
 MISSING: Any = object()  # a field the source message does not have
 NO_RESPONSE = {"error": "no recorded response"}
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
@@ -29,7 +30,7 @@ _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
 class ToolCall:
     """A call as the source wrote it: `arguments` is the raw value (a JSON string, an object, ...)."""
 
-    call_id: str | None
+    call_id: CallId
     tool: str
     arguments: Any
     message: int
@@ -39,9 +40,20 @@ class ToolCall:
 class ToolReply:
     """A reply, already mapped to its response object."""
 
-    call_id: str | None
+    call_id: CallId
     response: dict[str, Any]
     message: int
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something in a message that is not imported, said as a warning (e.g. a built-in tool call)."""
+
+    text: str
+    message: int
+
+
+Event = ToolCall | ToolReply | Note
 
 
 @dataclass(frozen=True)
@@ -137,7 +149,7 @@ def _warn(conversation: Conversation, message: int, text: str) -> ConversionWarn
                              f"{conversation.where(message)}: {text}")
 
 
-def pair_events(conversation: Conversation, events: Iterable[ToolCall | ToolReply],
+def pair_events(conversation: Conversation, events: Iterable[Event],
                 warnings: list[ConversionWarning]) -> list[ImportedCall]:
     """Records of one conversation, in call order; appends what was changed or dropped to `warnings`."""
     found: list[tuple[int, ConversionWarning]] = []
@@ -150,6 +162,9 @@ def pair_events(conversation: Conversation, events: Iterable[ToolCall | ToolRepl
             calls.append(pending)
             responses.append(None)
             waiting.append(pending)
+            continue
+        if isinstance(event, Note):
+            found.append((event.message, _warn(conversation, event.message, event.text)))
             continue
         match = next((p for p in waiting if event.call_id is None or p.call.call_id is None
                       or p.call.call_id == event.call_id), None)
