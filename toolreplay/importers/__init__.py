@@ -14,7 +14,7 @@ from typing import Any
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.importers.conversations import Conversation, find_conversations
-from toolreplay.importers.detect import detect_format
+from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
 from toolreplay.records import format_record
 
@@ -69,7 +69,9 @@ def import_log(data: bytes, fmt: str, path: str) -> ImportResult:
     conversations = find_conversations(data, path)
     if fmt == "auto":
         fmt = detect_format(conversations)
-    if fmt not in _MODULES:
+    elif fmt in _MODULES:
+        check_format(conversations, fmt)
+    else:
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)}, auto)")
     read_events: Any = importlib.import_module(_MODULES[fmt]).read_events
     warnings: list[ConversionWarning] = []
