@@ -62,8 +62,7 @@ def parse_json(text: str) -> Any:
     try:
         return _DECODE(text)
     except json.JSONDecodeError as exc:
-        raise JSONTextError(f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-                            exc.lineno) from None
+        raise JSONTextError(f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
     except RecursionError:
         raise JSONTextError("JSON nested too deeply") from None
     except JSONTextError:
