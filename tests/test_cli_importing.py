@@ -15,6 +15,24 @@ ONE_SESSION = '{"index": 0, "tool": "ls", "args": {"path": "."}, "response": {"t
 TWO = b'{"messages": ' + ONE + b'}\n{"messages": []}\n'
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "samples", "import")
+
+
+class SamplesTest(unittest.TestCase):
+    def test_each_sample_is_detected_as_its_format_and_replays(self) -> None:
+        for name in sorted(os.listdir(SAMPLES)):
+            fmt = os.path.splitext(name)[0]
+            with self.subTest(sample=name), tempfile.TemporaryDirectory() as tmp:
+                io = IO.memory()
+                self.assertEqual(main(["import", "auto", os.path.join(SAMPLES, name), "--split", tmp], io), 0)
+                self.assertEqual(io.err().split("\n")[0], f"detected format: {fmt}")
+                for session in sorted(os.listdir(tmp)):
+                    replay = IO.memory()
+                    self.assertIn(main(["replay", os.path.join(tmp, session)], replay), (0, 1))
+                    self.assertEqual(replay.err(), "")
+
+
 class ImportCommandTest(unittest.TestCase):
     def setUp(self) -> None:
         self._tmp = tempfile.TemporaryDirectory()
