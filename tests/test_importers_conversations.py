@@ -6,7 +6,14 @@ import unittest
 
 from toolreplay.importers.conversations import find_conversations
 from toolreplay.importers.pairing import (
-    ConversionWarning, ImportedCall, ToolCall, ToolReply, flag_error, pair_events, parse_arguments, reply_response,
+    ConversionWarning,
+    ImportedCall,
+    ToolCall,
+    ToolReply,
+    flag_error,
+    pair_events,
+    parse_arguments,
+    reply_response,
 )
 
 M = '{"role": "user", "content": "hi"}'
@@ -17,8 +24,10 @@ DISCOVERY = [
     (f'{{"messages": [{M}]}}', [(0, 1, None, "messages")]),
     (f'{{"traj": [{M}, {M}], "task_id": 3}}', [(0, 2, None, "traj")]),
     (f'[{{"messages": [{M}]}}, {{"traj": []}}]', [(0, 1, None, "messages"), (1, 0, None, "traj")]),
-    (f'{{"simulations": [{{"messages": [{M}]}}, {{"messages": []}}]}}',
-     [(0, 1, None, "simulations"), (1, 0, None, "simulations")]),
+    (
+        f'{{"simulations": [{{"messages": [{M}]}}, {{"messages": []}}]}}',
+        [(0, 1, None, "simulations"), (1, 0, None, "simulations")],
+    ),
     (f"[{M}]\n\n[{M}, {M}]\n", [(0, 1, 1, "array"), (1, 2, 3, "array")]),
     (f'{{"messages": [{M}]}}\n{{"messages": []}}', [(0, 1, 1, "messages"), (1, 0, 2, "messages")]),
     (f"{M}\n{M}\n\n{M}\n", [(0, 3, None, "lines")]),
@@ -32,7 +41,9 @@ class DiscoveryTest(unittest.TestCase):
         for text, expected in DISCOVERY:
             with self.subTest(text=text):
                 found = find_conversations(text.encode(), "log")
-                self.assertEqual([(c.position, len(c.messages), c.line, c.container) for c in found], expected)
+                self.assertEqual(
+                    [(c.position, len(c.messages), c.line, c.container) for c in found], expected
+                )
 
     def test_message_per_line_keeps_line_numbers(self) -> None:
         (conversation,) = find_conversations(f"{M}\n\n{M}\n".encode(), "log")
@@ -41,10 +52,16 @@ class DiscoveryTest(unittest.TestCase):
 
     def test_mixed_lines_are_errors(self) -> None:
         cases = [
-            (f"[{M}]\n{M}", "log:2: not a conversation (an array of messages or an object with \"messages\"), "
-                            "unlike line 1"),
+            (
+                f"[{M}]\n{M}",
+                'log:2: not a conversation (an array of messages or an object with "messages"), '
+                "unlike line 1",
+            ),
             (f"{M}\n[{M}]", "log:2: not a message object, unlike line 1"),
-            ('{"messages": 3}\n{"messages": []}', "log:1: conversation 0: \"messages\" must be an array of messages"),
+            (
+                '{"messages": 3}\n{"messages": []}',
+                'log:1: conversation 0: "messages" must be an array of messages',
+            ),
         ]
         for text, message in cases:
             with self.subTest(text=text), self.assertRaises(Exception) as caught:
@@ -65,8 +82,9 @@ class PairingTest(unittest.TestCase):
         (conversation,) = find_conversations(b"[]", "log")
         warnings: list[ConversionWarning] = []
         records = pair_events(conversation, events, warnings)
-        return [(r.tool, r.response.get("text", r.response.get("error"))) for r in records], \
-            [w.message for w in warnings]
+        return [(r.tool, r.response.get("text", r.response.get("error"))) for r in records], [
+            w.message for w in warnings
+        ]
 
     def test_by_id_whatever_the_reply_order(self) -> None:
         events = [_call("a", "f", 0), _call("b", "g", 0), _reply("b", "B", 1), _reply("a", "A", 2)]
@@ -86,19 +104,33 @@ class PairingTest(unittest.TestCase):
 
     def test_a_reply_never_pairs_with_a_later_call(self) -> None:
         events = [_reply(None, "early", 0), _call(None, "f", 1)]
-        self.assertEqual(self._pair(events), ([("f", "no recorded response")], [
-            "conversation 0, message 0: reply matches no earlier call; dropped",
-            "conversation 0, message 1: call 0 (f): no reply; response set to {\"error\": \"no recorded response\"}",
-        ]))
+        self.assertEqual(
+            self._pair(events),
+            (
+                [("f", "no recorded response")],
+                [
+                    "conversation 0, message 0: reply matches no earlier call; dropped",
+                    "conversation 0, message 1: call 0 (f): no reply; response set to "
+                    '{"error": "no recorded response"}',
+                ],
+            ),
+        )
 
     def test_a_second_reply_to_one_call_is_dropped(self) -> None:
         events = [_call("a", "f", 0), _reply("a", "1", 1), _reply("a", "2", 2)]
-        self.assertEqual(self._pair(events), ([("f", "1")], [
-            "conversation 0, message 2: reply to call id \"a\" matches no earlier call; dropped"]))
+        self.assertEqual(
+            self._pair(events),
+            (
+                [("f", "1")],
+                ['conversation 0, message 2: reply to call id "a" matches no earlier call; dropped'],
+            ),
+        )
 
     def test_records_are_imported_calls(self) -> None:
         (conversation,) = find_conversations(b"[]", "log")
-        records = pair_events(conversation, [ToolCall("a", "f", '{"k": 1}', 0), ToolReply("a", {"ok": True}, 1)], [])
+        records = pair_events(
+            conversation, [ToolCall("a", "f", '{"k": 1}', 0), ToolReply("a", {"ok": True}, 1)], []
+        )
         self.assertEqual(records, [ImportedCall("f", {"k": 1}, {"ok": True})])
 
 
@@ -143,7 +175,9 @@ class MappingTest(unittest.TestCase):
                 self.assertEqual(reply_response(content, error), response)
 
     def test_flag_error_puts_error_first(self) -> None:
-        self.assertEqual(list(flag_error({"content": [], "isError": True}, True, {})), ["error", "content", "isError"])
+        self.assertEqual(
+            list(flag_error({"content": [], "isError": True}, True, {})), ["error", "content", "isError"]
+        )
 
 
 if __name__ == "__main__":

@@ -32,12 +32,36 @@ def _tau2_name(simulation: dict[str, Any], position: int) -> str:
 
 # (raw file, format, corpus folder, conversations of the raw file, corpus name of a conversation,
 #  expected sessions, expected calls)
-CASES: list[tuple[str, str, str, Callable[[Any], list[Any]], Callable[[dict[str, Any], int], str], int, int]] = [
-    ("tau-bench_gpt-4o-airline.json", "openai-chat", "tau1_gpt4o_airline", lambda doc: doc, _tau1_name, 200, 1164),
-    ("tau2-bench_gpt-4.1-airline.json", "tau2", "tau2_gpt-4.1_airline_default_gpt-4.1_1trials",
-     lambda doc: doc["simulations"], _tau2_name, 20, 148),
-    ("tau2-bench_claude-sonnet-4-5-airline.json", "tau2", "tau2_claude-sonnet-4-5_airline_default_gpt4.1_1trials",
-     lambda doc: doc["simulations"], _tau2_name, 50, 371),
+CASES: list[
+    tuple[str, str, str, Callable[[Any], list[Any]], Callable[[dict[str, Any], int], str], int, int]
+] = [
+    (
+        "tau-bench_gpt-4o-airline.json",
+        "openai-chat",
+        "tau1_gpt4o_airline",
+        lambda doc: doc,
+        _tau1_name,
+        200,
+        1164,
+    ),
+    (
+        "tau2-bench_gpt-4.1-airline.json",
+        "tau2",
+        "tau2_gpt-4.1_airline_default_gpt-4.1_1trials",
+        lambda doc: doc["simulations"],
+        _tau2_name,
+        20,
+        148,
+    ),
+    (
+        "tau2-bench_claude-sonnet-4-5-airline.json",
+        "tau2",
+        "tau2_claude-sonnet-4-5_airline_default_gpt4.1_1trials",
+        lambda doc: doc["simulations"],
+        _tau2_name,
+        50,
+        371,
+    ),
 ]
 
 
@@ -72,7 +96,9 @@ class RealDataTest(unittest.TestCase):
             with self.subTest(raw=raw), tempfile.TemporaryDirectory() as tmp:
                 io = IO.memory()
                 target = os.path.join(tmp, "out")
-                self.assertEqual(main(["import", "auto", os.path.join(CORPUS, "raw", raw), "--split", target], io), 0)
+                self.assertEqual(
+                    main(["import", "auto", os.path.join(CORPUS, "raw", raw), "--split", target], io), 0
+                )
                 self.assertEqual(io.err(), f"detected format: {fmt}\n")
 
     def _assert_replay_accepts(self, path: str) -> None:

@@ -20,8 +20,14 @@ def _write_file(path: str, text: str) -> None:
     # Temp file beside the target, then one rename: the file is written whole or not at all.
     directory = os.path.dirname(os.path.abspath(path))
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-        "w", encoding="utf-8", newline="\n", dir=directory, prefix=".toolreplay-import-", suffix=".tmp",
-        delete=False)
+        "w",
+        encoding="utf-8",
+        newline="\n",
+        dir=directory,
+        prefix=".toolreplay-import-",
+        suffix=".tmp",
+        delete=False,
+    )
     try:
         with handle:
             handle.write(text)
@@ -35,8 +41,10 @@ def _write_file(path: str, text: str) -> None:
 def _check_split_target(path: str) -> None:
     if os.path.isdir(path):
         if os.listdir(path):
-            raise UsageError(f"{path}: directory exists and is not empty (--split writes only into a new "
-                             "or empty directory)")
+            raise UsageError(
+                f"{path}: directory exists and is not empty (--split writes only into a new "
+                "or empty directory)"
+            )
     elif os.path.lexists(path):
         raise UsageError(f"{path}: exists and is not a directory")
 
@@ -48,8 +56,9 @@ def _write_split(path: str, result: ImportResult) -> None:
     staging = tempfile.mkdtemp(dir=parent, prefix=".toolreplay-split-")
     try:
         for session in result.sessions:
-            with open(os.path.join(staging, f"{session.position:04d}.jsonl"), "w", encoding="utf-8",
-                      newline="\n") as handle:
+            with open(
+                os.path.join(staging, f"{session.position:04d}.jsonl"), "w", encoding="utf-8", newline="\n"
+            ) as handle:
                 handle.write(session.to_jsonl())
         os.chmod(staging, 0o755)
         _check_split_target(path)
@@ -69,8 +78,10 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
         data = handle.read()
     result = import_log(data, args.format, shown)
     if args.split is None and len(result.sessions) != 1:
-        raise UsageError(f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "
-                         "session per conversation")
+        raise UsageError(
+            f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "
+            "session per conversation"
+        )
     if args.format == "auto":
         io.stderr.write(f"detected format: {result.format}\n")
     if args.split is not None:
@@ -91,6 +102,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("input", help="log file (JSON or JSON Lines); - for standard input")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-o", "--output", metavar="FILE", help="write the session to FILE (atomically)")
-    target.add_argument("--split", metavar="DIR",
-                        help="write one session per conversation into DIR (new or empty): 0000.jsonl, ...")
+    target.add_argument(
+        "--split",
+        metavar="DIR",
+        help="write one session per conversation into DIR (new or empty): 0000.jsonl, ...",
+    )
     parser.set_defaults(run=_run_import)

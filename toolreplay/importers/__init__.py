@@ -18,8 +18,15 @@ from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
 from toolreplay.records import format_record
 
-__all__ = ["FORMATS", "ImportedSession", "ImportResult", "ConversionWarning", "ImportedCall", "import_log",
-           "detect_format"]
+__all__ = [
+    "FORMATS",
+    "ImportedSession",
+    "ImportResult",
+    "ConversionWarning",
+    "ImportedCall",
+    "import_log",
+    "detect_format",
+]
 
 # Format name -> module with `read_events(conversation)`.
 _MODULES = {
@@ -41,8 +48,10 @@ class ImportedSession:
 
     def to_jsonl(self) -> str:
         """The session file's text: one `format_record` line per call, each ending in a newline."""
-        return "".join(format_record(index, call.tool, call.args, call.response) + "\n"
-                       for index, call in enumerate(self.calls))
+        return "".join(
+            format_record(index, call.tool, call.args, call.response) + "\n"
+            for index, call in enumerate(self.calls)
+        )
 
 
 @dataclass(frozen=True)
@@ -60,8 +69,12 @@ def _check_unicode(conversation: Conversation, calls: list[ImportedCall]) -> Non
         try:
             json.dumps([call.tool, call.args, call.response], ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
-            raise InputError(conversation.path, conversation.line, f"conversation {conversation.position}, "
-                             f"call {index}: string holds a lone surrogate (invalid Unicode escape)") from None
+            raise InputError(
+                conversation.path,
+                conversation.line,
+                f"conversation {conversation.position}, "
+                f"call {index}: string holds a lone surrogate (invalid Unicode escape)",
+            ) from None
 
 
 def import_log(data: bytes, fmt: str, path: str) -> ImportResult:

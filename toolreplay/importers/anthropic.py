@@ -21,10 +21,10 @@ _CALL_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise conversation.error(position, "not an Anthropic message (an object with a \"role\" string)")
+        raise conversation.error(position, 'not an Anthropic message (an object with a "role" string)')
     content = message.get("content")
     if not isinstance(content, (str, list)):
-        raise conversation.error(position, "\"content\" must be a string or an array of content blocks")
+        raise conversation.error(position, '"content" must be a string or an array of content blocks')
     return message
 
 
@@ -34,19 +34,20 @@ def _call_id(value: Any) -> str | None:
 
 def _event(conversation: Conversation, position: int, block: Any) -> Event | None:
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
-        raise conversation.error(position, "a content block must be an object with a \"type\" string")
+        raise conversation.error(position, 'a content block must be an object with a "type" string')
     kind = block["type"]
     if kind in _CALL_TYPES:
         name = block.get("name")
         if not isinstance(name, str) or not name:
-            raise conversation.error(position, f"a {kind} block has no \"name\" string")
+            raise conversation.error(position, f'a {kind} block has no "name" string')
         return ToolCall(_call_id(block.get("id")), name, block.get("input", MISSING), position)
     if kind.endswith("tool_result") and "tool_use_id" in block:
         error = block.get("is_error", False)
         if not isinstance(error, bool):
-            raise conversation.error(position, f"a {kind} block's \"is_error\" must be true or false")
-        return ToolReply(_call_id(block["tool_use_id"]), reply_response(block.get("content", MISSING), error),
-                         position)
+            raise conversation.error(position, f'a {kind} block\'s "is_error" must be true or false')
+        return ToolReply(
+            _call_id(block["tool_use_id"]), reply_response(block.get("content", MISSING), error), position
+        )
     return None
 
 

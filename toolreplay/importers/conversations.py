@@ -103,7 +103,7 @@ def _conversation(value: dict[str, Any], path: str, position: int, line: int | N
     key = next(key for key in _CONVERSATION_KEYS if key in value)
     messages = value[key]
     if not isinstance(messages, list):
-        raise InputError(path, line, f"conversation {position}: \"{key}\" must be an array of messages")
+        raise InputError(path, line, f'conversation {position}: "{key}" must be an array of messages')
     return Conversation(path, position, messages, line=line, container=key)
 
 
@@ -111,11 +111,11 @@ def _from_document(document: Any, path: str) -> list[Conversation]:
     if isinstance(document, dict) and "simulations" in document:
         simulations = document["simulations"]
         if not isinstance(simulations, list):
-            raise InputError(path, None, "\"simulations\" must be an array")
+            raise InputError(path, None, '"simulations" must be an array')
         found = []
         for position, simulation in enumerate(simulations):
             if not isinstance(simulation, dict) or not isinstance(simulation.get("messages"), list):
-                raise InputError(path, None, f"simulation {position}: no \"messages\" array")
+                raise InputError(path, None, f'simulation {position}: no "messages" array')
             found.append(Conversation(path, position, simulation["messages"], container="simulations"))
         return found
     if _is_conversation_object(document):
@@ -124,8 +124,12 @@ def _from_document(document: Any, path: str) -> list[Conversation]:
         found = []
         for position, item in enumerate(document):
             if not _is_conversation_object(item):
-                raise InputError(path, None, f"element {position}: not a conversation object (no \"messages\" or "
-                                             "\"traj\"), unlike element 0")
+                raise InputError(
+                    path,
+                    None,
+                    f'element {position}: not a conversation object (no "messages" or '
+                    '"traj"), unlike element 0',
+                )
             found.append(_conversation(item, path, position, None))
         return found
     if isinstance(document, list):
@@ -145,14 +149,25 @@ def _from_lines(lines: list[tuple[int, Any]], path: str) -> list[Conversation]:
             elif _is_conversation_object(value):
                 found.append(_conversation(value, path, position, lineno))
             else:
-                raise InputError(path, lineno, "not a conversation (an array of messages or an object with "
-                                               "\"messages\"), unlike line " + str(lines[0][0]))
+                raise InputError(
+                    path,
+                    lineno,
+                    "not a conversation (an array of messages or an object with "
+                    '"messages"), unlike line ' + str(lines[0][0]),
+                )
         return found
     for lineno, value in lines:
         if not isinstance(value, dict) or _is_conversation_object(value):
             raise InputError(path, lineno, "not a message object, unlike line " + str(lines[0][0]))
-    return [Conversation(path, 0, [value for _, value in lines], lines=tuple(lineno for lineno, _ in lines),
-                         container="lines")]
+    return [
+        Conversation(
+            path,
+            0,
+            [value for _, value in lines],
+            lines=tuple(lineno for lineno, _ in lines),
+            container="lines",
+        )
+    ]
 
 
 def _parse_lines(text: str, path: str, whole_error: JSONTextError) -> list[tuple[int, Any]] | None:
@@ -176,8 +191,9 @@ def find_conversations(data: bytes, path: str) -> list[Conversation]:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(path, data.count(b"\n", 0, exc.start) + 1,
-                         f"invalid UTF-8 (byte 0x{data[exc.start]:02x})") from None
+        raise InputError(
+            path, data.count(b"\n", 0, exc.start) + 1, f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"
+        ) from None
     if not text.strip(" \t\r\n"):
         raise InputError(path, None, "empty file: no conversation")
     try:

@@ -14,8 +14,9 @@ from toolreplay.importers.conversations import Conversation
 
 __all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
 
-_RESPONSES_TYPES = frozenset({"function_call", "function_call_output", "custom_tool_call",
-                              "custom_tool_call_output"})
+_RESPONSES_TYPES = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
+)
 
 
 @dataclass(frozen=True)
@@ -48,22 +49,22 @@ def _message_marker(message: Any) -> tuple[str, str] | None:
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls and isinstance(calls[0], dict):
         if "function" in calls[0]:
-            return "openai-chat", "a \"tool_calls\" entry with \"function\""
-        return "tau2", "a \"tool_calls\" entry without \"function\""
+            return "openai-chat", 'a "tool_calls" entry with "function"'
+        return "tau2", 'a "tool_calls" entry without "function"'
     if message.get("role") == "tool":
         if "tool_call_id" in message:
-            return "openai-chat", "a tool message with \"tool_call_id\""
+            return "openai-chat", 'a tool message with "tool_call_id"'
         if "requestor" in message:
-            return "tau2", "a tool message with \"requestor\""
+            return "tau2", 'a tool message with "requestor"'
     if isinstance(message.get("function_call"), dict):
-        return "openai-chat", "a \"function_call\""
+        return "openai-chat", 'a "function_call"'
     return _block_marker(message.get("content"))
 
 
 def find_evidence(conversations: list[Conversation]) -> Evidence | None:
     """The first telling message of a log (tau2's `simulations` tells at once), or None."""
     if conversations and conversations[0].container == "simulations":
-        return Evidence("tau2", conversations[0], None, "\"simulations\"")
+        return Evidence("tau2", conversations[0], None, '"simulations"')
     for conversation in conversations:
         for position, message in enumerate(conversation.messages):
             found = _message_marker(message)
@@ -77,8 +78,12 @@ def detect_format(conversations: list[Conversation]) -> str:
     evidence = find_evidence(conversations)
     if evidence is None:
         path = conversations[0].path if conversations else "-"
-        raise InputError(path, None, "cannot detect the format: no message holds a tool call or reply "
-                                     "(name the format instead of auto)")
+        raise InputError(
+            path,
+            None,
+            "cannot detect the format: no message holds a tool call or reply "
+            "(name the format instead of auto)",
+        )
     return evidence.format
 
 
@@ -88,7 +93,11 @@ def check_format(conversations: list[Conversation], fmt: str) -> None:
     if evidence is None or evidence.format == fmt:
         return
     if evidence.message is None:
-        raise InputError(evidence.conversation.path, None, f"this is a {evidence.format} file "
-                         f"({evidence.reason}), not {fmt}")
-    raise evidence.conversation.error(evidence.message, f"{evidence.reason} belongs to the {evidence.format} "
-                                                        f"format, not {fmt}")
+        raise InputError(
+            evidence.conversation.path,
+            None,
+            f"this is a {evidence.format} file ({evidence.reason}), not {fmt}",
+        )
+    raise evidence.conversation.error(
+        evidence.message, f"{evidence.reason} belongs to the {evidence.format} format, not {fmt}"
+    )

@@ -19,37 +19,37 @@ __all__ = ["read_events"]
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
-        raise conversation.error(position, "not a JSON-RPC 2.0 message (an object with \"jsonrpc\": \"2.0\")")
+        raise conversation.error(position, 'not a JSON-RPC 2.0 message (an object with "jsonrpc": "2.0")')
     return message
 
 
 def _request_id(conversation: Conversation, position: int, message: dict[str, Any]) -> CallId:
     value = message.get("id")
     if value is None or isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise conversation.error(position, "a request or response \"id\" must be a string or an integer")
+        raise conversation.error(position, 'a request or response "id" must be a string or an integer')
     return value
 
 
 def _call(conversation: Conversation, position: int, message: dict[str, Any], call_id: CallId) -> ToolCall:
     params = message.get("params")
     if not isinstance(params, dict) or not isinstance(params.get("name"), str) or not params["name"]:
-        raise conversation.error(position, "a tools/call request has no \"params.name\" string")
+        raise conversation.error(position, 'a tools/call request has no "params.name" string')
     return ToolCall(call_id, params["name"], params.get("arguments", MISSING), position)
 
 
 def _response(conversation: Conversation, position: int, message: dict[str, Any]) -> dict[str, Any]:
     if ("result" in message) == ("error" in message):
-        raise conversation.error(position, "a response must have exactly one of \"result\" and \"error\"")
+        raise conversation.error(position, 'a response must have exactly one of "result" and "error"')
     if "error" in message:
         if not isinstance(message["error"], dict):
-            raise conversation.error(position, "a response's \"error\" must be an object")
+            raise conversation.error(position, 'a response\'s "error" must be an object')
         return {"error": message["error"]}
     result = message["result"]
     if not isinstance(result, dict):
-        raise conversation.error(position, "a tools/call response's \"result\" must be an object")
+        raise conversation.error(position, 'a tools/call response\'s "result" must be an object')
     is_error = result.get("isError", False)
     if not isinstance(is_error, bool):
-        raise conversation.error(position, "\"result.isError\" must be true or false")
+        raise conversation.error(position, '"result.isError" must be true or false')
     return flag_error(result, is_error, {"result": result})
 
 

@@ -18,7 +18,7 @@ __all__ = ["read_events"]
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise conversation.error(position, "not an OpenAI chat message (an object with a \"role\" string)")
+        raise conversation.error(position, 'not an OpenAI chat message (an object with a "role" string)')
     return message
 
 
@@ -28,14 +28,14 @@ def _call_id(value: Any) -> str | None:
 
 def _function_call(conversation: Conversation, position: int, function: Any, call_id: Any) -> ToolCall:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
-        raise conversation.error(position, "a tool call has no \"function.name\" string")
+        raise conversation.error(position, 'a tool call has no "function.name" string')
     return ToolCall(_call_id(call_id), function["name"], function.get("arguments", MISSING), position)
 
 
 def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[ToolCall]:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
-        raise conversation.error(position, "\"tool_calls\" must be an array")
+        raise conversation.error(position, '"tool_calls" must be an array')
     for call in tool_calls or ():
         if not isinstance(call, dict):
             raise conversation.error(position, "a tool call must be an object")
@@ -52,7 +52,10 @@ def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
         if role == "assistant":
             yield from _calls(conversation, position, message)
         elif role == "tool":
-            yield ToolReply(_call_id(message.get("tool_call_id")),
-                            reply_response(message.get("content", MISSING), False), position)
+            yield ToolReply(
+                _call_id(message.get("tool_call_id")),
+                reply_response(message.get("content", MISSING), False),
+                position,
+            )
         elif role == "function":
             yield ToolReply(None, reply_response(message.get("content", MISSING), False), position)

@@ -21,8 +21,12 @@ _REPLY_TYPES = ("function_call_output", "custom_tool_call_output")
 
 
 def _item(conversation: Conversation, position: int, item: Any) -> dict[str, Any]:
-    if not isinstance(item, dict) or not (isinstance(item.get("type"), str) or isinstance(item.get("role"), str)):
-        raise conversation.error(position, "not a Responses API item (an object with a \"type\" or \"role\" string)")
+    if not isinstance(item, dict) or not (
+        isinstance(item.get("type"), str) or isinstance(item.get("role"), str)
+    ):
+        raise conversation.error(
+            position, 'not a Responses API item (an object with a "type" or "role" string)'
+        )
     return item
 
 
@@ -33,11 +37,11 @@ def _call_id(value: Any) -> str | None:
 def _call(conversation: Conversation, position: int, item: dict[str, Any]) -> ToolCall:
     name = item.get("name")
     if not isinstance(name, str) or not name:
-        raise conversation.error(position, f"a {item['type']} item has no \"name\" string")
+        raise conversation.error(position, f'a {item["type"]} item has no "name" string')
     if item["type"] == "custom_tool_call":
         text = item.get("input", "")
         if not isinstance(text, str):
-            raise conversation.error(position, "a custom_tool_call's \"input\" must be a string")
+            raise conversation.error(position, 'a custom_tool_call\'s "input" must be a string')
         return ToolCall(_call_id(item.get("call_id")), name, {"input": text}, position)
     return ToolCall(_call_id(item.get("call_id")), name, item.get("arguments", MISSING), position)
 
@@ -50,7 +54,10 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
         if kind in ("function_call", "custom_tool_call"):
             yield _call(conversation, position, item)
         elif kind in _REPLY_TYPES:
-            yield ToolReply(_call_id(item.get("call_id")), reply_response(item.get("output", MISSING), False),
-                            position)
+            yield ToolReply(
+                _call_id(item.get("call_id")), reply_response(item.get("output", MISSING), False), position
+            )
         elif isinstance(kind, str) and kind.endswith("_call"):
-            yield Note(f"{kind} item not imported (a tool the API runs itself, not a function call)", position)
+            yield Note(
+                f"{kind} item not imported (a tool the API runs itself, not a function call)", position
+            )

@@ -16,8 +16,20 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
 
 __all__ = [
-    "CallId", "Event", "ToolCall", "ToolReply", "Note", "ImportedCall", "ConversionWarning", "MISSING", "NO_RESPONSE",
-    "pair_events", "parse_arguments", "reply_response", "flag_error", "content_text",
+    "CallId",
+    "Event",
+    "ToolCall",
+    "ToolReply",
+    "Note",
+    "ImportedCall",
+    "ConversionWarning",
+    "MISSING",
+    "NO_RESPONSE",
+    "pair_events",
+    "parse_arguments",
+    "reply_response",
+    "flag_error",
+    "content_text",
 ]
 
 CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source has none
@@ -103,14 +115,15 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(
-            isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str)
-            for part in content):
+        isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str)
+        for part in content
+    ):
         return "\n".join(part["text"] for part in content)
     return None
 
 
 def reply_response(content: Any, error: bool) -> dict[str, Any]:
-    """A reply's response: its text's JSON object, else {"text": TEXT}; non-text content as {"content": ...}."""
+    """A reply's response: its text's JSON object, else {"text": TEXT}; other content as {"content": ...}."""
     text = content_text(content)
     if text is None:
         return flag_error({"content": content}, error, {"content": content})
@@ -135,7 +148,7 @@ def flag_error(response: dict[str, Any], error: bool, fallback: dict[str, Any]) 
 
 def _shown(value: Any) -> str:
     text = json.dumps(value)
-    return text if len(text) <= 60 else text[:56] + "...\""
+    return text if len(text) <= 60 else text[:56] + '..."'
 
 
 @dataclass
@@ -145,12 +158,14 @@ class _Pending:
 
 
 def _warn(conversation: Conversation, message: int, text: str) -> ConversionWarning:
-    return ConversionWarning(conversation.path, conversation.line_of(message),
-                             f"{conversation.where(message)}: {text}")
+    return ConversionWarning(
+        conversation.path, conversation.line_of(message), f"{conversation.where(message)}: {text}"
+    )
 
 
-def pair_events(conversation: Conversation, events: Iterable[Event],
-                warnings: list[ConversionWarning]) -> list[ImportedCall]:
+def pair_events(
+    conversation: Conversation, events: Iterable[Event], warnings: list[ConversionWarning]
+) -> list[ImportedCall]:
     """Records of one conversation, in call order; appends what was changed or dropped to `warnings`."""
     found: list[tuple[int, ConversionWarning]] = []
     calls: list[_Pending] = []
@@ -166,26 +181,44 @@ def pair_events(conversation: Conversation, events: Iterable[Event],
         if isinstance(event, Note):
             found.append((event.message, _warn(conversation, event.message, event.text)))
             continue
-        match = next((p for p in waiting if event.call_id is None or p.call.call_id is None
-                      or p.call.call_id == event.call_id), None)
+        match = next(
+            (
+                p
+                for p in waiting
+                if event.call_id is None or p.call.call_id is None or p.call.call_id == event.call_id
+            ),
+            None,
+        )
         if match is None:
             named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
-            found.append((event.message, _warn(conversation, event.message,
-                                                f"{named} matches no earlier call; dropped")))
+            found.append(
+                (
+                    event.message,
+                    _warn(conversation, event.message, f"{named} matches no earlier call; dropped"),
+                )
+            )
             continue
         waiting.remove(match)
         responses[match.index] = event.response
     records = []
-    for pending, response in zip(calls, responses):
+    for pending, response in zip(calls, responses, strict=True):
         call = pending.call
         label = f"call {pending.index} ({call.tool})"
         args, problem = parse_arguments(call.arguments)
         if problem is not None:
-            kept = f"kept as {{\"_raw_arguments\": {_shown(call.arguments)}}}"
+            kept = f'kept as {{"_raw_arguments": {_shown(call.arguments)}}}'
             found.append((call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}")))
         if response is None:
-            found.append((call.message, _warn(conversation, call.message,
-                                              f"{label}: no reply; response set to {json.dumps(NO_RESPONSE)}")))
+            found.append(
+                (
+                    call.message,
+                    _warn(
+                        conversation,
+                        call.message,
+                        f"{label}: no reply; response set to {json.dumps(NO_RESPONSE)}",
+                    ),
+                )
+            )
             response = dict(NO_RESPONSE)
         records.append(ImportedCall(call.tool, args, response))
     found.sort(key=lambda item: item[0])  # stable: a call's own warnings keep their order

@@ -19,7 +19,7 @@ __all__ = ["read_events"]
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
     if not isinstance(message, dict) or not isinstance(message.get("role"), str):
-        raise conversation.error(position, "not a tau2 message (an object with a \"role\" string)")
+        raise conversation.error(position, 'not a tau2 message (an object with a "role" string)')
     return message
 
 
@@ -29,11 +29,12 @@ def _call_id(value: Any) -> str | None:
 
 def _call(conversation: Conversation, position: int, call: Any) -> ToolCall:
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
-        raise conversation.error(position, "a tool call has no \"name\" string")
+        raise conversation.error(position, 'a tool call has no "name" string')
     requestor = call.get("requestor", "assistant")
     if requestor not in ("assistant", "user"):
-        raise conversation.error(position, f"a tool call's \"requestor\" must be \"assistant\" or \"user\", "
-                                           f"not {requestor!r}")
+        raise conversation.error(
+            position, f'a tool call\'s "requestor" must be "assistant" or "user", not {requestor!r}'
+        )
     name = f"user:{call['name']}" if requestor == "user" else call["name"]
     return ToolCall(_call_id(call.get("id")), name, call.get("arguments", MISSING), position)
 
@@ -43,8 +44,10 @@ def _reply(conversation: Conversation, position: int, message: Any) -> ToolReply
         raise conversation.error(position, "a tool message must be an object")
     error = message.get("error", False)
     if not isinstance(error, bool):
-        raise conversation.error(position, "a tool message's \"error\" must be true or false")
-    return ToolReply(_call_id(message.get("id")), reply_response(message.get("content", MISSING), error), position)
+        raise conversation.error(position, 'a tool message\'s "error" must be true or false')
+    return ToolReply(
+        _call_id(message.get("id")), reply_response(message.get("content", MISSING), error), position
+    )
 
 
 def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
@@ -53,7 +56,7 @@ def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
         message = _message(conversation, position, raw)
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
-            raise conversation.error(position, "\"tool_calls\" must be an array or null")
+            raise conversation.error(position, '"tool_calls" must be an array or null')
         for call in tool_calls or ():
             yield _call(conversation, position, call)
         if message["role"] != "tool":
