@@ -169,6 +169,16 @@ class ImportCommandTest(unittest.TestCase):
             ),
         )
 
+    def test_unwritable_targets(self) -> None:
+        for option in ("-o", "--split"):
+            target = os.path.join(self.tmp, "no-such-dir", "out")
+            with self.subTest(option=option):
+                self.assertEqual(
+                    self._run("import", "openai-chat", "-", option, target, stdin=ONE),
+                    (2, "", f"error: cannot write {target}: No such file or directory\n"),
+                )
+        self.assertEqual(os.listdir(self.tmp), [])
+
     def test_usage_errors(self) -> None:
         missing = os.path.join(self.tmp, "nope.json")
         self.assertEqual(

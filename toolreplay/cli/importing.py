@@ -70,6 +70,20 @@ def _write_split(path: str, result: ImportResult) -> None:
             shutil.rmtree(staging)
 
 
+def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> None:
+    if args.split is None and args.output is None:
+        io.write_bytes(result.sessions[0].to_jsonl().encode("utf-8"))
+        return
+    target = args.split if args.split is not None else args.output
+    try:
+        if args.split is not None:
+            _write_split(args.split, result)
+        else:
+            _write_file(args.output, result.sessions[0].to_jsonl())
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
 def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.split is not None:
         _check_split_target(args.split)
@@ -84,12 +98,7 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
         )
     if args.format == "auto":
         io.stderr.write(f"detected format: {result.format}\n")
-    if args.split is not None:
-        _write_split(args.split, result)
-    elif args.output is not None:
-        _write_file(args.output, result.sessions[0].to_jsonl())
-    else:
-        io.write_bytes(result.sessions[0].to_jsonl().encode("utf-8"))
+    _write_sessions(args, result, io)
     for warning in result.warnings:
         io.stderr.write(f"warning: {warning}\n")
     return 0
