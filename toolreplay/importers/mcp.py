@@ -61,6 +61,8 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
         message = _message(conversation, position, raw)
         if "method" in message:
             if "id" not in message:
+                if message["method"] == "tools/call":
+                    yield Note("tools/call sent as a notification (no id) not imported", position)
                 continue  # a notification: no response will come
             call_id = _request_id(conversation, position, message)
             if message["method"] == "tools/call":
