@@ -23,6 +23,7 @@ _COMMAND_MODULES = (
     "toolreplay.cli.audit",
     "toolreplay.cli.demo",
     "toolreplay.cli.evaluate",
+    "toolreplay.cli.importing",
 )
 
 
