@@ -317,15 +317,9 @@ class ParserErrorTest(unittest.TestCase):
         )
 
     def test_integer_beyond_the_interpreter_limit_is_an_input_error(self) -> None:
-        # Python refuses to convert integers of more than 4300 digits; the text after the prefix is Python's.
+        # Python refuses to convert integers of more than 4300 digits: a documented limit, a plain message.
         data = GOOD + b'{"index": 1, "tool": "t", "args": {"x": ' + b"9" * 5000 + b'}, "response": {}}\n'
-        with self.assertRaises(InputError) as caught:
-            _read(data)
-        self.assertEqual(caught.exception.line, 2)
-        self.assertTrue(
-            str(caught.exception).startswith("s.jsonl:2: invalid number: "), str(caught.exception)
-        )
-        self.assertNotIn("\n", str(caught.exception))
+        self.assert_error(data, 2, "invalid number: an integer of more than 4300 digits is not supported")
 
     def test_integer_of_4300_digits_is_kept_exactly(self) -> None:
         digits = "7" * 4300

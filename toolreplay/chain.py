@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from toolreplay.records import Record
 
-__all__ = ["GENESIS", "link_digest", "format_link", "seal_records", "ChainReport", "verify_chain"]
+__all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "ChainReport", "verify_chain"]
 
 GENESIS = "0" * 64
 
@@ -16,6 +16,16 @@ GENESIS = "0" * 64
 def link_digest(prev: str, canonical_record: bytes) -> str:
     """SHA-256 of the previous digest (64 ASCII hex characters) followed by the canonical record."""
     return hashlib.sha256(prev.encode("ascii") + canonical_record).hexdigest()
+
+
+def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str) -> tuple[bytes, str]:
+    """One link line (with its newline) from canonical parts, chained after `prev`; and its digest."""
+    number = str(index).encode()
+    digest = hashlib.sha256(prev.encode("ascii") + b'{"args":' + args + b',"index":' + number + b',"response":'
+                            + response + b',"tool":' + tool + b"}").hexdigest()
+    line = (b'{"index":' + number + b',"tool":' + tool + b',"args":' + args + b',"response":' + response
+            + b',"prev":"' + prev.encode("ascii") + b'","digest":"' + digest.encode("ascii") + b'"}\n')
+    return line, digest
 
 
 def format_link(record: Record, prev: str, digest: str) -> bytes:
@@ -28,9 +38,9 @@ def format_link(record: Record, prev: str, digest: str) -> bytes:
 def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:
     """Yield the link lines of a session, chained from `prev` (64 zeros for a new chain)."""
     for record in records:
-        digest = link_digest(prev, record.canonical_record)
-        yield format_link(record, prev, digest)
-        prev = digest
+        line, prev = link_line(record.index, record.canonical_tool, record.canonical_args,
+                               record.canonical_response, prev)
+        yield line
 
 
 @dataclass(frozen=True, slots=True)

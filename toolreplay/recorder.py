@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from toolreplay.canonical import CanonicalError, canonical_bytes
-from toolreplay.chain import GENESIS, format_link, link_digest
+from toolreplay.chain import GENESIS, link_digest, link_line
 from toolreplay.errors import InputError, UsageError
 from toolreplay.records import Record, format_record, read_session
 
@@ -78,7 +78,7 @@ class SessionRecorder:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict) or not isinstance(response, dict):
             raise ValueError("args and response must be JSON objects")
-        try:
+        try:  # encode before taking the lock: a value with no JSON form is refused, nothing written
             tool_bytes, args_bytes, response_bytes = (canonical_bytes(tool), canonical_bytes(args),
                                                       canonical_bytes(response))
         except (CanonicalError, RecursionError) as exc:
@@ -88,9 +88,7 @@ class SessionRecorder:
                 raise ValueError(f"recorder for {self.path} is closed")
             index = self._next_index
             if self.sealed:
-                record = Record(index, tool, args, response, 0, tool_bytes, args_bytes, response_bytes)
-                digest = link_digest(self._prev, record.canonical_record)
-                line = format_link(record, self._prev, digest)
+                line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev)
             else:
                 line = (format_record(index, tool, args, response) + "\n").encode("ascii")
             if self._needs_newline:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.strictjson import JSONLineError, StrictLoader
+from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value
 
 __all__ = ["Record", "read_session", "read_links", "open_input", "format_record", "RECORD_FIELDS", "LINK_FIELDS"]
 
@@ -31,21 +31,37 @@ STDIN_NAME = "<stdin>"
 
 @dataclass(slots=True)
 class Record:
-    """One tool call: the parsed fields, their canonical bytes, and the link fields when sealed.
+    """One tool call: its fields, where it was read, and the link fields when it came from a sealed file.
 
-    Treat it as immutable; it is not frozen only because frozen dataclasses are slow to build.
+    The canonical forms are computed on demand, so a check that needs only names (scope) never pays
+    for encoding. `fast_canonical` is set by the parser when the C encoder prints these values
+    canonically; values built in Python keep the default and go through `canonical_json`.
+    Treat a Record as immutable (it is not frozen only because frozen dataclasses are slow to build).
     """
 
     index: int
     tool: str
     args: dict[str, Any]
     response: dict[str, Any]
-    line: int
-    canonical_tool: bytes
-    canonical_args: bytes
-    canonical_response: bytes
+    line: int = 0
     prev: str | None = None
     digest: str | None = None
+    fast_canonical: bool = False
+
+    @property
+    def canonical_tool(self) -> bytes:
+        """Canonical bytes of the tool name (a JSON string)."""
+        return canonical_value(self.tool, self.fast_canonical)
+
+    @property
+    def canonical_args(self) -> bytes:
+        """Canonical bytes of the arguments object."""
+        return canonical_value(self.args, self.fast_canonical)
+
+    @property
+    def canonical_response(self) -> bytes:
+        """Canonical bytes of the response object."""
+        return canonical_value(self.response, self.fast_canonical)
 
     @property
     def canonical_call(self) -> bytes:
@@ -135,7 +151,7 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 
 def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool) -> Iterator[Record]:
     loader = StrictLoader()
-    loads, canonical, canonical_string = loader.loads, loader.canonical, loader.canonical_string
+    loads = loader.loads
     sealed: bool | None = True if require_sealed else None
     plain_fields = _LINK_SET if require_sealed else _RECORD_SET
     expected_index = 0
@@ -170,8 +186,10 @@ def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_se
                     raise JSONLineError(f"index must start at 0, got {index}")
                 raise JSONLineError(f"index {index} out of order: expected {expected_index}")
             expected_index = index + 1
-            record = Record(index, tool, args, response, lineno, canonical_string(tool), canonical(args),
-                            canonical(response), obj.get("prev"), obj.get("digest"))
+            if "\\ud" in text or "\\uD" in text:
+                loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
+            record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"),
+                            not loader.exotic)
         except JSONLineError as exc:
             raise InputError(path, lineno, str(exc)) from None
         yield record

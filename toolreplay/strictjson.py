@@ -2,8 +2,8 @@
 
 The standard library's C scanner does the parsing; hooks reject duplicate keys, NaN/Infinity and
 numbers that overflow a double. Canonical text then comes from the C encoder, which already matches
-RFC 8785 for everything but a few number forms and keys outside the Basic Multilingual Plane; a line
-holding one of those takes the pure-Python `toolreplay.canonical` route instead. Lone surrogates
+RFC 8785 for everything but a few number forms and the order of keys outside the Basic Multilingual
+Plane; a value holding one of those takes the pure-Python `toolreplay.canonical` route instead. Lone surrogates
 surface when the canonical text is encoded to UTF-8.
 """
 
@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from toolreplay.canonical import canonical_json
 
-__all__ = ["JSONLineError", "StrictLoader"]
+__all__ = ["JSONLineError", "StrictLoader", "canonical_value"]
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+# CPython stores a string with 1, 2 or 4 bytes a character, 4 only when one lies beyond U+FFFF; its
+# size then answers "any astral character?" without a scan. Elsewhere, scan.
+_EMPTY_WIDE_SIZE = sys.getsizeof("\U00010000") - 4 * 2 if sys.implementation.name == "cpython" else None
+
+
+def _may_hold_astral(text: str) -> bool:
+    if _EMPTY_WIDE_SIZE is None:
+        return _ASTRAL.search(text) is not None
+    return sys.getsizeof(text) >= _EMPTY_WIDE_SIZE + 4 * (len(text) + 1)
+
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -30,12 +41,6 @@ def _no_default(value: Any) -> Any:
 # cannot be circular). Going through json.dumps would rebuild it on every call.
 _c_encode = (c_make_encoder(None, _no_default, encode_basestring, None, ":", ",", True, False, False)
              if c_make_encoder is not None else None)
-
-
-def _fast_dumps(value: Any) -> str:
-    if _c_encode is None:
-        return canonical_json(value)
-    return "".join(_c_encode(value, 0))
 
 
 class JSONLineError(ValueError):
@@ -57,6 +62,33 @@ def _quote(text: str) -> str:
     return shown if len(shown) <= 60 else shown[:57] + '..."'
 
 
+def _has_astral_key(value: Any) -> bool:
+    """Whether any object key holds a character beyond U+FFFF (where code-point and UTF-16 order differ)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, member in item.items():
+                if not key.isascii() and _ASTRAL.search(key):
+                    return True
+                if isinstance(member, (dict, list)):
+                    stack.append(member)
+        elif isinstance(item, list):
+            stack.extend(member for member in item if isinstance(member, (dict, list)))
+    return False
+
+
+def canonical_value(value: Any, fast: bool) -> bytes:
+    """Canonical UTF-8 bytes of a value; `fast` when it was parsed by StrictLoader and held no exotic float."""
+    if fast and _c_encode is not None:
+        text = "".join(_c_encode(value, 0))
+        if not text.isascii() and _may_hold_astral(text) and _has_astral_key(value):
+            text = canonical_json(value)
+    else:
+        text = canonical_json(value)
+    return text.encode("utf-8")
+
+
 def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
@@ -65,8 +97,8 @@ class StrictLoader:
     """Parses lines strictly and turns parsed values into canonical UTF-8 bytes."""
 
     def __init__(self) -> None:
-        # Set when the line holds a float whose canonical text the C encoder would get wrong.
-        self._exotic = False
+        # Set by `loads` when the text holds a float whose canonical text the C encoder would get wrong.
+        self.exotic = False
         self._scan = json.JSONDecoder(
             object_pairs_hook=self._make_object, parse_float=self._make_float, parse_constant=_reject_constant
         ).scan_once
@@ -88,14 +120,14 @@ class StrictLoader:
             raise JSONLineError(f"number {text[:40]} overflows a double")
         shown = repr(value)
         if "e" in shown:
-            self._exotic = True
+            self.exotic = True
         elif shown.endswith(".0"):
             return _IntegralFloat(int(value))
         return value
 
     def loads(self, text: str) -> Any:
         """Parse one JSON text (usually one line), strictly."""
-        self._exotic = False
+        self.exotic = False
         try:
             try:
                 value, end = self._scan(text, _WHITESPACE.match(text, 0).end())  # type: ignore[union-attr]
@@ -112,25 +144,12 @@ class StrictLoader:
         except ValueError as exc:  # e.g. an integer longer than the interpreter converts
             if isinstance(exc, JSONLineError):
                 raise
-            raise JSONLineError(f"invalid number: {exc}") from None
-
-    def canonical_string(self, text: str) -> bytes:
-        """Canonical UTF-8 bytes of a string value."""
-        try:
-            return encode_basestring(text).encode("utf-8")  # type: ignore[no-any-return]
-        except UnicodeEncodeError:
-            raise JSONLineError("string holds a lone surrogate (invalid Unicode escape)") from None
+            raise JSONLineError("invalid number: an integer of more than 4300 digits is not supported") from None
 
     def canonical(self, value: Any) -> bytes:
-        """Canonical UTF-8 bytes of a value parsed by the last `loads` call."""
+        """Canonical UTF-8 bytes of a value parsed by the last `loads` call; a lone surrogate is an error."""
         try:
-            if self._exotic:
-                text = canonical_json(value)
-            else:
-                text = _fast_dumps(value)
-                if not text.isascii() and _ASTRAL.search(text):
-                    text = canonical_json(value)
-            return text.encode("utf-8")
+            return canonical_value(value, not self.exotic)
         except UnicodeEncodeError:
             raise JSONLineError("string holds a lone surrogate (invalid Unicode escape)") from None
         except RecursionError:

@@ -153,8 +153,7 @@ def _describe(tool: str, args: dict[str, Any]) -> str:
 
 def _record(index: int, call: CallResult) -> Record:
     # The Gate turns a result with no JSON form into an error response, so every response encodes.
-    return Record(index, call.tool, call.args, call.response, index + 1, canonical_bytes(call.tool),
-                  canonical_bytes(call.args), canonical_bytes(call.response))
+    return Record(index, call.tool, call.args, call.response, index + 1)
 
 
 class _Recording:
