@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from toolreplay.records import Record
 
-__all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "ChainReport", "verify_chain"]
+__all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
+           "ChainReport", "verify_chain", "verify_link_facts", "link_fact"]
 
 GENESIS = "0" * 64
 
@@ -35,11 +36,29 @@ def format_link(record: Record, prev: str, digest: str) -> bytes:
             + prev.encode() + b'","digest":"' + digest.encode() + b'"}\n')
 
 
+SealFact = tuple[int, bytes, bytes, bytes]
+LinkFact = tuple[bytes, "str | None", "str | None"]
+
+
+def seal_fact(record: Record) -> SealFact:
+    """What sealing needs of a record: its index and the canonical tool, args and response."""
+    return record.index, record.canonical_tool, record.canonical_args, record.canonical_response
+
+
+def link_fact(record: Record) -> LinkFact:
+    """What verifying needs of a link: the canonical record, and the stated prev and digest."""
+    return record.canonical_record, record.prev, record.digest
+
+
 def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:
     """Yield the link lines of a session, chained from `prev` (64 zeros for a new chain)."""
-    for record in records:
-        line, prev = link_line(record.index, record.canonical_tool, record.canonical_args,
-                               record.canonical_response, prev)
+    return seal_facts(map(seal_fact, records), prev)
+
+
+def seal_facts(facts: Iterable[SealFact], prev: str = GENESIS) -> Iterator[bytes]:
+    """`seal_records` over facts already extracted from the records (see `seal_fact`)."""
+    for index, tool, args, response in facts:
+        line, prev = link_line(index, tool, args, response, prev)
         yield line
 
 
@@ -61,14 +80,19 @@ class ChainReport:
 
 def verify_chain(links: Iterable[Record]) -> ChainReport:
     """Walk the links in file order; report the first whose prev or digest does not check out."""
+    return verify_link_facts(map(link_fact, links))
+
+
+def verify_link_facts(facts: Iterable[LinkFact]) -> ChainReport:
+    """`verify_chain` over facts already extracted from the links (see `link_fact`)."""
     prev = GENESIS
     count = 0
-    for position, link in enumerate(links):
-        if link.prev != prev:
-            return ChainReport(position + 1, position, "prev", prev, link.prev)
-        digest = link_digest(prev, link.canonical_record)
-        if link.digest != digest:
-            return ChainReport(position + 1, position, "digest", digest, link.digest)
+    for position, (canonical_record, stated_prev, stated_digest) in enumerate(facts):
+        if stated_prev != prev:
+            return ChainReport(position + 1, position, "prev", prev, stated_prev)
+        digest = link_digest(prev, canonical_record)
+        if stated_digest != digest:
+            return ChainReport(position + 1, position, "digest", digest, stated_digest)
         prev = digest
         count = position + 1
     return ChainReport(count)

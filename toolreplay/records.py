@@ -18,7 +18,7 @@ from typing import IO, Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value
 
-__all__ = ["Record", "read_session", "read_links", "open_input", "format_record", "RECORD_FIELDS", "LINK_FIELDS"]
+__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record", "RECORD_FIELDS", "LINK_FIELDS"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
@@ -149,17 +149,20 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
                 raise JSONLineError(f"field \"{field}\" must be 64 lower-case hex characters")
 
 
-def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool) -> Iterator[Record]:
+def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
+                 first_chunk: bool = True) -> Iterator[Record]:
+    """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
+    sequence starts at the first record's index (the caller checks it against the chunk before)."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
     plain_fields = _LINK_SET if require_sealed else _RECORD_SET
-    expected_index = 0
+    expected_index: int | None = 0 if first_chunk else None
     lineno = 0
     for raw in handle:
         lineno += 1
         try:
-            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+            if lineno == 1 and first_chunk and raw.startswith(b"\xef\xbb\xbf"):
                 raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
             try:
                 text = raw.decode("utf-8")
@@ -181,7 +184,7 @@ def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_se
             if (type(index) is not int or type(tool) is not str or not tool or type(args) is not dict
                     or type(response) is not dict or index < 0 or sealed):
                 _check_types(obj, bool(sealed))
-            if check_sequence and index != expected_index:
+            if check_sequence and index != expected_index and expected_index is not None:
                 if expected_index == 0:
                     raise JSONLineError(f"index must start at 0, got {index}")
                 raise JSONLineError(f"index {index} out of order: expected {expected_index}")
@@ -197,12 +200,12 @@ def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_se
 
 def read_session(handle: IO[bytes], path: str) -> Iterator[Record]:
     """Stream the records of a session (plain or sealed), checking every rule of SPEC.md §2."""
-    return _iter_records(handle, path, check_sequence=True, require_sealed=False)
+    return iter_records(handle, path, check_sequence=True, require_sealed=False)
 
 
 def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
     """Stream the links of a sealed file; the index sequence is the chain's business, not checked here."""
-    return _iter_records(handle, path, check_sequence=False, require_sealed=True)
+    return iter_records(handle, path, check_sequence=False, require_sealed=True)
 
 
 def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any]) -> str:

@@ -1,9 +1,13 @@
-"""Text and JSON renderings of the audit reports: pure functions from a report to a string."""
+"""Text and JSON renderings of the audit reports: pure functions from a report to text.
+
+Each `iter_*` function yields the rendering piece by piece, so a report with hundreds of thousands of
+findings is written without ever being held as one string; the plain functions join the pieces.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from toolreplay.chain import ChainReport
@@ -11,44 +15,76 @@ from toolreplay.findings import Finding
 from toolreplay.replay import ReplayReport
 from toolreplay.scope import ScopeReport
 
-__all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json"]
+__all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
+           "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json"]
 
 
-def _finding_lines(findings: Iterable[Finding]) -> str:
-    return "".join(f"index {f.index}: {f.kind}: {f.message}\n" for f in findings)
-
-
-def _finding_objects(findings: Iterable[Finding]) -> list[dict[str, Any]]:
-    return [{"index": f.index, "kind": f.kind, "tool": f.tool, "related_index": f.related_index,
-             "message": f.message} for f in findings]
+def _finding_lines(findings: Iterable[Finding]) -> Iterator[str]:
+    for f in findings:
+        yield f"index {f.index}: {f.kind}: {f.message}\n"
 
 
 def _json(document: dict[str, Any]) -> str:
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> Iterator[str]:
+    """Exactly `_json({**head, "findings": [...]})`, one finding at a time."""
+    if not findings:
+        yield _json({**head, "findings": []})
+        return
+    opening = _json({**head, "findings": [0]})
+    yield opening[:opening.rindex("0")].rstrip(" ")
+    for position, f in enumerate(findings):
+        item = json.dumps({"index": f.index, "kind": f.kind, "tool": f.tool, "related_index": f.related_index,
+                           "message": f.message}, indent=2, ensure_ascii=False)
+        yield ("" if position == 0 else ",\n") + "    " + item.replace("\n", "\n    ")
+    yield "\n  ]\n}\n"
+
+
+def iter_replay_text(report: ReplayReport) -> Iterator[str]:
+    """The exact text of SPEC.md §4, in pieces."""
+    divergence = "none" if report.divergence is None else f"index {report.divergence}"
+    yield f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
+    yield from _finding_lines(report.findings)
+
+
+def iter_replay_json(report: ReplayReport) -> Iterator[str]:
+    """The same facts as the replay text, as one JSON document, in pieces."""
+    yield from _json_with_findings({"command": "replay", "calls": report.calls, "divergence": report.divergence},
+                                   report.findings)
+
+
+def iter_scope_text(report: ScopeReport) -> Iterator[str]:
+    """The exact text of SPEC.md §5, in pieces."""
+    yield f"calls: {report.calls}\nfindings: {len(report.findings)}\n"
+    yield from _finding_lines(report.findings)
+
+
+def iter_scope_json(report: ScopeReport) -> Iterator[str]:
+    """The same facts as the scope text, as one JSON document, in pieces."""
+    yield from _json_with_findings({"command": "scope", "agent": report.agent, "calls": report.calls},
+                                   report.findings)
+
+
 def replay_text(report: ReplayReport) -> str:
     """The exact text of SPEC.md §4."""
-    divergence = "none" if report.divergence is None else f"index {report.divergence}"
-    return (f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
-            + _finding_lines(report.findings))
+    return "".join(iter_replay_text(report))
 
 
 def replay_json(report: ReplayReport) -> str:
     """The same facts as `replay_text`, as one JSON document."""
-    return _json({"command": "replay", "calls": report.calls, "divergence": report.divergence,
-                  "findings": _finding_objects(report.findings)})
+    return "".join(iter_replay_json(report))
 
 
 def scope_text(report: ScopeReport) -> str:
     """The exact text of SPEC.md §5."""
-    return f"calls: {report.calls}\nfindings: {len(report.findings)}\n" + _finding_lines(report.findings)
+    return "".join(iter_scope_text(report))
 
 
 def scope_json(report: ScopeReport) -> str:
     """The same facts as `scope_text`, as one JSON document."""
-    return _json({"command": "scope", "agent": report.agent, "calls": report.calls,
-                  "findings": _finding_objects(report.findings)})
+    return "".join(iter_scope_json(report))
 
 
 def chain_text(report: ChainReport) -> str:

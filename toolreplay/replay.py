@@ -2,24 +2,71 @@
 
 from __future__ import annotations
 
-import hashlib
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from hashlib import blake2b
 
+from toolreplay.errors import ToolReplayError
 from toolreplay.findings import FindingList
 from toolreplay.records import Record
 
-__all__ = ["DEFAULT_MUTATORS", "ReplayReport", "audit_replay"]
+__all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "audit_replay", "audit_call_facts", "call_fact"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
-# Per distinct call (keyed by a 16-byte BLAKE2b digest of its canonical form), one int packs the
-# first response's 64-bit hash, the first index and the most recent index (40 bits each). Memory then
-# grows with distinct calls, never with response sizes. The response hash only has to tell apart the
-# responses of one call within one run, so Python's own 64-bit hash of the canonical bytes is enough.
-_INDEX_BITS = 40
-_INDEX_MASK = (1 << _INDEX_BITS) - 1
-_HASH_MASK = (1 << 64) - 1
+_SLOT = struct.Struct("<16sQII")  # call digest, first response digest, first index, latest index
+_EMPTY = bytes(16)
+_MAX_INDEX = (1 << 32) - 1
+
+
+class _CallTable:
+    """What replay remembers per distinct call, in 32 bytes: no Python object per call.
+
+    Open addressing with linear probing over 256 bytearrays picked by the digest's first byte, each
+    doubled when 3/4 full, so memory grows with distinct calls (about 50 bytes each on average) and
+    a resize never holds more than 1/256 of the table twice.
+    """
+
+    def __init__(self) -> None:
+        self._tables = [bytearray(16 * _SLOT.size) for _ in range(256)]
+        self._used = [0] * 256
+
+    def visit(self, key: bytes, response: int, index: int) -> tuple[int, int, int] | None:
+        """Record a call at `index`; for a call seen before, return (first response, first index, latest index)."""
+        if index > _MAX_INDEX:
+            raise ToolReplayError(f"replay supports sessions of up to {_MAX_INDEX + 1} calls")
+        if key == _EMPTY:  # the empty-slot marker; a real digest is all zeros with probability 2**-128
+            key = b"\x00" * 15 + b"\x01"
+        part = key[0]
+        table = self._tables[part]
+        slots = len(table) // _SLOT.size
+        position = int.from_bytes(key[1:9], "little") & (slots - 1)
+        while True:
+            offset = position * _SLOT.size
+            found, first_response, first, latest = _SLOT.unpack_from(table, offset)
+            if found == key:
+                _SLOT.pack_into(table, offset, key, first_response, first, index)
+                return first_response, first, latest
+            if found == _EMPTY:
+                _SLOT.pack_into(table, offset, key, response, index, index)
+                self._used[part] += 1
+                if self._used[part] * 4 > slots * 3:
+                    self._grow(part)
+                return None
+            position = (position + 1) & (slots - 1)
+
+    def _grow(self, part: int) -> None:
+        old = self._tables[part]
+        slots = 2 * len(old) // _SLOT.size
+        table = self._tables[part] = bytearray(slots * _SLOT.size)
+        for offset in range(0, len(old), _SLOT.size):
+            entry = _SLOT.unpack_from(old, offset)
+            if entry[0] != _EMPTY:
+                position = int.from_bytes(entry[0][1:9], "little") & (slots - 1)
+                while table[position * _SLOT.size:(position + 1) * _SLOT.size] != bytes(_SLOT.size):
+                    position = (position + 1) & (slots - 1)
+                _SLOT.pack_into(table, position * _SLOT.size, *entry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,36 +78,39 @@ class ReplayReport:
     findings: FindingList
 
 
-def _digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
+CallFact = tuple[int, str, bytes, int]
+
+
+def call_fact(record: Record) -> CallFact:
+    """What replay keeps of a record: index, tool, a 16-byte digest of the call, a 64-bit one of the response."""
+    return (record.index, record.tool, blake2b(record.canonical_call, digest_size=16).digest(),
+            int.from_bytes(blake2b(record.canonical_response, digest_size=8).digest(), "little"))
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
     """Replay a session against its own responses and report every finding of SPEC.md §4."""
+    return audit_call_facts(map(call_fact, records), mutators)
+
+
+def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
+    """`audit_replay` over facts already extracted from the records (see `call_fact`)."""
     mutator_set = frozenset(mutators)
-    seen: dict[bytes, int] = {}
+    visit = _CallTable().visit
     findings = FindingList()
     divergence: int | None = None
     last_mutation = -1
     calls = 0
-    for record in records:
+    for index, tool, call_key, response_key in facts:
         calls += 1
-        index = record.index
-        call_key = _digest(record.canonical_call)
-        response_key = hash(record.canonical_response) & _HASH_MASK
-        state = seen.get(call_key)
-        if state is None:
-            seen[call_key] = (response_key << (2 * _INDEX_BITS)) | (index << _INDEX_BITS) | index
-        else:
-            first = (state >> _INDEX_BITS) & _INDEX_MASK
-            previous = state & _INDEX_MASK
-            if state >> (2 * _INDEX_BITS) != response_key:
-                findings.append(index, "non-determinism", record.tool, first)
+        earlier = visit(call_key, response_key, index)
+        if earlier is not None:
+            first_response, first, previous = earlier
+            if first_response != response_key:
+                findings.append(index, "non-determinism", tool, first)
                 if divergence is None:
                     divergence = index
             if last_mutation <= previous:
-                findings.append(index, "redundant-call", record.tool, previous)
-            seen[call_key] = (state & ~_INDEX_MASK) | index
-        if record.tool in mutator_set:
+                findings.append(index, "redundant-call", tool, previous)
+        if tool in mutator_set:
             last_mutation = index
     return ReplayReport(calls, divergence, findings)

@@ -9,7 +9,7 @@ from toolreplay.findings import FindingList
 from toolreplay.policy import Policy
 from toolreplay.records import Record
 
-__all__ = ["ScopeReport", "audit_scope"]
+__all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,13 +21,23 @@ class ScopeReport:
     findings: FindingList
 
 
+def tool_fact(record: Record) -> tuple[int, str]:
+    """What scope keeps of a record: its index and tool name."""
+    return record.index, record.tool
+
+
 def audit_scope(records: Iterable[Record], policy: Policy) -> ScopeReport:
     """Report each call whose tool is not in the policy's allowed tools."""
+    return audit_tool_facts(map(tool_fact, records), policy)
+
+
+def audit_tool_facts(facts: Iterable[tuple[int, str]], policy: Policy) -> ScopeReport:
+    """`audit_scope` over (index, tool) facts already extracted from the records."""
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     calls = 0
-    for record in records:
+    for index, tool in facts:
         calls += 1
-        if record.tool not in allowed:
-            findings.append(record.index, "permission-overreach", record.tool)
+        if tool not in allowed:
+            findings.append(index, "permission-overreach", tool)
     return ScopeReport(policy.agent, calls, findings)

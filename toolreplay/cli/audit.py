@@ -9,20 +9,16 @@ import tempfile
 from typing import Any
 
 from toolreplay import __version__
-from toolreplay.chain import seal_records, verify_chain
+from toolreplay.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.chunks import read_facts
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.policy import load_policy
-from toolreplay.records import STDIN_NAME, open_input, read_links, read_session
-from toolreplay.render import chain_json, chain_text, replay_json, replay_text, scope_json, scope_text
-from toolreplay.replay import DEFAULT_MUTATORS, audit_replay
-from toolreplay.scope import audit_scope
+from toolreplay.render import chain_json, chain_text, iter_replay_json, iter_replay_text, iter_scope_json, iter_scope_text
+from toolreplay.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.scope import audit_tool_facts, tool_fact
 
 __all__ = ["register", "read_mutators_file"]
-
-
-def _display(path: str) -> str:
-    return STDIN_NAME if path == "-" else path
 
 
 def read_mutators_file(path: str) -> list[str]:
@@ -54,47 +50,45 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
-    with open_input(args.session, io.stdin) as handle:
-        report = audit_replay(read_session(handle, _display(args.session)), mutators)
-    io.stdout.write(replay_json(report) if args.format == "json" else replay_text(report))
+    report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
+    io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
     return 1 if report.findings else 0
 
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
-    with open_input(args.session, io.stdin) as handle:
-        report = audit_scope(read_session(handle, _display(args.session)), policy)
-    io.stdout.write(scope_json(report) if args.format == "json" else scope_text(report))
+    report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
+    io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
+    facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
     directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    with open_input(args.session, io.stdin) as handle:
-        try:
-            spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-                "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
-        except OSError as exc:
-            raise UsageError(f"cannot write {args.output or 'a temporary file'}: {exc.strerror or exc}") from None
-        try:
-            with spool:
-                write = spool.write
-                for line in seal_records(read_session(handle, _display(args.session))):
-                    write(line)
-            if args.output:
-                os.chmod(spool.name, 0o644)
-                try:
-                    os.replace(spool.name, args.output)
-                except OSError as exc:
-                    raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-            else:
-                with open(spool.name, "rb") as done:
-                    io.stdout.flush()
-                    _copy_to_stdout(done, io)
-        finally:
-            if os.path.exists(spool.name):
-                os.unlink(spool.name)
+    try:
+        spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
+            "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output or 'a temporary file'}: {exc.strerror or exc}") from None
+    try:
+        with spool:
+            write = spool.write
+            for line in seal_facts(facts):
+                write(line)
+        if args.output:
+            os.chmod(spool.name, 0o644)
+            try:
+                os.replace(spool.name, args.output)
+            except OSError as exc:
+                raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+        else:
+            with open(spool.name, "rb") as done:
+                io.stdout.flush()
+                _copy_to_stdout(done, io)
+    finally:
+        if os.path.exists(spool.name):
+            os.unlink(spool.name)
     return 0
 
 
@@ -108,14 +102,24 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
-    with open_input(args.sealed, io.stdin) as handle:
-        report = verify_chain(read_links(handle, _display(args.sealed)))
+    report = verify_link_facts(read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
     io.stdout.write(chain_json(report) if args.format == "json" else chain_text(report))
     return 0 if report.intact else 1
 
 
 def _format_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
+    return int(text)
+
+
+def _jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="worker processes for large files (default: one per core; 1 = no workers)")
 
 
 def register(subparsers: Any) -> None:
@@ -128,20 +132,24 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
     _format_option(parser)
+    _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
     parser = subparsers.add_parser("scope", help="check each call against a permission file")
     parser.add_argument("session", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", help="permission file: {\"agent\": ..., \"allowed_tools\": [...]}")
     _format_option(parser)
+    _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 
     parser = subparsers.add_parser("seal", help="write the session as a hash-linked chain")
     parser.add_argument("session", help="session file; - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
+    _jobs_option(parser)
     parser.set_defaults(run=_run_seal)
 
     parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
     parser.add_argument("sealed", help="sealed file; - for standard input")
     _format_option(parser)
+    _jobs_option(parser)
     parser.set_defaults(run=_run_verify)
