@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 import tempfile
@@ -43,8 +44,8 @@ class GenerateTest(unittest.TestCase):
 
     def test_lines_are_in_the_byte_format_of_the_real_corpus(self) -> None:
         data = _generate(200)
-        records = read_session(io.BytesIO(data), "generated.jsonl")
-        lines = [format_record(r.index, r.tool, r.args, r.response) + "\n" for r in records]
+        parsed = [json.loads(line) for line in data.splitlines()]
+        lines = [format_record(obj["index"], obj["tool"], obj["args"], obj["response"]) + "\n" for obj in parsed]
         self.assertEqual("".join(lines).encode("ascii"), data)
 
     def test_output_repeats_calls(self) -> None:
