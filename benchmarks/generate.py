@@ -131,8 +131,9 @@ class _Episode:
             if roll < 0.50:
                 return "get_order", {"order_id": order}, order
             if roll < 0.72:
-                return "search_products", {"query": f"{rng.choice(_WORDS[44:])} {rng.choice(_PRODUCTS)[0]}",
-                                           "max_price": rng.randint(20, 1000) + rng.choice((0, 0.5, 0.99))}, "catalog"
+                query = f"{rng.choice(_WORDS[44:])} {rng.choice(_PRODUCTS)[0]}"
+                max_price = rng.randint(20, 1000) + rng.choice((0, 0.5, 0.99))
+                return "search_products", {"query": query, "max_price": max_price}, "catalog"
             if roll < 0.82:
                 return "calculate", {"expression": f"{rng.uniform(5, 900):.2f} * {rng.randint(1, 4)}"}, "none"
             if roll < 0.90:
@@ -150,8 +151,10 @@ class _Episode:
                                          "date": self._date()}, "none"
         if roll < 0.88:
             return "get_user_details", {"user_id": self.user_id}, "user"
-        return "update_reservation", {"reservation_id": self.reservation, "cabin": rng.choice(
-            ("economy", "business")), "flights": [self._flight() for _ in range(rng.randint(1, 2))]}, "reservation"
+        cabin = rng.choice(("economy", "business"))
+        flights = [self._flight() for _ in range(rng.randint(1, 2))]
+        return "update_reservation", {"reservation_id": self.reservation, "cabin": cabin,
+                                      "flights": flights}, "reservation"
 
     def _address(self) -> dict[str, Any]:
         city, state, country = self.rng.choice(_CITIES)
@@ -208,14 +211,17 @@ def _get_user(ep: _Episode, rng: random.Random, args: dict[str, Any], version: i
 
 
 def _get_order(ep: _Episode, rng: random.Random, args: dict[str, Any], version: int) -> dict[str, Any]:
-    items = []
+    items: list[dict[str, Any]] = []
+    total = 0.0
     for _ in range(rng.randint(1, 3)):
         name, options = rng.choice(_PRODUCTS)
-        items.append({"name": name, "item_id": _ident(rng, 10), "price": round(rng.uniform(5, 900), 2),
-                      "options": options})
+        item_id = _ident(rng, 10)
+        price = round(rng.uniform(5, 900), 2)
+        total += price
+        items.append({"name": name, "item_id": item_id, "price": price, "options": options})
     status = ("pending", "processed", "cancelled", "delivered")[min(version, 3)]
     return {"order_id": args["order_id"], "user_id": ep.user_id, "status": status, "items": items,
-            "total": round(sum(item["price"] for item in items), 2),
+            "total": round(total, 2),
             "payment_history": [{"transaction_type": "payment", "amount": round(rng.uniform(5, 900), 2)}],
             "fulfillments": [] if status == "pending" else [{"tracking_id": [_ident(rng, 12)]}]}
 

@@ -21,7 +21,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -74,7 +73,7 @@ class Measurement:
 
 
 def _run_once(argv: list[str]) -> tuple[float, float, float, int, str]:
-    """Run a child with stdout to /dev/null: wall and CPU seconds, peak RSS in MB, exit code, last stderr line."""
+    """Run a child, stdout to /dev/null: wall and CPU seconds, peak RSS in MB, exit code, last stderr line."""
     env = dict(os.environ, PYTHONPATH=ROOT)
     with tempfile.TemporaryFile() as err:
         done = subprocess.run([sys.executable, "-S", "-c", LAUNCHER, *argv], cwd=ROOT, env=env,
@@ -90,12 +89,12 @@ def measure(plan: list[tuple[str, str, list[str]]], runs: int, label: str) -> li
     """Run the plan `runs` times, interleaved so a burst of load hits every command alike; keep the best."""
     samples: list[list[tuple[float, float, float, int, str]]] = [[] for _ in plan]
     for round_number in range(1, runs + 1):
-        for (name, file, argv), kept in zip(plan, samples):
+        for (name, file, argv), kept in zip(plan, samples, strict=True):
             sys.stderr.write(f"{label}: run {round_number}/{runs}: {name} ({file})\n")
             kept.append(_run_once(argv))
     return [Measurement(name, file, min(r[0] for r in kept), min(r[1] for r in kept),
                         max(r[2] for r in kept), kept[-1][3], kept[-1][4])
-            for (name, file, _), kept in zip(plan, samples)]
+            for (name, file, _), kept in zip(plan, samples, strict=True)]
 
 
 def _ensure_files(records: int) -> tuple[str, str, str]:

@@ -36,8 +36,10 @@ class Summary:
 
     sessions: int = 0
     calls: int = 0
-    exits: dict[str, Counter[int]] = field(default_factory=lambda: {"default": Counter(), "domain": Counter()})
-    findings: dict[str, Counter[str]] = field(default_factory=lambda: {"default": Counter(), "domain": Counter()})
+    exits: dict[str, Counter[int]] = field(
+        default_factory=lambda: {"default": Counter(), "domain": Counter()})
+    findings: dict[str, Counter[str]] = field(
+        default_factory=lambda: {"default": Counter(), "domain": Counter()})
     intact: int = 0
     domains: dict[str, list[str]] = field(default_factory=dict)  # folder -> [domain, how it was found]
     failures: list[str] = field(default_factory=list)
@@ -126,7 +128,7 @@ def walk(corpus: str) -> Summary:
 
 
 def _counts(counter: Counter[str] | Counter[int]) -> str:
-    return ", ".join(f"{key}: {counter[key]}" for key in sorted(counter)) or "none"  # type: ignore[type-var]
+    return ", ".join(f"{key}: {count}" for key, count in sorted(counter.items())) or "none"
 
 
 def format_summary(corpus: str, summary: Summary) -> str:

@@ -45,7 +45,7 @@ class GenerateTest(unittest.TestCase):
     def test_lines_are_in_the_byte_format_of_the_real_corpus(self) -> None:
         data = _generate(200)
         parsed = [json.loads(line) for line in data.splitlines()]
-        lines = [format_record(obj["index"], obj["tool"], obj["args"], obj["response"]) + "\n" for obj in parsed]
+        lines = [format_record(o["index"], o["tool"], o["args"], o["response"]) + "\n" for o in parsed]
         self.assertEqual("".join(lines).encode("ascii"), data)
 
     def test_output_repeats_calls(self) -> None:
