@@ -29,9 +29,12 @@ _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Record:
-    """One tool call: the parsed fields, their canonical bytes, and the link fields when sealed."""
+    """One tool call: the parsed fields, their canonical bytes, and the link fields when sealed.
+
+    Treat it as immutable; it is not frozen only because frozen dataclasses are slow to build.
+    """
 
     index: int
     tool: str
@@ -84,15 +87,6 @@ def _type_name(value: Any) -> str:
     return "object"
 
 
-def _decode_line(raw: bytes, lineno: int) -> str:
-    if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
-        raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise JSONLineError(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
-
-
 def _check_fields(obj: Any, sealed: bool | None) -> bool:
     """Check the field set; return whether the line is a sealed link."""
     if not isinstance(obj, dict):
@@ -141,28 +135,43 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 
 def _iter_records(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool) -> Iterator[Record]:
     loader = StrictLoader()
+    loads, canonical, canonical_string = loader.loads, loader.canonical, loader.canonical_string
     sealed: bool | None = True if require_sealed else None
+    plain_fields = _LINK_SET if require_sealed else _RECORD_SET
     expected_index = 0
     lineno = 0
     for raw in handle:
         lineno += 1
         try:
-            text = _decode_line(raw, lineno)
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise JSONLineError(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
             if not text.strip(_JSON_WHITESPACE):
                 continue
-            obj = loader.loads(text)
-            is_link = _check_fields(obj, sealed)
-            sealed = is_link
-            _check_types(obj, is_link)
-            index = obj["index"]
+            obj = loads(text)
+            # Fast path: the expected field set with the expected types; anything else gets a precise message.
+            if type(obj) is not dict or obj.keys() != plain_fields:
+                is_link = _check_fields(obj, sealed)
+                if sealed is None:
+                    sealed = is_link
+                    plain_fields = _LINK_SET if is_link else _RECORD_SET
+                _check_types(obj, is_link)
+            elif sealed is None:
+                sealed = require_sealed
+            index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+            if (type(index) is not int or type(tool) is not str or not tool or type(args) is not dict
+                    or type(response) is not dict or index < 0 or sealed):
+                _check_types(obj, bool(sealed))
             if check_sequence and index != expected_index:
                 if expected_index == 0:
                     raise JSONLineError(f"index must start at 0, got {index}")
                 raise JSONLineError(f"index {index} out of order: expected {expected_index}")
             expected_index = index + 1
-            record = Record(index, obj["tool"], obj["args"], obj["response"], lineno,
-                            loader.canonical(obj["tool"]), loader.canonical(obj["args"]),
-                            loader.canonical(obj["response"]), obj.get("prev"), obj.get("digest"))
+            record = Record(index, tool, args, response, lineno, canonical_string(tool), canonical(args),
+                            canonical(response), obj.get("prev"), obj.get("digest"))
         except JSONLineError as exc:
             raise InputError(path, lineno, str(exc)) from None
         yield record

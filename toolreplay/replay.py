@@ -13,10 +13,13 @@ __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "audit_replay"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
-# Per distinct call, one int packs: 64 bits of the first response's digest, the first index and the
-# most recent index (40 bits each). Memory then grows with distinct calls, never with response sizes.
+# Per distinct call (keyed by a 16-byte BLAKE2b digest of its canonical form), one int packs the
+# first response's 64-bit hash, the first index and the most recent index (40 bits each). Memory then
+# grows with distinct calls, never with response sizes. The response hash only has to tell apart the
+# responses of one call within one run, so Python's own 64-bit hash of the canonical bytes is enough.
 _INDEX_BITS = 40
 _INDEX_MASK = (1 << _INDEX_BITS) - 1
+_HASH_MASK = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +47,7 @@ def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MU
         calls += 1
         index = record.index
         call_key = _digest(record.canonical_call)
-        response_key = int.from_bytes(_digest(record.canonical_response)[:8], "little")
+        response_key = hash(record.canonical_response) & _HASH_MASK
         state = seen.get(call_key)
         if state is None:
             seen[call_key] = (response_key << (2 * _INDEX_BITS)) | (index << _INDEX_BITS) | index

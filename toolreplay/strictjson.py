@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 from toolreplay.canonical import canonical_json
@@ -18,7 +19,23 @@ from toolreplay.canonical import canonical_json
 __all__ = ["JSONLineError", "StrictLoader"]
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
-_fast_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False).encode
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not a JSON value")
+
+
+# The C encoder, built once: sorted keys, no white space, no circular-reference markers (parsed JSON
+# cannot be circular). Going through json.dumps would rebuild it on every call.
+_c_encode = (c_make_encoder(None, _no_default, encode_basestring, None, ":", ",", True, False, False)
+             if c_make_encoder is not None else None)
+
+
+def _fast_dumps(value: Any) -> str:
+    if _c_encode is None:
+        return canonical_json(value)
+    return "".join(_c_encode(value, 0))
 
 
 class JSONLineError(ValueError):
@@ -50,9 +67,9 @@ class StrictLoader:
     def __init__(self) -> None:
         # Set when the line holds a float whose canonical text the C encoder would get wrong.
         self._exotic = False
-        self._decode = json.JSONDecoder(
+        self._scan = json.JSONDecoder(
             object_pairs_hook=self._make_object, parse_float=self._make_float, parse_constant=_reject_constant
-        ).decode
+        ).scan_once
 
     @staticmethod
     def _make_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -80,7 +97,14 @@ class StrictLoader:
         """Parse one JSON text (usually one line), strictly."""
         self._exotic = False
         try:
-            return self._decode(text)
+            try:
+                value, end = self._scan(text, _WHITESPACE.match(text, 0).end())  # type: ignore[union-attr]
+            except StopIteration as stop:
+                raise json.JSONDecodeError("Expecting value", text, stop.value) from None
+            end = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
+            if end != len(text):
+                raise json.JSONDecodeError("Extra data", text, end)
+            return value
         except json.JSONDecodeError as exc:
             raise JSONLineError(f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
         except RecursionError:
@@ -89,6 +113,13 @@ class StrictLoader:
             if isinstance(exc, JSONLineError):
                 raise
             raise JSONLineError(f"invalid number: {exc}") from None
+
+    def canonical_string(self, text: str) -> bytes:
+        """Canonical UTF-8 bytes of a string value."""
+        try:
+            return encode_basestring(text).encode("utf-8")  # type: ignore[no-any-return]
+        except UnicodeEncodeError:
+            raise JSONLineError("string holds a lone surrogate (invalid Unicode escape)") from None
 
     def canonical(self, value: Any) -> bytes:
         """Canonical UTF-8 bytes of a value parsed by the last `loads` call."""

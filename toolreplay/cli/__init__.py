@@ -22,6 +22,8 @@ __all__ = ["main", "entry_point"]
 _COMMAND_MODULES = (
     "toolreplay.cli.audit",
     "toolreplay.cli.demo",
+    "toolreplay.cli.evaluate",
+    "toolreplay.cli.importing",
 )
 
 

@@ -72,8 +72,11 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
     directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
     with open_input(args.session, io.stdin) as handle:
-        spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-            "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
+        try:
+            spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
+                "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.output or 'a temporary file'}: {exc.strerror or exc}") from None
         try:
             with spool:
                 write = spool.write
@@ -81,7 +84,10 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
                     write(line)
             if args.output:
                 os.chmod(spool.name, 0o644)
-                os.replace(spool.name, args.output)
+                try:
+                    os.replace(spool.name, args.output)
+                except OSError as exc:
+                    raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
             else:
                 with open(spool.name, "rb") as done:
                     io.stdout.flush()

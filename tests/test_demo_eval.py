@@ -1,0 +1,107 @@
+"""`demo eval`: seed 001's table, computed by the real metric code, exactly."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+from toolreplay.demos import evaluation
+from toolreplay.demos.orders import SUITE
+from toolreplay.evaluation.agent import load_agents
+from toolreplay.evaluation.runner import evaluate
+from toolreplay.evaluation.suite import parse_suite
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+TABLE = """\
+agent         cases  success  tool match  average steps  redundant  overreach
+mock_model        5     1.00        1.00            2.0          0          0
+sloppy_model      5     0.80        0.60            2.0          0          0
+
+failed: 2
+sloppy_model case 3 all-orders-completed: tool match failed (strict): expected [count_orders {"customer_id":"C-1042"}], \
+called [get_order {"order_id":3015}]; answer correct: "Order 3015 is completed."
+sloppy_model case 4 orders-placed: tool match failed (strict): expected [count_orders {"customer_id":"C-2077"}], \
+called [get_order {"order_id":3021}]; answer missing "4 orders": "Order 3021 is shipped."
+"""
+DEMO = "suite: toolreplay.demos.orders:SUITE (5 cases, 1 trial, step limit 10)\n" + TABLE
+
+
+class DemoEvalTest(unittest.TestCase):
+    def test_exact_output(self) -> None:
+        out = io.StringIO()
+        self.assertEqual(evaluation.run(out), 0)
+        self.assertEqual(out.getvalue(), DEMO)
+
+    def test_through_the_cli(self) -> None:
+        streams = IO.memory()
+        self.assertEqual(main(["demo", "eval"], streams), 0)
+        self.assertEqual((streams.out(), streams.err()), (DEMO, ""))
+
+    def test_third_case_is_a_tool_match_failure_with_a_correct_answer(self) -> None:
+        report = evaluate(parse_suite(SUITE, "s"), load_agents(list(evaluation.AGENTS)))
+        mock, sloppy = report.agents
+        third = sloppy.runs[2]
+        self.assertEqual((third.case.id, third.success, third.tool_match), ("all-orders-completed", True, False))
+        self.assertEqual([(call.tool, call.args) for call in third.calls], [("get_order", {"order_id": 3015})])
+        self.assertIn("completed", third.answer or "")
+        self.assertEqual([run.passed for run in mock.runs], [True] * 5)
+        self.assertEqual([(run.success, run.tool_match) for run in sloppy.runs],
+                         [(True, True), (True, True), (True, False), (False, False), (True, True)])
+
+    def test_record_directory(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            self.assertEqual(evaluation.run(io.StringIO(), record=directory), 0)
+            self.assertEqual(sorted(os.listdir(os.path.join(directory, "sloppy_model"))),
+                             ["all-orders-completed.jsonl", "delivery-date.jsonl", "order-status.jsonl",
+                              "orders-placed.jsonl", "refund-status.jsonl", "scope.json"])
+            with open(os.path.join(directory, "sloppy_model", "all-orders-completed.jsonl"), encoding="utf-8") as f:
+                self.assertEqual(f.read(), '{"index": 0, "tool": "get_order", "args": {"order_id": 3015}, "response": '
+                                           '{"order_id": 3015, "customer_id": "C-1042", "status": "completed", '
+                                           '"items": ["water filter"], "total": "420.00"}}\n')
+
+    def test_readme_shows_the_real_output(self) -> None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        section = readme.split("<!-- section: evaluate", 1)[1].split("<!-- end section: evaluate -->", 1)[0]
+        self.assertIn("```console\n$ python -m toolreplay demo eval\n" + DEMO + "```", section)
+
+
+def console_examples(section: str) -> list[tuple[str, str]]:
+    """(command, expected stdout) for every `$ ` line of the section's ```console blocks."""
+    examples: list[tuple[str, str]] = []
+    for block in section.split("```console\n")[1:]:
+        for line in block.split("```", 1)[0].splitlines(keepends=True):
+            if line.startswith("$ "):
+                examples.append((line[2:].rstrip("\n"), ""))
+            else:
+                command, output = examples[-1]
+                examples[-1] = (command, output + line)
+    return examples
+
+
+class ReadmeEvaluateSectionTest(unittest.TestCase):
+    def test_console_examples_print_what_they_show(self) -> None:
+        with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+            readme = handle.read()
+        section = readme.split("<!-- section: evaluate", 1)[1].split("<!-- end section: evaluate -->", 1)[0]
+        examples = console_examples(section)
+        self.assertEqual(len(examples), 5)
+        with tempfile.TemporaryDirectory() as directory:
+            shutil.copytree(os.path.join(ROOT, "samples"), os.path.join(directory, "samples"))
+            env = dict(os.environ, PYTHONPATH=ROOT)
+            for command, expected in examples:
+                with self.subTest(command=command):
+                    done = subprocess.run(["bash", "-c", command], cwd=directory, env=env, capture_output=True,
+                                          text=True, check=False)
+                    self.assertEqual((done.stdout, done.stderr), (expected, ""))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,102 @@
+"""Tool match modes, duplicates, nested arguments, answer checks and pass^k against hand-computed values."""
+
+from __future__ import annotations
+
+import unittest
+from fractions import Fraction
+
+from toolreplay.canonical import canonical_json
+from toolreplay.evaluation.metrics import ExpectedCall, missing_information, pass_hat_k, tools_match
+
+
+def expected(*items: str | tuple[str, dict]) -> list[ExpectedCall]:
+    return [ExpectedCall.of(item) if isinstance(item, str) else ExpectedCall.of(*item) for item in items]
+
+
+def called(*items: str | tuple[str, dict]) -> list[tuple[str, str]]:
+    return [(item, "{}") if isinstance(item, str) else (item[0], canonical_json(item[1])) for item in items]
+
+
+class ToolMatchTest(unittest.TestCase):
+    # (expected, called, {mode: result}) - every mode checked on every row
+    CASES = [
+        (["a", "b"], ["a", "b"], dict(strict=True, unordered=True, subset=True, superset=True)),
+        (["a", "b"], ["b", "a"], dict(strict=False, unordered=True, subset=True, superset=True)),
+        (["a", "b"], ["a"], dict(strict=False, unordered=False, subset=True, superset=False)),
+        (["a"], ["a", "b"], dict(strict=False, unordered=False, subset=False, superset=True)),
+        (["a", "a"], ["a"], dict(strict=False, unordered=False, subset=True, superset=False)),
+        (["a"], ["a", "a"], dict(strict=False, unordered=False, subset=False, superset=True)),
+        (["a", "a", "b"], ["a", "b", "b"], dict(strict=False, unordered=False, subset=False, superset=False)),
+        (["a", "b", "a"], ["a", "a", "b"], dict(strict=False, unordered=True, subset=True, superset=True)),
+        ([], [], dict(strict=True, unordered=True, subset=True, superset=True)),
+        ([], ["a"], dict(strict=False, unordered=False, subset=False, superset=True)),
+        (["a"], [], dict(strict=False, unordered=False, subset=True, superset=False)),
+    ]
+
+    def test_modes_on_names(self) -> None:
+        for want, got, results in self.CASES:
+            for mode, result in results.items():
+                with self.subTest(expected=want, called=got, mode=mode):
+                    self.assertIs(tools_match(expected(*want), called(*got), mode), result)
+
+    def test_arguments_compare_canonically_and_nested(self) -> None:
+        want = expected(("search", {"q": {"terms": ["a", {"b": [1.0, None]}]}, "limit": 10}))
+        self.assertTrue(tools_match(want, called(("search", {"limit": 10, "q": {"terms": ["a", {"b": [1, None]}]}})),
+                                    "strict"))
+        self.assertFalse(tools_match(want, called(("search", {"limit": 10, "q": {"terms": ["a", {"b": [2]}]}})),
+                                     "strict"))
+
+    def test_name_only_item_matches_any_arguments(self) -> None:
+        self.assertTrue(tools_match(expected("get_order"), called(("get_order", {"order_id": [1, {"x": {}}]})),
+                                    "strict"))
+
+    def test_multiset_pairs_name_only_and_argument_items_optimally(self) -> None:
+        # greedy pairing would give get_order{1} to the name-only item and leave the {1} item unmatched
+        want = expected("get_order", ("get_order", {"order_id": 1}))
+        got = called(("get_order", {"order_id": 1}), ("get_order", {"order_id": 2}))
+        self.assertTrue(tools_match(want, got, "unordered"))
+        self.assertFalse(tools_match(want, got, "strict"))
+        self.assertFalse(tools_match(want, called(("get_order", {"order_id": 2}), ("get_order", {"order_id": 3})),
+                                     "unordered"))
+
+    def test_repeated_identical_calls_count_as_often_as_they_occur(self) -> None:
+        want = expected(("get_order", {"order_id": 1}))
+        twice = called(("get_order", {"order_id": 1}), ("get_order", {"order_id": 1}))
+        self.assertFalse(tools_match(want, twice, "unordered"))
+        self.assertFalse(tools_match(want, twice, "subset"))
+        self.assertTrue(tools_match(want, twice, "superset"))
+
+    def test_unknown_mode(self) -> None:
+        with self.assertRaisesRegex(ValueError, "unknown match mode 'fuzzy'"):
+            tools_match([], [], "fuzzy")
+
+    def test_expected_call_text(self) -> None:
+        self.assertEqual(str(ExpectedCall.of("count_orders", {"customer_id": "C-1", "a": 1.0})),
+                         'count_orders {"a":1,"customer_id":"C-1"}')
+        self.assertEqual(str(ExpectedCall.of("count_orders")), "count_orders")
+
+
+class AnswerTest(unittest.TestCase):
+    def test_case_insensitive_contains_every_piece(self) -> None:
+        self.assertEqual(missing_information("The refund is REFUNDED: 850.00 THB", ["refunded", "850.00"]), [])
+        self.assertEqual(missing_information("Order 3021 is shipped.", ["4 orders", "shipped"]), ["4 orders"])
+        self.assertEqual(missing_information("STRASSE", ["straße"]), [])  # casefold, not lower
+
+
+class PassHatKTest(unittest.TestCase):
+    def test_hand_computed(self) -> None:
+        # three cases, three trials; successes 3, 2, 0
+        self.assertEqual(pass_hat_k([3, 2, 0], 3, 1), Fraction(5, 9))   # (1 + 2/3 + 0) / 3
+        self.assertEqual(pass_hat_k([3, 2, 0], 3, 2), Fraction(4, 9))   # (3/3 + 1/3 + 0) / 3
+        self.assertEqual(pass_hat_k([3, 2, 0], 3, 3), Fraction(1, 3))   # (1 + 0 + 0) / 3
+        # two cases, four trials; successes 2, 4; k = 2: (C(2,2)/C(4,2) + 1) / 2 = (1/6 + 1) / 2
+        self.assertEqual(pass_hat_k([2, 4], 4, 2), Fraction(7, 12))
+
+    def test_out_of_range(self) -> None:
+        for successes, trials, k in (([1], 1, 0), ([1], 1, 2), ([], 1, 1)):
+            with self.subTest(k=k), self.assertRaises(ValueError):
+                pass_hat_k(successes, trials, k)
+
+
+if __name__ == "__main__":
+    unittest.main()

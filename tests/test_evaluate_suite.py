@@ -1,0 +1,175 @@
+"""The suite file: every validation error with its exact message, and what a valid suite becomes."""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import unittest
+from typing import Any
+
+from toolreplay.errors import InputError, UsageError
+from toolreplay.evaluation.metrics import ExpectedCall
+from toolreplay.evaluation.suite import load_suite, parse_suite
+from toolreplay.evaluation.tools import CassetteTools, ModuleTools
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = {"module": "toolreplay.demos.orders:TOOLS"}
+CASE = {"id": "a", "question": "Status of order 3001?", "expected_answer": "shipped", "expected_tools": ["get_order"]}
+KNOWN = "(tools: count_orders, get_order, get_refund, track_shipment)"
+
+
+def suite_with(**changes: Any) -> dict[str, Any]:
+    """A valid one-case suite with the case's fields changed (None removes a field)."""
+    case = copy.deepcopy(CASE)
+    for key, value in changes.items():
+        if value is None:
+            case.pop(key)
+        else:
+            case[key] = value
+    return {"tools": TOOLS, "cases": [case]}
+
+
+INVALID = [
+    ([], "a suite must be an object, not array"),
+    ({"tools": TOOLS}, 'missing field "cases"'),
+    ({"tools": TOOLS, "cases": [CASE], "name": "x"}, 'unknown field "name" (known: tools, cases)'),
+    ({"tools": TOOLS, "cases": []}, "cases: must be a non-empty array of cases"),
+    ({"tools": TOOLS, "cases": {}}, "cases: must be a non-empty array of cases"),
+    ({"tools": {}, "cases": [CASE]}, 'tools: must be an object with exactly one field, "module" or "cassette"'),
+    ({"tools": {"module": "x:y", "cassette": "s.jsonl"}, "cases": [CASE]},
+     'tools: must be an object with exactly one field, "module" or "cassette"'),
+    ({"tools": {"module": "toolreplay.demos.orders"}, "cases": [CASE]},
+     'tools.module: must be "MODULE:ATTRIBUTE", not "toolreplay.demos.orders"'),
+    ({"tools": {"module": "no_such_module_xyz:TOOLS"}, "cases": [CASE]},
+     "tools.module: cannot import 'no_such_module_xyz': ModuleNotFoundError: No module named 'no_such_module_xyz'"),
+    ({"tools": {"module": "toolreplay.demos.orders:NOPE"}, "cases": [CASE]},
+     "tools.module: module 'toolreplay.demos.orders' has no attribute 'NOPE'"),
+    ({"tools": {"module": "toolreplay.demos.orders:__all__"}, "cases": [CASE]},
+     "tools.module: 'toolreplay.demos.orders:__all__' must be a non-empty dict of tool name to function"),
+    ({"tools": {"module": "toolreplay.demos.orders:SUITE"}, "cases": [CASE]},
+     "tools.module: 'toolreplay.demos.orders:SUITE' entry 'cases' is not callable"),
+    ({"tools": {"cassette": "-"}, "cases": [CASE]},
+     "tools.cassette: must be a non-empty string (a session path relative to the suite)"),
+    ({"tools": TOOLS, "cases": [1]}, "cases[0]: must be an object, not number"),
+    (suite_with(extra=1), 'cases[0]: unknown field "extra" (known: id, question, expected_answer, expected_tools, '
+                          'match)'),
+    (suite_with(question=None), 'cases[0]: missing field "question"'),
+    (suite_with(id="a b"), "cases[0].id: must be a string of letters, digits, '.', '_' or '-' starting with a "
+                           "letter or digit"),
+    (suite_with(id=5), "cases[0].id: must be a string of letters, digits, '.', '_' or '-' starting with a "
+                       "letter or digit"),
+    ({"tools": TOOLS, "cases": [CASE, dict(CASE, question="again?")]},
+     'cases[1].id: duplicate case id "a" (first at cases[0])'),
+    (suite_with(question="  "), "cases[0].question: must be a non-empty string"),
+    (suite_with(expected_answer=[]),
+     "cases[0].expected_answer: must be a non-empty string or a non-empty array of non-empty strings"),
+    (suite_with(expected_answer=True),
+     "cases[0].expected_answer: must be a non-empty string or a non-empty array of non-empty strings"),
+    (suite_with(expected_answer=["ok", 3]), "cases[0].expected_answer[1]: must be a non-empty string"),
+    (suite_with(expected_tools="get_order"), "cases[0].expected_tools: must be an array, not string"),
+    (suite_with(expected_tools=[3]),
+     'cases[0].expected_tools[0]: must be a tool name or an object with "tool" and optional "args", not number'),
+    (suite_with(expected_tools=[{"tool": "get_order", "args": [1]}]),
+     "cases[0].expected_tools[0].args: must be an object, not array"),
+    (suite_with(expected_tools=[{"tool": "get_order", "argz": {}}]),
+     'cases[0].expected_tools[0]: unknown field "argz" (known: tool, args)'),
+    (suite_with(expected_tools=[{"args": {}}]), 'cases[0].expected_tools[0]: missing field "tool"'),
+    (suite_with(expected_tools=[{"tool": 7}]), "cases[0].expected_tools[0].tool: must be a tool name (string), "
+                                               "not number"),
+    (suite_with(expected_tools=["get_order", "get_ordr"]),
+     f'cases[0].expected_tools[1]: "get_ordr" is not a tool of this suite {KNOWN}'),
+    (suite_with(expected_tools=[{"tool": "cancel_order"}]),
+     f'cases[0].expected_tools[0].tool: "cancel_order" is not a tool of this suite {KNOWN}'),
+    (suite_with(match="fuzzy"), 'cases[0].match: must be one of strict, unordered, subset, superset, not "fuzzy"'),
+]
+
+
+class ParseSuiteTest(unittest.TestCase):
+    def test_invalid_suites_give_exact_messages(self) -> None:
+        for obj, message in INVALID:
+            with self.subTest(message=message):
+                with self.assertRaises(InputError) as caught:
+                    parse_suite(obj, "suites/s.json")
+                self.assertEqual(str(caught.exception), f"suites/s.json: {message}")
+
+    def test_valid_suite(self) -> None:
+        suite = parse_suite(suite_with(expected_answer=["a", "B"], match="superset",
+                                       expected_tools=["get_order", {"tool": "count_orders", "args": {"x": 1.0}}]),
+                            "s.json")
+        self.assertIsInstance(suite.tools, ModuleTools)
+        (case,) = suite.cases
+        self.assertEqual((case.id, case.expected_answer, case.match), ("a", ("a", "B"), "superset"))
+        self.assertEqual(case.expected_tools, (ExpectedCall("get_order"), ExpectedCall("count_orders", '{"x":1}')))
+        self.assertIsNone(parse_suite(suite_with(), "s.json").cases[0].match)  # no match: the run's default
+
+    def test_empty_expected_tools_is_allowed(self) -> None:
+        self.assertEqual(parse_suite(suite_with(expected_tools=[]), "s.json").cases[0].expected_tools, ())
+
+
+class LoadSuiteTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.TemporaryDirectory()
+        self.addCleanup(self.directory.cleanup)
+
+    def write(self, name: str, data: bytes) -> str:
+        path = os.path.join(self.directory.name, name)
+        with open(path, "wb") as handle:
+            handle.write(data)
+        return path
+
+    def test_json_errors_name_the_file(self) -> None:
+        for data, message in ((b'{"tools": {},\n "cases": ]}', ":2: invalid JSON: Expecting value (column 11)"),
+                              (b'{"cases": 1, "cases": 2}', ': duplicate key "cases"'),
+                              (b'{"tools": NaN}', ": NaN is not allowed in JSON"),
+                              (b"\xff", ": not valid UTF-8")):
+            with self.subTest(data=data):
+                path = self.write("bad.json", data)
+                with self.assertRaises(InputError) as caught:
+                    load_suite(path)
+                self.assertEqual(str(caught.exception), path + message)
+
+    def test_unreadable_file_is_a_usage_error(self) -> None:
+        path = os.path.join(self.directory.name, "missing.json")
+        with self.assertRaises(UsageError) as caught:
+            load_suite(path)
+        self.assertEqual(str(caught.exception), f"cannot read {path}: No such file or directory")
+
+    def test_cassette_path_is_relative_to_the_suite(self) -> None:
+        self.write("orders.jsonl", b'{"index": 0, "tool": "get_order", "args": {"order_id": 1}, '
+                                   b'"response": {"status": "shipped"}}\n')
+        path = self.write("suite.json", b'{"tools": {"cassette": "orders.jsonl"}, "cases": [{"id": "a", '
+                                        b'"question": "q", "expected_answer": "shipped", '
+                                        b'"expected_tools": ["get_order"]}]}')
+        suite = load_suite(path)
+        self.assertIsInstance(suite.tools, CassetteTools)
+        self.assertEqual(suite.tools.names, frozenset({"get_order"}))
+
+    def test_missing_or_malformed_cassette(self) -> None:
+        case = b'"cases": [{"id": "a", "question": "q", "expected_answer": "x", "expected_tools": []}]}'
+        path = self.write("suite.json", b'{"tools": {"cassette": "none.jsonl"}, ' + case)
+        with self.assertRaises(InputError) as caught:
+            load_suite(path)
+        cassette = os.path.join(self.directory.name, "none.jsonl")
+        self.assertEqual(str(caught.exception),
+                         f"{path}: tools.cassette: cannot read {cassette}: No such file or directory")
+        self.write("bad.jsonl", b'{"index": 1, "tool": "t", "args": {}, "response": {}}\n')
+        path = self.write("suite.json", b'{"tools": {"cassette": "bad.jsonl"}, ' + case)
+        with self.assertRaises(InputError) as caught:
+            load_suite(path)
+        self.assertEqual(str(caught.exception), os.path.join(self.directory.name, "bad.jsonl")
+                         + ":1: index must start at 0, got 1")
+
+
+class ShippedSuiteTest(unittest.TestCase):
+    def test_sample_suite_is_the_demo_suite(self) -> None:
+        from toolreplay.demos.orders import SUITE
+
+        suite = load_suite(os.path.join(ROOT, "samples", "eval-suite.json"))
+        self.assertEqual(suite.cases, parse_suite(SUITE, "x").cases)
+        self.assertEqual([case.id for case in suite.cases], ["order-status", "delivery-date", "all-orders-completed",
+                                                             "orders-placed", "refund-status"])
+
+
+if __name__ == "__main__":
+    unittest.main()

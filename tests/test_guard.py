@@ -1,0 +1,439 @@
+"""The gate: allowlist, confirmation, idempotency (across threads), budgets, failing tools, approver."""
+
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+from toolreplay import guard
+from toolreplay.guard import ConsoleApprover, Gate
+from toolreplay.policy import Limits, Policy
+from toolreplay.recorder import SessionRecorder
+from toolreplay.records import read_session
+
+POLICY = Policy(agent="support", allowed_tools=frozenset({"get_order", "cancel_order", "echo", "fail"}),
+                write_tools=frozenset({"cancel_order"}))
+NEEDS_CONFIRMATION = {"ok": False, "error": "confirmation required"}
+OVER_STEPS = {"ok": False, "error": "budget exceeded: max_steps"}
+
+
+class Tools:
+    """Counting fake tools."""
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[str, dict[str, Any]]] = []
+
+    def mapping(self) -> dict[str, Any]:
+        return {"get_order": self.get_order, "cancel_order": self.cancel_order, "echo": self.echo,
+                "fail": self.fail, "delete_everything": self.delete_everything}
+
+    def get_order(self, order_id: int) -> dict[str, Any]:
+        self.runs.append(("get_order", {"order_id": order_id}))
+        return {"order_id": order_id, "status": "shipped"}
+
+    def cancel_order(self, order_id: int, **extra: Any) -> dict[str, Any]:
+        self.runs.append(("cancel_order", {"order_id": order_id, **extra}))
+        return {"ok": True, "order_id": order_id}
+
+    def echo(self, value: Any) -> Any:
+        self.runs.append(("echo", {"value": value}))
+        return value
+
+    def fail(self) -> Any:
+        self.runs.append(("fail", {}))
+        raise ValueError("database is down")
+
+    def delete_everything(self) -> Any:
+        self.runs.append(("delete_everything", {}))
+        return {"ok": True}
+
+
+def make_gate(policy: Policy = POLICY, **options: Any) -> tuple[Gate, Tools]:
+    tools = Tools()
+    return Gate(tools.mapping(), policy, **options), tools
+
+
+class AllowlistTest(unittest.TestCase):
+    def test_allowed_tool_runs_and_returns_its_dict(self) -> None:
+        gate, tools = make_gate()
+        self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
+        self.assertEqual(tools.runs, [("get_order", {"order_id": 1})])
+
+    def test_non_dict_result_is_wrapped(self) -> None:
+        gate, _ = make_gate()
+        self.assertEqual(gate.call("echo", {"value": [1, "a"]}), {"result": [1, "a"]})
+        self.assertEqual(gate.call("echo", {"value": None}), {"result": None})
+
+    def test_tool_outside_policy_is_refused_before_it_runs(self) -> None:
+        gate, tools = make_gate()
+        self.assertEqual(gate.call("delete_everything", {}),
+                         {"ok": False, "error": "tool not allowed: delete_everything"})
+        self.assertEqual(tools.runs, [])
+
+    def test_unknown_tool_is_refused(self) -> None:
+        policy = Policy("a", frozenset({"ghost"}))
+        gate, _ = make_gate(policy)
+        self.assertEqual(gate.call("ghost", {}), {"ok": False, "error": "tool not allowed: ghost"})
+        self.assertEqual(gate.call("nope", {}), {"ok": False, "error": "tool not allowed: nope"})
+
+    def test_names_match_case_sensitively(self) -> None:
+        gate, tools = make_gate()
+        self.assertEqual(gate.call("Get_Order", {"order_id": 1}),
+                         {"ok": False, "error": "tool not allowed: Get_Order"})
+        self.assertEqual(tools.runs, [])
+
+    def test_request_without_json_form_is_a_host_error(self) -> None:
+        gate, tools = make_gate()
+        for tool, args, message in (
+                ("", {}, "tool must be a non-empty string"),
+                ("echo", [], "args must be a JSON object (a dict)"),
+                ("echo", {"value": float("nan")}, "args have no JSON form: nan has no JSON form"),
+                ("echo", {"value": {1: 2}}, "args have no JSON form: object key 1 is not a string")):
+            with self.subTest(args=args), self.assertRaises(ValueError) as caught:
+                gate.call(tool, args)  # type: ignore[arg-type]
+            self.assertEqual(str(caught.exception), message)
+        self.assertEqual((tools.runs, gate.steps), ([], 0))
+
+
+class ConfirmationTest(unittest.TestCase):
+    def test_write_without_confirm_callback_is_refused(self) -> None:
+        gate, tools = make_gate()
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}),
+                         NEEDS_CONFIRMATION)
+        self.assertEqual(tools.runs, [])
+
+    def test_confirmation_written_by_the_model_never_counts(self) -> None:
+        for confirm in (None, lambda tool, args: False):
+            gate, tools = make_gate(confirm=confirm)
+            for args in ({"order_id": 1, "confirmed": True}, {"order_id": 1, "approved": "yes"}):
+                self.assertEqual(gate.call("cancel_order", args), NEEDS_CONFIRMATION)
+            self.assertEqual(tools.runs, [])
+
+    def test_callback_approves_that_exact_call(self) -> None:
+        asked: list[tuple[str, dict[str, Any]]] = []
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            asked.append((tool, args))
+            return args == {"order_id": 1}
+
+        gate, tools = make_gate(confirm=confirm)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(asked, [("cancel_order", {"order_id": 2}), ("cancel_order", {"order_id": 1})])
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
+
+    def test_read_tools_never_ask(self) -> None:
+        asked: list[str] = []
+        gate, _ = make_gate(confirm=lambda tool, args: asked.append(tool) or True)
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(asked, [])
+
+    def test_only_true_approves(self) -> None:
+        for answer in ("yes", 1, [True], None):
+            gate, tools = make_gate(confirm=lambda tool, args, answer=answer: answer)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 1}),
+                             NEEDS_CONFIRMATION)
+            self.assertEqual(tools.runs, [])
+
+    def test_failing_approver_approves_nothing(self) -> None:
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            raise OSError("no terminal")
+
+        gate, tools = make_gate(confirm=confirm)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), NEEDS_CONFIRMATION)
+        self.assertEqual(tools.runs, [])
+
+    def test_approver_cannot_change_what_runs(self) -> None:
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            args["order_id"] = 99
+            return True
+
+        gate, tools = make_gate(confirm=confirm)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
+
+
+class IdempotencyTest(unittest.TestCase):
+    def test_identical_call_runs_once_and_returns_the_original(self) -> None:
+        gate, tools = make_gate()
+        first = gate.call("echo", {"value": {"b": 1, "a": 2.0}})
+        again = gate.call("echo", {"value": {"a": 2, "b": 1.0}})  # canonically identical
+        self.assertEqual(first, again)
+        self.assertEqual(len(tools.runs), 1)
+        self.assertEqual(gate.steps, 2)
+
+    def test_different_args_run_again(self) -> None:
+        gate, tools = make_gate()
+        gate.call("get_order", {"order_id": 1})
+        gate.call("get_order", {"order_id": 2})
+        self.assertEqual(len(tools.runs), 2)
+
+    def test_confirmed_write_retried_is_not_run_or_asked_again(self) -> None:
+        asked: list[str] = []
+        gate, tools = make_gate(confirm=lambda tool, args: asked.append(tool) or True)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual((len(tools.runs), asked), (1, ["cancel_order"]))
+
+    def test_refused_write_is_asked_again_on_retry(self) -> None:
+        answers = [False, True]
+        gate, tools = make_gate(confirm=lambda tool, args: answers.pop(0))
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(len(tools.runs), 1)
+
+    def test_failed_call_is_not_retried(self) -> None:
+        gate, tools = make_gate()
+        self.assertEqual(gate.call("fail", {}), gate.call("fail", {}))
+        self.assertEqual(len(tools.runs), 1)
+
+    def test_responses_are_copies(self) -> None:
+        store = {"items": [1]}
+        gate = Gate({"peek": lambda: store}, Policy("a", frozenset({"peek"})))
+        seen = gate.call("peek", {})
+        seen["items"].append(2)
+        store["items"].append(3)
+        self.assertEqual(gate.call("peek", {}), {"items": [1]})
+
+    def test_two_threads_race_past_the_first_check_tool_runs_once(self) -> None:
+        # Both requests wait in the approver until both are there: neither has registered the call yet.
+        barrier = threading.Barrier(2, timeout=10)
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            barrier.wait()
+            return True
+
+        gate, tools = make_gate(confirm=confirm)
+        results = self._race(lambda: gate.call("cancel_order", {"order_id": 7}))
+        self.assertEqual(results, [{"ok": True, "order_id": 7}] * 2)
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 7})])
+
+    def test_retry_waits_for_the_original_in_flight(self) -> None:
+        started, release, waiting = threading.Event(), threading.Event(), threading.Event()
+
+        class SignallingEvent(threading.Event):
+            def wait(self, timeout: float | None = None) -> bool:
+                waiting.set()
+                return super().wait(timeout)
+
+        class Pending(guard._Pending):
+            def __init__(self) -> None:
+                super().__init__()
+                self.done = SignallingEvent()
+
+        runs: list[int] = []
+
+        def slow(order_id: int) -> dict[str, Any]:
+            runs.append(order_id)
+            started.set()
+            self.assertTrue(release.wait(10))
+            return {"order_id": order_id, "status": "shipped"}
+
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, "s.jsonl")
+        original = guard._Pending
+        guard._Pending = Pending  # type: ignore[misc]
+        try:
+            with SessionRecorder.open(path) as recorder:
+                gate = Gate({"get_order": slow}, Policy("a", frozenset({"get_order"})), recorder=recorder)
+                results: list[Any] = [None, None]
+                def request(slot: int) -> None:
+                    results[slot] = gate.call("get_order", {"order_id": 3})
+
+                first = threading.Thread(target=request, args=(0,))
+                second = threading.Thread(target=request, args=(1,))
+                first.start()
+                self.assertTrue(started.wait(10))
+                second.start()
+                self.assertTrue(waiting.wait(10))  # the retry is blocked on the original
+                release.set()
+                first.join(10)
+                second.join(10)
+        finally:
+            guard._Pending = original  # type: ignore[misc]
+        self.assertEqual(runs, [3])
+        self.assertEqual(results, [{"order_id": 3, "status": "shipped"}] * 2)
+        with open(path, "rb") as handle:
+            records = [(r.index, r.tool, r.response) for r in read_session(handle, path)]
+        self.assertEqual(records, [(0, "get_order", {"order_id": 3, "status": "shipped"}),
+                                   (1, "get_order", {"order_id": 3, "status": "shipped"})])
+        os.unlink(path)
+        os.rmdir(directory)
+
+    @staticmethod
+    def _race(call: Any) -> list[Any]:
+        results: list[Any] = [None, None]
+        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, call())) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+        return results
+
+
+class FailingToolTest(unittest.TestCase):
+    def test_exception_becomes_error_response(self) -> None:
+        gate, _ = make_gate()
+        self.assertEqual(gate.call("fail", {}), {"ok": False, "error": "ValueError: database is down"})
+
+    def test_wrong_arguments_become_error_response(self) -> None:
+        gate, _ = make_gate()
+        self.assertEqual(gate.call("get_order", {"id": 1}), {
+            "ok": False, "error": "TypeError: Tools.get_order() got an unexpected keyword argument 'id'"})
+
+    def test_result_without_json_form_becomes_error_response(self) -> None:
+        gate, _ = make_gate()
+        self.assertEqual(gate.call("echo", {"value": 1.5e308}), {"result": 1.5e308})
+        gate = Gate({"bad": lambda: {"x": float("inf")}, "obj": lambda: object()},
+                    Policy("a", frozenset({"bad", "obj"})))
+        prefix = "ValueError: tool result has no JSON form: "
+        self.assertEqual(gate.call("bad", {}), {"ok": False, "error": prefix + "inf has no JSON form"})
+        self.assertEqual(gate.call("obj", {}), {"ok": False, "error": prefix + "object is not a JSON value"})
+
+
+class BudgetTest(unittest.TestCase):
+    def test_max_steps(self) -> None:
+        gate, tools = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_steps=2)))
+        gate.call("get_order", {"order_id": 1})
+        gate.call("delete_everything", {})  # refused, still a step
+        self.assertIsNone(gate.stop_reason)
+        for _ in range(2):
+            self.assertEqual(gate.call("get_order", {"order_id": 2}),
+                             OVER_STEPS)
+        self.assertEqual((gate.stop_reason, gate.steps, len(tools.runs)), ("max_steps", 4, 1))
+
+    def test_duplicates_and_refusals_past_the_limit_are_refused_too(self) -> None:
+        gate, _ = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_steps=1)))
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(gate.call("get_order", {"order_id": 1}), OVER_STEPS)
+        self.assertEqual(gate.call("nope", {}), OVER_STEPS)
+
+    def test_result_bytes(self) -> None:
+        # {"result":"aaaaaaaaaa"} is 23 canonical bytes.
+        gate, tools = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_result_bytes=46)))
+        gate.call("echo", {"value": "a" * 10})
+        gate.call("echo", {"value": "b" * 10})
+        self.assertEqual((gate.result_bytes, gate.stop_reason), (46, None))
+        self.assertEqual(gate.call("echo", {"value": "c"}), {"result": "c"})  # delivered, crosses the limit
+        self.assertEqual((gate.result_bytes, gate.stop_reason), (60, "budget"))
+        self.assertEqual(gate.call("echo", {"value": "d"}), {"ok": False, "error": "budget exceeded: budget"})
+        self.assertEqual(len(tools.runs), 3)
+
+    def test_refusals_cost_no_result_bytes(self) -> None:
+        gate, _ = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_result_bytes=1)))
+        gate.call("nope", {})
+        self.assertEqual((gate.result_bytes, gate.stop_reason), (0, None))
+
+    def test_time_with_injected_clock(self) -> None:
+        now = [100.0]
+        gate, tools = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_seconds=10)),
+                                clock=lambda: now[0])
+        now[0] = 110.0  # exactly the limit: still allowed
+        self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
+        now[0] = 110.5
+        self.assertEqual(gate.call("get_order", {"order_id": 2}),
+                         {"ok": False, "error": "budget exceeded: time"})
+        self.assertEqual((gate.stop_reason, len(tools.runs)), ("time", 1))
+
+    def test_first_limit_passed_stays_the_reason(self) -> None:
+        now = [0.0]
+        gate, _ = make_gate(Policy("a", POLICY.allowed_tools, limits=Limits(max_steps=1, max_seconds=5)),
+                            clock=lambda: now[0])
+        gate.call("get_order", {"order_id": 1})
+        gate.call("get_order", {"order_id": 2})
+        now[0] = 60.0
+        self.assertEqual(gate.call("get_order", {"order_id": 3}), OVER_STEPS)
+        self.assertEqual(gate.stop_reason, "max_steps")
+
+    def test_no_limits_by_default(self) -> None:
+        gate, _ = make_gate()
+        for order_id in range(50):
+            gate.call("get_order", {"order_id": order_id})
+        self.assertEqual((gate.stop_reason, gate.steps), (None, 50))
+
+
+class RecordingTest(unittest.TestCase):
+    def test_every_request_is_recorded_with_the_response_the_agent_saw(self) -> None:
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, "s.jsonl")
+        policy = Policy("a", POLICY.allowed_tools, POLICY.write_tools, Limits(max_steps=6))
+        with SessionRecorder.open(path) as recorder:
+            gate, _ = make_gate(policy, recorder=recorder)
+            seen = [gate.call("get_order", {"order_id": 1}),
+                    gate.call("get_order", {"order_id": 1}),
+                    gate.call("delete_everything", {}),
+                    gate.call("cancel_order", {"order_id": 1, "confirmed": True}),
+                    gate.call("fail", {}),
+                    gate.call("echo", {"value": 5}),
+                    gate.call("echo", {"value": 6})]
+        with open(path, "rb") as handle:
+            records = [(r.index, r.tool, r.args, r.response) for r in read_session(handle, path)]
+        self.assertEqual(records, [
+            (0, "get_order", {"order_id": 1}, {"order_id": 1, "status": "shipped"}),
+            (1, "get_order", {"order_id": 1}, {"order_id": 1, "status": "shipped"}),
+            (2, "delete_everything", {}, {"ok": False, "error": "tool not allowed: delete_everything"}),
+            (3, "cancel_order", {"order_id": 1, "confirmed": True}, NEEDS_CONFIRMATION),
+            (4, "fail", {}, {"ok": False, "error": "ValueError: database is down"}),
+            (5, "echo", {"value": 5}, {"result": 5}),
+            (6, "echo", {"value": 6}, OVER_STEPS)])
+        self.assertEqual([r[3] for r in records], seen)
+        os.unlink(path)
+        os.rmdir(directory)
+
+    def test_recorded_args_are_those_the_model_sent(self) -> None:
+        def greedy(items: list[int]) -> dict[str, Any]:
+            items.append(99)
+            return {"n": len(items)}
+
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, "s.jsonl")
+        args = {"items": [1]}
+        with SessionRecorder.open(path) as recorder:
+            gate = Gate({"greedy": greedy}, Policy("a", frozenset({"greedy"})), recorder=recorder)
+            gate.call("greedy", args)
+        with open(path, "rb") as handle:
+            self.assertEqual([r.args for r in read_session(handle, path)], [{"items": [1]}])
+        self.assertEqual(args, {"items": [1]})
+        os.unlink(path)
+        os.rmdir(directory)
+
+
+class ConsoleApproverTest(unittest.TestCase):
+    def ask(self, answer: str, args: dict[str, Any] | None = None) -> tuple[bool, str]:
+        output = io.StringIO()
+        approved = ConsoleApprover(io.StringIO(answer), output)("cancel_order", args or {"order_id": 1})
+        return approved, output.getvalue()
+
+    def test_yes_approves(self) -> None:
+        for answer in ("y\n", "yes\n", " YES \n", "Y"):
+            with self.subTest(answer=answer):
+                self.assertTrue(self.ask(answer)[0])
+
+    def test_anything_else_refuses(self) -> None:
+        for answer in ("n\n", "\n", "yes please\n", "ok\n", ""):
+            with self.subTest(answer=answer):
+                self.assertFalse(self.ask(answer)[0])
+
+    def test_prompt_shows_the_exact_call_in_ascii(self) -> None:
+        self.assertEqual(self.ask("n\n", {"reason": "caf\u00e9\u202e", "order_id": 1}),
+                         (False, 'approve cancel_order {"order_id":1,"reason":"caf\\u00e9\\u202e"}? [y/N] '))
+
+    def test_end_of_input_refuses_and_ends_the_prompt_line(self) -> None:
+        self.assertEqual(self.ask(""), (False, 'approve cancel_order {"order_id":1}? [y/N] \n'))
+
+    def test_gate_with_console_approver(self) -> None:
+        output = io.StringIO()
+        gate, tools = make_gate(confirm=ConsoleApprover(io.StringIO("y\nn\n"), output))
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        self.assertEqual(output.getvalue(), 'approve cancel_order {"order_id":1}? [y/N] '
+                                            'approve cancel_order {"order_id":2}? [y/N] ')
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
+
+
+if __name__ == "__main__":
+    unittest.main()

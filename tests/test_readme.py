@@ -1,0 +1,261 @@
+"""Runs every example of README.md and compares its output exactly (see the README conventions).
+
+- ```console blocks: each line starting with `$ ` is a command, run with bash; the lines after it, up to
+  the next `$ ` line or the end of the block, are its exact standard output. Exit codes are not checked
+  (the README shows them when it matters, e.g. `; echo "exit $?"`).
+- ```python blocks are run with `python -` and must exit 0; when the next block (blank lines aside) is an
+  ```output block, standard output must equal it exactly. ```python norun blocks are not run.
+
+All examples of one README run in order in one fresh temporary directory holding a copy of `samples/`
+(so a file one example writes is there for the next), with PYTHONPATH set to the repository root and
+`python` on PATH meaning the interpreter running the tests.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+from dataclasses import dataclass
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README = os.path.join(ROOT, "README.md")
+FENCE = "```"
+
+
+@dataclass(frozen=True)
+class Example:
+    """One thing to run: a console command or a python block, its expected output, where it stands."""
+
+    kind: str  # "console" or "python"
+    line: int  # 1-based line of the command (console) or of the opening fence (python)
+    source: str
+    expected: str | None  # None: output not compared
+    block: int  # number of the fenced block it comes from
+
+
+def _blocks(text: str) -> list[tuple[int, str, list[str]]]:
+    """Fenced blocks as (line of the opening fence, info string, lines inside)."""
+    blocks: list[tuple[int, str, list[str]]] = []
+    lines = text.split("\n")
+    position = 0
+    while position < len(lines):
+        line = lines[position]
+        if line.startswith(FENCE):
+            info, start = line[len(FENCE) :].strip(), position
+            position += 1
+            body = []
+            while position < len(lines) and lines[position].rstrip() != FENCE:
+                body.append(lines[position])
+                position += 1
+            if position == len(lines):
+                raise ValueError(f"README.md:{start + 1}: code block is never closed")
+            blocks.append((start + 1, info, body))
+        position += 1
+    return blocks
+
+
+def _console(start: int, body: list[str], block: int) -> list[Example]:
+    examples: list[Example] = []
+    command: tuple[int, str] | None = None
+    output: list[str] = []
+    for offset, line in enumerate(body, 1):
+        if line.startswith("$ "):
+            if command is not None:
+                examples.append(
+                    Example("console", command[0], command[1], "".join(o + "\n" for o in output), block)
+                )
+            command, output = (start + offset, line[2:]), []
+        elif command is None:
+            raise ValueError(f"README.md:{start + offset}: console block text before the first `$ ` command")
+        else:
+            output.append(line)
+    if command is not None:
+        examples.append(Example("console", command[0], command[1], "".join(o + "\n" for o in output), block))
+    return examples
+
+
+def parse_examples(text: str) -> list[Example]:
+    """Every runnable example of a README text, in order."""
+    blocks = _blocks(text)
+    examples: list[Example] = []
+    for number, (start, info, body) in enumerate(blocks):
+        words = info.split()
+        language = words[0] if words else ""
+        if language == "console":
+            examples += _console(start, body, number)
+        elif language == "python" and "norun" not in words[1:]:
+            following = blocks[number + 1] if number + 1 < len(blocks) else None
+            expected = None
+            if following is not None and following[1].split()[:1] == ["output"]:
+                between = text.split("\n")[start + len(body) + 1 : following[0] - 1]
+                if not any(line.strip() for line in between):
+                    expected = "".join(line + "\n" for line in following[2])
+            examples.append(Example("python", start, "".join(line + "\n" for line in body), expected, number))
+    return examples
+
+
+def _environment(bin_dir: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = ROOT
+    env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def run_example(example: Example, directory: str, env: dict[str, str]) -> str | None:
+    """Run one example in `directory`; None when it matches, else a message with a diff."""
+    if example.kind == "console":
+        argv, stdin = ["bash", "-c", example.source], None
+    else:
+        argv, stdin = [sys.executable, "-"], example.source.encode()
+    done = subprocess.run(argv, cwd=directory, env=env, input=stdin, capture_output=True, timeout=300)
+    actual = done.stdout.decode("utf-8", "replace")
+    where = f"README.md:{example.line}: {example.kind} example"
+    if example.kind == "console":
+        where += f" `{example.source}`"
+    stderr = done.stderr.decode("utf-8", "replace")
+    if example.kind == "python" and done.returncode != 0:
+        return f"{where} exited {done.returncode}\n--- stderr ---\n{stderr}"
+    if example.expected is None or actual == example.expected:
+        return None
+    diff = "".join(
+        difflib.unified_diff(
+            example.expected.splitlines(keepends=True),
+            actual.splitlines(keepends=True),
+            "README (expected)",
+            "actual output",
+        )
+    )
+    return f"{where}: output differs (exit {done.returncode})\n{diff}" + (
+        f"--- stderr ---\n{stderr}" if stderr else ""
+    )
+
+
+def run_examples(examples: list[Example]) -> list[str]:
+    """Run examples in order in one fresh directory holding a copy of samples/; return the failures."""
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="readme-") as tmp:
+        bin_dir = os.path.join(tmp, "bin")
+        os.mkdir(bin_dir)
+        os.symlink(sys.executable, os.path.join(bin_dir, "python"))
+        env = _environment(bin_dir)
+        directory = os.path.join(tmp, "work")
+        os.mkdir(directory)
+        samples = os.path.join(ROOT, "samples")
+        if os.path.isdir(samples):
+            shutil.copytree(samples, os.path.join(directory, "samples"))
+        for example in examples:
+            failure = run_example(example, directory, env)
+            if failure is not None:
+                failures.append(failure)
+    return failures
+
+
+class ReadmeExamplesTest(unittest.TestCase):
+    def test_every_example(self) -> None:
+        with open(README, encoding="utf-8") as handle:
+            examples = parse_examples(handle.read())
+        failures = run_examples(examples)
+        self.assertFalse(failures, "\n\n".join(failures))
+
+
+SAMPLE = """# Title
+
+```console
+$ echo one
+one
+$ printf 'a\\nb\\n'
+a
+b
+$ true
+```
+
+Some text.
+
+```python
+print("hi")
+```
+
+```output
+hi
+```
+
+```python norun
+import network
+```
+
+```json
+{"not": "run"}
+```
+
+```python
+x = 1
+```
+"""
+
+
+class ParseExamplesTest(unittest.TestCase):
+    def test_parse(self) -> None:
+        self.assertEqual(
+            parse_examples(SAMPLE),
+            [
+                Example("console", 4, "echo one", "one\n", 0),
+                Example("console", 6, "printf 'a\\nb\\n'", "a\nb\n", 0),
+                Example("console", 9, "true", "", 0),
+                Example("python", 14, 'print("hi")\n', "hi\n", 1),
+                Example("python", 30, "x = 1\n", None, 5),
+            ],
+        )
+
+    def test_output_block_must_follow_immediately(self) -> None:
+        text = "```python\nprint(1)\n```\ntext between\n```output\n1\n```\n"
+        self.assertEqual(parse_examples(text), [Example("python", 1, "print(1)\n", None, 0)])
+
+    def test_malformed(self) -> None:
+        for text, message in [
+            ("```console\n$ ls\n", "README.md:1: code block is never closed"),
+            ("```console\nls\n```\n", "README.md:2: console block text before the first `$ ` command"),
+        ]:
+            with self.subTest(message), self.assertRaises(ValueError) as caught:
+                parse_examples(text)
+            self.assertEqual(str(caught.exception), message)
+
+
+class RunExamplesTest(unittest.TestCase):
+    def test_matching_examples_pass(self) -> None:
+        self.assertEqual(run_examples(parse_examples(SAMPLE)), [])
+
+    def test_wrong_output_fails_with_a_diff(self) -> None:
+        (failure,) = run_examples(parse_examples("```console\n$ printf 'a\\nb\\n'\na\nc\n```\n"))
+        self.assertEqual(
+            failure,
+            "README.md:2: console example `printf 'a\\nb\\n'`: output differs (exit 0)\n"
+            "--- README (expected)\n+++ actual output\n@@ -1,2 +1,2 @@\n a\n-c\n+b\n",
+        )
+
+    def test_failing_python_block(self) -> None:
+        (failure,) = run_examples(parse_examples("```python\nraise SystemExit('boom')\n```\n"))
+        self.assertEqual(failure, "README.md:1: python example exited 1\n--- stderr ---\nboom\n")
+
+    def test_wrong_python_output(self) -> None:
+        (failure,) = run_examples(parse_examples("```python\nprint(2)\n```\n\n```output\n1\n```\n"))
+        self.assertIn("-1\n+2\n", failure)
+
+    def test_environment(self) -> None:
+        text = (
+            "```console\n$ ls samples/scope.json samples/session-dirty.jsonl\n"
+            "samples/scope.json\nsamples/session-dirty.jsonl\n"
+            "$ python -m toolreplay version\ntoolreplay 0.6.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
+            "```console\n$ cat made.txt\nx\n$ ls\nmade.txt\nsamples\n```\n"
+        )
+        self.assertEqual(run_examples(parse_examples(text)), [])
+
+
+if __name__ == "__main__":
+    unittest.main()

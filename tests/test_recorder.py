@@ -1,0 +1,309 @@
+"""The session recorder: plain and sealed lines, resume, crashes, and the audit commands on its files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+from toolreplay.errors import InputError, UsageError
+from toolreplay.recorder import SessionRecorder
+from toolreplay.records import format_record, read_session
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CALLS: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    ("list_dir", {"path": "docs"}, {"entries": ["intro.md", "install.md"]}),
+    ("read_file", {"path": "docs/intro.md"}, {"text": "h\u00e9llo", "n": 1.0}),
+    ("search", {"q": "install", "limit": 10}, {"count": 2e-7, "big": 12345678901234567890}),
+    ("write_file", {"path": "docs/intro.md", "text": "edited"},
+     {"ok": False, "error": "tool not allowed: write_file"}),
+]
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    io = IO.memory()
+    code = main(list(argv), io)
+    return code, io.out(), io.err()
+
+
+class RecorderCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory)
+
+    def path(self, name: str = "session.jsonl") -> str:
+        return os.path.join(self.directory, name)
+
+    def record(self, path: str, calls: Any = CALLS, sealed: bool = False) -> list[int]:
+        with SessionRecorder.open(path, sealed=sealed) as recorder:
+            return [recorder.append(tool, args, response) for tool, args, response in calls]
+
+    def read_bytes(self, path: str) -> bytes:
+        with open(path, "rb") as handle:
+            return handle.read()
+
+    def write_bytes(self, path: str, data: bytes) -> None:
+        with open(path, "wb") as handle:
+            handle.write(data)
+
+
+class PlainTest(RecorderCase):
+    def test_lines_are_session_records(self) -> None:
+        path = self.path()
+        self.assertEqual(self.record(path), [0, 1, 2, 3])
+        expected = "".join(format_record(i, *call) + "\n" for i, call in enumerate(CALLS))
+        self.assertEqual(self.read_bytes(path), expected.encode("ascii"))
+
+    def test_each_record_is_on_disk_when_append_returns(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            for position, call in enumerate(CALLS):
+                recorder.append(*call)
+                with open(path, "rb") as handle:
+                    self.assertEqual(len(list(read_session(handle, path))), position + 1)
+
+    def test_replay_and_scope_read_it(self) -> None:
+        path = self.path()
+        self.record(path)
+        self.assertEqual(cli("replay", path), (0, "calls: 4\ndivergence: none\nfindings: 0\n", ""))
+        scope = self.path("scope.json")
+        self.write_bytes(scope, b'{"agent": "docs-reader", "allowed_tools": ["list_dir", "read_file", '
+                                b'"search"], "write_tools": ["write_file"], "limits": {"max_steps": 3}}')
+        finding = "index 3: permission-overreach: tool 'write_file' is not in the declared scope for agent"
+        self.assertEqual(cli("scope", path, scope),
+                         (1, f"calls: 4\nfindings: 1\n{finding} 'docs-reader'\n", ""))
+
+    def test_resume_continues_the_index(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:2])
+        self.assertEqual(self.record(path, CALLS[2:]), [2, 3])
+        with open(path, "rb") as handle:
+            self.assertEqual([r.index for r in read_session(handle, path)], [0, 1, 2, 3])
+        self.assertEqual(self.read_bytes(path).count(b'"index": 0,'), 1)
+
+    def test_value_without_json_form_writes_nothing(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            for tool, args, response, message in (
+                    ("t", {"x": float("nan")}, {}, "record has no JSON form: nan has no JSON form"),
+                    ("t", {}, {"s": "\ud800"}, "record has no JSON form: string holds a lone surrogate"),
+                    ("t", {}, {1: 2}, "record has no JSON form: object key 1 is not a string"),
+                    ("", {}, {}, "tool must be a non-empty string"),
+                    ("t", [], {}, "args and response must be JSON objects")):
+                with self.subTest(message=message), self.assertRaises(ValueError) as caught:
+                    recorder.append(tool, args, response)  # type: ignore[arg-type]
+                self.assertEqual(str(caught.exception), message)
+            self.assertEqual(recorder.append("t", {}, {}), 0)
+        self.assertEqual(self.read_bytes(path), b'{"index": 0, "tool": "t", "args": {}, "response": {}}\n')
+
+    def test_closed_recorder_refuses(self) -> None:
+        recorder = SessionRecorder.open(self.path())
+        recorder.close()
+        recorder.close()
+        with self.assertRaises(ValueError):
+            recorder.append("t", {}, {})
+
+    def test_threads_get_distinct_indexes(self) -> None:
+        path = self.path()
+        barrier = threading.Barrier(4, timeout=10)
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            def work(n: int) -> None:
+                barrier.wait()
+                for k in range(25):
+                    recorder.append("t", {"thread": n, "k": k}, {})
+
+            threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+        with open(path, "rb") as handle:
+            self.assertEqual([r.index for r in read_session(handle, path)], list(range(100)))
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+
+    def test_second_recorder_on_the_same_file_is_refused(self) -> None:
+        if sys.platform == "win32":
+            self.skipTest("no advisory locks")
+        path = self.path()
+        with SessionRecorder.open(path), self.assertRaises(UsageError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception), f"{path} is already being recorded by another recorder")
+
+    def test_unwritable_path(self) -> None:
+        path = os.path.join(self.directory, "missing", "s.jsonl")
+        with self.assertRaises(UsageError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception), f"cannot write {path}: No such file or directory")
+
+
+class SealedTest(RecorderCase):
+    def test_bytes_equal_what_seal_writes(self) -> None:
+        plain, sealed = self.path("plain.jsonl"), self.path("sealed.jsonl")
+        self.record(plain)
+        self.record(sealed, sealed=True)
+        code, out, err = cli("seal", plain)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(self.read_bytes(sealed), out.encode("utf-8"))
+
+    def test_spec_vectors(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[1:3], sealed=True)
+        lines = self.read_bytes(path).decode("utf-8").splitlines()
+        self.assertTrue(lines[0].endswith('"digest":"b22851d4b1f3512b57943baca026cc7ae7f400a408066c9008e0a074d994660c"}'))
+        self.assertTrue(lines[1].endswith('"digest":"5a907aa582be564d20ed2dd38b8c5d69bccec06721b50da1ba89901ac7db05f5"}'))
+
+    def test_verify_replay_scope_work_on_it(self) -> None:
+        path = self.path()
+        self.record(path, sealed=True)
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+        self.assertEqual(cli("replay", path), (0, "calls: 4\ndivergence: none\nfindings: 0\n", ""))
+
+    def test_editing_any_line_breaks_that_link(self) -> None:
+        path = self.path()
+        self.record(path, sealed=True)
+        original = self.read_bytes(path).split(b"\n")
+        edits = ((b'"tool":"', b'"tool":"x'), (b'"args":{', b'"args":{"extra":1,'),
+                 (b'"response":{', b'"response":{"extra":1,'), (b'{"index":', b'{"index":1'))
+        for position in range(len(CALLS)):
+            for old, new in edits:
+                with self.subTest(line=position, edit=new):
+                    lines = list(original)
+                    lines[position] = lines[position].replace(old, new, 1)
+                    self.write_bytes(path, b"\n".join(lines))
+                    code, out, err = cli("verify", path)
+                    self.assertEqual((code, err), (1, ""))
+                    self.assertEqual(out.split("\n")[:2],
+                                     ["chain: broken", f"first broken link: index {position}"])
+
+    def test_resume_continues_the_chain(self) -> None:
+        sealed, plain = self.path("sealed.jsonl"), self.path("plain.jsonl")
+        self.record(sealed, CALLS[:1], sealed=True)
+        self.assertEqual(self.record(sealed, CALLS[1:3], sealed=True), [1, 2])
+        self.assertEqual(self.record(sealed, CALLS[3:], sealed=True), [3])
+        self.record(plain)
+        self.assertEqual(cli("verify", sealed), (0, "chain: intact\n", ""))
+        self.assertEqual(self.read_bytes(sealed), cli("seal", plain)[1].encode("utf-8"))
+
+    def test_last_digest(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[1:3], sealed=True)
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            self.assertEqual((recorder.next_index, recorder.last_digest),
+                             (2, "5a907aa582be564d20ed2dd38b8c5d69bccec06721b50da1ba89901ac7db05f5"))
+
+    def test_broken_chain_is_not_continued(self) -> None:
+        path = self.path()
+        self.record(path, sealed=True)
+        data = self.read_bytes(path).replace(b"edited", b"EDITED")
+        self.write_bytes(path, data)
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path, sealed=True)
+        self.assertEqual(str(caught.exception),
+                         f"{path}:4: chain broken at link index 3; a broken chain cannot be continued")
+        self.assertEqual(self.read_bytes(path), data)
+
+    def test_mode_must_match_the_file(self) -> None:
+        plain, sealed = self.path("plain.jsonl"), self.path("sealed.jsonl")
+        self.record(plain, CALLS[:1])
+        self.record(sealed, CALLS[:1], sealed=True)
+        cases = ((plain, True, "file holds plain records; cannot continue it as a sealed record"),
+                 (sealed, False, "file holds sealed links; cannot continue it as a plain record"))
+        for path, flag, message in cases:
+            with self.subTest(path=path), self.assertRaises(InputError) as caught:
+                SessionRecorder.open(path, sealed=flag)
+            self.assertEqual(str(caught.exception), f"{path}: {message}")
+
+
+class CrashTest(RecorderCase):
+    def test_torn_final_line_is_cut_off_on_resume(self) -> None:
+        for sealed in (False, True):
+            with self.subTest(sealed=sealed):
+                path = self.path(f"crash-{sealed}.jsonl")
+                self.record(path, sealed=sealed)
+                data = self.read_bytes(path)
+                cut = data.rindex(b"\n", 0, len(data) - 1) + 1 + 25  # 25 bytes into the last line
+                self.write_bytes(path, data[:cut])
+                # valid up to the last complete line: the audit reports the torn line, nothing before it
+                code, out, err = cli("replay", path)
+                self.assertEqual((code, out), (2, ""))
+                self.assertTrue(err.startswith(f"error: {path}:4: invalid JSON"), err)
+                with SessionRecorder.open(path, sealed=sealed) as recorder:
+                    self.assertEqual((recorder.truncated_bytes, recorder.next_index), (25, 3))
+                    self.assertEqual(recorder.append(*CALLS[3]), 3)
+                self.assertEqual(self.read_bytes(path), data)
+
+    def test_torn_multibyte_character_is_cut_off(self) -> None:
+        path = self.path()
+        self.record(path, [("t", {}, {}), ("t", {"s": "\u00e9"}, {})], sealed=True)
+        data = self.read_bytes(path)
+        cut = data.index(b"\xc3") + 1
+        self.write_bytes(path, data[:cut])
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            self.assertEqual(recorder.next_index, 1)
+            recorder.append("t", {"s": "\u00e9"}, {})
+        self.assertEqual(self.read_bytes(path), data)
+
+    def test_complete_final_record_without_newline_is_kept(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:2])
+        self.write_bytes(path, self.read_bytes(path)[:-1])
+        with SessionRecorder.open(path) as recorder:
+            self.assertEqual((recorder.truncated_bytes, recorder.append(*CALLS[2])), (0, 2))
+        with open(path, "rb") as handle:
+            self.assertEqual([r.index for r in read_session(handle, path)], [0, 1, 2])
+
+    def test_complete_but_wrong_final_record_is_an_error_not_a_tear(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:2])
+        data = self.read_bytes(path)[:-1].replace(b'"index": 1', b'"index": 5')
+        self.write_bytes(path, data)
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception), f"{path}:2: index 5 out of order: expected 1")
+        self.assertEqual(self.read_bytes(path), data)
+
+    def test_bad_line_before_the_end_is_an_error_and_the_file_is_untouched(self) -> None:
+        path = self.path()
+        self.record(path)
+        data = self.read_bytes(path)
+        lines = data.split(b"\n")
+        lines[1] = lines[1][:20]
+        broken = b"\n".join(lines)
+        self.write_bytes(path, broken)
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path)
+        self.assertEqual(str(caught.exception).split(": ")[0], f"{path}:2")
+        self.assertEqual(self.read_bytes(path), broken)
+
+    def test_process_killed_after_three_records(self) -> None:
+        if not hasattr(signal, "SIGKILL"):
+            self.skipTest("no SIGKILL on this platform")
+        path = self.path()
+        script = (
+            "import os, signal, sys\n"
+            "from toolreplay.recorder import SessionRecorder\n"
+            "recorder = SessionRecorder.open(sys.argv[1], sealed=True)\n"
+            "for n in range(3):\n"
+            "    recorder.append('read_file', {'n': n}, {'text': 'x' * 100})\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        result = subprocess.run([sys.executable, "-c", script, path], env=env, capture_output=True,
+                                timeout=60, check=False)
+        self.assertEqual(result.returncode, -signal.SIGKILL)
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            self.assertEqual(recorder.append("read_file", {"n": 3}, {}), 3)
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,119 @@
+"""`import FORMAT INPUT [-o FILE | --split DIR]`: turn agent logs into sessions."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import tempfile
+from typing import Any
+
+from toolreplay.cli._io import IO
+from toolreplay.errors import UsageError
+from toolreplay.importers import FORMATS, ImportResult, import_log
+from toolreplay.records import STDIN_NAME, open_input
+
+__all__ = ["register"]
+
+
+def _write_file(path: str, text: str) -> None:
+    # Temp file beside the target, then one rename: the file is written whole or not at all.
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
+        "w",
+        encoding="utf-8",
+        newline="\n",
+        dir=directory,
+        prefix=".toolreplay-import-",
+        suffix=".tmp",
+        delete=False,
+    )
+    try:
+        with handle:
+            handle.write(text)
+        os.chmod(handle.name, 0o644)
+        os.replace(handle.name, path)
+    finally:
+        if os.path.exists(handle.name):
+            os.unlink(handle.name)
+
+
+def _check_split_target(path: str) -> None:
+    if os.path.isdir(path):
+        if os.listdir(path):
+            raise UsageError(
+                f"{path}: directory exists and is not empty (--split writes only into a new "
+                "or empty directory)"
+            )
+    elif os.path.lexists(path):
+        raise UsageError(f"{path}: exists and is not a directory")
+
+
+def _write_split(path: str, result: ImportResult) -> None:
+    # Sessions go into a temporary sibling directory, renamed into place at the end: no half-filled folder.
+    _check_split_target(path)
+    parent = os.path.dirname(os.path.abspath(path))
+    staging = tempfile.mkdtemp(dir=parent, prefix=".toolreplay-split-")
+    try:
+        for session in result.sessions:
+            with open(
+                os.path.join(staging, f"{session.position:04d}.jsonl"), "w", encoding="utf-8", newline="\n"
+            ) as handle:
+                handle.write(session.to_jsonl())
+        os.chmod(staging, 0o755)
+        _check_split_target(path)
+        if os.path.isdir(path):
+            os.rmdir(path)
+        os.rename(staging, path)
+    finally:
+        if os.path.isdir(staging):
+            shutil.rmtree(staging)
+
+
+def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> None:
+    if args.split is None and args.output is None:
+        io.write_bytes(result.sessions[0].to_jsonl().encode("utf-8"))
+        return
+    target = args.split if args.split is not None else args.output
+    try:
+        if args.split is not None:
+            _write_split(args.split, result)
+        else:
+            _write_file(args.output, result.sessions[0].to_jsonl())
+    except OSError as exc:
+        raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
+
+
+def _run_import(args: argparse.Namespace, io: IO) -> int:
+    if args.split is not None:
+        _check_split_target(args.split)
+    shown = STDIN_NAME if args.input == "-" else args.input
+    with open_input(args.input, io.stdin) as handle:
+        data = handle.read()
+    result = import_log(data, args.format, shown)
+    if args.split is None and len(result.sessions) != 1:
+        raise UsageError(
+            f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "
+            "session per conversation"
+        )
+    if args.format == "auto":
+        io.stderr.write(f"detected format: {result.format}\n")
+    _write_sessions(args, result, io)
+    for warning in result.warnings:
+        io.stderr.write(f"warning: {warning}\n")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `import FORMAT INPUT [-o FILE | --split DIR]`."""
+    parser = subparsers.add_parser("import", help="turn an agent log into sessions")
+    parser.add_argument("format", choices=(*FORMATS, "auto"), help="the log's format; auto detects it")
+    parser.add_argument("input", help="log file (JSON or JSON Lines); - for standard input")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("-o", "--output", metavar="FILE", help="write the session to FILE (atomically)")
+    target.add_argument(
+        "--split",
+        metavar="DIR",
+        help="write one session per conversation into DIR (new or empty): 0000.jsonl, ...",
+    )
+    parser.set_defaults(run=_run_import)

@@ -1,0 +1,135 @@
+"""The evaluation report as text or JSON: pure functions of an EvalReport and the thresholds."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from toolreplay.canonical import canonical_json
+from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
+
+__all__ = ["Thresholds", "eval_json", "eval_text", "failure_line", "unmet_thresholds"]
+
+_ANSWER_SHOWN = 160  # characters of an answer quoted on a failure line
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """The minimum success and tool match every agent must reach; None checks nothing."""
+
+    min_success: Fraction | None = None
+    min_tool_match: Fraction | None = None
+
+
+def unmet_thresholds(report: EvalReport, thresholds: Thresholds) -> list[str]:
+    """One message per agent and metric below its threshold, in report order."""
+    unmet = []
+    for agent in report.agents:
+        for metric, value, minimum in (("success", agent.success, thresholds.min_success),
+                                       ("tool match", agent.tool_match, thresholds.min_tool_match)):
+            if minimum is not None and value < minimum:
+                unmet.append(f"{agent.name}: {metric} {_ratio(value)} is below {_plain(minimum)}")
+    return unmet
+
+
+def _ratio(value: Fraction) -> str:
+    return f"{float(value):.2f}"
+
+
+def _plain(value: Fraction) -> str:
+    return format(float(value), "g")
+
+
+def _calls(items: Sequence[object]) -> str:
+    return "[" + ", ".join(str(item) for item in items) + "]"
+
+
+def _quoted(answer: str) -> str:
+    shown = answer if len(answer) <= _ANSWER_SHOWN else answer[:_ANSWER_SHOWN - 3] + "..."
+    return json.dumps(shown, ensure_ascii=False)
+
+
+def _answer_part(run: CaseRun) -> str:
+    if run.answer is None:
+        return f"no answer: {run.stop}"
+    if run.missing:
+        return "answer missing " + ", ".join(json.dumps(piece, ensure_ascii=False) for piece in run.missing) \
+            + ": " + _quoted(run.answer)
+    return ("answer correct: " if not run.misses else "answer has the information: ") + _quoted(run.answer)
+
+
+def failure_line(agent: AgentReport, run: CaseRun) -> str:
+    """One line for a failed run: which case, what was expected, what was called or answered."""
+    trial = f" trial {run.trial}" if agent.trials > 1 else ""
+    if run.tool_match:
+        tools = "tools ok"
+    else:
+        called = [f"{call.tool} {canonical_json(call.args)}" for call in run.calls]
+        tools = (f"tool match failed ({run.mode}): expected {_calls(run.case.expected_tools)}, "
+                 f"called {_calls(called)}")
+    misses = f"; no recording for {_calls(run.misses)}" if run.misses else ""
+    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}"
+
+
+def _table(report: EvalReport) -> list[str]:
+    pass_columns = [f"pass^{k}" for k in range(1, report.trials + 1)] if report.trials > 1 else []
+    header = ["agent", "cases", "success", "tool match", "average steps", "redundant", "overreach",
+              *pass_columns]
+    rows = [header]
+    for agent in report.agents:
+        rows.append([agent.name, str(agent.cases), _ratio(agent.success), _ratio(agent.tool_match),
+                     f"{float(agent.average_steps):.1f}", str(agent.redundant), str(agent.overreach),
+                     *(_ratio(value) for value in (agent.pass_hat() if pass_columns else []))])
+    widths = [max(len(row[column]) for row in rows) for column in range(len(header))]
+    return ["  ".join(cell.ljust(widths[0]) if column == 0 else cell.rjust(widths[column])
+                      for column, cell in enumerate(row)).rstrip() for row in rows]
+
+
+def eval_text(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
+    """The table (one row per agent), then one line per failed run, then unmet thresholds if any."""
+    trials = "1 trial" if report.trials == 1 else f"{report.trials} trials"
+    lines = [f"suite: {report.suite} ({report.cases} cases, {trials}, step limit {report.max_steps})"]
+    lines += _table(report)
+    failures = [failure_line(agent, run) for agent in report.agents for run in agent.failures]
+    lines += ["", f"failed: {len(failures)}", *failures]
+    unmet = unmet_thresholds(report, thresholds)
+    if thresholds.min_success is not None or thresholds.min_tool_match is not None:
+        lines += ["", "thresholds: " + ("met" if not unmet else "not met"), *unmet]
+    return "\n".join(lines) + "\n"
+
+
+def _run_object(run: CaseRun) -> dict[str, Any]:
+    return {"case": run.case.id, "position": run.position, "trial": run.trial, "match": run.mode,
+            "success": run.success, "tool_match": run.tool_match, "steps": run.steps, "answer": run.answer,
+            "missing": list(run.missing), "stop": run.stop, "no_recording": list(run.misses),
+            "expected_tools": [str(item) for item in run.case.expected_tools],
+            "called": [{"tool": call.tool, "args": call.args} for call in run.calls],
+            "findings": {"redundant-call": run.redundant, "permission-overreach": run.overreach}}
+
+
+def _agent_object(agent: AgentReport) -> dict[str, Any]:
+    return {"agent": agent.name, "spec": agent.spec, "cases": agent.cases, "runs": len(agent.runs),
+            "success": float(agent.success), "tool_match": float(agent.tool_match),
+            "average_steps": float(agent.average_steps),
+            "pass^k": [float(value) for value in agent.pass_hat()],
+            "findings": {"redundant-call": agent.redundant, "permission-overreach": agent.overreach},
+            "results": [_run_object(run) for run in agent.runs]}
+
+
+def _optional_float(value: Fraction | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
+    """The same facts as `eval_text`, and every run's details, as one JSON document."""
+    limits = {"min_success": _optional_float(thresholds.min_success),
+              "min_tool_match": _optional_float(thresholds.min_tool_match),
+              "unmet": unmet_thresholds(report, thresholds)}
+    document = {"command": "eval", "suite": report.suite, "cases": report.cases, "trials": report.trials,
+                "max_steps": report.max_steps, "agents": [_agent_object(agent) for agent in report.agents],
+                "failed": [failure_line(agent, run) for agent in report.agents for run in agent.failures],
+                "thresholds": limits}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

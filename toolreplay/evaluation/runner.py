@@ -1,0 +1,270 @@
+"""Run agents over a suite: every tool call goes through the guard's Gate, every run can be recorded.
+
+A step limit of N lets a case make N tool calls (the Gate's `max_steps` budget); a request for one
+more is refused by the Gate and ends the case without an answer. Average steps counts model turns:
+each call of the agent, tool call or final answer.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from toolreplay.canonical import CanonicalError, canonical_bytes, canonical_json
+from toolreplay.errors import UsageError
+from toolreplay.evaluation.agent import Answer, CallResult, Conversation, NamedAgent, ToolCall
+from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools_match
+from toolreplay.evaluation.suite import Case, Suite
+from toolreplay.guard import Gate
+from toolreplay.policy import Limits, Policy
+from toolreplay.recorder import SessionRecorder
+from toolreplay.records import Record
+from toolreplay.replay import DEFAULT_MUTATORS, audit_replay
+from toolreplay.scope import audit_scope
+
+__all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "DEFAULT_MAX_STEPS"]
+
+DEFAULT_MAX_STEPS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class CaseRun:
+    """One run of one case by one agent: what it called, what it answered, how it scored."""
+
+    case: Case
+    position: int
+    trial: int
+    mode: str
+    calls: tuple[CallResult, ...]
+    answer: str | None
+    steps: int
+    missing: tuple[str, ...]
+    tool_match: bool
+    stop: str | None
+    misses: tuple[str, ...]
+    redundant: int
+    overreach: int
+
+    @property
+    def success(self) -> bool:
+        """The answer holds every expected piece and no call went unanswered by the cassette."""
+        return self.answer is not None and not self.missing and not self.misses
+
+    @property
+    def passed(self) -> bool:
+        """Both checks hold: success and tool match."""
+        return self.success and self.tool_match
+
+
+@dataclass(frozen=True, slots=True)
+class AgentReport:
+    """Every run of one agent, and the scores over them."""
+
+    name: str
+    spec: str
+    trials: int
+    runs: tuple[CaseRun, ...]
+
+    @property
+    def cases(self) -> int:
+        """How many cases the agent ran (each `trials` times)."""
+        return len(self.runs) // self.trials
+
+    @property
+    def success(self) -> Fraction:
+        """Share of runs whose answer held the expected information."""
+        return Fraction(sum(run.success for run in self.runs), len(self.runs))
+
+    @property
+    def tool_match(self) -> Fraction:
+        """Share of runs whose calls matched the expected calls."""
+        return Fraction(sum(run.tool_match for run in self.runs), len(self.runs))
+
+    @property
+    def average_steps(self) -> Fraction:
+        """Model turns per run."""
+        return Fraction(sum(run.steps for run in self.runs), len(self.runs))
+
+    @property
+    def redundant(self) -> int:
+        """Redundant-call findings of replay, over all runs."""
+        return sum(run.redundant for run in self.runs)
+
+    @property
+    def overreach(self) -> int:
+        """Permission-overreach findings of scope, over all runs."""
+        return sum(run.overreach for run in self.runs)
+
+    def pass_hat(self) -> list[Fraction]:
+        """pass^k of the success check for k = 1 .. trials."""
+        counts: dict[int, int] = {}
+        for run in self.runs:
+            counts[run.position] = counts.get(run.position, 0) + run.success
+        successes = [counts[position] for position in sorted(counts)]
+        return [pass_hat_k(successes, self.trials, k) for k in range(1, self.trials + 1)]
+
+    @property
+    def failures(self) -> list[CaseRun]:
+        """The runs that failed either check, in suite order."""
+        return [run for run in self.runs if not run.passed]
+
+
+@dataclass(frozen=True, slots=True)
+class EvalReport:
+    """The evaluation of every agent over one suite."""
+
+    suite: str
+    cases: int
+    trials: int
+    max_steps: int
+    agents: tuple[AgentReport, ...]
+
+
+def _invalid_step(step: Any) -> str | None:
+    if isinstance(step, Answer):
+        if not isinstance(step.text, str):
+            return "agent returned an Answer whose text is not a string"
+        try:
+            step.text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "agent returned an Answer whose text is not valid Unicode (a lone surrogate)"
+        return None
+    if not isinstance(step, ToolCall):
+        return f"agent returned {type(step).__name__}, not ToolCall or Answer"
+    if not isinstance(step.tool, str) or not step.tool:
+        return "agent returned a ToolCall without a tool name"
+    if not isinstance(step.args, dict):
+        return f"agent returned a ToolCall whose args are {type(step.args).__name__}, not dict"
+    try:
+        canonical_bytes({"tool": step.tool, "args": step.args})
+    except (CanonicalError, RecursionError) as exc:
+        return f"agent returned a ToolCall with no JSON form: {exc}"
+    return None
+
+
+def _describe(tool: str, args: dict[str, Any]) -> str:
+    return f"{tool} {canonical_json(args)}"
+
+
+def _record(index: int, call: CallResult) -> Record:
+    # The Gate turns a result with no JSON form into an error response, so every response encodes.
+    return Record(index, call.tool, call.args, call.response, index + 1, canonical_bytes(call.tool),
+                  canonical_bytes(call.args), canonical_bytes(call.response))
+
+
+class _Recording:
+    """A session written to a temporary file beside PATH and moved into place when complete."""
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+        self.temporary = None if path is None else os.path.join(
+            os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
+        self.recorder: SessionRecorder | None = None
+        if self.temporary is not None:
+            if os.path.exists(self.temporary):
+                os.unlink(self.temporary)
+            self.recorder = SessionRecorder.open(self.temporary)
+
+    def finish(self, complete: bool) -> None:
+        if self.recorder is None or self.temporary is None or self.path is None:
+            return
+        self.recorder.close()
+        if complete:
+            os.replace(self.temporary, self.path)
+        elif os.path.exists(self.temporary):
+            os.unlink(self.temporary)
+
+
+def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, trial: int = 1,
+             mode: str = "strict", max_steps: int = DEFAULT_MAX_STEPS, record: str | None = None) -> CaseRun:
+    """Run one case once, every call through a Gate allowing the suite's tools, at most `max_steps` calls."""
+    policy = Policy(agent.name, suite.tools.names, limits=Limits(max_steps=max_steps))
+    misses: list[str] = []
+    recording = _Recording(record)
+    complete = False
+    try:
+        gate = Gate(suite.tools.bind(lambda tool, args: misses.append(_describe(tool, args))), policy,
+                    recorder=recording.recorder)
+        calls, answer, steps, stop = _converse(agent, case, gate, sorted(policy.allowed_tools), max_steps)
+        complete = True
+    finally:
+        recording.finish(complete)
+    records = [_record(index, call) for index, call in enumerate(calls)]
+    called = [(call.tool, canonical_json(call.args)) for call in calls]
+    return CaseRun(
+        case=case, position=position, trial=trial, mode=mode, calls=tuple(calls), answer=answer, steps=steps,
+        missing=tuple(missing_information(answer, case.expected_answer)) if answer is not None else (),
+        tool_match=tools_match(case.expected_tools, called, mode), stop=stop, misses=tuple(misses),
+        redundant=sum(f.kind == "redundant-call" for f in audit_replay(records, DEFAULT_MUTATORS).findings),
+        overreach=len(audit_scope(records, policy).findings),
+    )
+
+
+def _converse(agent: NamedAgent, case: Case, gate: Gate, tools: list[str],
+              max_steps: int) -> tuple[list[CallResult], str | None, int, str | None]:
+    """Ask the agent turn by turn until it answers, fails, or the Gate stops it at the step limit."""
+    calls: list[CallResult] = []
+    limit = f"step limit reached: call {max_steps + 1} refused by the guard (max_steps {max_steps})"
+    for steps in range(1, max_steps + 2):
+        conversation = Conversation(case.question, tuple(calls), tuple(tools))
+        try:
+            step = agent.agent(conversation)
+        except Exception as exc:  # the agent's failure fails this case, not the whole evaluation
+            return calls, None, steps, f"agent raised {type(exc).__name__}: {exc}"
+        problem = _invalid_step(step)
+        if problem is not None:
+            return calls, None, steps, problem
+        if isinstance(step, Answer):
+            return calls, step.text, steps, None
+        args = copy.deepcopy(step.args)
+        response = gate.call(step.tool, args)
+        calls.append(CallResult(step.tool, args, copy.deepcopy(response)))
+        reason = gate.stop_reason
+        if reason is not None and response.get("error") == f"budget exceeded: {reason}":
+            return calls, None, steps, limit if reason == "max_steps" else f"stopped by the guard: {reason}"
+    return calls, None, max_steps + 1, limit
+
+
+def _agent_directory(root: str, name: str) -> str:
+    return os.path.join(root, name.replace(os.sep, "_").replace(":", "_"))
+
+
+def _write_scope(directory: str, policy: Policy) -> None:
+    document = {"agent": policy.agent, "allowed_tools": sorted(policy.allowed_tools)}
+    path = os.path.join(directory, "scope.json")
+    temporary = os.path.join(directory, ".scope.json.tmp")
+    with open(temporary, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(document, indent=2) + "\n")
+    os.replace(temporary, path)
+
+
+def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
+             max_steps: int = DEFAULT_MAX_STEPS, match: str | None = None,
+             record_dir: str | None = None) -> EvalReport:
+    """Run every case `trials` times per agent; `record_dir` gets DIR/AGENT/CASE.jsonl and a scope.json."""
+    if trials < 1 or max_steps < 1:
+        raise UsageError("trials and max steps must be at least 1")
+    reports = []
+    for agent in agents:
+        directory = None if record_dir is None else _agent_directory(record_dir, agent.name)
+        if directory is not None:
+            try:
+                os.makedirs(directory, exist_ok=True)
+                _write_scope(directory, Policy(agent.name, suite.tools.names))
+            except OSError as exc:
+                raise UsageError(f"cannot write {directory}: {exc.strerror or exc}") from None
+        runs = []
+        for position, case in enumerate(suite.cases, 1):
+            for trial in range(1, trials + 1):
+                name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
+                record = None if directory is None else os.path.join(directory, name + ".jsonl")
+                mode = case.match or match or "strict"
+                runs.append(run_case(agent, suite, case, position=position, trial=trial, mode=mode,
+                                     max_steps=max_steps, record=record))
+        reports.append(AgentReport(agent.name, agent.spec, trials, tuple(runs)))
+    return EvalReport(suite.path, len(suite.cases), trials, max_steps, tuple(reports))

@@ -1,0 +1,103 @@
+"""`auto`: which format a log is, from the first message that only one format would write.
+
+The same evidence guards a named format: a file whose first telling message belongs to another
+format is an input error naming that message, instead of an import that silently finds no calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.errors import InputError
+from toolreplay.importers.conversations import Conversation
+
+__all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
+
+_RESPONSES_TYPES = frozenset(
+    {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """The first message that tells the format: which format, where, and what gave it away."""
+
+    format: str
+    conversation: Conversation
+    message: int | None
+    reason: str
+
+
+def _block_marker(content: Any) -> tuple[str, str] | None:
+    if isinstance(content, list):
+        for block in content:
+            kind = block.get("type") if isinstance(block, dict) else None
+            if isinstance(kind, str) and (kind.endswith("tool_use") or kind.endswith("tool_result")):
+                return "anthropic", f"a {kind} content block"
+    return None
+
+
+def _message_marker(message: Any) -> tuple[str, str] | None:
+    """The format this message can only belong to, and why; None when it says nothing decisive."""
+    if not isinstance(message, dict):
+        return None
+    if "jsonrpc" in message:
+        return "mcp", "a JSON-RPC message"
+    if message.get("type") in _RESPONSES_TYPES:
+        return "openai-responses", f"a {message['type']} item"
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        if "function" in calls[0]:
+            return "openai-chat", 'a "tool_calls" entry with "function"'
+        return "tau2", 'a "tool_calls" entry without "function"'
+    if message.get("role") == "tool":
+        if "tool_call_id" in message:
+            return "openai-chat", 'a tool message with "tool_call_id"'
+        if "requestor" in message:
+            return "tau2", 'a tool message with "requestor"'
+    if isinstance(message.get("function_call"), dict):
+        return "openai-chat", 'a "function_call"'
+    return _block_marker(message.get("content"))
+
+
+def find_evidence(conversations: list[Conversation]) -> Evidence | None:
+    """The first telling message of a log (tau2's `simulations` tells at once), or None."""
+    if conversations and conversations[0].container == "simulations":
+        return Evidence("tau2", conversations[0], None, '"simulations"')
+    for conversation in conversations:
+        for position, message in enumerate(conversation.messages):
+            found = _message_marker(message)
+            if found is not None:
+                return Evidence(found[0], conversation, position, found[1])
+    return None
+
+
+def detect_format(conversations: list[Conversation]) -> str:
+    """The format of a log, for `auto`; an input error when no message tells."""
+    evidence = find_evidence(conversations)
+    if evidence is None:
+        path = conversations[0].path if conversations else "-"
+        raise InputError(
+            path,
+            None,
+            "cannot detect the format: no message holds a tool call or reply "
+            "(name the format instead of auto)",
+        )
+    return evidence.format
+
+
+def check_format(conversations: list[Conversation], fmt: str) -> None:
+    """Refuse a log whose first telling message belongs to another format than the named one."""
+    evidence = find_evidence(conversations)
+    if evidence is None or evidence.format == fmt:
+        return
+    if evidence.message is None:
+        raise InputError(
+            evidence.conversation.path,
+            None,
+            f"this is a {evidence.format} file ({evidence.reason}), not {fmt}",
+        )
+    raise evidence.conversation.error(
+        evidence.message, f"{evidence.reason} belongs to the {evidence.format} format, not {fmt}"
+    )

@@ -1,0 +1,226 @@
+"""What every format shares: calls and replies as events, their mapping to records, and their pairing.
+
+A format module turns one conversation's messages into `ToolCall` and `ToolReply` events in message
+order; `pair_events` turns those into records. A reply pairs with the earliest earlier call still
+waiting for a reply whose id equals the reply's; an id missing on either side matches any call. So
+unique ids pair by id, and missing or repeated ids (real gpt-4o logs reuse them) pair by order.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
+
+__all__ = [
+    "CallId",
+    "Event",
+    "ToolCall",
+    "ToolReply",
+    "Note",
+    "ImportedCall",
+    "ConversionWarning",
+    "MISSING",
+    "NO_RESPONSE",
+    "pair_events",
+    "parse_arguments",
+    "reply_response",
+    "flag_error",
+    "content_text",
+]
+
+CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source has none
+MISSING: Any = object()  # a field the source message does not have
+NO_RESPONSE = {"error": "no recorded response"}
+_TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A call as the source wrote it: `arguments` is the raw value (a JSON string, an object, ...)."""
+
+    call_id: CallId
+    tool: str
+    arguments: Any
+    message: int
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A reply, already mapped to its response object."""
+
+    call_id: CallId
+    response: dict[str, Any]
+    message: int
+
+
+@dataclass(frozen=True)
+class Note:
+    """Something in a message that is not imported, said as a warning (e.g. a built-in tool call)."""
+
+    text: str
+    message: int
+
+
+Event = ToolCall | ToolReply | Note
+
+
+@dataclass(frozen=True)
+class ImportedCall:
+    """One record of an imported session, before its index is written."""
+
+    tool: str
+    args: dict[str, Any]
+    response: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ConversionWarning:
+    """Something the import changed or dropped; renders as `PATH:LINE: message` like an input error."""
+
+    path: str
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        if self.line is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def parse_arguments(value: Any) -> tuple[dict[str, Any], str | None]:
+    """The args object of a call, and why it was kept as `_raw_arguments` (None when it was not)."""
+    if value is MISSING or value is None:
+        return {}, None
+    if isinstance(value, dict):
+        return value, None
+    if not isinstance(value, str):
+        return {"_raw_arguments": value}, "arguments are not a JSON object"
+    try:
+        parsed = parse_json(value)
+    except JSONTextError:
+        return {"_raw_arguments": value}, "arguments are not valid JSON"
+    if not isinstance(parsed, dict):
+        return {"_raw_arguments": value}, "arguments are not a JSON object"
+    return parsed, None
+
+
+def content_text(content: Any) -> str | None:
+    """The text of a reply's content: a string, or text parts joined by newlines; None if not text."""
+    if content is MISSING or content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+        isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str)
+        for part in content
+    ):
+        return "\n".join(part["text"] for part in content)
+    return None
+
+
+def reply_response(content: Any, error: bool) -> dict[str, Any]:
+    """A reply's response: its text's JSON object, else {"text": TEXT}; other content as {"content": ...}."""
+    text = content_text(content)
+    if text is None:
+        return flag_error({"content": content}, error, {"content": content})
+    try:
+        parsed = parse_json(text)
+    except JSONTextError:
+        parsed = None
+    if isinstance(parsed, dict):
+        return flag_error(parsed, error, {"text": text})
+    return flag_error({"text": text}, error, {"text": text})
+
+
+def flag_error(response: dict[str, Any], error: bool, fallback: dict[str, Any]) -> dict[str, Any]:
+    """Add `"error": true` in front when the source flags an error; a response that already has an
+    `error` field is not merged into: the fallback form is flagged instead."""
+    if not error:
+        return response
+    if "error" in response:
+        return {"error": True, **fallback}
+    return {"error": True, **response}
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:56] + '..."'
+
+
+@dataclass
+class _Pending:
+    call: ToolCall
+    index: int
+
+
+def _warn(conversation: Conversation, message: int, text: str) -> ConversionWarning:
+    return ConversionWarning(
+        conversation.path, conversation.line_of(message), f"{conversation.where(message)}: {text}"
+    )
+
+
+def pair_events(
+    conversation: Conversation, events: Iterable[Event], warnings: list[ConversionWarning]
+) -> list[ImportedCall]:
+    """Records of one conversation, in call order; appends what was changed or dropped to `warnings`."""
+    found: list[tuple[int, ConversionWarning]] = []
+    calls: list[_Pending] = []
+    responses: list[dict[str, Any] | None] = []
+    waiting: list[_Pending] = []
+    for event in events:
+        if isinstance(event, ToolCall):
+            pending = _Pending(event, len(calls))
+            calls.append(pending)
+            responses.append(None)
+            waiting.append(pending)
+            continue
+        if isinstance(event, Note):
+            found.append((event.message, _warn(conversation, event.message, event.text)))
+            continue
+        match = next(
+            (
+                p
+                for p in waiting
+                if event.call_id is None or p.call.call_id is None or p.call.call_id == event.call_id
+            ),
+            None,
+        )
+        if match is None:
+            named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
+            found.append(
+                (
+                    event.message,
+                    _warn(conversation, event.message, f"{named} matches no earlier call; dropped"),
+                )
+            )
+            continue
+        waiting.remove(match)
+        responses[match.index] = event.response
+    records = []
+    for pending, response in zip(calls, responses, strict=True):
+        call = pending.call
+        label = f"call {pending.index} ({call.tool})"
+        args, problem = parse_arguments(call.arguments)
+        if problem is not None:
+            kept = f'kept as {{"_raw_arguments": {_shown(call.arguments)}}}'
+            found.append((call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}")))
+        if response is None:
+            found.append(
+                (
+                    call.message,
+                    _warn(
+                        conversation,
+                        call.message,
+                        f"{label}: no reply; response set to {json.dumps(NO_RESPONSE)}",
+                    ),
+                )
+            )
+            response = dict(NO_RESPONSE)
+        records.append(ImportedCall(call.tool, args, response))
+    found.sort(key=lambda item: item[0])  # stable: a call's own warnings keep their order
+    warnings.extend(warning for _, warning in found)
+    return records
