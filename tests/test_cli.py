@@ -431,3 +431,16 @@ class UsageErrorTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class JobsOptionTest(unittest.TestCase):
+    def test_jobs_must_be_a_positive_integer(self) -> None:
+        for value in ("0", "-1", "two"):
+            code, out, err = run("replay", "--jobs", value, "samples/session-dirty.jsonl")
+            self.assertEqual((code, out), (2, ""))
+            self.assertEqual(err, f"error: argument --jobs: must be a positive integer, not '{value}'\n")
+
+    def test_jobs_do_not_change_the_report(self) -> None:
+        reference = run("replay", "samples/session-dirty.jsonl")
+        for jobs in ("1", "2"):
+            self.assertEqual(run("replay", "--jobs", jobs, "samples/session-dirty.jsonl"), reference)

@@ -261,3 +261,27 @@ class ReportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CallTableTest(unittest.TestCase):
+    """The 32-byte-a-call table must answer exactly like a dict, through many resizes."""
+
+    def test_matches_a_dict_through_growth(self) -> None:
+        import random
+        from hashlib import blake2b
+
+        from toolreplay.replay import _CallTable
+
+        table, reference = _CallTable(), {}
+        rng = random.Random(7)
+        for index in range(60000):
+            key = blake2b(str(rng.randrange(30000)).encode(), digest_size=16).digest()
+            response = rng.randrange(3)
+            expected = reference.get(key)
+            self.assertEqual(table.visit(key, response, index), None if expected is None else tuple(expected))
+            if expected is None:
+                reference[key] = [response, index, index]
+            else:
+                expected[2] = index
+        self.assertEqual(table.visit(bytes(16), 5, 60000), None)  # the all-zero digest is a key like any other
+        self.assertEqual(table.visit(bytes(16), 6, 60001), (5, 60000, 60000))

@@ -18,13 +18,14 @@ from toolreplay.errors import ToolReplayError, UsageError
 
 __all__ = ["main", "entry_point"]
 
-# One module per family of commands; each adds its own subcommands.
-_COMMAND_MODULES = (
-    "toolreplay.cli.audit",
-    "toolreplay.cli.demo",
-    "toolreplay.cli.evaluate",
-    "toolreplay.cli.importing",
-)
+# One module per family of commands; each adds its own subcommands (named here so that a run of one
+# command imports only its own module: `replay` has no use for the evaluator or the importers).
+_COMMAND_MODULES = {
+    "toolreplay.cli.audit": ("version", "replay", "scope", "seal", "verify"),
+    "toolreplay.cli.demo": ("demo",),
+    "toolreplay.cli.evaluate": ("eval",),
+    "toolreplay.cli.importing": ("import",),
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,12 +35,13 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Build the full argument parser with every registered command."""
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """Build the argument parser: every command, or only the module that defines `command`."""
     parser = _Parser(prog="toolreplay", description="Audit, guard and evaluate the tool calls of AI agents.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
-    for name in _COMMAND_MODULES:
+    modules = [name for name, commands in _COMMAND_MODULES.items() if command in commands]
+    for name in modules or _COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
     return parser
 
@@ -48,7 +50,8 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
     """Run one command; return its exit code (0 clean, 1 findings, 2 usage or input error)."""
     io = io or IO.from_sys()
     try:
-        args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+        arguments = list(sys.argv[1:] if argv is None else argv)
+        args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
         code: int = args.run(args, io)
         return code
     except ToolReplayError as exc:
