@@ -9,7 +9,7 @@ ECMAScript shortest form. The session parser has a faster route for the common c
 from __future__ import annotations
 
 import math
-from json.encoder import encode_basestring  # type: ignore[attr-defined]
+from json.encoder import encode_basestring
 from typing import Any
 
 __all__ = ["CanonicalError", "canonical_json", "canonical_bytes", "format_number"]

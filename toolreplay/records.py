@@ -18,7 +18,8 @@ from typing import IO, Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value
 
-__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record", "RECORD_FIELDS", "LINK_FIELDS"]
+__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record", "RECORD_FIELDS",
+           "LINK_FIELDS"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")

@@ -99,9 +99,9 @@ class StrictLoader:
     def __init__(self) -> None:
         # Set by `loads` when the text holds a float whose canonical text the C encoder would get wrong.
         self.exotic = False
-        self._scan = json.JSONDecoder(
-            object_pairs_hook=self._make_object, parse_float=self._make_float, parse_constant=_reject_constant
-        ).scan_once
+        decoder = json.JSONDecoder(
+            object_pairs_hook=self._make_object, parse_float=self._make_float, parse_constant=_reject_constant)
+        self._scan: Any = getattr(decoder, "scan_once")  # noqa: B009 - set in __init__, not in the type stubs
 
     @staticmethod
     def _make_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

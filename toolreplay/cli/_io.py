@@ -42,9 +42,11 @@ class IO:
     def out(self) -> str:
         """Everything written to an in-memory stdout so far."""
         self.stdout.flush()
-        buffer = getattr(self.stdout, "buffer")
-        return str(buffer.getvalue().decode("utf-8"))
+        buffer = self.stdout.buffer
+        assert isinstance(buffer, _io.BytesIO), "out() reads an IO.memory() stream"
+        return buffer.getvalue().decode("utf-8")
 
     def err(self) -> str:
         """Everything written to an in-memory stderr so far."""
-        return str(getattr(self.stderr, "getvalue")())
+        assert isinstance(self.stderr, _io.StringIO), "err() reads an IO.memory() stream"
+        return self.stderr.getvalue()

@@ -14,7 +14,14 @@ from toolreplay.chunks import read_facts
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.policy import load_policy
-from toolreplay.render import chain_json, chain_text, iter_replay_json, iter_replay_text, iter_scope_json, iter_scope_text
+from toolreplay.render import (
+    chain_json,
+    chain_text,
+    iter_replay_json,
+    iter_replay_text,
+    iter_scope_json,
+    iter_scope_text,
+)
 from toolreplay.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
 from toolreplay.scope import audit_tool_facts, tool_fact
 
