@@ -149,13 +149,13 @@ class LibraryTest(unittest.TestCase):
 
 # (format, input, exact error message) - input that is not JSON or not the named format.
 ERRORS = [
-    ("openai-chat", b'[{"role": "user"', "<stdin>:1: not valid JSON: Expecting ',' delimiter (column 17)"),
-    ("openai-chat", b'{"a": 1}\n{"a": 2', "<stdin>:2: not valid JSON: Expecting ',' delimiter (column 8)"),
+    ("openai-chat", b'[{"role": "user"', "<stdin>:1: invalid JSON: Expecting ',' delimiter (column 17)"),
+    ("openai-chat", b'{"a": 1}\n{"a": 2', "<stdin>:2: invalid JSON: Expecting ',' delimiter (column 8)"),
     ("openai-chat", b'{"a": 1, "a": 2}', '<stdin>: duplicate key "a"'),
     (
         "openai-chat",
         b'[\n  {"role": "user"},\n  {"role": "tool" "content": "x"}\n]',
-        "<stdin>:3: not valid JSON: Expecting ',' delimiter (column 19)",
+        "<stdin>:3: invalid JSON: Expecting ',' delimiter (column 19)",
     ),
     ("openai-chat", b"[NaN]", "<stdin>: NaN is not allowed in JSON"),
     (

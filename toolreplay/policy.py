@@ -13,8 +13,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolreplay.errors import InputError, UsageError
-from toolreplay.strictjson import JSONLineError, StrictLoader
+from toolreplay.errors import InputError
+from toolreplay.strictjson import read_json_file
 
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 
@@ -90,19 +90,7 @@ def parse_policy(obj: Any) -> Policy:
 
 def load_policy(path: str) -> Policy:
     """Read and validate a permission file; errors name the file (and line, for invalid JSON)."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not valid UTF-8") from None
-    try:
-        obj = StrictLoader().loads(text)
-    except JSONLineError as exc:
-        raise InputError(path, exc.lineno, str(exc)) from None
+    obj = read_json_file(path)
     try:
         return parse_policy(obj)
     except ValueError as exc:

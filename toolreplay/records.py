@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value
+from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record", "RECORD_FIELDS",
            "LINK_FIELDS"]
@@ -90,24 +90,10 @@ def open_input(path: str, stdin: IO[bytes] | None = None) -> Iterator[IO[bytes]]
         yield handle
 
 
-def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _check_fields(obj: Any, sealed: bool | None) -> bool:
     """Check the field set; return whether the line is a sealed link."""
     if not isinstance(obj, dict):
-        raise JSONLineError(f"record must be a JSON object, not {_type_name(obj)}")
+        raise JSONLineError(f"record must be a JSON object, not {json_type_name(obj)}")
     keys = obj.keys()
     if keys == _LINK_SET:
         is_link = True
@@ -131,18 +117,18 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
     index = obj["index"]
     if type(index) is not int:
         shown = "a number with a fraction or exponent" if isinstance(index, (int, float)) and not isinstance(
-            index, bool) else _type_name(index)
+            index, bool) else json_type_name(index)
         raise JSONLineError(f"field \"index\" must be an integer, not {shown}")
     if index < 0:
         raise JSONLineError(f"field \"index\" must not be negative, got {index}")
     tool = obj["tool"]
     if not isinstance(tool, str):
-        raise JSONLineError(f"field \"tool\" must be a string, not {_type_name(tool)}")
+        raise JSONLineError(f"field \"tool\" must be a string, not {json_type_name(tool)}")
     if not tool:
         raise JSONLineError("field \"tool\" must not be empty")
     for field in ("args", "response"):
         if not isinstance(obj[field], dict):
-            raise JSONLineError(f"field \"{field}\" must be an object, not {_type_name(obj[field])}")
+            raise JSONLineError(f"field \"{field}\" must be an object, not {json_type_name(obj[field])}")
     if is_link:
         for field in ("prev", "digest"):
             value = obj[field]

@@ -16,8 +16,9 @@ from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-
 from typing import Any
 
 from toolreplay.canonical import canonical_json
+from toolreplay.errors import InputError, UsageError
 
-__all__ = ["JSONLineError", "StrictLoader", "canonical_value"]
+__all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file"]
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # CPython stores a string with 1, 2 or 4 bytes a character, 4 only when one lies beyond U+FFFF; its
@@ -89,6 +90,38 @@ def canonical_value(value: Any, fast: bool) -> bytes:
     return text.encode("utf-8")
 
 
+def json_type_name(value: Any) -> str:
+    """The JSON name of a parsed value's type, for error messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object" if isinstance(value, dict) else type(value).__name__
+
+
+def read_json_file(path: str) -> Any:
+    """Read one strict JSON document from a file; errors name the file (and the line, for bad JSON)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, None, "not valid UTF-8") from None
+    try:
+        return StrictLoader().loads(text)
+    except JSONLineError as exc:
+        raise InputError(path, exc.lineno, str(exc)) from None
+
+
 def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
@@ -96,7 +129,10 @@ def _reject_constant(name: str) -> Any:
 class StrictLoader:
     """Parses lines strictly and turns parsed values into canonical UTF-8 bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_floats: bool = False) -> None:
+        """`keep_floats`: parse every non-integer number as a Python float, as `json` does, so that
+        re-encoding the value with `json.dumps` writes `100.0` back as `100.0` (the importers need it)."""
+        self._keep_floats = keep_floats
         # Set by `loads` when the text holds a float whose canonical text the C encoder would get wrong.
         self.exotic = False
         decoder = json.JSONDecoder(
@@ -118,6 +154,9 @@ class StrictLoader:
         value = float(text)
         if value in (float("inf"), float("-inf")):
             raise JSONLineError(f"number {text[:40]} overflows a double")
+        if self._keep_floats:
+            self.exotic = True
+            return value
         shown = repr(value)
         if "e" in shown:
             self.exotic = True

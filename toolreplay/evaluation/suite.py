@@ -24,7 +24,7 @@ from typing import Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.evaluation.metrics import MATCH_MODES, ExpectedCall
 from toolreplay.evaluation.tools import ModuleTools, ToolSource, load_cassette
-from toolreplay.strictjson import JSONLineError, StrictLoader
+from toolreplay.strictjson import json_type_name, read_json_file
 
 __all__ = ["Case", "Suite", "load_suite", "parse_suite"]
 
@@ -60,23 +60,9 @@ class _Invalid(ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object" if isinstance(value, dict) else type(value).__name__
-
-
 def _check_fields(obj: Any, where: str, known: tuple[str, ...], required: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(obj, dict):
-        raise _Invalid(where, f"{'must be' if where else 'a suite must be'} an object, not {_json_type(obj)}")
+        raise _Invalid(where, f"{'must be' if where else 'a suite must be'} an object, not {json_type_name(obj)}")
     for key in obj:
         if key not in known:
             raise _Invalid(where, f"unknown field {json.dumps(key)} (known: {', '.join(known)})")
@@ -109,12 +95,12 @@ def _expected_call(value: Any, where: str, tools: frozenset[str]) -> ExpectedCal
         tool, args = value["tool"], value.get("args")
         tool_where = f"{where}.tool"
         if not isinstance(tool, str):
-            raise _Invalid(tool_where, f"must be a tool name (string), not {_json_type(tool)}")
+            raise _Invalid(tool_where, f"must be a tool name (string), not {json_type_name(tool)}")
         if "args" in value and not isinstance(args, dict):
-            raise _Invalid(f"{where}.args", f"must be an object, not {_json_type(args)}")
+            raise _Invalid(f"{where}.args", f"must be an object, not {json_type_name(args)}")
     else:
         raise _Invalid(where, f"must be a tool name or an object with \"tool\" and optional \"args\", "
-                              f"not {_json_type(value)}")
+                              f"not {json_type_name(value)}")
     if tool not in tools:
         known = ", ".join(sorted(tools))
         raise _Invalid(tool_where, f"{json.dumps(tool)} is not a tool of this suite (tools: {known})")
@@ -129,7 +115,7 @@ def _case(obj: Any, where: str, tools: frozenset[str]) -> Case:
                                       "starting with a letter or digit")
     expected_tools = fields["expected_tools"]
     if not isinstance(expected_tools, list):
-        raise _Invalid(f"{where}.expected_tools", f"must be an array, not {_json_type(expected_tools)}")
+        raise _Invalid(f"{where}.expected_tools", f"must be an array, not {json_type_name(expected_tools)}")
     match = fields.get("match")
     if "match" in fields and match not in MATCH_MODES:
         raise _Invalid(f"{where}.match", f"must be one of {', '.join(MATCH_MODES)}, not {json.dumps(match)}")
@@ -204,17 +190,4 @@ def parse_suite(obj: Any, path: str) -> Suite:
 
 def load_suite(path: str) -> Suite:
     """Read and validate a suite file (strict JSON); an unreadable file is a UsageError."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not valid UTF-8") from None
-    try:
-        obj = StrictLoader().loads(text)
-    except JSONLineError as exc:
-        raise InputError(path, exc.lineno, str(exc)) from None
-    return parse_suite(obj, path)
+    return parse_suite(read_json_file(path), path)

@@ -13,62 +13,23 @@ own, it is read as JSON Lines. Then (README, "Where conversations are"):
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
+from toolreplay.strictjson import JSONLineError, StrictLoader
 
 __all__ = ["Conversation", "find_conversations", "parse_json", "JSONTextError"]
 
 _CONVERSATION_KEYS = ("messages", "traj")
 
 
-class JSONTextError(ValueError):
-    """A text that is not strict JSON: duplicate keys, NaN/Infinity, overflow, or bad syntax."""
-
-    def __init__(self, message: str, lineno: int | None = None) -> None:
-        super().__init__(message)
-        self.lineno = lineno
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for key, _ in pairs:
-            if key in seen:
-                raise JSONTextError(f"duplicate key {json.dumps(key)[:60]}")
-            seen.add(key)
-    return obj
-
-
-def _constant(name: str) -> Any:
-    raise JSONTextError(f"{name} is not allowed in JSON")
-
-
-def _float(text: str) -> float:
-    value = float(text)
-    if value in (float("inf"), float("-inf")):
-        raise JSONTextError(f"number {text[:40]} overflows a double")
-    return value
-
-
-_DECODE = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_float=_float).decode
+JSONTextError = JSONLineError  # the importers' name for it
 
 
 def parse_json(text: str) -> Any:
-    """Parse one JSON text strictly (values keep their Python `json` types, so re-encoding is faithful)."""
-    try:
-        return _DECODE(text)
-    except json.JSONDecodeError as exc:
-        raise JSONTextError(f"not valid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
-    except RecursionError:
-        raise JSONTextError("JSON nested too deeply") from None
-    except JSONTextError:
-        raise
-    except ValueError as exc:  # an integer longer than the interpreter converts
-        raise JSONTextError(f"invalid number: {exc}") from None
+    """Parse one JSON text strictly; floats stay floats, so re-encoding with `json.dumps` is faithful."""
+    return StrictLoader(keep_floats=True).loads(text)
 
 
 @dataclass(frozen=True)
