@@ -107,6 +107,29 @@ class ParallelMatchesSerialTest(unittest.TestCase):
             self.assertIn("sealed link in a file of plain records", str(self.assert_same(
                 b"".join(plain[:position] + links[position:position + 1] + plain[position + 1:]))))
 
+    def test_random_damage_gives_the_same_outcome(self) -> None:
+        import random
+
+        rng = random.Random(2026)
+        pristine = _session(40)
+        for _ in range(60):
+            data = bytearray(pristine)
+            for _ in range(rng.randint(1, 3)):
+                position = rng.randrange(len(data))
+                action = rng.randrange(4)
+                if action == 0:
+                    data[position] = rng.choice(b'{}[]",:\n 0x\xff')
+                elif action == 1:
+                    del data[position]
+                elif action == 2:
+                    data[position:position] = rng.choice([b"\n", b'"a": 1, ', b"\r", b"\xef\xbb\xbf"])
+                else:
+                    lines = bytes(data).splitlines(keepends=True)
+                    i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+                    lines[i], lines[j] = lines[j], lines[i]
+                    data = bytearray(b"".join(lines))
+            self.assert_same(bytes(data))
+
     def test_links_keep_their_own_numbering(self) -> None:
         path = self.write(_session(30))
         with open(path, "rb") as handle:
