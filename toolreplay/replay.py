@@ -18,6 +18,7 @@ DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_
 _SLOT = struct.Struct("<16sQII")  # call digest, first response digest, first index, latest index
 _EMPTY = bytes(16)
 _MAX_INDEX = (1 << 32) - 1
+_FIRST_SLOTS = 128  # per part: 1 MB in all to start with, and no resizing below ~25,000 distinct calls
 
 
 class _CallTable:
@@ -29,7 +30,7 @@ class _CallTable:
     """
 
     def __init__(self) -> None:
-        self._tables = [bytearray(16 * _SLOT.size) for _ in range(256)]
+        self._tables = [bytearray(_FIRST_SLOTS * _SLOT.size) for _ in range(256)]
         self._used = [0] * 256
 
     def visit(self, key: bytes, response: int, index: int) -> tuple[int, int, int] | None:
@@ -59,8 +60,7 @@ class _CallTable:
     def _grow(self, part: int, slots: int) -> None:
         old = self._tables[part]
         table = self._tables[part] = bytearray(slots * _SLOT.size)
-        for offset in range(0, len(old), _SLOT.size):
-            entry = _SLOT.unpack_from(old, offset)
+        for entry in _SLOT.iter_unpack(old):
             if entry[0] != _EMPTY:
                 position = hash(entry[0]) % slots
                 while _SLOT.unpack_from(table, position * _SLOT.size)[0] != _EMPTY:

@@ -81,6 +81,8 @@ def _has_astral_key(value: Any) -> bool:
 
 def canonical_value(value: Any, fast: bool) -> bytes:
     """Canonical UTF-8 bytes of a value; `fast` when it was parsed by StrictLoader and held no exotic float."""
+    if type(value) is str:
+        return encode_basestring(value).encode("utf-8")
     if fast and _c_encode is not None:
         text = "".join(_c_encode(value, 0))
         if not text.isascii() and _may_hold_astral(text) and _has_astral_key(value):
