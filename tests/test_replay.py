@@ -267,6 +267,15 @@ class CallTableTest(unittest.TestCase):
     """The 32-byte-a-call table must answer exactly like a dict, through many resizes."""
 
     def test_matches_a_dict_through_growth(self) -> None:
+        self.check_against_a_dict()
+
+    def test_matches_a_dict_when_growing_by_half(self) -> None:
+        from unittest import mock
+
+        with mock.patch("toolreplay.replay._DOUBLING_LIMIT", 128):
+            self.check_against_a_dict()
+
+    def check_against_a_dict(self) -> None:
         import random
         from hashlib import blake2b
 
@@ -275,7 +284,7 @@ class CallTableTest(unittest.TestCase):
         table, reference = _CallTable(), {}
         rng = random.Random(7)
         for index in range(60000):
-            key = blake2b(str(rng.randrange(30000)).encode(), digest_size=16).digest()
+            key = blake2b(str(rng.randrange(30000)).encode(), digest_size=15).digest() + b"\x01"
             response = rng.randrange(3)
             expected = reference.get(key)
             self.assertEqual(table.visit(key, response, index), None if expected is None else tuple(expected))
@@ -283,5 +292,6 @@ class CallTableTest(unittest.TestCase):
                 reference[key] = [response, index, index]
             else:
                 expected[2] = index
-        self.assertEqual(table.visit(bytes(16), 5, 60000), None)  # the all-zero digest is a key like any other
-        self.assertEqual(table.visit(bytes(16), 6, 60001), (5, 60000, 60000))
+        zero = bytes(15) + b"\x01"  # the all-zero digest is a key like any other
+        self.assertEqual(table.visit(zero, 5, 60000), None)
+        self.assertEqual(table.visit(zero, 6, 60001), (5, 60000, 60000))

@@ -15,57 +15,61 @@ __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "audit_replay", "audi
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
-_SLOT = struct.Struct("<16sQII")  # call digest, first response digest, first index, latest index
-_EMPTY = bytes(16)
+_SLOT = struct.Struct("<16sQII")  # call key, first response digest, first index, latest index
+_VALUE = struct.Struct("<QII")  # the slot after its key
+_LATEST = struct.Struct("<I")  # the slot's last field
+_POSITION = struct.Struct("<Q")  # read from a key's bytes 1-8 (byte 0 picks the part)
+_SIZE = _SLOT.size
 _MAX_INDEX = (1 << 32) - 1
 _FIRST_SLOTS = 128  # per part: 1 MB in all to start with, and no resizing below ~25,000 distinct calls
+_DOUBLING_LIMIT = 4096  # a part doubles while smaller (fewer rehashes), then grows by half (less memory)
 
 
 class _CallTable:
     """What replay remembers per distinct call, in 32 bytes: no Python object per call.
 
-    Open addressing with linear probing over 256 bytearrays picked by the digest's first byte, each
-    grown by half when 3/4 full (so between 1/2 and 3/4 full: 43 to 64 bytes a call), and a resize
-    never holds more than 1/256 of the table twice.
+    Open addressing with linear probing over 256 bytearrays picked by the key's first byte. A part
+    that is 3/4 full doubles while small (each rehash is a Python loop, so fewer of them) and grows by
+    half from 4096 slots on (about 800,000 distinct calls in all), so a large table stays between 1/2
+    and 3/4 full: 43 to 64 bytes a call. A resize never holds more than 1/256 of the table twice. A key is 16 bytes whose last byte is not zero
+    (`call_fact` makes them so): a zero there marks an empty slot.
     """
 
     def __init__(self) -> None:
-        self._tables = [bytearray(_FIRST_SLOTS * _SLOT.size) for _ in range(256)]
+        self._tables = [bytearray(_FIRST_SLOTS * _SIZE) for _ in range(256)]
         self._used = [0] * 256
 
     def visit(self, key: bytes, response: int, index: int) -> tuple[int, int, int] | None:
         """Record a call at `index`; for a call seen before, return (first response, first index, latest index)."""
         if index > _MAX_INDEX:
             raise ToolReplayError(f"replay supports sessions of up to {_MAX_INDEX + 1} calls")
-        if key == _EMPTY:  # the empty-slot marker; a real digest is all zeros with probability 2**-128
-            key = bytes(15) + b"\x01"
         part = key[0]
         table = self._tables[part]
-        slots = len(table) // _SLOT.size
-        position = hash(key) % slots
+        slots = len(table) // _SIZE
+        position = _POSITION.unpack_from(key, 1)[0] % slots
         while True:
-            offset = position * _SLOT.size
-            found, first_response, first, latest = _SLOT.unpack_from(table, offset)
-            if found == key:
-                _SLOT.pack_into(table, offset, key, first_response, first, index)
-                return first_response, first, latest
-            if found == _EMPTY:
+            offset = position * _SIZE
+            if not table[offset + 15]:
                 _SLOT.pack_into(table, offset, key, response, index, index)
                 self._used[part] += 1
                 if self._used[part] * 4 > slots * 3:
-                    self._grow(part, slots + slots // 2)
+                    self._grow(part, 2 * slots if slots < _DOUBLING_LIMIT else slots + slots // 2)
                 return None
+            if table.startswith(key, offset):
+                earlier: tuple[int, int, int] = _VALUE.unpack_from(table, offset + 16)
+                _LATEST.pack_into(table, offset + 28, index)
+                return earlier
             position = position + 1 if position + 1 < slots else 0
 
     def _grow(self, part: int, slots: int) -> None:
         old = self._tables[part]
-        table = self._tables[part] = bytearray(slots * _SLOT.size)
-        for entry in _SLOT.iter_unpack(old):
-            if entry[0] != _EMPTY:
-                position = hash(entry[0]) % slots
-                while _SLOT.unpack_from(table, position * _SLOT.size)[0] != _EMPTY:
+        table = self._tables[part] = bytearray(slots * _SIZE)
+        for offset in range(0, len(old), _SIZE):
+            if old[offset + 15]:
+                position = _POSITION.unpack_from(old, offset + 1)[0] % slots
+                while table[position * _SIZE + 15]:
                     position = position + 1 if position + 1 < slots else 0
-                _SLOT.pack_into(table, position * _SLOT.size, *entry)
+                table[position * _SIZE:(position + 1) * _SIZE] = old[offset:offset + _SIZE]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +85,9 @@ CallFact = tuple[int, str, bytes, int]
 
 
 def call_fact(record: Record) -> CallFact:
-    """What replay keeps of a record: index, tool, a 16-byte digest of the call, a 64-bit one of the response."""
-    return (record.index, record.tool, blake2b(record.canonical_call, digest_size=16).digest(),
+    """What replay keeps of a record: index, tool, a 16-byte key of the call (a 120-bit digest and a
+    marker byte), a 64-bit digest of the response."""
+    return (record.index, record.tool, blake2b(record.canonical_call, digest_size=15).digest() + b"\x01",
             int.from_bytes(blake2b(record.canonical_response, digest_size=8).digest(), "little"))
 
 
