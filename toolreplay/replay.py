@@ -21,7 +21,7 @@ _LATEST = struct.Struct("<I")  # the slot's last field
 _POSITION = struct.Struct("<Q")  # read from a key's bytes 1-8 (byte 0 picks the part)
 _SIZE = _SLOT.size
 _MAX_INDEX = (1 << 32) - 1
-_FIRST_SLOTS = 128  # per part: 1 MB in all to start with, and no resizing below ~25,000 distinct calls
+_FIRST_SLOTS = 128  # slots per part to start with: 1 MB in all
 _DOUBLING_LIMIT = 4096  # a part doubles while smaller (fewer rehashes), then grows by half (less memory)
 
 
@@ -31,8 +31,9 @@ class _CallTable:
     Open addressing with linear probing over 256 bytearrays picked by the key's first byte. A part
     that is 3/4 full doubles while small (each rehash is a Python loop, so fewer of them) and grows by
     half from 4096 slots on (about 800,000 distinct calls in all), so a large table stays between 1/2
-    and 3/4 full: 43 to 64 bytes a call. A resize never holds more than 1/256 of the table twice. A key is 16 bytes whose last byte is not zero
-    (`call_fact` makes them so): a zero there marks an empty slot.
+    and 3/4 full: 43 to 64 bytes a call. A resize never holds more than 1/256 of the table twice.
+    A key is 16 bytes whose last byte is not zero (`call_fact` makes them so): a zero there marks an
+    empty slot.
     """
 
     def __init__(self) -> None:
