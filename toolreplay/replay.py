@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from hashlib import blake2b
+from hashlib import sha256
 
 from toolreplay.errors import ToolReplayError
 from toolreplay.findings import FindingList
@@ -21,6 +21,7 @@ _LATEST = struct.Struct("<I")  # the slot's last field
 _POSITION = struct.Struct("<Q")  # read from a key's bytes 1-8 (byte 0 picks the part)
 _SIZE = _SLOT.size
 _MAX_INDEX = (1 << 32) - 1
+_HASH_MASK = (1 << 64) - 1
 _FIRST_SLOTS = 128  # slots per part to start with: 1 MB in all
 _DOUBLING_LIMIT = 4096  # a part doubles while smaller (fewer rehashes), then grows by half (less memory)
 
@@ -86,10 +87,14 @@ CallFact = tuple[int, str, bytes, int]
 
 
 def call_fact(record: Record) -> CallFact:
-    """What replay keeps of a record: index, tool, a 16-byte key of the call (a 120-bit digest and a
-    marker byte), a 64-bit digest of the response."""
-    return (record.index, record.tool, blake2b(record.canonical_call, digest_size=15).digest() + b"\x01",
-            int.from_bytes(blake2b(record.canonical_response, digest_size=8).digest(), "little"))
+    """What replay keeps of a record: index, tool, a 16-byte key of the call and a 64-bit digest of the response.
+
+    The key is 120 bits of the canonical call's SHA-256 and a marker byte. The response digest is
+    Python's own 64-bit hash of the canonical bytes: it is only compared within one run, and the
+    worker processes are forked, so they share the hash key of the process that merges their facts.
+    """
+    return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
+            hash(record.canonical_response) & _HASH_MASK)
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
