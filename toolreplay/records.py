@@ -155,7 +155,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise JSONLineError(f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at byte offset {exc.start})") from None
-            if not text.strip(_JSON_WHITESPACE):
+            if text[:1] != "{" and not text.strip(_JSON_WHITESPACE):
                 continue
             obj = loads(text)
             # Fast path: the expected field set with the expected types; anything else gets a precise message.

@@ -32,6 +32,8 @@ def _may_hold_astral(text: str) -> bool:
     return sys.getsizeof(text) >= _EMPTY_WIDE_SIZE + 4 * (len(text) + 1)
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
+_JSON_WHITESPACE = " \t\n\r"
+_INFINITY = float("inf")
 
 
 def _no_default(value: Any) -> Any:
@@ -154,16 +156,15 @@ class StrictLoader:
 
     def _make_float(self, text: str) -> Any:
         value = float(text)
-        if value in (float("inf"), float("-inf")):
+        magnitude = abs(value)
+        if magnitude == _INFINITY:
             raise JSONLineError(f"number {text[:40]} overflows a double")
         if self._keep_floats:
             self.exotic = True
-            return value
-        shown = repr(value)
-        if "e" in shown:
-            self.exotic = True
-        elif shown.endswith(".0"):
-            return _IntegralFloat(int(value))
+        elif magnitude < 1e16 and value.is_integer():
+            return _IntegralFloat(int(value))  # below 1e16 the double is exactly its shortest digits
+        elif not 1e-4 <= magnitude < 1e16:
+            self.exotic = True  # Python writes these with an exponent, unlike ECMAScript up to 1e21
         return value
 
     def loads(self, text: str) -> Any:
@@ -171,12 +172,12 @@ class StrictLoader:
         self.exotic = False
         try:
             try:
-                value, end = self._scan(text, _WHITESPACE.match(text, 0).end())  # type: ignore[union-attr]
+                start = 0 if text[:1] == "{" else _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
+                value, end = self._scan(text, start)
             except StopIteration as stop:
                 raise json.JSONDecodeError("Expecting value", text, stop.value) from None
-            end = _WHITESPACE.match(text, end).end()  # type: ignore[union-attr]
-            if end != len(text):
-                raise json.JSONDecodeError("Extra data", text, end)
+            if end != len(text) and text[end:].strip(_JSON_WHITESPACE):
+                raise json.JSONDecodeError("Extra data", text, _WHITESPACE.match(text, end).end())  # type: ignore
             return value
         except json.JSONDecodeError as exc:
             raise JSONLineError(f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
