@@ -15,17 +15,18 @@ At most two chunks per worker are in flight, so memory stays bounded whatever th
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
-from typing import IO, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError
 from toolreplay.records import STDIN_NAME, Record, iter_records, open_input
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 __all__ = ["read_facts", "default_jobs", "PARALLEL_MIN_BYTES", "CHUNK_BYTES"]
 
@@ -94,8 +95,13 @@ def _boundaries(path: str, chunk_bytes: int) -> Iterator[tuple[int, int]]:
             start = end
 
 
-def _fork_context() -> multiprocessing.context.BaseContext | None:
-    if not sys.platform.startswith("linux") or "fork" not in multiprocessing.get_all_start_methods():
+def _fork_context() -> Any:
+    """The `fork` start method where it is safe and cheap (Linux), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import multiprocessing  # only here: a small session should not pay for importing it
+
+    if "fork" not in multiprocessing.get_all_start_methods():
         return None
     return multiprocessing.get_context("fork")
 
@@ -114,20 +120,22 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
     `read_session` / `read_links`, raised once every fact before the bad line has been yielded.
     """
     jobs = default_jobs() if jobs is None else jobs
-    context = _fork_context()
-    parallel = (path != "-" and jobs > 1 and context is not None and os.path.isfile(path)
-                and os.path.getsize(path) >= min_parallel_bytes)
+    parallel = (path != "-" and jobs > 1 and os.path.isfile(path) and os.path.getsize(path) >= min_parallel_bytes)
+    context = _fork_context() if parallel else None
+    parallel = parallel and context is not None
     if not parallel:
         with open_input(path, stdin) as handle:
             yield from _serial(handle, STDIN_NAME if path == "-" else path, links, extract)
         return
     with open_input(path) as _:  # the same error as the serial path for an unreadable file
         pass
-    yield from _parallel(path, extract, links, jobs, chunk_bytes, context)  # type: ignore[arg-type]
+    yield from _parallel(path, extract, links, jobs, chunk_bytes, context)
 
 
 def _parallel(path: str, extract: Callable[[Record], T], links: bool, jobs: int, chunk_bytes: int,
-              context: multiprocessing.context.BaseContext) -> Iterator[T]:
+              context: Any) -> Iterator[T]:
+    from concurrent.futures import ProcessPoolExecutor
+
     executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
     pending: deque[Future[_Chunk]] = deque()
     ranges = _boundaries(path, chunk_bytes)
