@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from toolreplay.records import Record
+from toolreplay.records import Record, canonical_record_bytes
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact"]
@@ -19,21 +19,21 @@ def link_digest(prev: str, canonical_record: bytes) -> str:
     return hashlib.sha256(prev.encode("ascii") + canonical_record).hexdigest()
 
 
+def _link_bytes(index: int, tool: bytes, args: bytes, response: bytes, prev: str, digest: str) -> bytes:
+    return (b'{"index":' + str(index).encode() + b',"tool":' + tool + b',"args":' + args + b',"response":'
+            + response + b',"prev":"' + prev.encode("ascii") + b'","digest":"' + digest.encode("ascii") + b'"}\n')
+
+
 def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str) -> tuple[bytes, str]:
     """One link line (with its newline) from canonical parts, chained after `prev`; and its digest."""
-    number = str(index).encode()
-    digest = hashlib.sha256(prev.encode("ascii") + b'{"args":' + args + b',"index":' + number + b',"response":'
-                            + response + b',"tool":' + tool + b"}").hexdigest()
-    line = (b'{"index":' + number + b',"tool":' + tool + b',"args":' + args + b',"response":' + response
-            + b',"prev":"' + prev.encode("ascii") + b'","digest":"' + digest.encode("ascii") + b'"}\n')
-    return line, digest
+    digest = link_digest(prev, canonical_record_bytes(index, tool, args, response))
+    return _link_bytes(index, tool, args, response, prev, digest), digest
 
 
 def format_link(record: Record, prev: str, digest: str) -> bytes:
     """One link line (with its newline): the record in canonical form, then prev and digest."""
-    return (b'{"index":' + str(record.index).encode() + b',"tool":' + record.canonical_tool + b',"args":'
-            + record.canonical_args + b',"response":' + record.canonical_response + b',"prev":"'
-            + prev.encode() + b'","digest":"' + digest.encode() + b'"}\n')
+    return _link_bytes(record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
+                       prev, digest)
 
 
 SealFact = tuple[int, bytes, bytes, bytes]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError
-from toolreplay.records import STDIN_NAME, Record, iter_records, open_input
+from toolreplay.records import LINK_IN_PLAIN, PLAIN_IN_SEALED, STDIN_NAME, Record, iter_records, open_input
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -159,10 +159,7 @@ def _parallel(path: str, extract: Callable[[Record], T], links: bool, jobs: int,
             if chunk.first_line is not None:
                 where = line_offset + chunk.first_line
                 if sealed is not None and chunk.sealed != sealed:
-                    message = ("plain record in a sealed file (every line must be a link with prev and digest)"
-                               if sealed else
-                               "sealed link in a file of plain records (prev and digest are not record fields)")
-                    raise InputError(path, where, message)
+                    raise InputError(path, where, PLAIN_IN_SEALED if sealed else LINK_IN_PLAIN)
                 sealed = chunk.sealed
                 if not links and expected is not None and chunk.first_index != expected:
                     raise InputError(path, where, f"index {chunk.first_index} out of order: expected {expected}")

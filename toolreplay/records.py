@@ -18,8 +18,8 @@ from typing import IO, Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
-__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record", "RECORD_FIELDS",
-           "LINK_FIELDS"]
+__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
+           "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
@@ -28,6 +28,8 @@ _LINK_SET = frozenset(LINK_FIELDS)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
+PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
+LINK_IN_PLAIN = "sealed link in a file of plain records (prev and digest are not record fields)"
 
 
 @dataclass(slots=True)
@@ -72,8 +74,13 @@ class Record:
     @property
     def canonical_record(self) -> bytes:
         """Canonical bytes of the four-field record, as hashed by the chain."""
-        return (b'{"args":' + self.canonical_args + b',"index":' + str(self.index).encode() + b',"response":'
-                + self.canonical_response + b',"tool":' + self.canonical_tool + b"}")
+        return canonical_record_bytes(self.index, self.canonical_tool, self.canonical_args, self.canonical_response)
+
+
+def canonical_record_bytes(index: int, tool: bytes, args: bytes, response: bytes) -> bytes:
+    """The canonical four-field record from the canonical forms of its parts (keys in sorted order)."""
+    return (b'{"args":' + args + b',"index":' + str(index).encode() + b',"response":' + response + b',"tool":'
+            + tool + b"}")
 
 
 @contextmanager
@@ -108,8 +115,8 @@ def _check_fields(obj: Any, sealed: bool | None) -> bool:
         raise JSONLineError(f"missing field {json.dumps(missing[0])}")
     if sealed is not None and is_link != sealed:
         if sealed:
-            raise JSONLineError("plain record in a sealed file (every line must be a link with prev and digest)")
-        raise JSONLineError("sealed link in a file of plain records (prev and digest are not record fields)")
+            raise JSONLineError(PLAIN_IN_SEALED)
+        raise JSONLineError(LINK_IN_PLAIN)
     return is_link
 
 
