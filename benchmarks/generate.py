@@ -310,7 +310,7 @@ def _episode_calls(rng: random.Random) -> Iterator[_Call]:
 def generate_lines(count: int, seed: int = SEED) -> Iterator[str]:
     """Yield `count` session lines (without newlines) in the byte format of the real corpus."""
     rng = random.Random(seed)
-    dumps = json.JSONEncoder(allow_nan=False).encode  # what toolreplay.records.format_record writes
+    dumps = json.JSONEncoder(allow_nan=False).encode  # what toolreplay.format.records.format_record writes
     index = 0
     while index < count:
         for tool, args, response, _, _ in _episode_calls(rng):

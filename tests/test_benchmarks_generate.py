@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 
 import generate  # noqa: E402
 
-from toolreplay.records import format_record, read_session  # noqa: E402
+from toolreplay.format.records import format_record, read_session  # noqa: E402
 
 
 def _generate(count: int) -> bytes:

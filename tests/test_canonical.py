@@ -10,11 +10,11 @@ import struct
 import unittest
 from typing import Any
 
-from toolreplay.canonical import CanonicalError, canonical_bytes, canonical_json, format_number
-from toolreplay.chain import GENESIS, link_digest, seal_records
+from toolreplay.audit.chain import GENESIS, link_digest, seal_records
 from toolreplay.errors import InputError
-from toolreplay.records import read_session
-from toolreplay.strictjson import StrictLoader
+from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json, format_number
+from toolreplay.format.records import read_session
+from toolreplay.format.strictjson import StrictLoader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared")

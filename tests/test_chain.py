@@ -9,14 +9,14 @@ import os
 import unittest
 from typing import Any
 
-from toolreplay.canonical import canonical_json
-from toolreplay.chain import GENESIS, ChainReport, format_link, link_digest, seal_records, verify_chain
+from toolreplay.audit.chain import GENESIS, ChainReport, format_link, link_digest, seal_records, verify_chain
+from toolreplay.audit.render import chain_text, replay_text
+from toolreplay.audit.replay import audit_replay
+from toolreplay.audit.scope import audit_scope
 from toolreplay.errors import InputError
-from toolreplay.policy import load_policy
-from toolreplay.records import read_links, read_session
-from toolreplay.render import chain_text, replay_text
-from toolreplay.replay import audit_replay
-from toolreplay.scope import audit_scope
+from toolreplay.format.canonical import canonical_json
+from toolreplay.format.records import read_links, read_session
+from toolreplay.policy.model import load_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DIRTY = os.path.join(ROOT, "samples", "session-dirty.jsonl")

@@ -6,12 +6,12 @@ import os
 import tempfile
 import unittest
 
-from toolreplay.chain import link_fact, seal_fact, seal_records
-from toolreplay.chunks import _fork_context, read_facts
+from toolreplay.audit.chain import link_fact, seal_fact, seal_records
+from toolreplay.audit.replay import call_fact
+from toolreplay.audit.scope import tool_fact
 from toolreplay.errors import InputError
-from toolreplay.records import read_session
-from toolreplay.replay import call_fact
-from toolreplay.scope import tool_fact
+from toolreplay.format.chunks import _fork_context, read_facts
+from toolreplay.format.records import read_session
 
 
 def _record(index: int, tool: str = "read_file", **args: object) -> bytes:

@@ -9,9 +9,9 @@ import tempfile
 import unittest
 from unittest import mock
 
-from toolreplay.canonical import canonical_json
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.format.canonical import canonical_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -83,7 +83,7 @@ def _read(path: str) -> bytes:
 
 
 def _expected_seal(path: str) -> str:
-    """The sealed form of a session, computed independently of toolreplay.chain."""
+    """The sealed form of a session, computed independently of toolreplay.audit.chain."""
     out, prev = [], "0" * 64
     for line in _read(path).decode().splitlines():
         record = json.loads(line)

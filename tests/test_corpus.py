@@ -12,13 +12,13 @@ import json
 import os
 import unittest
 
-from toolreplay.chain import seal_records, verify_chain
+from toolreplay.audit.chain import seal_records, verify_chain
+from toolreplay.audit.render import chain_text
+from toolreplay.audit.replay import DEFAULT_MUTATORS, ReplayReport, audit_replay
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.cli.audit import read_mutators_file
-from toolreplay.records import read_links, read_session
-from toolreplay.render import chain_text
-from toolreplay.replay import DEFAULT_MUTATORS, ReplayReport, audit_replay
+from toolreplay.format.records import read_links, read_session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL = os.path.join(ROOT, "..", "shared", "corpus", "real")

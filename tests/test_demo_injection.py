@@ -12,8 +12,8 @@ from unittest import mock
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.demos import injection
-from toolreplay.policy import Limits, load_policy
-from toolreplay.records import read_session
+from toolreplay.format.records import read_session
+from toolreplay.policy.model import Limits, load_policy
 
 EXPECTED = """\
 injection demo: read-only session, agent 'support-readonly' may call fetch_reviews, get_order

@@ -5,8 +5,8 @@ from __future__ import annotations
 import unittest
 from fractions import Fraction
 
-from toolreplay.canonical import canonical_json
 from toolreplay.evaluation.metrics import ExpectedCall, missing_information, pass_hat_k, tools_match
+from toolreplay.format.canonical import canonical_json
 
 
 def expected(*items: str | tuple[str, dict]) -> list[ExpectedCall]:

@@ -8,15 +8,15 @@ import unittest
 from fractions import Fraction
 from typing import Any
 
+from toolreplay.audit.replay import audit_replay
+from toolreplay.audit.scope import audit_scope
 from toolreplay.evaluation.agent import Answer, Conversation, NamedAgent, ToolCall
 from toolreplay.evaluation.report import failure_line
 from toolreplay.evaluation.runner import evaluate, run_case
 from toolreplay.evaluation.suite import Suite, parse_suite
 from toolreplay.evaluation.tools import load_cassette
-from toolreplay.policy import load_policy
-from toolreplay.records import read_session
-from toolreplay.replay import audit_replay
-from toolreplay.scope import audit_scope
+from toolreplay.format.records import read_session
+from toolreplay.policy.model import load_policy
 
 CASSETTE = (b'{"index": 0, "tool": "get_order", "args": {"order_id": 7, "opts": {"full": true}}, '
             b'"response": {"status": "shipped"}}\n'

@@ -9,11 +9,11 @@ import threading
 import unittest
 from typing import Any
 
-from toolreplay import guard
-from toolreplay.guard import ConsoleApprover, Gate
-from toolreplay.policy import Limits, Policy
-from toolreplay.recorder import SessionRecorder
-from toolreplay.records import read_session
+from toolreplay.format.records import read_session
+from toolreplay.guard import gate as guard
+from toolreplay.guard.gate import ConsoleApprover, Gate
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import Limits, Policy
 
 POLICY = Policy(agent="support", allowed_tools=frozenset({"get_order", "cancel_order", "echo", "fail"}),
                 write_tools=frozenset({"cancel_order"}))

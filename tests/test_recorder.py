@@ -15,8 +15,8 @@ from typing import Any
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
-from toolreplay.recorder import SessionRecorder
-from toolreplay.records import format_record, read_session
+from toolreplay.format.records import format_record, read_session
+from toolreplay.guard.recorder import SessionRecorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -290,7 +290,7 @@ class CrashTest(RecorderCase):
         path = self.path()
         script = (
             "import os, signal, sys\n"
-            "from toolreplay.recorder import SessionRecorder\n"
+            "from toolreplay.guard.recorder import SessionRecorder\n"
             "recorder = SessionRecorder.open(sys.argv[1], sealed=True)\n"
             "for n in range(3):\n"
             "    recorder.append('read_file', {'n': n}, {'text': 'x' * 100})\n"

@@ -6,7 +6,7 @@ import io
 import unittest
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.records import (
+from toolreplay.format.records import (
     LINK_FIELDS,
     RECORD_FIELDS,
     Record,

@@ -8,12 +8,12 @@ import tempfile
 import unittest
 from typing import Any
 
+from toolreplay.audit.findings import Finding
+from toolreplay.audit.render import replay_text
+from toolreplay.audit.replay import DEFAULT_MUTATORS, ReplayReport, audit_replay
 from toolreplay.cli.audit import read_mutators_file
 from toolreplay.errors import InputError, UsageError
-from toolreplay.findings import Finding
-from toolreplay.records import format_record, read_session
-from toolreplay.render import replay_text
-from toolreplay.replay import DEFAULT_MUTATORS, ReplayReport, audit_replay
+from toolreplay.format.records import format_record, read_session
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 Call = tuple[str, dict[str, Any], dict[str, Any]]
@@ -272,14 +272,14 @@ class CallTableTest(unittest.TestCase):
     def test_matches_a_dict_when_growing_by_half(self) -> None:
         from unittest import mock
 
-        with mock.patch("toolreplay.replay._DOUBLING_LIMIT", 128):
+        with mock.patch("toolreplay.audit.replay._DOUBLING_LIMIT", 128):
             self.check_against_a_dict()
 
     def check_against_a_dict(self) -> None:
         import random
         from hashlib import blake2b
 
-        from toolreplay.replay import _CallTable
+        from toolreplay.audit.replay import _CallTable
 
         table, reference = _CallTable(), {}
         rng = random.Random(7)

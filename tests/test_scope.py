@@ -8,11 +8,11 @@ import tempfile
 import unittest
 from typing import Any
 
+from toolreplay.audit.render import scope_text
+from toolreplay.audit.scope import ScopeReport, audit_scope
 from toolreplay.errors import InputError, UsageError
-from toolreplay.policy import Limits, Policy, load_policy, parse_policy
-from toolreplay.records import format_record, read_session
-from toolreplay.render import scope_text
-from toolreplay.scope import ScopeReport, audit_scope
+from toolreplay.format.records import format_record, read_session
+from toolreplay.policy.model import Limits, Policy, load_policy, parse_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unittest
 
-from toolreplay.strictjson import JSONLineError, StrictLoader
+from toolreplay.format.strictjson import JSONLineError, StrictLoader
 
 # (name, JSON text, exact message, line number the error carries)
 BAD = [

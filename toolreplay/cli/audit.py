@@ -9,12 +9,8 @@ import tempfile
 from typing import Any
 
 from toolreplay import __version__
-from toolreplay.chain import link_fact, seal_fact, seal_facts, verify_link_facts
-from toolreplay.chunks import read_facts
-from toolreplay.cli._io import IO
-from toolreplay.errors import InputError, UsageError
-from toolreplay.policy import load_policy
-from toolreplay.render import (
+from toolreplay.audit.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.render import (
     chain_json,
     chain_text,
     iter_replay_json,
@@ -22,8 +18,12 @@ from toolreplay.render import (
     iter_scope_json,
     iter_scope_text,
 )
-from toolreplay.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
-from toolreplay.scope import audit_tool_facts, tool_fact
+from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.cli._io import IO
+from toolreplay.errors import InputError, UsageError
+from toolreplay.format.chunks import read_facts
+from toolreplay.policy.model import load_policy
 
 __all__ = ["register", "read_mutators_file"]
 

@@ -10,8 +10,8 @@ from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
+from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.importers import FORMATS, ImportResult, import_log
-from toolreplay.records import STDIN_NAME, open_input
 
 __all__ = ["register"]
 

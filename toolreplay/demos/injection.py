@@ -14,15 +14,15 @@ import re
 import tempfile
 from typing import Any, TextIO
 
-from toolreplay.canonical import canonical_json
+from toolreplay.audit.render import scope_text
+from toolreplay.audit.scope import audit_scope
 from toolreplay.errors import UsageError
-from toolreplay.guard import Gate
-from toolreplay.policy import Policy
-from toolreplay.recorder import SessionRecorder
-from toolreplay.records import read_session
-from toolreplay.render import scope_text
-from toolreplay.scope import audit_scope
-from toolreplay.screen import Screen
+from toolreplay.format.canonical import canonical_json
+from toolreplay.format.records import read_session
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.guard.screen import Screen
+from toolreplay.policy.model import Policy
 
 __all__ = ["POLICY", "OrderStore", "ObedientModel", "run"]
 

@@ -17,7 +17,7 @@ from fractions import Fraction
 from math import comb
 from typing import Any
 
-from toolreplay.canonical import canonical_json
+from toolreplay.format.canonical import canonical_json
 
 __all__ = ["MATCH_MODES", "ExpectedCall", "missing_information", "pass_hat_k", "tools_match"]
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from toolreplay.canonical import canonical_json
 from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
+from toolreplay.format.canonical import canonical_json
 
 __all__ = ["Thresholds", "eval_json", "eval_text", "failure_line", "unmet_thresholds"]
 

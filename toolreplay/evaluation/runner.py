@@ -15,17 +15,17 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from toolreplay.canonical import CanonicalError, canonical_bytes, canonical_json
+from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_replay
+from toolreplay.audit.scope import audit_scope
 from toolreplay.errors import UsageError
 from toolreplay.evaluation.agent import Answer, CallResult, Conversation, NamedAgent, ToolCall
 from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools_match
 from toolreplay.evaluation.suite import Case, Suite
-from toolreplay.guard import Gate
-from toolreplay.policy import Limits, Policy
-from toolreplay.recorder import SessionRecorder
-from toolreplay.records import Record
-from toolreplay.replay import DEFAULT_MUTATORS, audit_replay
-from toolreplay.scope import audit_scope
+from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
+from toolreplay.format.records import Record
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import Limits, Policy
 
 __all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "DEFAULT_MAX_STEPS"]
 

@@ -24,7 +24,7 @@ from typing import Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.evaluation.metrics import MATCH_MODES, ExpectedCall
 from toolreplay.evaluation.tools import ModuleTools, ToolSource, load_cassette
-from toolreplay.strictjson import json_type_name, read_json_file
+from toolreplay.format.strictjson import json_type_name, read_json_file
 
 __all__ = ["Case", "Suite", "load_suite", "parse_suite"]
 

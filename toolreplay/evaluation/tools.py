@@ -11,8 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from toolreplay.canonical import canonical_bytes
-from toolreplay.records import open_input, read_session
+from toolreplay.format.canonical import canonical_bytes
+from toolreplay.format.records import open_input, read_session
 
 __all__ = ["CassetteTools", "ModuleTools", "ToolSource", "load_cassette", "NO_RECORDING"]
 

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError, UsageError
+from toolreplay.format.records import format_record
 from toolreplay.importers.conversations import Conversation, find_conversations
 from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
-from toolreplay.records import format_record
 
 __all__ = [
     "FORMATS",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
-from toolreplay.strictjson import JSONLineError, StrictLoader
+from toolreplay.format.strictjson import JSONLineError, StrictLoader
 
 __all__ = ["Conversation", "find_conversations", "parse_json", "JSONTextError"]
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError
-from toolreplay.records import LINK_IN_PLAIN, PLAIN_IN_SEALED, STDIN_NAME, Record, iter_records, open_input
+from toolreplay.format.records import LINK_IN_PLAIN, PLAIN_IN_SEALED, STDIN_NAME, Record, iter_records, open_input
 
 if TYPE_CHECKING:
     from concurrent.futures import Future

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolreplay.errors import InputError
-from toolreplay.strictjson import read_json_file
+from toolreplay.format.strictjson import read_json_file
 
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 

@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolreplay.canonical import CanonicalError, canonical_bytes
-from toolreplay.policy import Policy
+from toolreplay.format.canonical import CanonicalError, canonical_bytes
+from toolreplay.policy.model import Policy
 
 if TYPE_CHECKING:
-    from toolreplay.recorder import SessionRecorder
-    from toolreplay.screen import Screen
+    from toolreplay.guard.recorder import SessionRecorder
+    from toolreplay.guard.screen import Screen
 
 __all__ = ["Gate", "ConsoleApprover", "STOP_REASONS"]
 

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from hashlib import sha256
 
+from toolreplay.audit.findings import FindingList
 from toolreplay.errors import ToolReplayError
-from toolreplay.findings import FindingList
-from toolreplay.records import Record
+from toolreplay.format.records import Record
 
 __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "audit_replay", "audit_call_facts", "call_fact"]
 

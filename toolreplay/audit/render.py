@@ -10,10 +10,10 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from toolreplay.chain import ChainReport
-from toolreplay.findings import Finding
-from toolreplay.replay import ReplayReport
-from toolreplay.scope import ScopeReport
+from toolreplay.audit.chain import ChainReport
+from toolreplay.audit.findings import Finding
+from toolreplay.audit.replay import ReplayReport
+from toolreplay.audit.scope import ScopeReport
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
            "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json"]

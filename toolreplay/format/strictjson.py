@@ -3,7 +3,7 @@
 The standard library's C scanner does the parsing; hooks reject duplicate keys, NaN/Infinity and
 numbers that overflow a double. Canonical text then comes from the C encoder, which already matches
 RFC 8785 for everything but a few number forms and the order of keys outside the Basic Multilingual
-Plane; a value holding one of those takes the pure-Python `toolreplay.canonical` route instead. Lone surrogates
+Plane; a value holding one of those takes the pure-Python `toolreplay.format.canonical` route instead. Lone surrogates
 surface when the canonical text is encoded to UTF-8.
 """
 
@@ -15,8 +15,8 @@ import sys
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
-from toolreplay.canonical import canonical_json
 from toolreplay.errors import InputError, UsageError
+from toolreplay.format.canonical import canonical_json
 
 __all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file"]
 

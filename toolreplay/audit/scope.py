@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from toolreplay.findings import FindingList
-from toolreplay.policy import Policy
-from toolreplay.records import Record
+from toolreplay.audit.findings import FindingList
+from toolreplay.format.records import Record
+from toolreplay.policy.model import Policy
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact"]
 

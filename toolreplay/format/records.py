@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
+from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
            "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]

@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from toolreplay.records import Record, canonical_record_bytes
+from toolreplay.format.records import Record, canonical_record_bytes
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact"]
