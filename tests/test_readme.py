@@ -1,4 +1,4 @@
-"""Runs every example of README.md and compares its output exactly (see the README conventions).
+"""Runs every example of README.md and of docs/*.md and compares its output exactly.
 
 - ```console blocks: each line starting with `$ ` is a command, run with bash; the lines after it, up to
   the next `$ ` line or the end of the block, are its exact standard output. Exit codes are not checked
@@ -6,7 +6,7 @@
 - ```python blocks are run with `python -` and must exit 0; when the next block (blank lines aside) is an
   ```output block, standard output must equal it exactly. ```python norun blocks are not run.
 
-All examples of one README run in order in one fresh temporary directory holding a copy of `samples/`
+All examples of one file run in order in one fresh temporary directory holding a copy of `samples/`
 (so a file one example writes is there for the next), with PYTHONPATH set to the repository root and
 `python` on PATH meaning the interpreter running the tests.
 """
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
+DOCS = os.path.join(ROOT, "docs")
 FENCE = "```"
 
 
@@ -36,9 +37,10 @@ class Example:
     source: str
     expected: str | None  # None: output not compared
     block: int  # number of the fenced block it comes from
+    file: str = "README.md"
 
 
-def _blocks(text: str) -> list[tuple[int, str, list[str]]]:
+def _blocks(text: str, name: str = "README.md") -> list[tuple[int, str, list[str]]]:
     """Fenced blocks as (line of the opening fence, info string, lines inside)."""
     blocks: list[tuple[int, str, list[str]]] = []
     lines = text.split("\n")
@@ -53,13 +55,13 @@ def _blocks(text: str) -> list[tuple[int, str, list[str]]]:
                 body.append(lines[position])
                 position += 1
             if position == len(lines):
-                raise ValueError(f"README.md:{start + 1}: code block is never closed")
+                raise ValueError(f"{name}:{start + 1}: code block is never closed")
             blocks.append((start + 1, info, body))
         position += 1
     return blocks
 
 
-def _console(start: int, body: list[str], block: int) -> list[Example]:
+def _console(start: int, body: list[str], block: int, name: str = "README.md") -> list[Example]:
     examples: list[Example] = []
     command: tuple[int, str] | None = None
     output: list[str] = []
@@ -67,27 +69,27 @@ def _console(start: int, body: list[str], block: int) -> list[Example]:
         if line.startswith("$ "):
             if command is not None:
                 examples.append(
-                    Example("console", command[0], command[1], "".join(o + "\n" for o in output), block)
+                    Example("console", command[0], command[1], "".join(o + "\n" for o in output), block, name)
                 )
             command, output = (start + offset, line[2:]), []
         elif command is None:
-            raise ValueError(f"README.md:{start + offset}: console block text before the first `$ ` command")
+            raise ValueError(f"{name}:{start + offset}: console block text before the first `$ ` command")
         else:
             output.append(line)
     if command is not None:
-        examples.append(Example("console", command[0], command[1], "".join(o + "\n" for o in output), block))
+        examples.append(Example("console", command[0], command[1], "".join(o + "\n" for o in output), block, name))
     return examples
 
 
-def parse_examples(text: str) -> list[Example]:
+def parse_examples(text: str, name: str = "README.md") -> list[Example]:
     """Every runnable example of a README text, in order."""
-    blocks = _blocks(text)
+    blocks = _blocks(text, name)
     examples: list[Example] = []
     for number, (start, info, body) in enumerate(blocks):
         words = info.split()
         language = words[0] if words else ""
         if language == "console":
-            examples += _console(start, body, number)
+            examples += _console(start, body, number, name)
         elif language == "python" and "norun" not in words[1:]:
             following = blocks[number + 1] if number + 1 < len(blocks) else None
             expected = None
@@ -95,7 +97,7 @@ def parse_examples(text: str) -> list[Example]:
                 between = text.split("\n")[start + len(body) + 1 : following[0] - 1]
                 if not any(line.strip() for line in between):
                     expected = "".join(line + "\n" for line in following[2])
-            examples.append(Example("python", start, "".join(line + "\n" for line in body), expected, number))
+            examples.append(Example("python", start, "".join(line + "\n" for line in body), expected, number, name))
     return examples
 
 
@@ -116,7 +118,7 @@ def run_example(example: Example, directory: str, env: dict[str, str]) -> str | 
         argv, stdin = [sys.executable, "-"], example.source.encode()
     done = subprocess.run(argv, cwd=directory, env=env, input=stdin, capture_output=True, timeout=300)
     actual = done.stdout.decode("utf-8", "replace")
-    where = f"README.md:{example.line}: {example.kind} example"
+    where = f"{example.file}:{example.line}: {example.kind} example"
     if example.kind == "console":
         where += f" `{example.source}`"
     stderr = done.stderr.decode("utf-8", "replace")
@@ -128,7 +130,7 @@ def run_example(example: Example, directory: str, env: dict[str, str]) -> str | 
         difflib.unified_diff(
             example.expected.splitlines(keepends=True),
             actual.splitlines(keepends=True),
-            "README (expected)",
+            f"{example.file} (expected)",
             "actual output",
         )
     )
@@ -163,6 +165,14 @@ class ReadmeExamplesTest(unittest.TestCase):
             examples = parse_examples(handle.read())
         failures = run_examples(examples)
         self.assertFalse(failures, "\n\n".join(failures))
+
+    def test_every_example_of_the_docs(self) -> None:
+        names = sorted(name for name in os.listdir(DOCS) if name.endswith(".md")) if os.path.isdir(DOCS) else []
+        for name in names:
+            with self.subTest(doc=name), open(os.path.join(DOCS, name), encoding="utf-8") as handle:
+                examples = parse_examples(handle.read(), f"docs/{name}")
+                failures = run_examples(examples)
+                self.assertFalse(failures, "\n\n".join(failures))
 
 
 SAMPLE = """# Title
@@ -236,7 +246,7 @@ class RunExamplesTest(unittest.TestCase):
         self.assertEqual(
             failure,
             "README.md:2: console example `printf 'a\\nb\\n'`: output differs (exit 0)\n"
-            "--- README (expected)\n+++ actual output\n@@ -1,2 +1,2 @@\n a\n-c\n+b\n",
+            "--- README.md (expected)\n+++ actual output\n@@ -1,2 +1,2 @@\n a\n-c\n+b\n",
         )
 
     def test_failing_python_block(self) -> None:
