@@ -66,9 +66,7 @@ class IntentFile:
         """Write one intent and sync it to disk; return its number. An OSError means nothing may run."""
         with self._lock:
             intent = Intent(self._next_seq, start, tool, args, key)
-            handle = self._ensure_open()
-            _write_all(handle, intent.line())
-            os.fsync(handle.fileno())
+            self._append(intent.line(), sync=True)
             self._next_seq += 1
             self._open.add(intent.seq)
             self._written = True
@@ -82,11 +80,10 @@ class IntentFile:
         with self._lock:
             self._open.discard(seq)
             try:
-                handle = self._ensure_open()
                 if self._open:
-                    _write_all(handle, (canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"))
+                    self._append((canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"), sync=False)
                 else:
-                    handle.truncate(0)
+                    self._ensure_open().truncate(0)
             except OSError:
                 pass
 
@@ -119,6 +116,21 @@ class IntentFile:
             if not self._open and self._written:
                 _remove(self.path)
                 self._written = False
+
+    def _append(self, data: bytes, *, sync: bool) -> None:
+        """Append whole lines, or cut the file back to where it was and raise."""
+        handle = self._ensure_open()
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            _write_all(handle, data)
+            if sync:
+                os.fsync(handle.fileno())
+        except OSError:
+            try:
+                os.ftruncate(handle.fileno(), size)
+            except OSError:
+                pass
+            raise
 
     def _ensure_open(self) -> Any:
         if self._handle is None:
