@@ -187,8 +187,9 @@ def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, 
     recording = _Recording(record)
     complete = False
     try:
+        # the same tools change state as for `replay`: a read after one of them runs again
         gate = Gate(suite.tools.bind(lambda tool, args: misses.append(_describe(tool, args))), policy,
-                    recorder=recording.recorder)
+                    recorder=recording.recorder, mutators=DEFAULT_MUTATORS)
         calls, answer, steps, stop = _converse(agent, case, gate, sorted(policy.allowed_tools), max_steps)
         complete = True
     finally:
