@@ -1,4 +1,4 @@
-"""`demo NAME`: the seed's demonstrations, each a module under `toolreplay.demos` with `run(out) -> int`."""
+"""`demo NAME`: the built-in demonstrations, each a module under `toolreplay.demos` with `run(out) -> int`."""
 
 from __future__ import annotations
 
