@@ -670,7 +670,6 @@ class FailClosedTest(RecordCase):
     def test_full_disk_while_recording_a_result(self) -> None:
         directory = small_tmpfs(self)
         path = os.path.join(directory, "s.jsonl")
-        store = Store()
         with SessionRecorder.open(path, sealed=True) as recorder:
             gate = Gate({"read": lambda: {"text": "x" * 30000}}, Policy("a", frozenset({"read"})),
                         recorder=recorder, read_cache=False)
@@ -683,7 +682,6 @@ class FailClosedTest(RecordCase):
         with open(path, "rb") as handle:
             self.assertEqual(handle.read().count(b"\n"), 1)  # no half line
         self.assertEqual(len(self.records(path)), 1)
-        del store
 
     def test_simulated_full_disk(self) -> None:
         store = Store()
