@@ -417,6 +417,16 @@ class IntentFileTest(RecorderCase):
                     read_intents(path)
                 self.assertTrue(str(caught.exception).startswith(f"{path}:2: not an intent line"), caught.exception)
 
+    def test_intent_file_deleted_while_in_use(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            recorder.announce("write_file", {"path": "a"})
+            os.unlink(path + ".intents")
+            with self.assertRaises(RecordingError) as caught:
+                recorder.announce("write_file", {"path": "b"})
+            self.assertEqual(str(caught.exception),
+                             f"cannot write {path}.intents: {path}.intents was deleted or replaced while in use")
+
     def test_announce_on_a_full_disk_raises(self) -> None:
         directory = small_tmpfs(self)
         path = os.path.join(directory, "s.jsonl")

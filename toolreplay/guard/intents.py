@@ -120,7 +120,14 @@ class IntentFile:
     def _append(self, data: bytes, *, sync: bool) -> None:
         """Append whole lines, or cut the file back to where it was and raise."""
         handle = self._ensure_open()
-        size = os.fstat(handle.fileno()).st_size
+        status = os.fstat(handle.fileno())
+        try:
+            replaced = not os.path.samestat(status, os.stat(self.path))
+        except OSError:
+            replaced = True
+        if replaced:  # an intent written now would not be found after a crash
+            raise OSError(f"{self.path} was deleted or replaced while in use")
+        size = status.st_size
         try:
             _write_all(handle, data)
             if sync:
