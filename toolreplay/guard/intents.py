@@ -60,7 +60,6 @@ class IntentFile:
         self._handle: Any = None
         self._open: set[int] = {intent.seq for intent in intents if intent.done is None}
         self._next_seq = max((intent.seq for intent in intents), default=-1) + 1
-        self._written = bool(intents)
 
     def announce(self, start: int, tool: str, args: dict[str, Any], key: str | None) -> int:
         """Write one intent and sync it to disk; return its number. An OSError means nothing may run."""
@@ -69,7 +68,6 @@ class IntentFile:
             self._append(intent.line(), sync=True)
             self._next_seq += 1
             self._open.add(intent.seq)
-            self._written = True
             return intent.seq
 
     def settle(self, seq: int, index: int) -> None:
@@ -96,7 +94,6 @@ class IntentFile:
             self._open = {intent.seq for intent in intents}
             if not intents:
                 _remove(self.path)
-                self._written = False
                 return
             temporary = self.path + ".tmp"
             with open(temporary, "wb") as handle:
@@ -105,7 +102,6 @@ class IntentFile:
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, self.path)
-            self._written = True
 
     def close(self) -> None:
         """Close the file; remove it when no intent is open (every write ended in a record)."""
@@ -113,9 +109,8 @@ class IntentFile:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
-            if not self._open and self._written:
+            if not self._open:
                 _remove(self.path)
-                self._written = False
 
     def _append(self, data: bytes, *, sync: bool) -> None:
         """Append whole lines, or cut the file back to where it was and raise."""
