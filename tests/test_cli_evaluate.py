@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -124,6 +126,26 @@ class EvalCommandTest(unittest.TestCase):
             for argv, error in cases:
                 with self.subTest(argv=argv):
                     self.assertEqual(run(*argv), (2, "", error))
+
+
+class CurrentDirectoryTest(unittest.TestCase):
+    def test_suite_tools_and_agent_import_from_the_current_directory_without_it_on_the_path(self) -> None:
+        # `python -P -m` leaves the current directory off sys.path, as the `toolreplay` console script does.
+        with tempfile.TemporaryDirectory() as directory:
+            with open(os.path.join(directory, "local_tools.py"), "w", encoding="utf-8") as handle:
+                handle.write("from toolreplay.evaluation import Answer, ToolCall\n"
+                             "TOOLS = {'ping': lambda: {'pong': True}}\n"
+                             "def agent(conversation):\n"
+                             "    return Answer('pong') if conversation.calls else ToolCall('ping', {})\n")
+            with open(os.path.join(directory, "suite.json"), "w", encoding="utf-8") as handle:
+                json.dump({"tools": {"module": "local_tools:TOOLS"}, "cases": [
+                    {"id": "p", "question": "ping?", "expected_answer": "pong", "expected_tools": ["ping"]}]},
+                    handle)
+            done = subprocess.run([sys.executable, "-P", "-m", "toolreplay", "eval", "suite.json", "--agent",
+                                   "local_tools:agent"], cwd=directory, env=dict(os.environ, PYTHONPATH=ROOT),
+                                  capture_output=True, text=True, check=False)
+        self.assertEqual((done.returncode, done.stderr), (0, ""))
+        self.assertEqual(done.stdout.splitlines()[2], "agent      1     1.00        1.00            2.0          0          0")
 
 
 if __name__ == "__main__":

@@ -39,10 +39,11 @@ def _positive(text: str) -> int:
 
 
 def _run_eval(args: argparse.Namespace, io: IO) -> int:
-    suite = load_suite(args.suite)
-    # Like `python -m`, let agents live in the current directory even under the console script.
+    # Like `python -m`, let tool modules, factories, scorers and agents live in the current directory
+    # even under the console script, whose sys.path does not hold it: before the suite imports any.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    suite = load_suite(args.suite)
     agents = load_agents(args.agent)
     report = evaluate(suite, agents, trials=args.trials, max_steps=args.max_steps, match=args.match,
                       record_dir=args.record)
