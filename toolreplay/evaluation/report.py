@@ -9,6 +9,7 @@ from fractions import Fraction
 from typing import Any
 
 from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
+from toolreplay.evaluation.metrics import argument_mismatches
 from toolreplay.format.canonical import canonical_json
 
 __all__ = ["Thresholds", "eval_json", "eval_text", "failure_line", "unmet_thresholds"]
@@ -58,7 +59,9 @@ def _answer_part(run: CaseRun) -> str:
     if run.missing:
         return "answer missing " + ", ".join(json.dumps(piece, ensure_ascii=False) for piece in run.missing) \
             + ": " + _quoted(run.answer)
-    return ("answer correct: " if not run.misses else "answer has the information: ") + _quoted(run.answer)
+    if not run.case.expected_answer:
+        return "answer: " + _quoted(run.answer)
+    return ("answer correct: " if run.success else "answer has the information: ") + _quoted(run.answer)
 
 
 def failure_line(agent: AgentReport, run: CaseRun) -> str:
@@ -70,8 +73,11 @@ def failure_line(agent: AgentReport, run: CaseRun) -> str:
         called = [f"{call.tool} {canonical_json(call.args)}" for call in run.calls]
         tools = (f"tool match failed ({run.mode}): expected {_calls(run.case.expected_tools)}, "
                  f"called {_calls(called)}")
+        made = [(call.tool, canonical_json(call.args)) for call in run.calls]
+        tools += "".join(f"; {note}" for note in argument_mismatches(run.case.expected_tools, made))
     misses = f"; no recording for {_calls(run.misses)}" if run.misses else ""
-    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}"
+    scorer = f"; {run.score_failure}" if run.score_failure else ""
+    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}{scorer}"
 
 
 def _table(report: EvalReport) -> list[str]:
