@@ -14,6 +14,7 @@ from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
 from toolreplay.audit.replay import ReplayReport
 from toolreplay.audit.scope import ScopeReport
+from toolreplay.format.text import escape_text
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
            "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json"]
@@ -21,7 +22,7 @@ __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text
 
 def _finding_lines(findings: Iterable[Finding]) -> Iterator[str]:
     for f in findings:
-        yield f"index {f.index}: {f.kind}: {f.message}\n"
+        yield f"index {f.index}: {f.kind}: {escape_text(f.message)}\n"
 
 
 def _json(document: dict[str, Any]) -> str:

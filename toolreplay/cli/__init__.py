@@ -15,6 +15,7 @@ from typing import NoReturn
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import ToolReplayError, UsageError
+from toolreplay.format.text import escape_text
 
 __all__ = ["main", "entry_point"]
 
@@ -55,7 +56,7 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
         code: int = args.run(args, io)
         return code
     except ToolReplayError as exc:
-        io.stderr.write(f"error: {exc}\n")
+        io.stderr.write(f"error: {escape_text(str(exc))}\n")
         return 2
     except RecursionError:
         io.stderr.write("error: input nested too deeply\n")

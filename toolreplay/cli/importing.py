@@ -11,6 +11,7 @@ from typing import Any
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.records import STDIN_NAME, open_input
+from toolreplay.format.text import escape_text
 from toolreplay.importers import FORMATS, ImportResult, import_log
 
 __all__ = ["register"]
@@ -100,7 +101,7 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
         io.stderr.write(f"detected format: {result.format}\n")
     _write_sessions(args, result, io)
     for warning in result.warnings:
-        io.stderr.write(f"warning: {warning}\n")
+        io.stderr.write(f"warning: {escape_text(str(warning))}\n")
     return 0
 
 
