@@ -11,7 +11,8 @@ from typing import Any
 from toolreplay.cli._io import IO
 from toolreplay.evaluation.agent import load_agents
 from toolreplay.evaluation.metrics import MATCH_MODES
-from toolreplay.evaluation.report import Thresholds, eval_json, eval_text, unmet_thresholds
+from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
+from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite
 
@@ -45,11 +46,15 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
         sys.path.insert(0, os.getcwd())
     suite = load_suite(args.suite)
     agents = load_agents(args.agent)
+    baseline = load_baseline(args.baseline) if args.baseline is not None else None
     report = evaluate(suite, agents, trials=args.trials, max_steps=args.max_steps, match=args.match,
-                      record_dir=args.record)
+                      record_dir=args.record, concurrency=args.concurrency, record_cassette=args.record_cassette)
     thresholds = Thresholds(args.min_success, args.min_tool_match)
-    io.stdout.write(eval_json(report, thresholds) if args.format == "json" else eval_text(report, thresholds))
-    return 1 if unmet_thresholds(report, thresholds) else 0
+    comparison = compare_with_baseline(report, baseline) if baseline is not None else None
+    render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
+    io.stdout.write(render(report, thresholds, comparison))
+    regressed = comparison is not None and bool(comparison.regressions)
+    return 1 if unmet_thresholds(report, thresholds) or regressed else 0
 
 
 def register(subparsers: Any) -> None:
@@ -69,6 +74,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--match", choices=MATCH_MODES,
                         help="tool match mode for cases that set none (default: strict)")
     parser.add_argument("--record", metavar="DIR", help="write each run as a session: DIR/AGENT/CASE.jsonl")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="report format (default: text)")
+    parser.add_argument("--record-cassette", metavar="FILE",
+                        help="write every call the tools answered as one session, a cassette for the suite")
+    parser.add_argument("--concurrency", metavar="N", type=_positive, default=1,
+                        help="run N cases or trials at a time, in threads (default: 1); the report is the same")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="an earlier --format json result: report regressions, exit 1 only on those "
+                             "(and on unmet thresholds)")
+    parser.add_argument("--format", choices=("text", "json", "junit"), default="text",
+                        help="report format: text, json or JUnit XML (default: text)")
     parser.set_defaults(run=_run_eval)

@@ -11,6 +11,7 @@ for, and answers without checking. Both are rules over the question's text, not 
 
 from __future__ import annotations
 
+import datetime
 import re
 from collections.abc import Callable
 from typing import Any
@@ -79,8 +80,8 @@ def hasty_agent(conversation: Conversation) -> ToolCall | Answer:
     """Book at once (on the wrong day: one day late) and answer without checking."""
     customer, date, party = _request(conversation.question)
     if not conversation.calls:
-        year, month, day = _DATE.findall(date)[0]
-        return ToolCall("book_table", {"customer_id": customer, "date": f"{year}-{month}-{int(day) + 1:02d}",
+        late = datetime.date.fromisoformat(date) + datetime.timedelta(days=1)
+        return ToolCall("book_table", {"customer_id": customer, "date": late.isoformat(),
                                        "party_size": float(party)})
     return Answer(f"Booked: {conversation.calls[0].response.get('booking_id', 'not booked')}.")
 

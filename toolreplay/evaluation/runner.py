@@ -342,7 +342,7 @@ def _write_cassette(path: str, reports: Sequence[AgentReport]) -> None:
                 for run in agent.runs:
                     for call, answered in zip(run.calls, run.answered, strict=True):
                         if answered:
-                            handle.write(format_record(index, call.tool, call.args, call.response))
+                            handle.write(format_record(index, call.tool, call.args, call.response) + "\n")
                             index += 1
         os.replace(temporary, path)
     except OSError as exc:
