@@ -10,8 +10,8 @@ from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.evaluation.agent import load_agents
-from toolreplay.evaluation.metrics import MATCH_MODES
 from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
+from toolreplay.evaluation.metrics import MATCH_MODES
 from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite

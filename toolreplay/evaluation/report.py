@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from xml.etree import ElementTree
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+from xml.etree import ElementTree
 
 from toolreplay.evaluation.baseline import BaselineComparison
-from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
 from toolreplay.evaluation.metrics import argument_mismatches
+from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.text import escape_text
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import functools
 import inspect
 import json
 import math
@@ -376,9 +377,8 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
                 name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
                 record = None if directory is None else os.path.join(directory, name + ".jsonl")
                 mode = case.match or match or "strict"
-                jobs.append(lambda agent=agent, case=case, position=position, trial=trial, mode=mode,
-                            record=record: run_case(agent, suite, case, position=position, trial=trial,
-                                                    mode=mode, max_steps=max_steps, record=record))
+                jobs.append(functools.partial(run_case, agent, suite, case, position=position, trial=trial,
+                                              mode=mode, max_steps=max_steps, record=record))
     runs = _run_all(jobs, concurrency)
     per_agent = len(suite.cases) * trials
     reports = [AgentReport(agent.name, agent.spec, trials, tuple(runs[number * per_agent:(number + 1) * per_agent]))
