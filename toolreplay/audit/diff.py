@@ -176,7 +176,7 @@ def diff_sessions(a: Sequence[CallSide], b: Sequence[CallSide], a_name: str = "a
 
 
 def _session_files(root: str) -> list[str]:
-    found = []
+    found: list[str] = []
     for directory, subdirectories, files in os.walk(root):
         subdirectories.sort()
         found.extend(os.path.relpath(os.path.join(directory, name), root) for name in files
