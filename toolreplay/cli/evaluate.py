@@ -59,7 +59,12 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `eval`."""
-    parser = subparsers.add_parser("eval", help="run agents over a suite and score answers and tool calls")
+    parser = subparsers.add_parser(
+        "eval", help="run agents over a suite and score answers and tool calls",
+        description="Run each agent over the suite's cases, every tool call through the guard, and score the "
+                    "answer and the calls made. Exit codes: 0 thresholds met and no regression against the "
+                    "baseline (with neither, it only reports), 1 a threshold missed or a case regressed, "
+                    "2 bad input.")
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")
