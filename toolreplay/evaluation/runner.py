@@ -17,7 +17,6 @@ import asyncio
 import copy
 import functools
 import inspect
-import json
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -31,11 +30,11 @@ from toolreplay.audit.scope import audit_scope
 from toolreplay.errors import UsageError
 from toolreplay.evaluation.agent import Answer, CallResult, Conversation, NamedAgent, ToolCall
 from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools_match
+from toolreplay.evaluation.recording import RunRecording, agent_directory, write_scope, write_session
 from toolreplay.evaluation.suite import Case, Scorer, Suite
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
-from toolreplay.format.records import Record, format_record
+from toolreplay.format.records import Record
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
 
 __all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "DEFAULT_MAX_STEPS"]
@@ -170,29 +169,6 @@ def _record(index: int, call: CallResult) -> Record:
     return Record(index, call.tool, call.args, call.response, index + 1)
 
 
-class _Recording:
-    """A session written to a temporary file beside PATH and moved into place when complete."""
-
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.temporary = None if path is None else os.path.join(
-            os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-        self.recorder: SessionRecorder | None = None
-        if self.temporary is not None:
-            if os.path.exists(self.temporary):
-                os.unlink(self.temporary)
-            self.recorder = SessionRecorder.open(self.temporary)
-
-    def finish(self, complete: bool) -> None:
-        if self.recorder is None or self.temporary is None or self.path is None:
-            return
-        self.recorder.close()
-        if complete:
-            os.replace(self.temporary, self.path)
-        elif os.path.exists(self.temporary):
-            os.unlink(self.temporary)
-
-
 class _Guard:
     """The run's guard: each request passes a Gate (allowlist, the run's step budget) and is recorded.
 
@@ -245,7 +221,7 @@ def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, 
         past = f" (call {recorded + 1}, recorded {recorded})" if recorded else ""
         misses.append(_describe(tool, args) + past)
 
-    recording = _Recording(record)
+    recording = RunRecording(record)
     complete = False
     try:
         guard = _Guard(suite.tools.bind(on_miss), policy, recording.recorder)
@@ -320,38 +296,6 @@ def _converse(agent: NamedAgent, case: Case, guard: _Guard, tools: list[str], ma
         turns.close()
 
 
-def _agent_directory(root: str, name: str) -> str:
-    return os.path.join(root, name.replace(os.sep, "_").replace(":", "_"))
-
-
-def _write_scope(directory: str, policy: Policy) -> None:
-    document = {"agent": policy.agent, "allowed_tools": sorted(policy.allowed_tools)}
-    path = os.path.join(directory, "scope.json")
-    temporary = os.path.join(directory, ".scope.json.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(document, indent=2) + "\n")
-    os.replace(temporary, path)
-
-
-def _write_cassette(path: str, reports: Sequence[AgentReport]) -> None:
-    """Every call the tools answered, of every run in report order, as one session (temp file + rename)."""
-    temporary = os.path.join(os.path.dirname(path) or ".", "." + os.path.basename(path) + ".tmp")
-    index = 0
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            for agent in reports:
-                for run in agent.runs:
-                    for call, answered in zip(run.calls, run.answered, strict=True):
-                        if answered:
-                            handle.write(format_record(index, call.tool, call.args, call.response) + "\n")
-                            index += 1
-        os.replace(temporary, path)
-    except OSError as exc:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-
-
 def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
              max_steps: int = DEFAULT_MAX_STEPS, match: str | None = None,
              record_dir: str | None = None, concurrency: int = 1,
@@ -365,13 +309,9 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
         raise UsageError("trials, max steps and concurrency must be at least 1")
     jobs: list[Callable[[], CaseRun]] = []
     for agent in agents:
-        directory = None if record_dir is None else _agent_directory(record_dir, agent.name)
+        directory = None if record_dir is None else agent_directory(record_dir, agent.name)
         if directory is not None:
-            try:
-                os.makedirs(directory, exist_ok=True)
-                _write_scope(directory, Policy(agent.name, suite.tools.names))
-            except OSError as exc:
-                raise UsageError(f"cannot write {directory}: {exc.strerror or exc}") from None
+            write_scope(directory, Policy(agent.name, suite.tools.names))
         for position, case in enumerate(suite.cases, 1):
             for trial in range(1, trials + 1):
                 name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
@@ -384,7 +324,10 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
     reports = [AgentReport(agent.name, agent.spec, trials, tuple(runs[number * per_agent:(number + 1) * per_agent]))
                for number, agent in enumerate(agents)]
     if record_cassette is not None:
-        _write_cassette(record_cassette, reports)
+        write_session(record_cassette, ((call.tool, call.args, call.response) for agent in reports
+                                        for run in agent.runs
+                                        for call, answered in zip(run.calls, run.answered, strict=True)
+                                        if answered))
     return EvalReport(suite.path, len(suite.cases), trials, max_steps, tuple(reports))
 
 
