@@ -380,6 +380,20 @@ class ConcurrencyTest(unittest.TestCase):
             evaluate(suite, [scripted(Answer("shipped"))], trials=4, concurrency=2)
 
 
+class JunitTest(unittest.TestCase):
+    def test_hostile_tool_names_stay_well_formed_xml(self) -> None:
+        from xml.etree import ElementTree
+
+        from toolreplay.evaluation.report import eval_junit
+
+        suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, ["get_order"])
+        hostile = "get_order\x1b[2J\x00</failure><x>\u202e"
+        (report,) = [evaluate(suite, [scripted(ToolCall(hostile, {"q": "\x07"}), Answer("shipped"))])]
+        root = ElementTree.fromstring(eval_junit(report))
+        message = root[0][0][0].get("message", "")
+        self.assertIn("called [get_order\\x1b[2J\\x00</failure><x>\\u202e {\"q\":\"\\u0007\"}]", message)
+
+
 class RecordCassetteTest(unittest.TestCase):
     def test_a_recorded_cassette_replays_the_live_run(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
