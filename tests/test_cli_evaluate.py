@@ -125,7 +125,16 @@ class EvalCommandTest(unittest.TestCase):
             ]
             for argv, error in cases:
                 with self.subTest(argv=argv):
-                    self.assertEqual(run(*argv), (2, "", error))
+                    code, out, err = run(*argv)
+                    self.assertEqual((code, out), (2, ""))
+                    if error.startswith("error: argument") or "arguments are required" in error:
+                        # Bad arguments: the error line, then the usage and where to find help.
+                        first, rest = err.split("\n", 1)
+                        self.assertEqual(first + "\n", error)
+                        self.assertTrue(rest.startswith("usage: toolreplay eval "), err)
+                        self.assertTrue(rest.endswith("Try 'toolreplay eval --help' for more information.\n"), err)
+                    else:
+                        self.assertEqual(err, error)
 
 
 SUITE_2 = os.path.join(ROOT, "samples", "eval-suite-2.json")
@@ -228,8 +237,9 @@ class CiOutputTest(unittest.TestCase):
         outputs = {run("eval", SUITE_2, "--agent", CAREFUL, "--agent", HASTY, "--trials", "3", "--concurrency", n,
                        "--format", form)[1] for n in ("1", "4") for form in ("text",)}
         self.assertEqual(len(outputs), 1)
-        self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--concurrency", "0"),
-                         (2, "", "error: argument --concurrency: must be at least 1, got 0\n"))
+        code, out, err = run("eval", SUITE, "--agent", MOCK, "--concurrency", "0")
+        self.assertEqual((code, out, err.splitlines()[0]),
+                         (2, "", "error: argument --concurrency: must be at least 1, got 0"))
 
     def test_record_cassette_then_replay_it(self) -> None:
         cassette = os.path.join(self.directory, "bookings-cassette.jsonl")

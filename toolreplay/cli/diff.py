@@ -22,10 +22,12 @@ def register(subparsers: Any) -> None:
     """Add `diff`."""
     parser = subparsers.add_parser(
         "diff", help="compare two sessions of the same task, call by call",
-        description="Align the calls of two sessions (or of every session at the same path in two folders, "
-                    "such as two `eval --record` runs) and report the first divergence, the calls only one "
-                    "session made, and the same calls answered differently. "
-                    "Exit codes: 0 equal, 1 they differ, 2 bad input.")
+        description="Compare two sessions of the same task, call by call: align their calls (tool and\n"
+                    "arguments, canonically) and report the first divergence, the calls only one session\n"
+                    "made, and the same calls answered differently. Given two folders, compare every\n"
+                    "session at the same path in both (two `eval --record` runs, case by case).",
+        epilog="exit codes:\n  0  the sessions are equal (same calls, same order, same responses)\n"
+               "  1  they differ\n  2  usage error, an unreadable or malformed session")
     parser.add_argument("a", metavar="A", help="a session file, or a folder of sessions")
     parser.add_argument("b", metavar="B", help="the session (or folder) to compare it with")
     parser.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")

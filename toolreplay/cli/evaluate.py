@@ -61,10 +61,11 @@ def register(subparsers: Any) -> None:
     """Add `eval`."""
     parser = subparsers.add_parser(
         "eval", help="run agents over a suite and score answers and tool calls",
-        description="Run each agent over the suite's cases, every tool call through the guard, and score the "
-                    "answer and the calls made. Exit codes: 0 thresholds met and no regression against the "
-                    "baseline (with neither, it only reports), 1 a threshold missed or a case regressed, "
-                    "2 bad input.")
+        epilog="exit codes:\n  0  every agent met the thresholds and no case regressed against --baseline\n"
+               "     (with neither given, eval only reports)\n"
+               "  1  an agent missed a threshold, or a case regressed\n"
+               "  2  usage error, a suite that does not validate, an agent, factory or scorer that\n"
+               "     cannot be imported, a malformed baseline")
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")

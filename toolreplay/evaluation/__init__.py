@@ -1,4 +1,4 @@
-"""Evaluate agents over a suite of cases, scoring the answer and the path (docs/evaluate.md).
+"""Evaluate agents over a suite of cases, scoring the answer and the path.
 
 The pieces, one module each: `agent` (the protocol), `suite` (the file format), `tools` (module,
 factory or cassette tools), `metrics` (argument modes, tool match, pass^k), `runner` (runs through
