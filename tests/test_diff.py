@@ -26,7 +26,7 @@ def session(*calls: tuple[str, dict[str, Any], dict[str, Any]]) -> bytes:
 
 def sides(*keys: str) -> list[CallSide]:
     """Calls named by letters; a letter followed by `'` is the same call with another response."""
-    return [CallSide(index, key[0], {}, {"r": key}, key[0].encode(), key.encode()) for index, key in enumerate(keys)]
+    return [CallSide(index, key[0], key[0].encode(), key.encode()) for index, key in enumerate(keys)]
 
 
 class AlignmentTest(unittest.TestCase):
@@ -118,6 +118,10 @@ result: equal
             "first_divergence": {"a": None, "b": 1}, "only_in_a": [],
             "only_in_b": [{"index": 1, "tool": "get", "args": {"id": 2}}], "different_responses": []})
         self.assertIn("first divergence: a end, b index 1\n", run("diff", a, b)[1])
+        c = self.write("c.jsonl", session(("get", {"id": 1}, {"v": 7})))
+        (pair,) = json.loads(run("diff", a, c, "--format", "json")[1])["different_responses"]
+        self.assertEqual(pair, {"a_index": 0, "b_index": 0, "tool": "get", "args": {"id": 1}, "a_response": {"v": 1},
+                                "b_response": {"v": 7}})
 
     def test_hostile_tool_names_are_escaped_in_text_only(self) -> None:
         a = self.write("a.jsonl", session(("get\x1b[2J\nresult: equal", {}, {})))

@@ -6,15 +6,19 @@ calls paired by it are "in common"; the others are only in A or only in B. A pai
 differ canonically is reported too. Ties go to the alignment that pairs earlier calls and lists a
 call only in A before one only in B at the same place, so the result is deterministic.
 
-The alignment table grows with the product of the lengths of the differing middles of the two
-sessions (equal leading and trailing calls are paired first, without it); above `MAX_CELLS`, the
-matching blocks of `difflib.SequenceMatcher` are used instead, which is close to minimal, not always.
+Memory: each session's canonical calls and a digest per response (the responses of the pairs that
+differ are read back from the files at the end). The alignment table grows with the product of the
+lengths of the differing middles of the two sessions (equal leading and trailing calls are paired
+first, without it); above `MAX_CELLS` cells, the matching blocks of `difflib.SequenceMatcher` are
+used instead, which is close to minimal, not always.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import hashlib
+import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -31,22 +35,32 @@ MAX_CELLS = 25_000_000
 
 @dataclass(frozen=True, slots=True)
 class CallSide:
-    """One call of one session: its index, tool and arguments, and digests for comparison."""
+    """One call of one session: its index and tool, its canonical call, and a digest of its response.
+
+    Responses are not kept (a session's memory is its canonical calls); `diff_paths` reads back the
+    two responses of each pair that differs.
+    """
 
     index: int
     tool: str
-    args: dict[str, Any]
-    response: dict[str, Any]
     call_key: bytes
     response_digest: bytes
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The call's arguments, from its canonical form."""
+        args: dict[str, Any] = json.loads(self.call_key)["args"]
+        return args
 
 
 @dataclass(frozen=True, slots=True)
 class ResponsePair:
-    """The same call in both sessions, answered differently."""
+    """The same call in both sessions, answered differently (the responses, once read back)."""
 
     a: CallSide
     b: CallSide
+    a_response: dict[str, Any] | None = None
+    b_response: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +108,31 @@ def read_side(path: str) -> list[CallSide]:
     calls = []
     with open_input(path) as handle:
         for record in read_session(handle, path):
-            calls.append(CallSide(record.index, record.tool, record.args, record.response, record.canonical_call,
+            calls.append(CallSide(record.index, record.tool, record.canonical_call,
                                   hashlib.sha256(record.canonical_response).digest()))
     return calls
+
+
+def _responses(path: str, indexes: set[int]) -> dict[int, dict[str, Any]]:
+    """The responses of the calls at these indexes, read again from the session file."""
+    found: dict[int, dict[str, Any]] = {}
+    if indexes:
+        with open_input(path) as handle:
+            for record in read_session(handle, path):
+                if record.index in indexes:
+                    found[record.index] = record.response
+    return found
+
+
+def _with_responses(diff: SessionDiff) -> SessionDiff:
+    """The diff with both responses of each differing pair, read back from the two files."""
+    if not diff.different_responses:
+        return diff
+    a = _responses(diff.a, {pair.a.index for pair in diff.different_responses})
+    b = _responses(diff.b, {pair.b.index for pair in diff.different_responses})
+    pairs = tuple(ResponsePair(pair.a, pair.b, a.get(pair.a.index), b.get(pair.b.index))
+                  for pair in diff.different_responses)
+    return dataclasses.replace(diff, different_responses=pairs)
 
 
 def _lcs_pairs(a: Sequence[bytes], b: Sequence[bytes]) -> list[tuple[int, int]]:
@@ -188,8 +224,10 @@ def diff_folders(a: str, b: str) -> FolderDiff:
     """Compare every session (`*.jsonl`, recursively) of folder A with the one at the same path in B."""
     left, right = _session_files(a), _session_files(b)
     common = sorted(set(left) & set(right))
-    pairs = tuple((name, diff_sessions(read_side(os.path.join(a, name)), read_side(os.path.join(b, name)),
-                                       os.path.join(a, name), os.path.join(b, name))) for name in common)
+    pairs = tuple((name, _with_responses(diff_sessions(read_side(os.path.join(a, name)),
+                                                       read_side(os.path.join(b, name)),
+                                                       os.path.join(a, name), os.path.join(b, name))))
+                  for name in common)
     return FolderDiff(a, b, pairs, tuple(name for name in left if name not in right),
                       tuple(name for name in right if name not in left))
 
@@ -201,4 +239,4 @@ def diff_paths(a: str, b: str) -> SessionDiff | FolderDiff:
         return diff_folders(a, b)
     if any(folders):
         raise UsageError(f"cannot compare a folder with a file: {a if folders[0] else b} is a folder")
-    return diff_sessions(read_side(a), read_side(b), a, b)
+    return _with_responses(diff_sessions(read_side(a), read_side(b), a, b))

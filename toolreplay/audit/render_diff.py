@@ -80,8 +80,8 @@ def _session_object(diff: SessionDiff) -> dict[str, Any]:
             "only_in_a": [_side(call) for call in diff.only_in_a],
             "only_in_b": [_side(call) for call in diff.only_in_b],
             "different_responses": [{"a_index": pair.a.index, "b_index": pair.b.index, "tool": pair.a.tool,
-                                     "args": pair.a.args, "a_response": pair.a.response,
-                                     "b_response": pair.b.response} for pair in diff.different_responses]}
+                                     "args": pair.a.args, "a_response": pair.a_response,
+                                     "b_response": pair.b_response} for pair in diff.different_responses]}
 
 
 def diff_json(diff: SessionDiff | FolderDiff) -> str:
