@@ -188,6 +188,17 @@ class StepLimitAndFailuresTest(unittest.TestCase):
         run = run_case(scripted(call, call, Answer("shipped")), self.suite, self.suite.cases[0])
         self.assertFalse(run.tool_match)  # strict: get_order once, not twice
 
+    def test_every_request_reaches_the_tools(self) -> None:
+        from toolreplay.evaluation.tools import ModuleTools
+
+        seen: list[int] = []
+        tools = ModuleTools("m:T", {"tick": lambda: seen.append(1) or {"n": len(seen)}})
+        suite = Suite("s", tools, case_suite({"module": "toolreplay.demos.orders:TOOLS"}, []).cases)
+        call = ToolCall("tick", {})
+        run = run_case(scripted(call, call, call, Answer("shipped")), suite, suite.cases[0])
+        self.assertEqual([c.response for c in run.calls], [{"n": 1}, {"n": 2}, {"n": 3}])
+        self.assertEqual(run.redundant, 2)
+
     def test_case_mode_beats_the_run_default(self) -> None:
         suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, ["get_order"], match="superset")
         agent = scripted(ToolCall("get_order", {"order_id": 1}), ToolCall("count_orders", {"customer_id": "C"}),
