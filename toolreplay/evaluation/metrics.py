@@ -17,13 +17,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
-from typing import Any
+from typing import Any, TypeAlias
 
 from toolreplay.format.canonical import canonical_json
 
 __all__ = ["ARGUMENT_MODES", "MATCH_MODES", "ArgumentMode", "ExpectedCall", "argument_difference",
-           "argument_mismatches",
-           "missing_information", "pass_hat_k", "tools_match"]
+           "argument_mismatches", "missing_information", "pass_hat_k", "tools_match"]
 
 MATCH_MODES = ("strict", "unordered", "subset", "superset")
 
@@ -34,7 +33,7 @@ MATCH_MODES = ("strict", "unordered", "subset", "superset")
 # - `superset`: every argument made is expected with an equal value; expected ones may be left out;
 # a tuple of field names: those fields are equal (or absent from both); the others are not compared.
 ARGUMENT_MODES = ("exact", "ignore", "subset", "superset")
-ArgumentMode = str | tuple[str, ...]
+ArgumentMode: TypeAlias = str | tuple[str, ...]
 
 
 def _value(args: dict[str, Any], name: str) -> str | None:
