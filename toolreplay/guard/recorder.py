@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
+from toolreplay.audit.checkpoint import CheckpointWriter
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, format_record, read_session
@@ -36,7 +37,7 @@ class SessionRecorder:
     """Appends records to a session file, one flushed line each; thread-safe; also a context manager."""
 
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
-                 needs_newline: bool, truncated_bytes: int) -> None:
+                 needs_newline: bool, truncated_bytes: int, checkpoints: CheckpointWriter | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
@@ -46,10 +47,16 @@ class SessionRecorder:
         self._prev = prev
         self._needs_newline = needs_newline
         self._lock = threading.Lock()
+        self._checkpoints = checkpoints
 
     @classmethod
-    def open(cls, path: str, *, sealed: bool = False) -> SessionRecorder:
-        """Create the file, or continue an existing one (its index and chain resume)."""
+    def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None) -> SessionRecorder:
+        """Create the file, or continue an existing one (its index and chain resume).
+
+        `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
+        """
+        if checkpoints is not None and not sealed:
+            raise ValueError("checkpoints need a sealed recording")
         try:
             handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the recorder, closed by close()
         except OSError as exc:
@@ -60,7 +67,7 @@ class SessionRecorder:
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, **state)
+        return cls(path, handle, sealed=sealed, checkpoints=checkpoints, **state)
 
     @property
     def next_index(self) -> int:
@@ -98,6 +105,8 @@ class SessionRecorder:
             self._next_index = index + 1
             if self.sealed:
                 self._prev = digest
+            if self._checkpoints is not None:
+                self._checkpoints.appended(self._next_index, self._prev)
             return index
 
     def close(self) -> None:
@@ -106,6 +115,8 @@ class SessionRecorder:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
+                if self._checkpoints is not None:
+                    self._checkpoints.closed(self._next_index, self._prev)
 
     def __enter__(self) -> SessionRecorder:
         return self
