@@ -107,7 +107,7 @@ def parse_checkpoint(data: bytes, path: str) -> Checkpoint:
     for number, line in enumerate(lines, 1):
         if _CONTROL.search(line):
             raise InputError(path, number, "control character (a checkpoint has only text lines)")
-    if not text.endswith("\n"):
+    if text and not text.endswith("\n"):
         raise InputError(path, len(lines), "the last line does not end with a newline")
     lines.pop()
     if len(lines) < 5:
