@@ -112,7 +112,7 @@ def chain_json(report: ChainReport) -> str:
     return _json(_chain_document(report))
 
 
-def _checkpoint_lines(report: CheckpointReport, label: str) -> Iterator[str]:
+def _checkpoint_lines(report: CheckpointReport, label: str, newest: bool = True) -> Iterator[str]:
     yield f"{label}: {'verified' if report.verified else 'failed'}\n"
     signatures = report.signatures
     if signatures.valid:
@@ -125,7 +125,7 @@ def _checkpoint_lines(report: CheckpointReport, label: str) -> Iterator[str]:
     yield f"origin: {escape_text(checkpoint.origin)}\n"
     if report.found_head == checkpoint.head:
         yield f"anchored: {checkpoint.size} of {report.links} links\n"
-        if report.unanchored:
+        if report.unanchored and newest:
             yield f"not yet anchored: {report.unanchored} links after the checkpoint\n"
 
 
@@ -133,7 +133,7 @@ def checkpoint_text(result: CheckpointVerification) -> str:
     """The chain's verdict, then the checkpoint's (and the previous one's), then one line per finding."""
     lines = [chain_text(result.chain), *_checkpoint_lines(result.checkpoint, "checkpoint")]
     if result.previous is not None:
-        lines += _checkpoint_lines(result.previous, "previous checkpoint")
+        lines += _checkpoint_lines(result.previous, "previous checkpoint", newest=False)
     lines += [f"{finding.kind}: {escape_text(finding.message)}\n" for finding in result.findings]
     return "".join(lines)
 
