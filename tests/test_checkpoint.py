@@ -238,7 +238,11 @@ class HmacCommandTest(Workspace):
             (["verify", sealed, "--checkpoint", checkpoint],
              "error: --checkpoint needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE\n"),
             (["verify", sealed, "--previous", checkpoint, "--hmac-key", "k", self.secret],
-             "error: --previous goes with --checkpoint FILE\n"),
+             "error: --previous, --origin, --allowed-signers and --hmac-key go with --checkpoint FILE\n"),
+            (["verify", sealed, "--allowed-signers", self.secret],
+             "error: --previous, --origin, --allowed-signers and --hmac-key go with --checkpoint FILE\n"),
+            (["verify", sealed, "--checkpoint", self.write("big", b"x" * (1 << 20) + b"\n"), "--hmac-key", "k",
+              self.secret], f"error: {os.path.join(self.tmp, 'big')}: larger than 1 MiB: not a checkpoint\n"),
             (["verify", sealed, "--checkpoint", missing, "--hmac-key", "k", self.secret],
              f"error: cannot read {missing}: No such file or directory\n"),
             (["verify", sealed, "--checkpoint", checkpoint, "--hmac-key", "k", short],
@@ -250,7 +254,9 @@ class HmacCommandTest(Workspace):
             (["seal", DIRTY, "--origin", ORIGIN],
              "error: --origin, --ssh-key and --hmac-key go with --checkpoint FILE\n"),
             (["seal", DIRTY, "--checkpoint", checkpoint, "--origin", "a b", "--hmac-key", "k", self.secret],
-             "error: key name 'a b' must be non-empty, without spaces, '+' or control characters\n"),
+             "error: origin 'a b' must be non-empty, without spaces, '+' or control characters\n"),
+            (["seal", DIRTY, "--checkpoint", checkpoint, "--origin", ORIGIN, "--hmac-key", "a+b", self.secret],
+             "error: key name 'a+b' must be non-empty, without spaces, '+' or control characters\n"),
         ]
         for argv, message in cases:
             with self.subTest(message):
@@ -502,12 +508,23 @@ class SshSignatureTest(SshCase):
             ("digest of last link only", self.lines[:5] + [edit(self.lines[5], digest=ZEROS)],
              broken(5, d[5], ZEROS) + VERIFIED + "anchored: 6 of 6 links\n"),
         ]
+        for field, value in (("tool", "search2"), ("args", {"query": "install", "limit": 11})):
+            changed = json.loads(edit(self.lines[3], **{field: value}))
+            cases.append((f"edit {field}", self.lines[:3] + [edit(self.lines[3], **{field: value})] + self.lines[4:],
+                          broken(3, json.loads(relink(changed, d[2]))["digest"], d[3]) + FAILED + REWRITTEN))
+        cases.append(("first prev", [edit(self.lines[0], prev="1" + "0" * 63)] + self.lines[1:],
+                      broken(0, ZEROS, "1" + "0" * 63) + VERIFIED + "anchored: 6 of 6 links\n"))
         renumbered = json.loads(edit(self.lines[4], index=7))
         cases.append(("renumber", self.lines[:4] + [edit(self.lines[4], index=7)] + self.lines[5:],
                       broken(4, json.loads(relink(renumbered, d[3]))["digest"], d[4]) + FAILED + REWRITTEN))
         for name, lines, expected in cases:
             with self.subTest(name):
                 self.assertEqual(self.verify(lines), (1, expected, ""))
+
+    def test_white_space_and_key_order_do_not_matter(self) -> None:
+        respelled = [json.dumps(dict(reversed(list(json.loads(line).items()))), indent=None,
+                                separators=(" ,  ", " : ")) + "\r\n\n" for line in self.lines]
+        self.assertEqual(self.verify(respelled), (0, INTACT + VERIFIED + "anchored: 6 of 6 links\n", ""))
 
     def test_previous_checkpoint(self) -> None:
         older = self.write("old.cp", format_checkpoint(ORIGIN, 4, self.heads[4], [self.alice]))

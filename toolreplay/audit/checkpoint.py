@@ -23,7 +23,6 @@ import base64
 import binascii
 import os
 import re
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -39,6 +38,7 @@ __all__ = ["KIND", "Checkpoint", "SignatureLine", "Keys", "SignatureCheck", "Che
 KIND = "toolreplay-hash-chain-v1"
 EM_DASH = "\u2014"
 MAX_SIGNATURES = 64
+_MAX_BYTES = 1 << 20
 _SIZE = re.compile(r"0|[1-9][0-9]{0,18}")
 _CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]")
 
@@ -69,7 +69,7 @@ class Checkpoint:
 
 def check_origin(origin: str) -> str:
     """An origin as a checkpoint carries it: what a key name may be (no spaces, `+` or control characters)."""
-    return check_key_name(origin)
+    return check_key_name(origin, "origin")
 
 
 def note_text(origin: str, size: int, head: str) -> bytes:
@@ -151,9 +151,11 @@ def read_checkpoint(path: str) -> Checkpoint:
     """Read and parse a checkpoint file."""
     try:
         with open(path, "rb") as handle:
-            data = handle.read(1 << 20)
+            data = handle.read(_MAX_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > _MAX_BYTES:
+        raise InputError(path, None, "larger than 1 MiB: not a checkpoint")
     return parse_checkpoint(data, path)
 
 
@@ -343,7 +345,7 @@ def verify_checkpoints(facts: Iterable[LinkFact], checkpoint: Checkpoint, keys: 
 def write_atomically(path: str, data: bytes) -> None:
     """Write a whole file or nothing: a new file beside it (umask respected), renamed over it (its mode kept)."""
     directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.getpid()}.{threading.get_ident()}.tmp")
+    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
     try:
         handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
         try:

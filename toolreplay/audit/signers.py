@@ -93,10 +93,10 @@ def read_hmac_secret(name: str, path: str) -> HmacKey:
     return HmacKey(check_key_name(name), secret)
 
 
-def check_key_name(name: str) -> str:
+def check_key_name(name: str, what: str = "key name") -> str:
     """A key name as signed notes allow it: not empty, no white space, no `+`, no control character."""
     if not name or "+" in name or any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7f for ch in name):
-        raise UsageError(f"key name {name!r} must be non-empty, without spaces, '+' or control characters")
+        raise UsageError(f"{what} {name!r} must be non-empty, without spaces, '+' or control characters")
     return name
 
 

@@ -74,7 +74,7 @@ def verify_with_checkpoints(args: argparse.Namespace,
     from toolreplay.audit.signers import find_ssh_keygen, read_allowed_signers, read_hmac_secret
 
     if not args.checkpoint:
-        raise UsageError("--previous goes with --checkpoint FILE")
+        raise UsageError("--previous, --origin, --allowed-signers and --hmac-key go with --checkpoint FILE")
     if not args.allowed_signers and not args.hmac_key:
         raise UsageError("--checkpoint needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
     checkpoint = read_checkpoint(args.checkpoint)

@@ -142,7 +142,7 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
-    if args.checkpoint or args.previous:
+    if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
         result = checkpoint_cli.verify_with_checkpoints(
             args, lambda: read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
         io.stdout.write(checkpoint_json(result) if args.format == "json" else checkpoint_text(result))
