@@ -28,7 +28,7 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from toolreplay.errors import InputError, UsageError
 
@@ -64,7 +64,7 @@ class HmacKey:
     """A shared secret under a key name: signs and verifies with HMAC-SHA256."""
 
     name: str
-    secret: bytes
+    secret: bytes = field(repr=False)  # never in a traceback or a log line
 
     @property
     def key_id(self) -> bytes:
