@@ -25,7 +25,7 @@ from toolreplay.audit.checkpoint import (
 from toolreplay.audit.signers import HmacKey, SshSigner, read_allowed_signers
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
-from toolreplay.errors import InputError
+from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.records import read_session
 from toolreplay.guard.recorder import SessionRecorder
@@ -314,6 +314,20 @@ class RecorderCheckpointTest(Workspace):
                                  f"origin: {ORIGIN}\nanchored: 5 of 5 links\n"
                                  "previous checkpoint: verified\nsigned by: k\n"
                                  f"origin: {ORIGIN}\nanchored: 3 of 5 links\n"), ""))
+
+    def test_a_checkpoint_that_cannot_be_written_is_raised_after_the_record_landed(self) -> None:
+        session = os.path.join(self.tmp, "live.jsonl")
+        missing = os.path.join(self.tmp, "no-such-directory", "cp")
+        writer = CheckpointWriter(missing, ORIGIN, [HmacKey("k", SECRET)], every=1)
+        with SessionRecorder.open(session, sealed=True, checkpoints=writer) as recorder:
+            with self.assertRaises(UsageError) as caught:
+                recorder.append(*self.CALLS[0])
+            self.assertEqual(str(caught.exception), f"cannot write {missing}: No such file or directory")
+            self.assertEqual(recorder.next_index, 1)
+            writer.path = os.path.join(self.tmp, "cp")
+        self.assertEqual(run("verify", session, "--checkpoint", writer.path, "--hmac-key", "k", self.secret)[1],
+                         f"chain: intact\ncheckpoint: verified\nsigned by: k\norigin: {ORIGIN}\n"
+                         "anchored: 1 of 1 links\n")
 
     def test_plain_recording_cannot_have_checkpoints(self) -> None:
         writer = CheckpointWriter(os.path.join(self.tmp, "cp"), ORIGIN, [HmacKey("k", SECRET)])
