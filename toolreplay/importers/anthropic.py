@@ -2,7 +2,8 @@
 
 A call is `{"type": "tool_use", "id", "name", "input": object}` (also `server_tool_use` and
 `mcp_tool_use`); a reply is `{"type": "tool_result", "tool_use_id", "content": string or blocks,
-"is_error": bool}` (also any other `*_tool_result` block with a `tool_use_id`). A message whose
+"is_error": bool}` (also any other `*_tool_result` block with a `tool_use_id`; a server tool's
+`*_tool_result_error` content marks an error as `is_error` does). A message whose
 `content` is a plain string holds neither.
 """
 
@@ -32,6 +33,12 @@ def _call_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _is_error_content(content: Any) -> bool:
+    # A server tool's failure: `{"type": "web_search_tool_result_error", "error_code": ...}` as content.
+    kind = content.get("type") if isinstance(content, dict) else None
+    return isinstance(kind, str) and kind.endswith("_tool_result_error")
+
+
 def _event(conversation: Conversation, position: int, block: Any) -> Event | None:
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise conversation.error(position, 'a content block must be an object with a "type" string')
@@ -41,10 +48,11 @@ def _event(conversation: Conversation, position: int, block: Any) -> Event | Non
         if not isinstance(name, str) or not name:
             raise conversation.error(position, f'a {kind} block has no "name" string')
         return ToolCall(_call_id(block.get("id")), name, block.get("input", MISSING), position)
-    if kind.endswith("tool_result") and "tool_use_id" in block:
+    if (kind.endswith("tool_result") or kind.endswith("tool_result_error")) and "tool_use_id" in block:
         error = block.get("is_error", False)
         if not isinstance(error, bool):
             raise conversation.error(position, f'a {kind} block\'s "is_error" must be true or false')
+        error = error or kind.endswith("_error") or _is_error_content(block.get("content"))
         return ToolReply(
             _call_id(block["tool_use_id"]), reply_response(block.get("content", MISSING), error), position
         )

@@ -13,11 +13,15 @@ own, it is read as JSON Lines. Then (README, "Where conversations are"):
 
 from __future__ import annotations
 
+import dataclasses
+import io
+import zipfile
 from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
+from toolreplay.importers.otlp import Span, spans_of
 
 __all__ = ["Conversation", "find_conversations", "parse_json", "JSONTextError"]
 
@@ -41,14 +45,19 @@ class Conversation:
     messages: list[Any]
     lines: tuple[int, ...] | None = None  # per message, for JSON Lines with one message per line
     line: int | None = None  # for JSON Lines with one conversation per line
-    container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines
+    container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines, ...
+    paths: tuple[str, ...] | None = None  # per message, its JSON path, where "message M" says too little
+    notes: tuple[str, ...] = ()  # what the layout could not read, said as warnings
 
     def line_of(self, message: int) -> int | None:
         """The file line of a message, when the file is JSON Lines."""
         return self.lines[message] if self.lines is not None else self.line
 
     def where(self, message: int) -> str:
-        """`conversation C, message M`: positions count from 0, as in the JSON arrays."""
+        """`conversation C, message M` (positions count from 0, as in the JSON arrays), or the message's
+        JSON path when the layout gives one."""
+        if self.paths is not None:
+            return f"conversation {self.position}, {self.paths[message]}"
         return f"conversation {self.position}, message {message}"
 
     def error(self, message: int, text: str) -> InputError:
@@ -57,18 +66,185 @@ class Conversation:
 
 
 def _is_conversation_object(value: Any) -> bool:
-    return isinstance(value, dict) and any(key in value for key in _CONVERSATION_KEYS)
+    return _conversation_key(value) is not None
+
+
+def _conversation_key(value: Any) -> str | None:
+    """The key holding an object's messages: `messages`/`traj`, a Responses request's `input`, a Gemini
+    request's `contents`, SWE-agent's `history`, a chat completion's `choices`, a response's `output`."""
+    if not isinstance(value, dict):
+        return None
+    for key in _CONVERSATION_KEYS:
+        if key in value:
+            return key
+    if value.get("object") == "chat.completion" and "choices" in value:
+        return "choices"
+    if value.get("object") == "response" and "output" in value:
+        return "output"
+    if "role" in value or "type" in value:
+        return None  # a message or an item, not a request
+    for key in ("contents", "history", "input"):
+        if isinstance(value.get(key), list):
+            return key
+    return None
+
+
+def _response_messages(response: Any) -> tuple[list[Any], list[str]]:
+    """The messages a logged `response` adds to its request's `messages`, and what was not read."""
+    if response is None:
+        return [], []
+    if isinstance(response, dict) and isinstance(response.get("choices"), list):
+        choices = response["choices"]
+        notes = [f'"response" has {len(choices)} choices; only choice 0 is read'] if len(choices) > 1 else []
+        if choices and isinstance(choices[0], dict) and isinstance(choices[0].get("message"), dict):
+            return [choices[0]["message"]], notes
+        return [], notes + ['"response" choice 0 has no "message" object; not read'] if choices else notes
+    if isinstance(response, dict) and isinstance(response.get("output"), list):
+        return list(response["output"]), []
+    if isinstance(response, dict) and "role" in response and "content" in response:
+        return [response], []
+    return [], ['"response" is not a chat completion, Responses or Messages response; not read']
 
 
 def _conversation(value: dict[str, Any], path: str, position: int, line: int | None) -> Conversation:
-    key = next(key for key in _CONVERSATION_KEYS if key in value)
+    key = _conversation_key(value)
+    assert key is not None
     messages = value[key]
     if not isinstance(messages, list):
         raise InputError(path, line, f'conversation {position}: "{key}" must be an array of messages')
-    return Conversation(path, position, messages, line=line, container=key)
+    if key == "choices":  # a chat completion response: its choices' messages
+        messages = [choice.get("message") if isinstance(choice, dict) else choice for choice in messages]
+    notes: list[str] = []
+    if key == "messages" and "response" in value:  # a proxy log: the request and the model's response
+        added, notes = _response_messages(value["response"])
+        messages = [*messages, *added]
+    return Conversation(path, position, messages, line=line, container=key, notes=tuple(notes))
+
+
+def _otel_conversations(documents: list[tuple[int | None, Any]], path: str) -> list[Conversation]:
+    """OTLP exports: one conversation per trace id (in order of first appearance), spans by start time."""
+    traces: dict[str, list[Span]] = {}
+    for line, document in documents:
+        if not isinstance(document, dict) or "resourceSpans" not in document:
+            raise InputError(path, line, 'not an OTLP JSON export (an object with "resourceSpans")')
+        for span in spans_of(document, path, line):
+            traces.setdefault(span.trace_id, []).append(span)
+    found = []
+    for position, spans in enumerate(traces.values()):
+        spans.sort(key=lambda span: span.start)  # stable: equal times keep file order
+        found.append(
+            Conversation(
+                path,
+                position,
+                list(spans),
+                lines=tuple(span.line for span in spans) if documents[0][0] is not None else None,  # type: ignore[misc]
+                container="resourceSpans",
+                paths=tuple(span.json_path for span in spans),
+            )
+        )
+    return found
+
+
+def _agents_conversations(items: list[tuple[int | None, Any]], path: str) -> list[Conversation]:
+    """OpenAI Agents SDK exports (`trace` and `trace.span` objects): one conversation per trace id,
+    its spans by start time."""
+    traces: dict[str, list[tuple[str, int, int | None, Any]]] = {}
+    for index, (line, item) in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(path, line, f"item {index}: not an Agents SDK trace or span object")
+        if item.get("object") == "trace":
+            traces.setdefault(str(item.get("id")), [])
+            continue
+        if not isinstance(item.get("span_data"), dict):
+            raise InputError(path, line, f'item {index}: a span has no "span_data" object')
+        started = item.get("started_at")
+        traces.setdefault(str(item.get("trace_id")), []).append(
+            (started if isinstance(started, str) else "", index, line, item)
+        )
+    found = []
+    for spans in traces.values():
+        spans.sort(key=lambda entry: entry[:2])
+        lines = tuple(entry[2] for entry in spans)
+        found.append(
+            Conversation(
+                path,
+                len(found),
+                [entry[3] for entry in spans],
+                lines=lines if items[0][0] is not None else None,  # type: ignore[arg-type]
+                container="agents-spans",
+                paths=None if items[0][0] is not None else tuple(f"item {entry[1]}" for entry in spans),
+            )
+        )
+    return found
+
+
+def _is_agents_item(value: Any) -> bool:
+    return isinstance(value, dict) and (
+        value.get("object") in ("trace", "trace.span") or isinstance(value.get("span_data"), dict)
+    )
+
+
+def _is_stream_json(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and "session_id" in value
+
+
+def _stream_json_conversations(items: list[tuple[int | None, Any]], path: str) -> list[Conversation]:
+    """Claude Code stream-json: the main agent's messages, then one conversation per sub-agent (the
+    messages sharing a `parent_tool_use_id`), in order of first appearance."""
+    groups: dict[Any, list[tuple[int, int | None, Any]]] = {None: []}
+    for index, (line, item) in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(path, line, f"message {index}: not a stream-json message object")
+        parent = item.get("parent_tool_use_id")
+        if parent is not None and not isinstance(parent, str):
+            raise InputError(path, line, f'message {index}: "parent_tool_use_id" must be a string or null')
+        groups.setdefault(parent, []).append((index, line, item))
+    by_lines = items[0][0] is not None
+    return [
+        Conversation(
+            path,
+            position,
+            [entry[2] for entry in group],
+            lines=tuple(entry[1] for entry in group) if by_lines else None,  # type: ignore[misc]
+            container="stream-json",
+            paths=None if by_lines else tuple(f"message {entry[0]}" for entry in group),
+        )
+        for position, group in enumerate(groups.values())
+    ]
+
+
+def _inspect_conversations(samples: list[Any], path: str, names: list[str] | None) -> list[Conversation]:
+    """inspect_ai samples: one conversation per sample (and epoch), in log order."""
+    found = []
+    for position, sample in enumerate(samples):
+        where = names[position] if names is not None else f"samples[{position}]"
+        if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
+            raise InputError(path, None, f'{where}: a sample has no "messages" array')
+        found.append(Conversation(path, position, sample["messages"], container="samples"))
+    return found
+
+
+def _layout(document: Any, path: str) -> list[Conversation] | None:
+    """The conversations of a document in one of the layouts that tell their format, or None."""
+    if isinstance(document, dict) and "resourceSpans" in document:
+        return _otel_conversations([(None, document)], path)
+    if isinstance(document, dict) and isinstance(document.get("eval"), dict) and "samples" in document:
+        samples = document["samples"]
+        if not isinstance(samples, list):
+            raise InputError(path, None, '"samples" must be an array')
+        return _inspect_conversations(samples, path, None)
+    items = document.get("data") if isinstance(document, dict) and len(document) <= 2 else document
+    if isinstance(items, list) and items and _is_agents_item(items[0]):
+        return _agents_conversations([(None, item) for item in items], path)
+    if isinstance(document, list) and document and _is_stream_json(document[0]):
+        return _stream_json_conversations([(None, item) for item in document], path)
+    return None
 
 
 def _from_document(document: Any, path: str) -> list[Conversation]:
+    found = _layout(document, path)
+    if found is not None:
+        return found
     if isinstance(document, dict) and "simulations" in document:
         simulations = document["simulations"]
         if not isinstance(simulations, list):
@@ -95,13 +271,19 @@ def _from_document(document: Any, path: str) -> list[Conversation]:
         return found
     if isinstance(document, list):
         return [Conversation(path, 0, document, container="array")]
-    if isinstance(document, dict):  # a lone message: JSON Lines with a single line
+    if isinstance(document, dict):  # a lone message
         return [Conversation(path, 0, [document], lines=(1,), container="lines")]
     raise InputError(path, None, "expected an array or an object of messages or conversations")
 
 
 def _from_lines(lines: list[tuple[int, Any]], path: str) -> list[Conversation]:
     first = lines[0][1]
+    if isinstance(first, dict) and "resourceSpans" in first:
+        return _otel_conversations(list(lines), path)
+    if _is_agents_item(first):
+        return _agents_conversations(list(lines), path)
+    if _is_stream_json(first):
+        return _stream_json_conversations(list(lines), path)
     if isinstance(first, list) or _is_conversation_object(first):
         found = []
         for position, (lineno, value) in enumerate(lines):
@@ -145,8 +327,28 @@ def _parse_lines(text: str, path: str, whole_error: JSONTextError) -> list[tuple
     return parsed
 
 
+def _eval_archive(data: bytes, path: str) -> list[Conversation]:
+    """An inspect_ai `.eval` log: a zip archive with one `samples/NAME.json` per sample (and epoch)."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            names = [name for name in archive.namelist() if name.startswith("samples/") and name.endswith(".json")]
+            samples = []
+            for name in names:
+                try:
+                    samples.append(parse_json(archive.read(name).decode("utf-8")))
+                except (JSONTextError, UnicodeDecodeError) as exc:
+                    raise InputError(path, None, f"{name}: {exc}") from None
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        raise InputError(path, None, f"not a readable zip archive ({exc})") from None
+    if not names:
+        raise InputError(path, None, "a zip archive without samples/*.json (not an inspect_ai .eval log)")
+    return _inspect_conversations(samples, path, names)
+
+
 def find_conversations(data: bytes, path: str) -> list[Conversation]:
     """Decode a log file (UTF-8 JSON or JSON Lines) and return its conversations, in file order."""
+    if data.startswith(b"PK\x03\x04"):
+        return _eval_archive(data, path)
     if data.startswith(b"\xef\xbb\xbf"):
         raise InputError(path, 1, "byte-order mark at start of file (UTF-8 without BOM expected)")
     try:
@@ -159,6 +361,9 @@ def find_conversations(data: bytes, path: str) -> list[Conversation]:
         raise InputError(path, None, "empty file: no conversation")
     try:
         conversations = _from_document(parse_json(text), path)
+        if conversations[0].container == "lines" and "\n" in text.strip(" \t\r\n"):
+            # One object over many lines is not JSON Lines: name the JSON path, not line 1.
+            conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]
     except JSONTextError as exc:
         lines = _parse_lines(text, path, exc)
         conversations = _from_lines(lines or [], path)

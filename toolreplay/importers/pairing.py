@@ -115,7 +115,10 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(
-        isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str)
+        isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"] in _TEXT_PART_TYPES
+        and isinstance(part.get("text"), str)
         for part in content
     ):
         return "\n".join(part["text"] for part in content)
