@@ -13,10 +13,11 @@ from toolreplay.errors import UsageError
 from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.importers import FORMATS, ImportResult, import_log
 
-__all__ = ["register"]
+__all__ = ["register", "write_file"]
 
 
-def _write_file(path: str, text: str) -> None:
+def write_file(path: str, text: str) -> None:
+    """Write a text file whole or not at all."""
     # Temp file beside the target, then one rename: the file is written whole or not at all.
     directory = os.path.dirname(os.path.abspath(path))
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
@@ -79,7 +80,7 @@ def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> N
         if args.split is not None:
             _write_split(args.split, result)
         else:
-            _write_file(args.output, result.sessions[0].to_jsonl())
+            write_file(args.output, result.sessions[0].to_jsonl())
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
 

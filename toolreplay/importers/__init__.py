@@ -1,4 +1,4 @@
-"""Import agent logs (OpenAI, Anthropic, MCP, tau2-bench) as ToolReplay sessions.
+"""Import agent logs (OpenAI, Anthropic, MCP, tau2-bench, OpenTelemetry, inspect_ai, agent SDKs) as sessions.
 
 `import_log(data, fmt, path)` finds the conversations of a file (`conversations`), turns each one's
 messages into call and reply events (one module per format), pairs them into records (`pairing`) and
@@ -35,6 +35,12 @@ _MODULES = {
     "anthropic": "toolreplay.importers.anthropic",
     "mcp": "toolreplay.importers.mcp",
     "tau2": "toolreplay.importers.tau2",
+    "otel": "toolreplay.importers.otel",
+    "inspect-ai": "toolreplay.importers.inspect_ai",
+    "openai-agents": "toolreplay.importers.openai_agents",
+    "claude-code": "toolreplay.importers.claude_code",
+    "gemini": "toolreplay.importers.gemini",
+    "swe-agent": "toolreplay.importers.swe_agent",
 }
 FORMATS = tuple(_MODULES)
 
@@ -90,7 +96,49 @@ def import_log(data: bytes, fmt: str, path: str) -> ImportResult:
     warnings: list[ConversionWarning] = []
     sessions = []
     for conversation in conversations:
+        warnings.extend(
+            ConversionWarning(conversation.path, conversation.line, f"conversation {conversation.position}: {note}")
+            for note in conversation.notes
+        )
         calls = pair_events(conversation, read_events(conversation), warnings)
         _check_unicode(conversation, calls)
         sessions.append(ImportedSession(conversation.position, tuple(calls)))
+    if not warnings and not any(session.calls for session in sessions):  # the format read nothing
+        _check_not_another_format(conversations, fmt)
     return ImportResult(fmt, tuple(sessions), tuple(warnings))
+
+
+# Keys that only a tool call or reply of some format has.
+_TOOL_KEYS = ("tool_calls", "function_call", "tool_call_id", "tool_use_id", "functionCall", "functionResponse",
+              "gen_ai.tool.name", "span_data")
+
+
+def _find_tool_key(value: Any, budget: list[int]) -> str | None:
+    stack = [value]
+    while stack and budget[0] > 0:
+        item = stack.pop()
+        budget[0] -= 1
+        if isinstance(item, dict):
+            for key in _TOOL_KEYS:
+                if item.get(key) not in (None, "", [], {}):
+                    return key
+            if item.get("type") in ("tool_use", "tool_result", "function_call", "tool_call"):
+                return f'"type": "{item["type"]}"'
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _check_not_another_format(conversations: list[Conversation], fmt: str) -> None:
+    """A named format that found no call in a file holding tool calls of another shape is an input error."""
+    budget = [1_000_000]
+    for conversation in conversations:
+        for position, message in enumerate(conversation.messages):
+            key = _find_tool_key(message, budget)
+            if key is not None:
+                raise conversation.error(
+                    position,
+                    f"nothing in the file looked like the {fmt} format, but this message holds {key} "
+                    "(name the right format, or auto)",
+                )

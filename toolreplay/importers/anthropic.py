@@ -15,7 +15,7 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
 
-__all__ = ["read_events"]
+__all__ = ["read_events", "content_event"]
 
 _CALL_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
@@ -39,7 +39,8 @@ def _is_error_content(content: Any) -> bool:
     return isinstance(kind, str) and kind.endswith("_tool_result_error")
 
 
-def _event(conversation: Conversation, position: int, block: Any) -> Event | None:
+def content_event(conversation: Conversation, position: int, block: Any) -> Event | None:
+    """The call or reply of one content block, or None for any other block."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise conversation.error(position, 'a content block must be an object with a "type" string')
     kind = block["type"]
@@ -65,6 +66,6 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
         message = _message(conversation, position, raw)
         if isinstance(message["content"], list):
             for block in message["content"]:
-                event = _event(conversation, position, block)
+                event = content_event(conversation, position, block)
                 if event is not None:
                     yield event
