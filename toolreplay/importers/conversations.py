@@ -338,6 +338,14 @@ def _eval_archive(data: bytes, path: str) -> list[Conversation]:
                     samples.append(parse_json(archive.read(name).decode("utf-8")))
                 except (JSONTextError, UnicodeDecodeError) as exc:
                     raise InputError(path, None, f"{name}: {exc}") from None
+                except NotImplementedError:  # zstd (method 93) needs Python 3.14's zipfile
+                    method = archive.getinfo(name).compress_type
+                    raise InputError(
+                        path,
+                        None,
+                        f"{name}: compressed with zip method {method}, which this Python cannot read; "
+                        "convert the log first (inspect log convert --to json)",
+                    ) from None
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
         raise InputError(path, None, f"not a readable zip archive ({exc})") from None
     if not names:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolreplay.importers.conversations import Conversation
-from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply
+from toolreplay.importers.pairing import MISSING, Event, NameKey, ToolCall, ToolReply
 
 __all__ = ["read_events"]
 
@@ -29,7 +29,7 @@ def _pairing_id(conversation: Conversation, position: int, body: Any, key: str) 
         raise conversation.error(position, f'a "{key}" part has no "name" string')
     call_id = body.get("id")
     # Without ids, the name pairs a reply with the earliest waiting call of that tool.
-    return body["name"], call_id if isinstance(call_id, str) and call_id else "name " + body["name"]
+    return body["name"], call_id if isinstance(call_id, str) and call_id else NameKey(body["name"])
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:

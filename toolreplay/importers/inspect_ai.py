@@ -4,6 +4,7 @@ A sample's `messages` hold assistant messages with `tool_calls[]` (`{"id", "func
 "arguments": object}`) and tool messages `{"role": "tool", "tool_call_id", "function", "content":
 string or content parts, "error": null or {"type", "message"}}`. A tool error puts `"error": true`
 in front of the response; a reply with no content but an error is `{"error": true, "text": MESSAGE}`.
+A call with a `parse_error` (arguments the model wrote that did not parse) is a warning.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolreplay.importers.conversations import Conversation
-from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import MISSING, Event, Note, ToolCall, ToolReply, reply_response
 
 __all__ = ["read_events"]
 
@@ -27,7 +28,7 @@ def _call_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[ToolCall]:
+def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[Event]:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise conversation.error(position, '"tool_calls" must be an array or null')
@@ -35,6 +36,9 @@ def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -
         if not isinstance(call, dict) or not isinstance(call.get("function"), str) or not call["function"]:
             raise conversation.error(position, 'a tool call has no "function" name string')
         yield ToolCall(_call_id(call.get("id")), call["function"], call.get("arguments", MISSING), position)
+        if call.get("parse_error"):
+            yield Note(f"tool call {call['function']}: the model's arguments did not parse (parse_error); "
+                       "args are what inspect_ai kept", position)
 
 
 def _reply(conversation: Conversation, position: int, message: dict[str, Any]) -> ToolReply:

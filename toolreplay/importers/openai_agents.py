@@ -4,7 +4,8 @@ The SDK's exported objects (`{"object": "trace.span", "trace_id", "started_at", 
 as JSON Lines, a JSON array, or the `{"data": [...]}` batch its exporter sends) are read; a span whose
 `span_data.type` is `"function"` is one call: `name`, `input` (the arguments as a JSON string) and
 `output` (the result's text). A span with an `error` gets `"error": true` in front of its response
-(whose text is the error's `message` when there is no output). An `mcp_tools` or other span is skipped.
+(whose text is the error's `message` when there is no output); a span that never ended (`ended_at`
+null) without output has no recorded response. An `mcp_tools` or other span is skipped.
 """
 
 from __future__ import annotations
@@ -40,4 +41,6 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             response = flag_error(kept, error is not None, {"result": output})
         call_id = span.get("id") if isinstance(span.get("id"), str) else f"span {position}"
         yield ToolCall(call_id, name, data.get("input", MISSING), position)
+        if span.get("ended_at") is None and data.get("output") is None and error is None:
+            continue  # the span never ended: the call has no recorded result
         yield ToolReply(call_id, response, position)

@@ -6,9 +6,10 @@ Read, in this order of preference within a trace:
    (`mcp.method.name`) and OpenInference `TOOL` spans (`openinference.span.kind`). The tool is
    `gen_ai.tool.name` (or `tool.name`, or the span name after `execute_tool `/`tools/call `); args are
    `gen_ai.tool.call.arguments` (or `input.value`), an object or a JSON string; the response is
-   `gen_ai.tool.call.result` (or `output.value`): a JSON object as it is, other text as
-   `{"text": TEXT}`. A span without a result gives `{"error": ERROR_TYPE}` when it has `error.type`,
-   else no recorded response (a warning). A tool span whose parent is a tool span of the same tool
+   `gen_ai.tool.call.result` (or `output.value`): a JSON object (or its JSON text) as it is, other
+   text as `{"text": TEXT}`, with `"error": true` in front when the span has `error.type`. A span
+   without a result gives `{"error": ERROR_TYPE}` when it has `error.type`, else no recorded response
+   (a warning). A tool span whose parent is a tool span of the same tool
    (an MCP client span around its `execute_tool`) is the same call, read once.
 2. when a trace has no tool span: the `tool_call` and `tool_call_response` parts of chat spans'
    `gen_ai.input.messages` / `gen_ai.output.messages` (and OpenInference's flattened
@@ -24,7 +25,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
 from toolreplay.importers.otlp import Span
-from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, flag_error, reply_response
 
 __all__ = ["read_events"]
 
@@ -57,13 +58,16 @@ def _first(attributes: dict[str, Any], *keys: str) -> Any:
 
 def _response(span: Span) -> dict[str, Any] | None:
     result = _first(span.attributes, "gen_ai.tool.call.result", "output.value")
+    error = span.attributes.get("error.type")
     if result is MISSING:
-        error = span.attributes.get("error.type")
         return {"error": str(error)} if error is not None else None
+    if isinstance(result, str):
+        parsed = reply_response(result, False)
+        if "text" in parsed and len(parsed) == 1:  # text: flagged as a failure when the span failed
+            return flag_error(parsed, error is not None, parsed)
+        return parsed
     if isinstance(result, dict):
         return result
-    if isinstance(result, str):
-        return reply_response(result, False)
     return {"result": result}
 
 

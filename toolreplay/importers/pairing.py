@@ -17,6 +17,7 @@ from toolreplay.importers.conversations import Conversation, JSONTextError, pars
 
 __all__ = [
     "CallId",
+    "NameKey",
     "Event",
     "ToolCall",
     "ToolReply",
@@ -36,6 +37,20 @@ CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source h
 MISSING: Any = object()  # a field the source message does not have
 NO_RESPONSE = {"error": "no recorded response"}
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+class NameKey(str):
+    """A pairing key made of a tool's name, for formats whose calls have no ids (Gemini)."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> NameKey:
+        return super().__new__(cls, "\0" + name)  # never equal to a real id
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self[1:]
 
 
 @dataclass(frozen=True)
@@ -193,7 +208,10 @@ def pair_events(
             None,
         )
         if match is None:
-            named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
+            if isinstance(event.call_id, NameKey):
+                named = f"reply from {_shown(event.call_id.name)}"
+            else:
+                named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
             found.append(
                 (
                     event.message,

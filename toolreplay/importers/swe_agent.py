@@ -4,7 +4,8 @@ With function calling, an assistant message has `tool_calls[]` (`{"id", "functio
 "arguments"}}`) and the observation comes back as a `role: "tool"` message whose `tool_call_ids` is a
 list (each id gets that reply). Without function calling, an assistant message's `action` (a command
 line) is the call: its first word is the tool and `{"action": TEXT}` the args, and the next message
-with `"message_type": "observation"` is its reply.
+with `"message_type": "observation"` is its reply (other observations, such as the task statement,
+are not replies).
 """
 
 from __future__ import annotations
@@ -46,13 +47,17 @@ def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The calls and replies of one trajectory, in message order."""
+    action_waiting = False  # an action without function calling waits for the next observation
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
         if message["role"] == "assistant":
-            yield from _calls(conversation, position, message)
+            calls = list(_calls(conversation, position, message))
+            action_waiting = bool(calls) and not message.get("tool_calls")
+            yield from calls
             continue
-        if message["role"] != "tool" and message.get("message_type") != "observation":
+        if message["role"] != "tool" and not (action_waiting and message.get("message_type") == "observation"):
             continue
+        action_waiting = False
         ids = message.get("tool_call_ids")
         if ids is not None and not (isinstance(ids, list) and all(isinstance(i, str) for i in ids)):
             raise conversation.error(position, '"tool_call_ids" must be an array of strings')
