@@ -22,7 +22,9 @@ __all__ = ["read_events"]
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The function calls of one trace, in start order."""
     for position, span in enumerate(conversation.messages):
-        data = span["span_data"]
+        data = span.get("span_data") if isinstance(span, dict) else None
+        if not isinstance(data, dict):
+            raise conversation.error(position, 'not an Agents SDK span (an object with a "span_data" object)')
         if data.get("type") != "function":
             continue
         name = data.get("name")
