@@ -129,6 +129,8 @@ def _otel_conversations(documents: list[tuple[int | None, Any]], path: str) -> l
             raise InputError(path, line, 'not an OTLP JSON export (an object with "resourceSpans")')
         for span in spans_of(document, path, line):
             traces.setdefault(span.trace_id, []).append(span)
+    if not traces:  # an export without spans: one empty session
+        return [Conversation(path, 0, [], container="resourceSpans", paths=())]
     found = []
     for position, spans in enumerate(traces.values()):
         spans.sort(key=lambda span: span.start)  # stable: equal times keep file order
