@@ -73,8 +73,8 @@ class RealLogShapesTest(unittest.TestCase):
             (
                 0,
                 '{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"content": []}}\n',
-                'warning: <stdin>:1: conversation 0, message 0: tools/call request without a "params.name" '
-                "string, rejected by the server; not imported\n",
+                'warning: <stdin>:2: conversation 0, message 1: the server rejected the tools/call request of '
+                'message 0 (id 1, no "params.name" string); not imported\n',
             ),
         )
         # Not rejected by the server: still an input error.

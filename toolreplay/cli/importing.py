@@ -11,7 +11,7 @@ from typing import Any
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.records import STDIN_NAME, open_input
-from toolreplay.importers import FORMATS, ImportResult, import_log
+from toolreplay.importers import FORMATS, ImportResult, import_file
 
 __all__ = ["register", "write_file"]
 
@@ -90,8 +90,7 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
         _check_split_target(args.split)
     shown = STDIN_NAME if args.input == "-" else args.input
     with open_input(args.input, io.stdin) as handle:
-        data = handle.read()
-    result = import_log(data, args.format, shown)
+        result = import_file(handle, args.format, shown)
     if args.split is None and len(result.sessions) != 1:
         raise UsageError(
             f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "

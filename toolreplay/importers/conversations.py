@@ -13,22 +13,115 @@ own, it is read as JSON Lines. Then (README, "Where conversations are"):
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import io
+import itertools
 import zipfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any, Generic, TypeVar
 
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
 from toolreplay.importers.otlp import Span, spans_of
 
-__all__ = ["Conversation", "find_conversations", "parse_json", "JSONTextError"]
+__all__ = [
+    "Conversation",
+    "MessageStream",
+    "Peekable",
+    "find_conversations",
+    "read_conversations",
+    "messages_of",
+    "parse_json",
+    "JSONTextError",
+]
 
 _CONVERSATION_KEYS = ("messages", "traj")
 
 
 JSONTextError = JSONLineError  # the importers' name for it
+T = TypeVar("T")
+
+
+class Peekable(Generic[T]):
+    """A one-pass sequence whose start can be looked at first: `peek()` keeps what it reads for the
+    pass (`for item in ...`) that follows, and nothing else is kept."""
+
+    def __init__(self, source: Iterator[T], streamed: bool = False) -> None:
+        """`streamed`: the items are read from the file as the pass goes (JSON Lines)."""
+        self._source = source
+        self.streamed = streamed
+        self._buffer: collections.deque[T] = collections.deque()
+        self._taken = 0  # items handed out by the pass so far
+
+    def peek(self, limit: int | None = None) -> Iterator[T]:
+        """The items from the start of the pass on, reading (and keeping) no more than `limit` new ones."""
+        yield from list(self._buffer)
+        read = 0
+        while limit is None or read < limit:
+            try:
+                item = next(self._source)
+            except StopIteration:
+                return
+            self._buffer.append(item)
+            read += 1
+            yield item
+
+    def _take(self) -> T:
+        item = self._buffer.popleft() if self._buffer else next(self._source)
+        self._taken += 1
+        return item
+
+    def __iter__(self) -> Iterator[T]:
+        while True:
+            try:
+                yield self._take()
+            except StopIteration:
+                return
+
+
+class MessageStream(Peekable[tuple[int, Any]]):
+    """The messages of a JSON Lines file, one a line, parsed as they are read: iterating yields the
+    messages; `line_of` knows the line of the message being read, and of none before it."""
+
+    def __init__(self, source: Iterator[tuple[int, Any]], streamed: bool = True) -> None:
+        super().__init__(source, streamed)
+        self._line: int | None = None
+        self._watch: Callable[[Any], str | None] | None = None
+        self.watched: tuple[int, str] | None = None  # (message, what `watch`'s function found there)
+        self.watched_line: int | None = None
+
+    def watch(self, find: Callable[[Any], str | None]) -> None:
+        """Look at each message the pass reads with `find` until it finds something (kept in `watched`)."""
+        self._watch = find
+
+    def peek_messages(self, limit: int | None = None) -> Iterator[Any]:
+        """The messages from the start, as `peek` reads them."""
+        return (value for _, value in self.peek(limit))
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        while True:
+            try:
+                self._line, value = self._take()
+            except StopIteration:
+                return
+            if self._watch is not None:
+                found = self._watch(value)
+                if found is not None:
+                    self.watched, self.watched_line, self._watch = (self._taken - 1, found), self._line, None
+            yield value
+
+    def line_of(self, message: int) -> int | None:
+        """The line of the message being read (message positions count from 0)."""
+        return self._line if message == self._taken - 1 else None
+
+
+def messages_of(conversation: Conversation, limit: int | None = None) -> Iterator[Any]:
+    """A conversation's messages for a look before the pass: all of a list, the start of a stream."""
+    if isinstance(conversation.messages, MessageStream):
+        return conversation.messages.peek_messages(limit)
+    return iter(conversation.messages)
 
 
 def parse_json(text: str) -> Any:
@@ -42,7 +135,7 @@ class Conversation:
 
     path: str
     position: int
-    messages: list[Any]
+    messages: list[Any] | MessageStream  # a stream for JSON Lines with one message per line
     lines: tuple[int, ...] | None = None  # per message, for JSON Lines with one message per line
     line: int | None = None  # for JSON Lines with one conversation per line
     container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines, ...
@@ -51,6 +144,8 @@ class Conversation:
 
     def line_of(self, message: int) -> int | None:
         """The file line of a message, when the file is JSON Lines."""
+        if isinstance(self.messages, MessageStream):
+            return self.messages.line_of(message)
         return self.lines[message] if self.lines is not None else self.line
 
     def where(self, message: int) -> str:
@@ -357,6 +452,13 @@ def _eval_archive(data: bytes, path: str) -> list[Conversation]:
 
 def find_conversations(data: bytes, path: str) -> list[Conversation]:
     """Decode a log file (UTF-8 JSON or JSON Lines) and return its conversations, in file order."""
+    return _document_conversations([data], path)
+
+
+def _document_conversations(holder: list[bytes], path: str) -> list[Conversation]:
+    """`find_conversations` of the bytes in `holder`, which it empties so that the bytes are freed
+    once decoded (the caller keeping no other reference)."""
+    data = holder.pop()
     if data.startswith(b"PK\x03\x04"):
         return _eval_archive(data, path)
     if data.startswith(b"\xef\xbb\xbf"):
@@ -367,16 +469,114 @@ def find_conversations(data: bytes, path: str) -> list[Conversation]:
         raise InputError(
             path, data.count(b"\n", 0, exc.start) + 1, f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"
         ) from None
+    del data
     if not text.strip(" \t\r\n"):
         raise InputError(path, None, "empty file: no conversation")
     try:
-        conversations = _from_document(parse_json(text), path)
-        if conversations[0].container == "lines" and "\n" in text.strip(" \t\r\n"):
-            # One object over many lines is not JSON Lines: name the JSON path, not line 1.
-            conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]
+        document = parse_json(text)
     except JSONTextError as exc:
         lines = _parse_lines(text, path, exc)
         conversations = _from_lines(lines or [], path)
+    else:
+        multi_line = "\n" in text.strip(" \t\r\n")
+        del text  # only the parsed document is kept
+        conversations = _from_document(document, path)
+        if conversations[0].container == "lines" and multi_line:
+            # One object over many lines is not JSON Lines: name the JSON path, not line 1.
+            conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]
     if not conversations:
         raise InputError(path, None, "no conversation found")
     return conversations
+
+
+def _decode_line(raw: bytes, path: str, lineno: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(path, lineno, f"invalid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
+
+
+def _stream_lines(handle: IO[bytes], path: str, first: tuple[int, Any], lineno: int) -> Iterator[tuple[int, Any]]:
+    yield first
+    for raw in handle:
+        lineno += 1
+        text = _decode_line(raw, path, lineno)
+        if not text.strip(" \t\r\n"):
+            continue
+        try:
+            yield lineno, parse_json(text)
+        except JSONTextError as exc:
+            raise InputError(path, lineno, str(exc)) from None
+
+
+def _stream_conversations(lines: Iterator[tuple[int, Any]], path: str, first_line: int) -> Iterator[Conversation]:
+    for position, (lineno, value) in enumerate(lines):
+        if isinstance(value, list):
+            yield Conversation(path, position, value, line=lineno, container="array")
+        elif _is_conversation_object(value):
+            yield _conversation(value, path, position, lineno)
+        else:
+            raise InputError(
+                path,
+                lineno,
+                "not a conversation (an array of messages or an object with "
+                '"messages"), unlike line ' + str(first_line),
+            )
+
+
+def _checked_messages(lines: Iterator[tuple[int, Any]], path: str, first_line: int) -> Iterator[tuple[int, Any]]:
+    for lineno, value in lines:
+        if not isinstance(value, dict) or _is_conversation_object(value):
+            raise InputError(path, lineno, "not a message object, unlike line " + str(first_line))
+        yield lineno, value
+
+
+def read_conversations(handle: IO[bytes], path: str) -> Peekable[Conversation]:
+    """The conversations of a log file, read as they are needed.
+
+    JSON Lines is streamed: a line is parsed when its message or conversation is read, and dropped
+    after, so memory follows what is kept (the calls), not the file's size. A layout that groups lines
+    (OTLP traces, Agents SDK traces, stream-json sub-agents) and a single JSON document are read whole.
+    """
+    lineno = 0
+    head = b""
+    first_raw = b""
+    for raw in handle:  # the first non-blank line tells JSON Lines from a document
+        lineno += 1
+        head += raw
+        if raw.strip(b" \t\r\n"):
+            first_raw = raw
+            break
+    if first_raw and not head.startswith((b"PK\x03\x04", b"\xef\xbb\xbf")):
+        try:
+            first = parse_json(first_raw.decode("utf-8"))
+        except (JSONTextError, UnicodeDecodeError):
+            first = MISSING_LINE
+        if first is not MISSING_LINE:
+            gap = b""
+            second = b""
+            for raw in handle:
+                if raw.strip(b" \t\r\n"):
+                    second = raw
+                    break
+                gap += raw
+            if second:  # a value alone on its line, then another: JSON Lines
+                rest = itertools.chain([second], handle)
+                lines = _stream_lines(rest, path, (lineno, first), lineno + gap.count(b"\n"))
+                return _from_line_stream(lines, path, lineno, first)
+            head += gap
+    holder = [head + handle.read()]
+    del head
+    return Peekable(iter(_document_conversations(holder, path)))
+
+
+MISSING_LINE: Any = object()
+
+
+def _from_line_stream(lines: Iterator[tuple[int, Any]], path: str, first_line: int, first: Any) -> Peekable[Conversation]:
+    if (isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first):
+        return Peekable(iter(_from_lines(list(lines), path)))  # these layouts group lines: read whole
+    if isinstance(first, list) or _is_conversation_object(first):
+        return Peekable(_stream_conversations(lines, path, first_line), streamed=True)
+    stream = MessageStream(_checked_messages(lines, path, first_line), streamed=True)
+    return Peekable(iter([Conversation(path, 0, stream, container="lines")]), streamed=True)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
-from toolreplay.importers.conversations import Conversation
+from toolreplay.importers.conversations import Conversation, Peekable, messages_of
 from toolreplay.importers.openai_chat import is_placeholder
 
 __all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
@@ -88,24 +88,29 @@ _CONTAINERS = {
 }
 
 
-def find_evidence(conversations: list[Conversation]) -> Evidence | None:
-    """The first telling message of a log (a layout such as tau2's `simulations` tells at once), or None."""
-    if conversations and conversations[0].container in _CONTAINERS:
-        fmt, reason = _CONTAINERS[conversations[0].container]
-        return Evidence(fmt, conversations[0], None, reason)
-    for conversation in conversations:
-        for position, message in enumerate(conversation.messages):
+def find_evidence(conversations: Peekable[Conversation], limit: int | None = None) -> Evidence | None:
+    """The first telling message of a log (a layout such as tau2's `simulations` tells at once), or None.
+    `limit`: look at no more than this many messages (of a streamed file: they are kept for the pass)."""
+    budget = limit
+    for conversation in conversations.peek():
+        if conversation.position == 0 and conversation.container in _CONTAINERS:
+            fmt, reason = _CONTAINERS[conversation.container]
+            return Evidence(fmt, conversation, None, reason)
+        for position, message in enumerate(messages_of(conversation, budget)):
             found = _message_marker(message)
             if found is not None:
                 return Evidence(found[0], conversation, position, found[1])
+            if budget is not None:
+                budget -= 1
+                if budget <= 0:
+                    return None
     return None
 
 
-def detect_format(conversations: list[Conversation]) -> str:
+def detect_format(conversations: Peekable[Conversation], path: str) -> str:
     """The format of a log, for `auto`; an input error when no message tells."""
     evidence = find_evidence(conversations)
     if evidence is None:
-        path = conversations[0].path if conversations else "-"
         raise InputError(
             path,
             None,
@@ -115,9 +120,14 @@ def detect_format(conversations: list[Conversation]) -> str:
     return evidence.format
 
 
-def check_format(conversations: list[Conversation], fmt: str) -> None:
-    """Refuse a log whose first telling message belongs to another format than the named one."""
-    evidence = find_evidence(conversations)
+# How far a named format's check looks into a streamed file (what it reads is kept for the import).
+CHECK_LIMIT = 10_000
+
+
+def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
+    """Refuse a log whose first telling message (among the first CHECK_LIMIT) belongs to another format
+    than the named one."""
+    evidence = find_evidence(conversations, CHECK_LIMIT if conversations.streamed else None)
     if evidence is None or evidence.format == fmt:
         return
     if evidence.message is None:

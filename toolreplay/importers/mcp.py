@@ -16,9 +16,11 @@ differ only there stay different.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
+from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, CallId, Event, Note, ToolCall, ToolReply, flag_error
 
@@ -73,20 +75,10 @@ def _response(conversation: Conversation, position: int, message: dict[str, Any]
     return flag_error(result, is_error, {"result": result})
 
 
-def _rejected_ids(messages: list[Any]) -> set[Any]:
-    """Ids answered with a JSON-RPC error somewhere in the log."""
-    return {
-        message.get("id")
-        for message in messages
-        if isinstance(message, dict) and "error" in message and "method" not in message
-        and isinstance(message.get("id"), (str, int))
-    }
-
-
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The tools/call requests and their responses, in message order."""
     waiting: dict[CallId, list[str]] = {}  # id -> kinds of the requests still waiting, oldest first
-    rejected: set[Any] | None = None
+    malformed: dict[CallId, list[tuple[int, InputError]]] = {}  # unreadable tools/call requests, until answered
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
         if "method" in message:
@@ -100,16 +92,10 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
                 if _is_call(message):
                     kind = "tool"
                     yield _call(message, position, call_id)
-                else:
-                    if rejected is None:
-                        rejected = _rejected_ids(conversation.messages)
-                    if call_id not in rejected:
-                        raise conversation.error(position, 'a tools/call request has no "params.name" string')
-                    kind = "rejected"
-                    yield Note(
-                        'tools/call request without a "params.name" string, rejected by the server; '
-                        "not imported",
-                        position,
+                else:  # an error unless the server rejects it
+                    kind = "malformed"
+                    malformed.setdefault(call_id, []).append(
+                        (position, conversation.error(position, 'a tools/call request has no "params.name" string'))
                     )
             waiting.setdefault(call_id, []).append(kind)
             continue
@@ -119,6 +105,18 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
         call_id = _request_id(conversation, position, message)
         kinds = waiting.get(call_id)
         kind = kinds.pop() if kinds else "tool"  # the newest request with this id is answered first
-        if kind != "tool":
-            continue  # the response to initialize, tools/list, a server's request, a rejected call
-        yield ToolReply(call_id, _response(conversation, position, message), position)
+        if kind == "malformed":
+            request, error = malformed[call_id].pop()
+            if "error" not in message:
+                raise error
+            yield Note(
+                f"the server rejected the tools/call request of message {request} (id {json.dumps(call_id)}, "
+                'no "params.name" string); not imported',
+                position,
+            )
+        elif kind == "tool":
+            yield ToolReply(call_id, _response(conversation, position, message), position)
+        # else: the response to initialize, tools/list, a server's request
+    for errors in malformed.values():
+        if errors:
+            raise errors[0][1]

@@ -173,11 +173,14 @@ def _shown(value: Any) -> str:
 class _Pending:
     call: ToolCall
     index: int
+    line: int | None  # the call's line, known while its message is read (a stream forgets it after)
 
 
-def _warn(conversation: Conversation, message: int, text: str) -> ConversionWarning:
+def _warn(conversation: Conversation, message: int, text: str, line: Any = MISSING) -> ConversionWarning:
     return ConversionWarning(
-        conversation.path, conversation.line_of(message), f"{conversation.where(message)}: {text}"
+        conversation.path,
+        conversation.line_of(message) if line is MISSING else line,
+        f"{conversation.where(message)}: {text}",
     )
 
 
@@ -191,7 +194,7 @@ def pair_events(
     waiting: list[_Pending] = []
     for event in events:
         if isinstance(event, ToolCall):
-            pending = _Pending(event, len(calls))
+            pending = _Pending(event, len(calls), conversation.line_of(event.message))
             calls.append(pending)
             responses.append(None)
             waiting.append(pending)
@@ -228,7 +231,9 @@ def pair_events(
         args, problem = parse_arguments(call.arguments)
         if problem is not None:
             kept = f'kept as {{"_raw_arguments": {_shown(call.arguments)}}}'
-            found.append((call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}")))
+            found.append(
+                (call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}", pending.line))
+            )
         if response is None:
             found.append(
                 (
@@ -237,6 +242,7 @@ def pair_events(
                         conversation,
                         call.message,
                         f"{label}: no reply; response set to {json.dumps(NO_RESPONSE)}",
+                        pending.line,
                     ),
                 )
             )
