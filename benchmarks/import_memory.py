@@ -57,7 +57,8 @@ def _write_document(path: str, size: int) -> None:
                 {"role": "user", "content": "Look up order " + str(index) + " " + "z" * 300},
                 {"role": "assistant", "content": None, "tool_calls": [{"id": f"c{index}", "type": "function",
                  "function": {"name": "get_order", "arguments": json.dumps({"order_id": index})}}]},
-                {"role": "tool", "tool_call_id": f"c{index}", "content": json.dumps({"status": "shipped", "note": "w" * 200})},
+                {"role": "tool", "tool_call_id": f"c{index}",
+                 "content": json.dumps({"status": "shipped", "note": "w" * 200})},
             ]
             text = ("" if index == 0 else ",\n") + ",\n".join(json.dumps(m) for m in messages)
             out.write(text)

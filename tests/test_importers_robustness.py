@@ -299,3 +299,37 @@ class NoTracebackTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class StreamingTest(unittest.TestCase):
+    """JSON Lines is read a line at a time: the import's peak memory follows the calls, not the file."""
+
+    @staticmethod
+    def _peak(notes: int) -> int:
+        import tempfile
+        import tracemalloc
+
+        from toolreplay.importers import import_file
+
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": "x" * 2000}}) + "\n"
+        call = (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "arguments": {}}}\n'
+            '{"jsonrpc": "2.0", "id": 1, "result": {"content": []}}\n'
+        )
+        with tempfile.TemporaryFile() as handle:
+            handle.write((call + note * notes + call.replace("1", "2")).encode("utf-8"))
+            handle.seek(0)
+            tracemalloc.start()
+            try:
+                result = import_file(handle, "mcp", "log.jsonl")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert len(result.sessions[0].calls) == 2
+        return peak
+
+    def test_memory_does_not_grow_with_the_file(self) -> None:
+        small, big = self._peak(200), self._peak(3200)  # about 0.4 MB and 6.5 MB of log
+        self.assertLess(big, small + 200_000, (small, big))
+        self.assertLess(big, 1_000_000)

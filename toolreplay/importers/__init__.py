@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -56,10 +57,12 @@ class ImportedSession:
 
     def to_jsonl(self) -> str:
         """The session file's text: one `format_record` line per call, each ending in a newline."""
-        return "".join(
-            format_record(index, call.tool, call.args, call.response) + "\n"
-            for index, call in enumerate(self.calls)
-        )
+        return "".join(self.lines())
+
+    def lines(self) -> Iterator[str]:
+        """The session file's lines, one at a time (a big session is never one string)."""
+        for index, call in enumerate(self.calls):
+            yield format_record(index, call.tool, call.args, call.response) + "\n"
 
 
 @dataclass(frozen=True)
@@ -102,7 +105,7 @@ def import_file(handle: IO[bytes], fmt: str, path: str) -> ImportResult:
         check_format(conversations, fmt)
     read_events: Any = importlib.import_module(_MODULES[fmt]).read_events
     warnings: list[ConversionWarning] = []
-    sessions = []
+    sessions: list[ImportedSession] = []
     hint: tuple[Conversation, int, str] | None = None  # a tool call of another shape, while none is found
     for conversation in conversations:
         warnings.extend(

@@ -18,7 +18,7 @@ import dataclasses
 import io
 import itertools
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any, Generic, TypeVar
 
@@ -100,7 +100,7 @@ class MessageStream(Peekable[tuple[int, Any]]):
         """The messages from the start, as `peek` reads them."""
         return (value for _, value in self.peek(limit))
 
-    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[Any]:
         while True:
             try:
                 self._line, value = self._take()
@@ -136,7 +136,7 @@ class Conversation:
     path: str
     position: int
     messages: list[Any] | MessageStream  # a stream for JSON Lines with one message per line
-    lines: tuple[int, ...] | None = None  # per message, for JSON Lines with one message per line
+    lines: tuple[int | None, ...] | None = None  # per message, for JSON Lines with one message per line
     line: int | None = None  # for JSON Lines with one conversation per line
     container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines, ...
     paths: tuple[str, ...] | None = None  # per message, its JSON path, where "message M" says too little
@@ -234,7 +234,7 @@ def _otel_conversations(documents: list[tuple[int | None, Any]], path: str) -> l
                 path,
                 position,
                 list(spans),
-                lines=tuple(span.line for span in spans) if documents[0][0] is not None else None,  # type: ignore[misc]
+                lines=tuple(span.line for span in spans) if documents[0][0] is not None else None,
                 container="resourceSpans",
                 paths=tuple(span.json_path for span in spans),
             )
@@ -258,7 +258,7 @@ def _agents_conversations(items: list[tuple[int | None, Any]], path: str) -> lis
         traces.setdefault(str(item.get("trace_id")), []).append(
             (started if isinstance(started, str) else "", index, line, item)
         )
-    found = []
+    found: list[Conversation] = []
     for spans in traces.values():
         spans.sort(key=lambda entry: entry[:2])
         lines = tuple(entry[2] for entry in spans)
@@ -267,7 +267,7 @@ def _agents_conversations(items: list[tuple[int | None, Any]], path: str) -> lis
                 path,
                 len(found),
                 [entry[3] for entry in spans],
-                lines=lines if items[0][0] is not None else None,  # type: ignore[arg-type]
+                lines=lines if items[0][0] is not None else None,
                 container="agents-spans",
                 paths=None if items[0][0] is not None else tuple(f"item {entry[1]}" for entry in spans),
             )
@@ -302,7 +302,7 @@ def _stream_json_conversations(items: list[tuple[int | None, Any]], path: str) -
             path,
             position,
             [entry[2] for entry in group],
-            lines=tuple(entry[1] for entry in group) if by_lines else None,  # type: ignore[misc]
+            lines=tuple(entry[1] for entry in group) if by_lines else None,
             container="stream-json",
             paths=None if by_lines else tuple(f"message {entry[0]}" for entry in group),
         )
@@ -496,7 +496,9 @@ def _decode_line(raw: bytes, path: str, lineno: int) -> str:
         raise InputError(path, lineno, f"invalid UTF-8 (byte 0x{raw[exc.start]:02x})") from None
 
 
-def _stream_lines(handle: IO[bytes], path: str, first: tuple[int, Any], lineno: int) -> Iterator[tuple[int, Any]]:
+def _stream_lines(
+    handle: Iterable[bytes], path: str, first: tuple[int, Any], lineno: int
+) -> Iterator[tuple[int, Any]]:
     yield first
     for raw in handle:
         lineno += 1
@@ -567,13 +569,21 @@ def read_conversations(handle: IO[bytes], path: str) -> Peekable[Conversation]:
             head += gap
     holder = [head + handle.read()]
     del head
-    return Peekable(iter(_document_conversations(holder, path)))
+    return Peekable(_drain(collections.deque(_document_conversations(holder, path))))
+
+
+def _drain(items: collections.deque[T]) -> Iterator[T]:
+    """The items, each let go of once handed out (so an imported conversation can be freed)."""
+    while items:
+        yield items.popleft()
 
 
 MISSING_LINE: Any = object()
 
 
-def _from_line_stream(lines: Iterator[tuple[int, Any]], path: str, first_line: int, first: Any) -> Peekable[Conversation]:
+def _from_line_stream(
+    lines: Iterator[tuple[int, Any]], path: str, first_line: int, first: Any
+) -> Peekable[Conversation]:
     if (isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first):
         return Peekable(iter(_from_lines(list(lines), path)))  # these layouts group lines: read whole
     if isinstance(first, list) or _is_conversation_object(first):

@@ -11,7 +11,6 @@ null) without output has no recorded response. An `mcp_tools` or other span is s
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, flag_error, reply_response
