@@ -30,11 +30,20 @@ def _run_export(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `export otel SESSION [-o FILE] [--with-content]`."""
-    parser = subparsers.add_parser("export", help="write a session in another format")
+    exits = ("exit codes:\n  0  the export was written\n"
+             "  2  usage error, or a session that is not valid: nothing is written")
+    parser = subparsers.add_parser("export", help="write a session in another format", epilog=exits)
     formats = parser.add_subparsers(dest="target", metavar="TARGET", parser_class=type(parser))
     formats.required = True
-    otel = formats.add_parser("otel", help="an OpenTelemetry trace (OTLP JSON), one execute_tool span per call")
-    otel.add_argument("session", help="session file (plain or sealed); - for standard input")
+    otel = formats.add_parser(
+        "otel",
+        help="an OpenTelemetry trace (OTLP JSON), one execute_tool span per call",
+        description="Write SESSION as an OpenTelemetry trace (OTLP JSON): one execute_tool span per record, "
+                    "ids derived from the session (same session, same bytes).",
+        epilog=exits,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    otel.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     otel.add_argument("-o", "--output", metavar="FILE", help="write the export to FILE (atomically)")
     otel.add_argument(
         "--with-content",
