@@ -17,6 +17,7 @@ import collections
 import dataclasses
 import io
 import itertools
+import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
 ]
 
 _CONVERSATION_KEYS = ("messages", "traj")
+_LEADING_SPACE = re.compile(r"[ \t\r\n]*")
 
 
 JSONTextError = JSONLineError  # the importers' name for it
@@ -455,6 +457,15 @@ def find_conversations(data: bytes, path: str) -> list[Conversation]:
     return _document_conversations([data], path)
 
 
+def _content_bounds(text: str) -> tuple[int, int]:
+    """Where the text's content starts and ends, white space aside (without copying the text)."""
+    start = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
+    end = len(text)
+    while end > start and text[end - 1] in " \t\r\n":
+        end -= 1
+    return start, end
+
+
 def _document_conversations(holder: list[bytes], path: str) -> list[Conversation]:
     """`find_conversations` of the bytes in `holder`, which it empties so that the bytes are freed
     once decoded (the caller keeping no other reference)."""
@@ -470,7 +481,8 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
             path, data.count(b"\n", 0, exc.start) + 1, f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"
         ) from None
     del data
-    if not text.strip(" \t\r\n"):
+    start, end = _content_bounds(text)
+    if start == end:
         raise InputError(path, None, "empty file: no conversation")
     try:
         document = parse_json(text)
@@ -478,14 +490,19 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
         lines = _parse_lines(text, path, exc)
         conversations = _from_lines(lines or [], path)
     else:
-        multi_line = "\n" in text.strip(" \t\r\n")
+        multi_line = text.find("\n", start, end) >= 0
         del text  # only the parsed document is kept
-        conversations = _from_document(document, path)
-        if conversations[0].container == "lines" and multi_line:
-            # One object over many lines is not JSON Lines: name the JSON path, not line 1.
-            conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]
+        conversations = _from_parsed(document, path, multi_line)
     if not conversations:
         raise InputError(path, None, "no conversation found")
+    return conversations
+
+
+def _from_parsed(document: Any, path: str, multi_line: bool) -> list[Conversation]:
+    conversations = _from_document(document, path)
+    if conversations[0].container == "lines" and multi_line:
+        # One object over many lines is not JSON Lines: name the JSON path, not line 1.
+        conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]
     return conversations
 
 
@@ -541,35 +558,44 @@ def read_conversations(handle: IO[bytes], path: str) -> Peekable[Conversation]:
     (OTLP traces, Agents SDK traces, stream-json sub-agents) and a single JSON document are read whole.
     """
     lineno = 0
-    head = b""
+    blank = b""
     first_raw = b""
     for raw in handle:  # the first non-blank line tells JSON Lines from a document
         lineno += 1
-        head += raw
         if raw.strip(b" \t\r\n"):
             first_raw = raw
             break
-    if first_raw and not head.startswith((b"PK\x03\x04", b"\xef\xbb\xbf")):
+        blank += raw
+    raw = b""  # the loop's name must not keep a big first line alive
+    if first_raw and not (blank + first_raw[:4]).startswith((b"PK\x03\x04", b"\xef\xbb\xbf")):
         try:
-            first = parse_json(first_raw.decode("utf-8"))
-        except (JSONTextError, UnicodeDecodeError):
-            first = MISSING_LINE
-        if first is not MISSING_LINE:
-            gap = b""
-            second = b""
-            for raw in handle:
-                if raw.strip(b" \t\r\n"):
-                    second = raw
-                    break
-                gap += raw
-            if second:  # a value alone on its line, then another: JSON Lines
+            text: str | None = first_raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is not None:
+            del first_raw  # a one-line document: keep its text only
+            try:
+                first = parse_json(text)
+            except JSONTextError:
+                first_raw = text.encode("utf-8")
+            else:
+                del text
+                gap = b""
+                second = b""
+                for raw in handle:
+                    if raw.strip(b" \t\r\n"):
+                        second = raw
+                        break
+                    gap += raw
+                if not second:  # the first line was the whole document
+                    return Peekable(_drain(collections.deque(_from_parsed(first, path, False))), streamed=True)
+                # a value alone on its line, then another: JSON Lines
                 rest = itertools.chain([second], handle)
                 lines = _stream_lines(rest, path, (lineno, first), lineno + gap.count(b"\n"))
                 return _from_line_stream(lines, path, lineno, first)
-            head += gap
-    holder = [head + handle.read()]
-    del head
-    return Peekable(_drain(collections.deque(_document_conversations(holder, path))))
+    holder = [blank + first_raw + handle.read()]
+    del first_raw
+    return Peekable(_drain(collections.deque(_document_conversations(holder, path))), streamed=True)
 
 
 def _drain(items: collections.deque[T]) -> Iterator[T]:
