@@ -1,12 +1,17 @@
-"""Where the conversations are in a log file: one, or many, in JSON or JSON Lines.
+"""Where the conversations are in a log file: one, or many, in JSON, JSON Lines or an `.eval` archive.
 
-A file is first read as one JSON document; when that fails and its first line is a JSON value on its
-own, it is read as JSON Lines. Then (README, "Where conversations are"):
+A file whose first non-blank line is a JSON value on its own, followed by another, is JSON Lines and
+is streamed (`read_conversations`); anything else is read as one JSON document. Then (docs/import.md,
+"Where the conversations are"):
 
-- JSON array of conversation objects (each with a `messages` or `traj` array): many conversations;
+- layouts that tell their format: OTLP exports (one conversation per trace), inspect_ai logs (per
+  sample), Agents SDK spans (per trace), stream-json messages (the main agent, then per sub-agent);
+- JSON array of conversation objects (each with `messages` or `traj`, or a request body with `input`,
+  `contents` or `history`, or a response object): many conversations;
 - any other JSON array: one conversation, the array being its messages;
 - JSON object with `simulations` (tau2-bench): many, one per simulation's `messages`;
-- JSON object with `messages` (or `traj`): one conversation;
+- JSON object with `messages` (or one of the keys above): one conversation (a logged `response`
+  adds its message);
 - JSON Lines whose first line is an array or a conversation object: one conversation per line;
 - JSON Lines of other objects (a lone object counts too): one message per line, one conversation.
 """
