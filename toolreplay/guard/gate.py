@@ -5,10 +5,13 @@ Each request goes through, in this order:
 1. **budgets** — once a limit is passed, every request is refused naming it (`max_steps`, `budget`,
    `time`);
 2. **allowlist** — a tool the policy does not allow, or that the host did not supply, never runs;
+2b. **rules** — the policy's argument rules (`toolreplay.policy.rules`), deny > ask > allow: a firing
+   deny rule refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation
+   like a write tool; a firing allow rule lets a write tool run without it;
 3. **idempotency** — a request canonically identical to one already executed returns that response,
    without running anything (and without asking a human again); a retry racing the original waits for it;
-4. **confirmation** — a write tool runs only when the host's `confirm(tool, args)` returns True for
-   that exact call; nothing the model writes into the call counts;
+4. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
+   `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
 5. the tool runs; what it returns (or raises) becomes the response.
 
 Every request, whatever happened to it, is appended to the recorder when one is given.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.policy.model import Policy
+from toolreplay.policy.rules import RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
@@ -66,6 +70,8 @@ class Gate:
         self._result_bytes = 0
         self._stop_reason: str | None = None
         self._calls: dict[bytes, _Pending] = {}
+        self._rule_set = RuleSet(policy.rules)
+        self._rules = RuleState(self._rule_set) if policy.rules else None
 
     @property
     def stop_reason(self) -> str | None:
@@ -100,13 +106,18 @@ class Gate:
         refusal = self._count_step()
         if refusal is None and (tool not in self._policy.allowed_tools or tool not in self._tools):
             refusal = "tool not allowed: " + tool
+        ruling = self._check_rules(tool, args) if refusal is None else None
+        if ruling is not None:
+            refusal = ruling.refusal
         if refusal is not None:
             return self._record(tool, args, {"ok": False, "error": refusal})
         with self._lock:
             pending = self._calls.get(key)
         if pending is not None:
             return self._duplicate(tool, args, pending)
-        if tool in self._policy.write_tools and not self._confirmed(tool, args):
+        if self._needs_confirmation(tool, ruling) and not self._confirmed(tool, args):
+            if ruling is not None:
+                self._rules.withdraw(ruling)  # type: ignore[union-attr]  # it did not run: rules must not count it
             return self._record(tool, args, {"ok": False, "error": "confirmation required"})
         with self._lock:
             pending = self._calls.get(key)
@@ -122,6 +133,20 @@ class Gate:
         finally:
             pending.done.set()
         return pending.response
+
+    def _check_rules(self, tool: str, args: dict[str, Any]) -> Ruling | None:
+        """The rules' ruling on the call (None without rules); unless denied, it counts as executed."""
+        if self._rules is None:
+            return None
+        return self._rules.check(tool, self._rule_set.prepare(tool, args), self._clock())
+
+    def _needs_confirmation(self, tool: str, ruling: Ruling | None) -> bool:
+        """Rules first (ask > allow), then write_tools."""
+        if ruling is not None and ruling.asks:
+            return True
+        if ruling is not None and ruling.allowed:
+            return False
+        return tool in self._policy.write_tools
 
     def _count_step(self) -> str | None:
         """Count the request; return the refusal when a limit is passed, else None."""
