@@ -12,8 +12,8 @@ from typing import Any
 from toolreplay.audit.render import scope_text
 from toolreplay.audit.scope import audit_rule_facts, rule_fact_extractor
 from toolreplay.cli import main
-from toolreplay.format.chunks import read_facts
 from toolreplay.cli._io import IO
+from toolreplay.format.chunks import read_facts
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.matchers import path_segments, url_host
@@ -190,7 +190,7 @@ class TableTest(Harness):
                     os.unlink(record)
                 asked: list[str] = []
 
-                def confirm(name: str, call: dict[str, Any]) -> bool:
+                def confirm(name: str, call: dict[str, Any], asked: list[str] = asked, tool: str = tool) -> bool:
                     asked.append(name)
                     return name != tool  # earlier writes are approved; the call under test is not
 
