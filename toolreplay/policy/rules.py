@@ -51,8 +51,13 @@ class ArgCondition:
 
     def evaluate(self, args: dict[str, Any]) -> Outcome:
         """Whether the call's argument passes the test, or why it cannot be tested."""
+        path = self.path
+        if len(path) == 1:  # the common case: a top-level argument
+            if path[0] not in args:
+                return f"argument {self.name} is missing"
+            return _TESTS[self.operator](self, args[path[0]])
         value: Any = args
-        for step in self.path:
+        for step in path:
             if isinstance(step, str):
                 if not isinstance(value, dict) or step not in value:
                     return f"argument {self.name} is missing"
@@ -250,6 +255,8 @@ class RuleSet:
                 self._for_tool[tool] = self._for_tool.get(tool, ()) + (position,)
         for tool, positions in self._for_tool.items():
             self._for_tool[tool] = tuple(sorted(positions + self._everyone))
+        self._entries = {tool: self._lists(positions) for tool, positions in self._for_tool.items()}
+        self._everyone_entries = self._lists(self._everyone)
         # The sequence tables: a call of TOOL leaves the key of its `same` values in each slot of TOOL.
         slots: dict[tuple[str, tuple[str, ...]], int] = {}
         for condition in self._conditions():
@@ -269,6 +276,9 @@ class RuleSet:
     def _conditions(self) -> list[Condition]:
         return [c for rule in self.rules for c in rule.when + (rule.unless or ())]
 
+    def _lists(self, positions: tuple[int, ...]) -> tuple[tuple[int, tuple[Condition, ...], Any], ...]:
+        return tuple((position, self.rules[position].when, self.rules[position].unless) for position in positions)
+
     def rate_slots_of(self, tool: str) -> tuple[int, ...]:
         """The rate conditions a call of `tool` counts towards."""
         return self._rates_of.get(tool, self._rates_of[""])
@@ -279,15 +289,13 @@ class RuleSet:
     def prepare(self, tool: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
         """What the call alone decides: per applicable rule, each condition's outcome or sequence key;
         and the sequence keys this call leaves for later calls. None when no rule concerns the tool."""
-        positions = self._for_tool.get(tool, self._everyone)
+        entries = self._entries.get(tool, self._everyone_entries)
         provides = self._provides.get(tool)
-        if not positions and provides is None:
+        if not entries and provides is None:
             return None
-        per_rule = []
-        for position in positions:
-            rule = self.rules[position]
-            per_rule.append((position, tuple(_prepare(c, args) for c in rule.when),
-                             None if rule.unless is None else tuple(_prepare(c, args) for c in rule.unless)))
+        per_rule = [(position, [_prepare(c, args) for c in when],
+                     None if unless is None else [_prepare(c, args) for c in unless])
+                    for position, when, unless in entries]
         left: tuple[tuple[int, bytes], ...] = ()
         if provides is not None:
             left = tuple((slot, key) for slot, same in provides
@@ -296,7 +304,7 @@ class RuleSet:
 
 
 def _prepare(condition: Condition, args: dict[str, Any]) -> Any:
-    if isinstance(condition, ArgCondition):
+    if type(condition) is ArgCondition:
         return condition.evaluate(args)
     if isinstance(condition, AfterCondition):
         return _sequence_key(args, condition.same)
@@ -348,7 +356,7 @@ class RuleState:
                 except ValueError:  # already aged out of the window
                     pass
 
-    def _judge(self, rule: Rule, when: tuple[Any, ...], unless: tuple[Any, ...] | None, tool: str,
+    def _judge(self, rule: Rule, when: list[Any], unless: list[Any] | None, tool: str,
                now: float, ruling: Ruling) -> None:
         fires: Outcome = True
         for condition, prepared in zip(rule.when, when, strict=True):
