@@ -73,8 +73,10 @@ def format_table(result: Backtest, policy: str) -> str:
     lines = [f"{result.sessions} sessions, {result.calls} calls; {result.clean} sessions with no finding\n\n",
              "| rule | sessions | findings |\n", "|---|---:|---:|\n"]
     for name in names:
-        shown = "not checked (rate)" if name in result.unchecked else str(result.sessions_by_rule[name])
-        lines.append(f"| `{name}` | {shown} | {result.findings_by_rule[name] if name not in result.unchecked else '-'} |\n")
+        if name in result.unchecked:
+            lines.append(f"| `{name}` | not checked (rate) | - |\n")
+        else:
+            lines.append(f"| `{name}` | {result.sessions_by_rule[name]} | {result.findings_by_rule[name]} |\n")
     return "".join(lines)
 
 
