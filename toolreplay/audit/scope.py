@@ -92,6 +92,10 @@ def audit_rule_facts(facts: Iterable[tuple[int, str, Any, bool]], policy: Policy
         if tool not in allowed:  # the guard refuses it before the rules
             findings.append(index, "permission-overreach", tool)
             continue
+        if prepared is None:  # no rule has anything to say about this call
+            if not refused:
+                state.note(tool)
+            continue
         ruling = state.check(tool, prepared)
         for rule_id, reason in ruling.denials or ruling.asks:
             findings.append_violation(index, tool, rule_id, "deny" if ruling.denials else "ask", reason)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,9 @@ STRING_OPERATORS = ("under", "glob", "regex", "host")
 NUMBER_OPERATORS = ("lt", "le", "gt", "ge")
 LENGTH_OPERATORS = ("max_length", "min_length")
 ARG_OPERATORS = STRING_OPERATORS + ("eq", "in") + NUMBER_OPERATORS + LENGTH_OPERATORS
+
+# How prepare() evaluates a rule of argument conditions only: one `when`, one `unless`, or any.
+_STATELESS, _ONE_WHEN, _ONE_UNLESS = 1, 2, 3
 
 # A condition's outcome on one call: True, False, or the reason it cannot be evaluated.
 Outcome = bool | str
@@ -276,8 +280,20 @@ class RuleSet:
     def _conditions(self) -> list[Condition]:
         return [c for rule in self.rules for c in rule.when + (rule.unless or ())]
 
-    def _lists(self, positions: tuple[int, ...]) -> tuple[tuple[int, tuple[Condition, ...], Any], ...]:
-        return tuple((position, self.rules[position].when, self.rules[position].unless) for position in positions)
+    def _lists(self, positions: tuple[int, ...]) -> tuple[tuple[int, tuple[Condition, ...], Any, int], ...]:
+        """Per rule: position, conditions, and how `prepare` evaluates it (0: it needs the history)."""
+        found = []
+        for position in positions:
+            rule = self.rules[position]
+            kind = 0
+            if all(type(c) is ArgCondition for c in rule.when + (rule.unless or ())):
+                kind = _STATELESS
+                if len(rule.when) == 1 and rule.unless is None:
+                    kind = _ONE_WHEN
+                elif not rule.when and rule.unless is not None and len(rule.unless) == 1:
+                    kind = _ONE_UNLESS
+            found.append((position, rule.when, rule.unless, kind))
+        return tuple(found)
 
     def rate_slots_of(self, tool: str) -> tuple[int, ...]:
         """The rate conditions a call of `tool` counts towards."""
@@ -287,20 +303,59 @@ class RuleSet:
         return bool(self.rules)
 
     def prepare(self, tool: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
-        """What the call alone decides: per applicable rule, each condition's outcome or sequence key;
-        and the sequence keys this call leaves for later calls. None when no rule concerns the tool."""
+        """What the call alone decides, as (decided, pending, keys), or None when that is nothing:
+
+        - decided: (position, outcome) of each rule with argument conditions only that fires or errs;
+        - pending: (position, when inputs, unless inputs) of each rule that needs the history, an
+          input being a condition's outcome or the sequence key of an `after` condition;
+        - keys: (slot, key) of the sequence keys this call leaves for later `after` conditions.
+        """
         entries = self._entries.get(tool, self._everyone_entries)
         provides = self._provides.get(tool)
         if not entries and provides is None:
             return None
-        per_rule = [(position, [_prepare(c, args) for c in when],
-                     None if unless is None else [_prepare(c, args) for c in unless])
-                    for position, when, unless in entries]
-        left: tuple[tuple[int, bytes], ...] = ()
+        decided = []
+        pending = []
+        for position, when, unless, stateless in entries:
+            if stateless == _ONE_WHEN:
+                fires = when[0].evaluate(args)  # type: ignore[union-attr]
+                if fires is not False:
+                    decided.append((position, fires))
+            elif stateless == _ONE_UNLESS:
+                holds = unless[0].evaluate(args)
+                if holds is not True:
+                    decided.append((position, True if holds is False else holds))
+            elif stateless:
+                fires = _combine((c.evaluate(args) for c in when),  # type: ignore[union-attr]
+                                 None if unless is None else (c.evaluate(args) for c in unless))
+                if fires is not False:
+                    decided.append((position, fires))
+            else:
+                pending.append((position, [_prepare(c, args) for c in when],
+                                None if unless is None else [_prepare(c, args) for c in unless]))
+        keys: tuple[tuple[int, bytes], ...] = ()
         if provides is not None:
-            left = tuple((slot, key) for slot, same in provides
-                         if isinstance(key := _sequence_key(args, same), bytes))
-        return tuple(per_rule), left
+            keys = tuple((slot, key) for slot, same in provides if isinstance(key := _sequence_key(args, same), bytes))
+        if not decided and not pending and not keys:
+            return None
+        return decided, pending, keys
+
+
+def _combine(when: Iterable[Outcome], unless: Iterable[Outcome] | None) -> Outcome:
+    """Whether a rule fires: every `when` outcome holds and not every `unless` one (three-valued)."""
+    fires: Outcome = True
+    for outcome in when:
+        fires = _both(fires, outcome)
+        if fires is False:
+            return False
+    if unless is None:
+        return fires
+    every: Outcome = True
+    for outcome in unless:
+        every = _both(every, outcome)
+        if every is False:
+            return fires
+    return False if every is True else _both(fires, every)
 
 
 def _prepare(condition: Condition, args: dict[str, Any]) -> Any:
@@ -324,13 +379,32 @@ class RuleState:
         self._times: list[deque[float]] = [deque() for _ in range(rules.rate_slots)]
         self._lock = threading.Lock()
 
+    def note(self, tool: str) -> None:
+        """Offline, the same as `check` for an executed call that `prepare` found nothing to say about."""
+        with self._lock:
+            self._counts[tool] = self._counts.get(tool, 0) + 1
+            self._total += 1
+
     def check(self, tool: str, prepared: tuple[Any, ...] | None, now: float = 0.0) -> Ruling:
         """The ruling on a call; unless it is denied, the call is counted as executed."""
         ruling = Ruling()
+        rules = self._rules.rules
         with self._lock:
             if prepared is not None:
-                for position, when, unless in prepared[0]:
-                    self._judge(self._rules.rules[position], when, unless, tool, now, ruling)
+                decided, pending, keys = prepared
+                outcomes = list(decided)
+                for position, when, unless in pending:
+                    rule = rules[position]
+                    fires = _combine(
+                        (self._outcome(c, p, tool, now) for c, p in zip(rule.when, when, strict=True)),
+                        None if rule.unless is None or unless is None else
+                        (self._outcome(c, p, tool, now) for c, p in zip(rule.unless, unless, strict=True)))
+                    if fires is not False:
+                        outcomes.append((position, fires))
+                if decided and pending:
+                    outcomes.sort(key=_first)  # file order
+                for position, fires in outcomes:
+                    _apply(rules[position], fires, ruling)
             if not ruling.denials:
                 ruling.reserved = self._reserve(tool, prepared, now)
         return ruling
@@ -356,28 +430,6 @@ class RuleState:
                 except ValueError:  # already aged out of the window
                     pass
 
-    def _judge(self, rule: Rule, when: list[Any], unless: list[Any] | None, tool: str,
-               now: float, ruling: Ruling) -> None:
-        fires: Outcome = True
-        for condition, prepared in zip(rule.when, when, strict=True):
-            fires = _both(fires, self._outcome(condition, prepared, tool, now))
-            if fires is False:
-                return
-        if unless is not None and rule.unless is not None:
-            every: Outcome = True
-            for condition, prepared in zip(rule.unless, unless, strict=True):
-                every = _both(every, self._outcome(condition, prepared, tool, now))
-                if every is False:
-                    break
-            if every is True:
-                return
-            fires = _both(fires, True if every is False else every)
-        if rule.effect == "allow":
-            ruling.allowed = ruling.allowed or fires is True
-            return
-        reason = rule.reason if fires is True else f"rule error: {fires}"
-        (ruling.denials if rule.effect == "deny" else ruling.asks).append((rule.id, reason))
-
     def _outcome(self, condition: Condition, prepared: Any, tool: str, now: float) -> Outcome:
         if isinstance(condition, ArgCondition):
             return prepared  # type: ignore[no-any-return]
@@ -399,7 +451,7 @@ class RuleState:
     def _reserve(self, tool: str, prepared: tuple[Any, ...] | None, now: float) -> tuple[Any, ...]:
         self._counts[tool] = self._counts.get(tool, 0) + 1
         self._total += 1
-        keys: tuple[tuple[int, bytes], ...] = () if prepared is None else prepared[1]
+        keys: tuple[tuple[int, bytes], ...] = () if prepared is None else prepared[2]
         for slot, key in keys:
             table = self._seen[slot]
             table[key] = table.get(key, 0) + 1
@@ -407,3 +459,16 @@ class RuleState:
             for slot in self._rules.rate_slots_of(tool):
                 self._times[slot].append(now)
         return tool, keys, now
+
+
+def _first(item: tuple[int, Outcome]) -> int:
+    return item[0]
+
+
+def _apply(rule: Rule, fires: Outcome, ruling: Ruling) -> None:
+    """Add a rule that fires (True) or errs (a reason) to the ruling; an erring allow rule does nothing."""
+    if rule.effect == "allow":
+        ruling.allowed = ruling.allowed or fires is True
+        return
+    reason = rule.reason if fires is True else f"rule error: {fires}"
+    (ruling.denials if rule.effect == "deny" else ruling.asks).append((rule.id, reason))
