@@ -9,7 +9,7 @@ from typing import overload
 
 __all__ = ["Finding", "FindingList", "KINDS"]
 
-# Sorted by name: findings at one index are listed in this order (SPEC.md §4).
+# Sorted by name: findings at one index are listed in this order.
 # Several policy-violation findings at one index follow the order of the rules in the policy file.
 KINDS = ("non-determinism", "permission-overreach", "policy-violation", "redundant-call")
 

@@ -1,9 +1,9 @@
-"""`scope` (SPEC.md §5): every call checked against the agent's declared tools and the policy's rules.
+"""`scope`: every call checked against the agent's declared tools and the policy's rules.
 
 With rules, scope is a backtest: it evaluates them over the recorded calls in order, as the guard
 would have (`toolreplay.policy.rules`). A call the rules deny, or that the record shows the guard
 refused, did not execute: it does not count for later `after` and `count` conditions. `rate` rules
-are listed as not checked, since a record carries no time.
+are listed as not checked, since a record carries no time. See docs/policy.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The permission file: SPEC.md §5's scope file, optionally with the guard's write tools, limits and rules.
+"""The permission file: the scope file, optionally with the guard's write tools, limits and rules.
 
     {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
      "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60},
@@ -7,7 +7,7 @@
 `agent` and `allowed_tools` are required; `write_tools`, `limits` and `rules` are optional; anything
 else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`. Integer limits
 are JSON integers (not `2.0`, `1e2` or `true`). `scope` checks the names and the rules; the guard
-enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse`.
+enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and docs/policy.md.
 """
 
 from __future__ import annotations
