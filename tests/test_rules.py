@@ -13,7 +13,9 @@ from toolreplay.audit.render import scope_text
 from toolreplay.audit.scope import audit_rule_facts, rule_fact_extractor
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.errors import InputError
 from toolreplay.format.chunks import read_facts
+from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.matchers import path_segments, url_host
@@ -463,6 +465,10 @@ class LoadTest(Harness):
                 io = IO.memory()
                 self.assertEqual(main(["scope", self.write("s.jsonl", ""), path], io), 2)
                 self.assertEqual(io.err(), f"error: {path}:1: {message}\n")
+        suite = self.write("suite.json", '{"name": "s",\n "cases": [],\n "x": "\\udfff"}')
+        with self.assertRaises(InputError) as caught:
+            read_json_file(suite)  # every JSON file the tool reads: eval suites too
+        self.assertEqual(str(caught.exception), f"{suite}:3: {message}")
         ok = self.write("ok.json", '{"agent": "\\\\ud800 \\ud83d\\ude00", "allowed_tools": []}')
         self.assertEqual(load_policy(ok).agent, "\\ud800 \U0001f600")
 
