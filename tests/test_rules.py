@@ -281,6 +281,25 @@ class GuardTest(Harness):
         self.assertEqual(gate.call("cancel_order", {"order_id": 7}), {"ok": True})
         self.assertEqual(ran, ["get_order", "cancel_order"])
 
+    def test_a_resumed_record_counts_for_the_rules(self) -> None:
+        record = os.path.join(self.directory, "resumed.jsonl")
+        gate, _ = self.gate(record)
+        self.assertEqual(gate.call("get_order", {"order_id": 3}), {"ok": True})
+        self.assertEqual(gate.call("search", {"q": "a"}), {"ok": True})
+        self.assertEqual(gate.call("get_order", {"order_id": 4, "x": 1}), {"ok": True})
+        gate._recorder.close()  # type: ignore[union-attr]
+        with open(record, "a", encoding="utf-8") as handle:  # a refusal on record did not run
+            handle.write('{"index": 3, "tool": "get_order", "args": {"order_id": 5}, '
+                         '"response": {"ok": false, "error": "budget exceeded: time"}}\n')
+        gate, ran = self.gate(record)  # a restarted host continues the same record
+        self.assertEqual(gate.call("cancel_order", {"order_id": 3}), {"ok": True})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 5}),
+                         {"ok": False, "error": "denied by rule look-first: get_order of that order first"})
+        self.assertEqual(gate.call("search", {"q": "b"}), {"ok": True})
+        self.assertEqual(gate.call("search", {"q": "c"}),
+                         {"ok": False, "error": "denied by rule search-budget: at most 2 searches"})
+        self.assertEqual(ran, ["cancel_order", "search"])
+
     def test_rules_come_after_the_allowlist(self) -> None:
         gate, ran = self.gate()
         self.assertEqual(gate.call("rm", {}), {"ok": False, "error": "tool not allowed: rm"})

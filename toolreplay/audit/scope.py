@@ -16,14 +16,11 @@ from typing import Any
 from toolreplay.audit.findings import FindingList
 from toolreplay.format.records import Record
 from toolreplay.policy.model import Policy
+from toolreplay.policy.refusals import is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact", "rule_fact_extractor",
-           "audit_rule_facts", "is_recorded_refusal", "REFUSAL_PREFIXES"]
-
-# How the guard words a refusal: a recorded response {"ok": false, "error": ONE OF THESE...} did not run.
-REFUSAL_PREFIXES = ("tool not allowed: ", "confirmation required", "budget exceeded: ", "denied by rule ")
-
+           "audit_rule_facts"]
 
 @dataclass(frozen=True, slots=True)
 class ScopeReport:
@@ -41,16 +38,8 @@ def tool_fact(record: Record) -> tuple[int, str]:
     return record.index, record.tool
 
 
-def is_recorded_refusal(response: dict[str, Any]) -> bool:
-    """Whether a recorded response is the guard's refusal (so the call did not run)."""
-    if len(response) != 2 or response.get("ok") is not False:
-        return False
-    error = response.get("error")
-    return isinstance(error, str) and error.startswith(REFUSAL_PREFIXES)
-
-
 def _rule_fact(rules: RuleSet, record: Record) -> tuple[int, str, Any, bool]:
-    return record.index, record.tool, rules.prepare(record.tool, record.args), is_recorded_refusal(record.response)
+    return record.index, record.tool, rules.prepare(record.tool, record.args), is_refusal(record.response)
 
 
 def rule_fact_extractor(policy: Policy) -> Callable[[Record], tuple[int, str, Any, bool]]:
