@@ -7,11 +7,11 @@ Each request goes through, in this order (one method each; docs/guard.md has the
 2. **budgets** — once a limit is passed, every request is refused naming it (`max_steps`, `budget`,
    `time`);
 3. **allowlist** — a tool the policy does not allow, or that the host did not supply, never runs;
-3b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
-   refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
-   write tool; a firing allow rule lets a write tool run without it;
 4. **unknown outcome** — a write that started and never got a result on record (the host died, or it
    was interrupted) is not run again until a person has resolved it;
+4b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
+   refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
+   write tool; a firing allow rule lets a write tool run without it;
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
    response; a read is answered from an identical earlier read only while no write has run since;
