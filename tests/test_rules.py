@@ -300,6 +300,25 @@ class GuardTest(Harness):
                          {"ok": False, "error": "denied by rule search-budget: at most 2 searches"})
         self.assertEqual(ran, ["cancel_order", "search"])
 
+    def test_count_holds_under_racing_threads(self) -> None:
+        import threading
+        policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five echoes",
+                                      "unless": [{"count": "echo", "max": 5}]}])
+        self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
+        gate, ran = self.gate(clock=lambda: 0.0)
+        start = threading.Barrier(32)
+
+        def worker(n: int) -> None:
+            start.wait()
+            gate.call("echo", {"v": n})
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(len(ran), 5)
+
     def test_rules_come_after_the_allowlist(self) -> None:
         gate, ran = self.gate()
         self.assertEqual(gate.call("rm", {}), {"ok": False, "error": "tool not allowed: rm"})
