@@ -22,7 +22,7 @@ from toolreplay.audit.render import (
     iter_scope_text,
 )
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
-from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
@@ -68,7 +68,11 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
-    report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
+    if policy.rules:
+        facts = read_facts(args.session, rule_fact_extractor(policy), jobs=args.jobs, stdin=io.stdin)
+        report = audit_rule_facts(facts, policy)
+    else:
+        report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
 
@@ -181,7 +185,7 @@ def register(subparsers: Any) -> None:
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
-    parser = subparsers.add_parser("scope", help="check each call against a permission file")
+    parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
     _format_option(parser)
