@@ -25,6 +25,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),
+    "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
 }
 
 

@@ -1,0 +1,456 @@
+"""An MCP stdio proxy: the gate and the sealed recorder between any MCP client and any stdio MCP server.
+
+The proxy starts the server as a child process and serves the client on its own stdin/stdout, one
+JSON-RPC message per line (the MCP stdio transport). Two reader threads, one per side, pass every
+message through unchanged, byte for byte, except:
+
+- a `tools/list` result, whose tools are filtered to those the policy allows (and, with pins, whose
+  definitions match their pins);
+- a `tools/call` request, which goes through the `Gate` on a thread of its own: an allowed call is
+  forwarded as it came and its reply awaited; a refused one is answered by the proxy as a tool result
+  with `isError: true` and the refusal text, so the model sees why.
+
+A write tool needs a person's confirmation: when the client declared the elicitation capability at
+`initialize`, the proxy asks through an `elicitation/create` request of its own (ids the server never
+sees); otherwise the call is refused with "confirmation required".
+
+Batches (JSON arrays) are handled element by element when the negotiated protocol version allows them
+(2025-03-26), and answered with an Invalid Request error otherwise. Malformed JSON from either side is
+reported on the diagnostics stream and answered with a Parse error (id null).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+import threading
+from collections.abc import Callable
+from typing import IO, Any, TextIO
+
+from toolreplay.format.text import escape_text
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.mcp_pins import ToolPins
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import Policy
+
+__all__ = ["BATCH_VERSIONS", "McpProxy"]
+
+BATCH_VERSIONS = frozenset({"2025-03-26"})
+_PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS, _INTERNAL_ERROR = -32700, -32600, -32602, -32603
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse(line: bytes) -> Any:
+    return json.loads(line, parse_constant=_reject_constant)
+
+
+def _dump(message: Any) -> bytes:
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+
+
+def _id_key(value: Any) -> str:
+    """A table key for a JSON-RPC id of any JSON type: 1, 1.0 and "1" stay distinct."""
+    return type(value).__name__ + ":" + json.dumps(value, sort_keys=True)
+
+
+def _error(message_id: Any, code: int, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}
+
+
+def _refusal_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": "toolreplay: " + text}], "isError": True}
+
+
+class _Waiter:
+    """One reply awaited by a worker thread."""
+
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.reply: dict[str, Any] | None = None
+
+
+class _Batch:
+    """The replies of one client batch, sent as one array once every request in it is answered."""
+
+    def __init__(self, expected: set[str]) -> None:
+        self.expected = expected
+        self.replies: list[Any] = []
+
+
+class McpProxy:
+    """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
+
+    def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
+                 diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
+                 popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen) -> None:
+        """Nothing starts before `run`; `diagnostics` receives the proxy's own messages."""
+        self._command = command
+        self._policy = policy
+        self._client_in = client_in
+        self._client_out = client_out
+        self._diagnostics = diagnostics
+        self._recorder = recorder
+        self._pins = pins
+        self._popen = popen
+        self._child: subprocess.Popen[bytes] | None = None
+        self._client_lock = threading.Lock()
+        self._server_lock = threading.Lock()
+        self._diag_lock = threading.Lock()
+        self._table_lock = threading.Lock()
+        self._calls: dict[str, _Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
+        self._confirms: dict[str, _Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
+        self._lists: set[str] = set()             # forwarded tools/list ids
+        self._initialize: set[str] = set()        # forwarded initialize ids
+        self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
+        self._workers: set[threading.Thread] = set()
+        self._elicitation = False
+        self._version: str | None = None
+        self._local = threading.local()
+        self._finished = threading.Event()
+        self._closing = False
+        self.exit_reason = ""
+        tools = {name: self._forwarder(name) for name in policy.allowed_tools}
+        self._gate = Gate(tools, policy, confirm=self._confirm)
+
+    # -- running and stopping -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Start the server, pass messages until one side ends; return the server's exit status."""
+        try:
+            self._child = self._popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+        except OSError as exc:
+            self._say(f"cannot start the server {escape_text(self._command[0])}: {exc.strerror or exc}")
+            return 127
+        server_reader = threading.Thread(target=self._read_server, name="mcp-server-reader", daemon=True)
+        client_reader = threading.Thread(target=self._read_client, name="mcp-client-reader", daemon=True)
+        server_reader.start()
+        client_reader.start()
+        self._finished.wait()
+        self._shutdown()
+        server_reader.join(timeout=5)
+        return self._child.returncode if self._child.returncode is not None else 0
+
+    def stop(self, reason: str = "stopped") -> None:
+        """End the session from any thread (a signal handler, a test)."""
+        if not self._finished.is_set():
+            self.exit_reason = self.exit_reason or reason
+            self._finished.set()
+
+    def _shutdown(self) -> None:
+        child = self._child
+        assert child is not None
+        self._closing = True
+        with self._table_lock:  # a client that is gone answers no confirmation
+            confirms = list(self._confirms.values())
+        for waiter in confirms:
+            waiter.done.set()
+        for worker in list(self._workers):
+            worker.join(timeout=5)
+        try:
+            if child.stdin is not None:
+                child.stdin.close()
+        except OSError:
+            pass
+        try:
+            child.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            child.terminate()
+            try:
+                child.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        with self._table_lock:  # the server is gone: nothing more will answer
+            calls = list(self._calls.values())
+        for waiter in calls:
+            waiter.done.set()
+
+    # -- the two sides ------------------------------------------------------------------------------
+
+    def _read_client(self) -> None:
+        try:
+            for line in iter(self._client_in.readline, b""):
+                if line.strip():
+                    self._from_client(line)
+        except (OSError, ValueError) as exc:
+            self._say(f"client input failed: {exc}")
+        self.stop("client closed its input")
+
+    def _read_server(self) -> None:
+        child = self._child
+        assert child is not None and child.stdout is not None
+        try:
+            for line in iter(child.stdout.readline, b""):
+                if line.strip():
+                    self._from_server(line)
+        except (OSError, ValueError) as exc:
+            self._say(f"server output failed: {exc}")
+        if not self._closing:
+            self.stop("server exited")
+        with self._table_lock:
+            calls = list(self._calls.values())
+        for waiter in calls:
+            waiter.done.set()
+
+    def _from_client(self, line: bytes) -> None:
+        try:
+            message = _parse(line)
+        except (ValueError, RecursionError) as exc:
+            self._say(f"malformed JSON from the client: {exc}")
+            self._to_client(_error(None, _PARSE_ERROR, "Parse error"))
+            return
+        if isinstance(message, list):
+            self._client_batch(message)
+        elif self._client_message(message, None):
+            self._to_server(line)
+
+    def _from_server(self, line: bytes) -> None:
+        try:
+            message = _parse(line)
+        except (ValueError, RecursionError) as exc:
+            self._say(f"malformed JSON from the server: {exc}")
+            self._to_server(_dump(_error(None, _PARSE_ERROR, "Parse error")))
+            return
+        if isinstance(message, list):
+            kept = [item for item in message if self._server_message(item, [False])]
+            if kept:
+                self._to_client(kept)
+            return
+        changed = [False]
+        if self._server_message(message, changed):
+            if changed[0]:
+                self._to_client(message)
+            else:
+                self._to_client_bytes(line)
+
+    # -- client to server ---------------------------------------------------------------------------
+
+    def _client_message(self, message: Any, batch: _Batch | None) -> bool:
+        """Handle one message from the client; True when it is to be forwarded unchanged."""
+        if not isinstance(message, dict):
+            return True  # not ours to judge: the server answers it
+        method = message.get("method")
+        if method is None and "id" in message:  # a response: to our elicitation, else the server's request
+            key = _id_key(message["id"])
+            with self._table_lock:
+                waiter = self._confirms.pop(key, None)
+            if waiter is None:
+                return True
+            waiter.reply = message
+            waiter.done.set()
+            return False
+        if "id" not in message:
+            if method == "tools/call":
+                self._say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
+                return False
+            return True
+        key = _id_key(message["id"])
+        if batch is not None:
+            with self._table_lock:
+                self._batches[key] = batch
+        if method == "tools/call":
+            self._start_call(message)
+            return False
+        if method == "tools/list":
+            with self._table_lock:
+                self._lists.add(key)
+        elif method == "initialize":
+            params = message.get("params")
+            capabilities = params.get("capabilities") if isinstance(params, dict) else None
+            elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+            # 2025-11-25: {} means form mode; a client declaring only "url" cannot show our form.
+            self._elicitation = isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
+            with self._table_lock:
+                self._initialize.add(key)
+        return True
+
+    def _client_batch(self, messages: list[Any]) -> None:
+        if self._version not in BATCH_VERSIONS or not messages:
+            self._say("rejected a JSON-RPC batch: the negotiated protocol version does not allow batches")
+            self._to_client(_error(None, _INVALID_REQUEST, "Invalid Request: batches are not supported "
+                                   "by the negotiated protocol version"))
+            return
+        expected = {_id_key(item["id"]) for item in messages
+                    if isinstance(item, dict) and "method" in item and "id" in item}
+        batch = _Batch(expected)
+        forward = [item for item in messages if self._client_message(item, batch if expected else None)]
+        if forward:
+            self._to_server(_dump(forward))
+
+    # -- server to client ---------------------------------------------------------------------------
+
+    def _server_message(self, message: Any, changed: list[bool]) -> bool:
+        """Handle one message from the server; True when it goes on to the client."""
+        if not isinstance(message, dict) or "method" in message or "id" not in message:
+            return True
+        key = _id_key(message["id"])
+        with self._table_lock:
+            waiter = self._calls.pop(key, None)
+            listing = key in self._lists
+            self._lists.discard(key)
+            initialize = key in self._initialize
+            self._initialize.discard(key)
+        if waiter is not None:
+            waiter.reply = message
+            waiter.done.set()
+            return False
+        if initialize and isinstance(message.get("result"), dict):
+            version = message["result"].get("protocolVersion")
+            self._version = version if isinstance(version, str) else None
+        if listing and isinstance(message.get("result"), dict):
+            self._filter_listing(message["result"])
+            changed[0] = True
+        if self._in_batch(key, message):
+            return False
+        return True
+
+    def _filter_listing(self, result: dict[str, Any]) -> None:
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return
+        listed = [tool for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+        hidden: set[str] = set()
+        if self._pins is not None:
+            for check in self._pins.check(listed):
+                if check.status != "pinned":
+                    hidden.add(check.name)
+                    self._say("pins: " + escape_text(check.describe()) + "; hidden until accepted "
+                              f"(toolreplay mcp-pins accept {escape_text(self._pins.path)})")
+        result["tools"] = [tool for tool in listed
+                           if tool["name"] in self._policy.allowed_tools and tool["name"] not in hidden]
+
+    def _in_batch(self, key: str, reply: Any) -> bool:
+        """Keep a reply that belongs to a client batch; send the batch when it is complete."""
+        with self._table_lock:
+            batch = self._batches.pop(key, None)
+            if batch is None:
+                return False
+            batch.replies.append(reply)
+            batch.expected.discard(key)
+            complete = not batch.expected
+        if complete:
+            self._to_client(batch.replies)
+        return True
+
+    # -- tools/call through the gate --------------------------------------------------------------
+
+    def _start_call(self, message: dict[str, Any]) -> None:
+        worker = threading.Thread(target=self._call, args=(message,), name="mcp-call", daemon=True)
+        with self._table_lock:
+            self._workers.add(worker)
+        worker.start()
+
+    def _call(self, message: dict[str, Any]) -> None:
+        try:
+            self._reply(message, self._guarded(message))
+        finally:
+            with self._table_lock:
+                self._workers.discard(threading.current_thread())
+
+    def _guarded(self, message: dict[str, Any]) -> dict[str, Any]:
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        args = params.get("arguments", {}) if isinstance(params, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(args, dict):
+            return _error(message["id"], _INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
+                                                          "and an arguments object")
+        refusal = self._pins.refusal(name) if self._pins is not None else None
+        if refusal is not None:
+            response: dict[str, Any] = {"ok": False, "error": refusal}
+        else:
+            self._local.message = message
+            try:
+                response = self._gate.call(name, args)
+            except ValueError as exc:
+                return _error(message["id"], _INVALID_PARAMS, f"Invalid params: {exc}")
+        if "reply" in response and isinstance(response["reply"], dict):
+            reply = dict(response["reply"])
+            reply["id"] = message["id"]  # a repeated call answered from the gate carries the first id
+        else:
+            reply = {"jsonrpc": "2.0", "id": message["id"], "result": _refusal_result(str(response.get("error")))}
+        self._record(name, args, reply)
+        return reply
+
+    def _forwarder(self, name: str) -> Callable[..., dict[str, Any]]:
+        def forward(**args: Any) -> dict[str, Any]:
+            message: dict[str, Any] = self._local.message
+            waiter = _Waiter()
+            with self._table_lock:
+                self._calls[_id_key(message["id"])] = waiter
+            self._to_server(_dump(message))
+            waiter.done.wait()
+            if waiter.reply is None:
+                raise ConnectionError("the server ended before it answered")
+            reply = {key: value for key, value in waiter.reply.items() if key != "id"}
+            return {"reply": reply}
+        forward.__name__ = name
+        return forward
+
+    def _confirm(self, tool: str, args: dict[str, Any]) -> bool:
+        if not self._elicitation or self._closing:
+            return False
+        own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
+        waiter = _Waiter()
+        with self._table_lock:
+            self._confirms[_id_key(own_id)] = waiter
+        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": {
+            "message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+            "requestedSchema": {"type": "object", "properties": {"approve": {
+                "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}})
+        waiter.done.wait()
+        with self._table_lock:
+            self._confirms.pop(_id_key(own_id), None)
+        result = waiter.reply.get("result") if waiter.reply is not None else None
+        return (isinstance(result, dict) and result.get("action") == "accept"
+                and isinstance(result.get("content"), dict) and result["content"].get("approve") is True)
+
+    def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
+        if not self._in_batch(_id_key(message["id"]), reply):
+            self._to_client(reply)
+
+    def _record(self, tool: str, args: dict[str, Any], reply: dict[str, Any]) -> None:
+        if self._recorder is None:
+            return
+        response = reply["result"] if isinstance(reply.get("result"), dict) else {"error": reply.get("error")}
+        try:
+            self._recorder.append(tool, args, response)
+        except ValueError as exc:
+            self._say(f"not recorded: {exc}")
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _to_client(self, message: Any) -> None:
+        self._to_client_bytes(_dump(message))
+
+    def _to_client_bytes(self, data: bytes) -> None:
+        with self._client_lock:
+            try:
+                self._client_out.write(data)
+                self._client_out.flush()
+            except (OSError, ValueError):
+                self.stop("client closed its output")
+
+    def _to_server(self, data: bytes) -> None:
+        child = self._child
+        with self._server_lock:
+            try:
+                assert child is not None and child.stdin is not None
+                child.stdin.write(data)
+                child.stdin.flush()
+            except (OSError, ValueError):
+                self._say("the server no longer reads its input")
+
+    def _say(self, text: str) -> None:
+        with self._diag_lock:
+            try:
+                self._diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
+                self._diagnostics.flush()
+            except (OSError, ValueError):
+                pass
