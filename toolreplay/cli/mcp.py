@@ -30,7 +30,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     recorder = SessionRecorder.open(args.record, sealed=True) if args.record else None
     try:
         io.stdout.flush()
-        proxy = McpProxy(command, policy, client_in=io.stdin, client_out=getattr(io.stdout, "buffer"),
+        proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins)
         previous = _on_stop_signals(proxy)
         try:

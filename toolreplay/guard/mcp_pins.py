@@ -98,7 +98,8 @@ class ToolPins:
 
     def check(self, tools: list[dict[str, Any]]) -> list[PinCheck]:
         """Check the tools of one listing; pinned ones become callable, the others go to the pending file."""
-        checks, pending = [], {}
+        checks: list[PinCheck] = []
+        pending: dict[str, dict[str, Any] | None] = {}  # None: newly pinned, the pins file is rewritten
         with self._lock:
             for tool in tools:
                 name = tool.get("name")
@@ -113,7 +114,7 @@ class ToolPins:
                 known = self._pins.get(name)
                 if known is None and self._first_use:
                     self._pins[name] = known = pin
-                    pending[name] = None  # marker: pins file to rewrite
+                    pending[name] = None
                 if known is not None and known["sha256"] == pin["sha256"]:
                     self._verified[name] = pin["sha256"]
                     checks.append(PinCheck(name, "pinned"))
