@@ -2,7 +2,7 @@
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
 `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
-malformed line and a notification before its result). `--description TEXT` changes `echo`'s
+malformed line and a notification before its result), `crash` (exits without answering). `--description TEXT` changes `echo`'s
 description (a rug pull between two runs). Batches are answered with a batch.
 """
 
@@ -24,6 +24,7 @@ def _tools(description: str) -> list[dict[str, object]]:
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
+        {"name": "crash", "description": "Exit at once.", "inputSchema": {"type": "object"}},
         {"name": "delete_all", "description": "Delete everything.", "inputSchema": {"type": "object"}},
     ]
 
@@ -73,6 +74,8 @@ class TinyServer:
                 if isinstance(reply, dict) and reply.get("id") == ask_id:
                     text = json.dumps(reply.get("result"), sort_keys=True)
                     break
+        elif name == "crash":
+            sys.exit(3)
         elif name == "noisy":
             sys.stdout.write("this is not JSON\n")
             self.send({"jsonrpc": "2.0", "method": "notifications/message",

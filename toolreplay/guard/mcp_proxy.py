@@ -22,10 +22,11 @@ reported on the diagnostics stream and answered with a Parse error (id null).
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import IO, Any, TextIO
 
 from toolreplay.format.text import escape_text
@@ -63,6 +64,25 @@ def _error(message_id: Any, code: int, text: str) -> dict[str, Any]:
 
 def _refusal_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": "toolreplay: " + text}], "isError": True}
+
+
+def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+    """The lines of the client's input. A real file is read with os.read: a thread blocked in a
+    buffered reader would hold its lock when the interpreter exits, which aborts the process."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError):
+        yield from iter(stream.readline, b"")
+        return
+    pending = b""
+    while chunk := os.read(fd, 1 << 16):
+        pending += chunk
+        if b"\n" in chunk:
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line + b"\n"
+    if pending:
+        yield pending
 
 
 class _Waiter:
@@ -175,7 +195,7 @@ class McpProxy:
 
     def _read_client(self) -> None:
         try:
-            for line in iter(self._client_in.readline, b""):
+            for line in _lines(self._client_in):
                 if line.strip():
                     self._from_client(line)
         except (OSError, ValueError) as exc:
