@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import secrets
 import subprocess
 import threading
@@ -128,7 +129,9 @@ class McpProxy:
         self._lists: set[str] = set()             # forwarded tools/list ids
         self._initialize: set[str] = set()        # forwarded initialize ids
         self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
-        self._workers: set[threading.Thread] = set()
+        self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
+        self._jobs: queue.SimpleQueue[tuple[dict[str, Any], bytes] | None] = queue.SimpleQueue()
+        self._idle = 0
         self._elicitation = False
         self._version: str | None = None
         self._local = threading.local()
@@ -170,7 +173,11 @@ class McpProxy:
             confirms = list(self._confirms.values())
         for waiter in confirms:
             waiter.done.set()
-        for worker in list(self._workers):
+        with self._table_lock:
+            workers = list(self._workers)
+        for _ in workers:
+            self._jobs.put(None)  # after the calls already queued
+        for worker in workers:
             worker.join(timeout=5)
         try:
             if child.stdin is not None:
@@ -227,7 +234,7 @@ class McpProxy:
             return
         if isinstance(message, list):
             self._client_batch(message)
-        elif self._client_message(message, None):
+        elif self._client_message(message, None, line):
             self._to_server(line)
 
     def _from_server(self, line: bytes) -> None:
@@ -251,7 +258,7 @@ class McpProxy:
 
     # -- client to server ---------------------------------------------------------------------------
 
-    def _client_message(self, message: Any, batch: _Batch | None) -> bool:
+    def _client_message(self, message: Any, batch: _Batch | None, line: bytes | None = None) -> bool:
         """Handle one message from the client; True when it is to be forwarded unchanged."""
         if not isinstance(message, dict):
             return True  # not ours to judge: the server answers it
@@ -275,7 +282,7 @@ class McpProxy:
             with self._table_lock:
                 self._batches[key] = batch
         if method == "tools/call":
-            self._start_call(message)
+            self._start_call(message, line if line is not None else _dump(message))
             return False
         if method == "tools/list":
             with self._table_lock:
@@ -360,18 +367,26 @@ class McpProxy:
 
     # -- tools/call through the gate --------------------------------------------------------------
 
-    def _start_call(self, message: dict[str, Any]) -> None:
-        worker = threading.Thread(target=self._call, args=(message,), name="mcp-call", daemon=True)
+    def _start_call(self, message: dict[str, Any], line: bytes) -> None:
+        """Hand the call to an idle worker, or to a new one: a call may wait on a person for long."""
         with self._table_lock:
-            self._workers.add(worker)
-        worker.start()
+            spawn = self._idle == 0
+            if spawn:
+                worker = threading.Thread(target=self._work, name="mcp-call", daemon=True)
+                self._workers.add(worker)
+            else:
+                self._idle -= 1
+        self._jobs.put((message, line))
+        if spawn:
+            worker.start()
 
-    def _call(self, message: dict[str, Any]) -> None:
-        try:
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            message, line = job
+            self._local.line = line  # what an allowed call forwards: the request exactly as it came
             self._reply(message, self._guarded(message))
-        finally:
             with self._table_lock:
-                self._workers.discard(threading.current_thread())
+                self._idle += 1
 
     def _guarded(self, message: dict[str, Any]) -> dict[str, Any]:
         params = message.get("params")
@@ -403,7 +418,7 @@ class McpProxy:
             waiter = _Waiter()
             with self._table_lock:
                 self._calls[_id_key(message["id"])] = waiter
-            self._to_server(_dump(message))
+            self._to_server(self._local.line)
             waiter.done.wait()
             if waiter.reply is None:
                 raise ConnectionError("the server ended before it answered")
