@@ -109,9 +109,8 @@ def main() -> None:
         p50, p99 = percentile(measured, 0.5), percentile(measured, 0.99)
         print(f"{name:<16}{p50 * 1e3:>9.3f}{p99 * 1e3:>9.3f}{(p50 - direct50) * 1e3:>11.3f}"
               f"{(p99 - direct99) * 1e3:>11.3f}")
-    print(f"mean ms: " + ", ".join(f"{name} {statistics.fmean(t) * 1e3:.3f}" for name, t in times.items()))
-    for name in ("direct",):
-        clients.pop(name).close()
+    print("mean ms: " + ", ".join(f"{name} {statistics.fmean(t) * 1e3:.3f}" for name, t in times.items()))
+    clients.pop("direct").close()
     for name, client in clients.items():
         before = client.rss_kib()
         done = 200 + args.calls
