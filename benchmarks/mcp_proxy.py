@@ -8,8 +8,9 @@ The server is tests/mcp_servers/tiny_server.py (standard library, answers at onc
 read) are made in the same run three ways: to the server directly, through the proxy, and through the
 proxy with `--record` (a sealed record, one line written per call). The added latency is the proxy's
 percentile minus the direct one. Memory is the proxy process's resident set (VmRSS) after the warm-up
-and after the memory run; every call is distinct, so the gate's table of executed calls grows with
-them (one entry per distinct call, by design: repeats are answered from it).
+and after the memory run. With distinct calls the gate's table of executed calls grows with them (one
+entry per distinct call, by design: repeats are answered from it); a last run repeats one call, which
+the gate answers from that table, to show the proxy's own per-call state does not grow.
 """
 
 from __future__ import annotations
@@ -53,12 +54,13 @@ class Client:
             raise SystemExit(f"unexpected reply: {reply}")
         return reply["result"]
 
-    def timed_calls(self, count: int, start: int) -> list[float]:
-        """Seconds per call of `count` distinct echo calls."""
+    def timed_calls(self, count: int, start: int, distinct: bool = True) -> list[float]:
+        """Seconds per call of `count` echo calls, each distinct or all the same."""
         times = []
         for index in range(start, start + count):
             began = time.perf_counter()
-            result = self.ask("tools/call", {"name": "echo", "arguments": {"text": f"call {index}"}})
+            text = f"call {index}" if distinct else "the same call"
+            result = self.ask("tools/call", {"name": "echo", "arguments": {"text": text}})
             times.append(time.perf_counter() - began)
             if result.get("isError"):
                 raise SystemExit(f"call refused: {result}")
@@ -111,11 +113,15 @@ def main() -> None:
               f"{(p99 - direct99) * 1e3:>11.3f}")
     print("mean ms: " + ", ".join(f"{name} {statistics.fmean(t) * 1e3:.3f}" for name, t in times.items()))
     clients.pop("direct").close()
+    clients["proxy, one call repeated"] = Client(setups["proxy"])
     for name, client in clients.items():
-        before = client.rss_kib()
+        distinct = not name.endswith("repeated")
         done = 200 + args.calls
+        if not distinct:
+            client.timed_calls(done, 0, distinct)  # the same count of calls as the others before the reading
+        before = client.rss_kib()
         began = time.perf_counter()
-        client.timed_calls(args.memory_calls, done)
+        client.timed_calls(args.memory_calls, done, distinct)
         elapsed = time.perf_counter() - began
         after = client.rss_kib()
         print(f"{name}: RSS {before / 1024:.1f} MiB after {done:,} calls, {after / 1024:.1f} MiB after "
