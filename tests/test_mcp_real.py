@@ -243,14 +243,14 @@ class RugPullTest(Workspace):
         value, stderr = self.session(rug)
         self.assertEqual(value, (["write_note"], (True, ["toolreplay: tool definition not verified against "
                                                          "its pin: echo"])))
-        self.assertEqual(stderr, 'toolreplay mcp-proxy: pins: tool "echo" changed since it was pinned: '
+        self.assertEqual(stderr, "toolreplay mcp-proxy: pins: tool 'echo' changed since it was pinned: "
                                  f"description; hidden until accepted (toolreplay mcp-pins accept {self.pins})\n")
         self.assertEqual(self.session(rug)[0][0], ["write_note"])  # still hidden in the next run
         code, out, _ = run("mcp-pins", "show", self.pins)
         self.assertEqual((code, out.splitlines()[-1][:7], out.splitlines()[-1][-9:]), (1, "pending", "(changed)"))
 
         self.assertEqual(run("mcp-pins", "accept", self.pins), (
-            0, 'accepted tool "echo" changed since it was pinned: description\n', ""))
+            0, "accepted tool 'echo' changed since it was pinned: description\n", ""))
         self.assertEqual(self.session(rug), ((["echo", "write_note"], (False, ['echo {"text": "hi"}'])), ""))
         self.assertEqual(run("mcp-pins", "accept", self.pins), (0, f"nothing pending for {self.pins}\n", ""))
 

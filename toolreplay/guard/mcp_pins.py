@@ -53,10 +53,10 @@ class PinCheck:
     changed: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """One line for a person: the tool and what about it is not pinned."""
+        """One line for a person: the tool and what about it is not pinned (escape it before printing)."""
         if self.status == "new":
-            return f"tool {json.dumps(self.name)} is new (not in the pins)"
-        return f"tool {json.dumps(self.name)} changed since it was pinned: {', '.join(self.changed)}"
+            return f"tool '{self.name}' is new (not in the pins)"
+        return f"tool '{self.name}' changed since it was pinned: {', '.join(self.changed)}"
 
 
 def read_pins(path: str) -> dict[str, dict[str, Any]]:

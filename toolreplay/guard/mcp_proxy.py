@@ -30,6 +30,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import IO, Any, TextIO
 
+from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
@@ -144,12 +145,13 @@ class McpProxy:
     # -- running and stopping -------------------------------------------------------------------
 
     def run(self) -> int:
-        """Start the server, pass messages until one side ends; return the server's exit status."""
+        """Start the server, pass messages until one side ends; return the server's exit status.
+
+        A server that cannot be started is a UsageError."""
         try:
             self._child = self._popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         except OSError as exc:
-            self._say(f"cannot start the server {escape_text(self._command[0])}: {exc.strerror or exc}")
-            return 127
+            raise UsageError(f"cannot start the server {self._command[0]}: {exc.strerror or exc}") from None
         server_reader = threading.Thread(target=self._read_server, name="mcp-server-reader", daemon=True)
         client_reader = threading.Thread(target=self._read_client, name="mcp-client-reader", daemon=True)
         server_reader.start()
@@ -157,6 +159,8 @@ class McpProxy:
         self._finished.wait()
         self._shutdown()
         server_reader.join(timeout=5)
+        if self._child.stdout is not None:
+            self._child.stdout.close()
         return self._child.returncode if self._child.returncode is not None else 0
 
     def stop(self, reason: str = "stopped") -> None:
