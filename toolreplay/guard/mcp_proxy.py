@@ -109,8 +109,7 @@ class McpProxy:
     """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
 
     def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
-                 diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
-                 popen: Callable[..., subprocess.Popen[bytes]] = subprocess.Popen) -> None:
+                 diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages."""
         self._command = command
         self._policy = policy
@@ -119,7 +118,6 @@ class McpProxy:
         self._diagnostics = diagnostics
         self._recorder = recorder
         self._pins = pins
-        self._popen = popen
         self._child: subprocess.Popen[bytes] | None = None
         self._client_lock = threading.Lock()
         self._server_lock = threading.Lock()
@@ -149,7 +147,7 @@ class McpProxy:
 
         A server that cannot be started is a UsageError."""
         try:
-            self._child = self._popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+            self._child = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         except OSError as exc:
             raise UsageError(f"cannot start the server {self._command[0]}: {exc.strerror or exc}") from None
         server_reader = threading.Thread(target=self._read_server, name="mcp-server-reader", daemon=True)
