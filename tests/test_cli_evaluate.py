@@ -123,7 +123,16 @@ class EvalCommandTest(unittest.TestCase):
             ]
             for argv, error in cases:
                 with self.subTest(argv=argv):
-                    self.assertEqual(run(*argv), (2, "", error))
+                    code, out, err = run(*argv)
+                    self.assertEqual((code, out), (2, ""))
+                    if error.startswith("error: argument") or "arguments are required" in error:
+                        # Bad arguments: the error line, then the usage and where to find help.
+                        first, rest = err.split("\n", 1)
+                        self.assertEqual(first + "\n", error)
+                        self.assertTrue(rest.startswith("usage: toolreplay eval "), err)
+                        self.assertTrue(rest.endswith("Try 'toolreplay eval --help' for more information.\n"), err)
+                    else:
+                        self.assertEqual(err, error)
 
 
 if __name__ == "__main__":

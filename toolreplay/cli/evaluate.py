@@ -53,7 +53,10 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `eval`."""
-    parser = subparsers.add_parser("eval", help="run agents over a suite and score answers and tool calls")
+    parser = subparsers.add_parser(
+        "eval", help="run agents over a suite and score answers and tool calls",
+        epilog="exit codes:\n  0  every agent met the thresholds (or none were given)\n  1  an agent did not\n"
+               "  2  usage error, a suite that does not validate, an agent that cannot be imported")
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")

@@ -1,4 +1,4 @@
-"""Evaluate agents over a suite of cases, scoring the answer and the path (SPEC.md §9).
+"""Evaluate agents over a suite of cases, scoring the answer and the path.
 
 The pieces, one module each: `agent` (the protocol), `suite` (the file format), `tools` (module or
 cassette tools), `metrics` (success, tool match, pass^k), `runner` (runs through the guard's Gate),

@@ -10,6 +10,7 @@ from typing import Any
 
 from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
 from toolreplay.format.canonical import canonical_json
+from toolreplay.format.text import escape_text
 
 __all__ = ["Thresholds", "eval_json", "eval_text", "failure_line", "unmet_thresholds"]
 
@@ -93,12 +94,12 @@ def eval_text(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
     trials = "1 trial" if report.trials == 1 else f"{report.trials} trials"
     lines = [f"suite: {report.suite} ({report.cases} cases, {trials}, step limit {report.max_steps})"]
     lines += _table(report)
-    failures = [failure_line(agent, run) for agent in report.agents for run in agent.failures]
+    failures = [escape_text(failure_line(agent, run)) for agent in report.agents for run in agent.failures]
     lines += ["", f"failed: {len(failures)}", *failures]
     unmet = unmet_thresholds(report, thresholds)
     if thresholds.min_success is not None or thresholds.min_tool_match is not None:
         lines += ["", "thresholds: " + ("met" if not unmet else "not met"), *unmet]
-    return "\n".join(lines) + "\n"
+    return "\n".join(escape_text(line) for line in lines) + "\n"
 
 
 def _run_object(run: CaseRun) -> dict[str, Any]:

@@ -79,7 +79,7 @@ class CassetteTools:
 
 
 def load_cassette(path: str) -> CassetteTools:
-    """Read a session (SPEC.md §2, plain or sealed) as a cassette; the first response of a call wins."""
+    """Read a session (plain or sealed) as a cassette; the first response of a call wins."""
     responses: dict[bytes, dict[str, Any]] = {}
     tools: set[str] = set()
     with open_input(path) as handle:
