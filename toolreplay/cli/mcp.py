@@ -19,6 +19,14 @@ from toolreplay.policy.model import load_policy
 __all__ = ["register"]
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+_PROXY_EXIT_CODES = """exit codes:
+  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
+  1  the server ended on its own with a failure
+  2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
+_PINS_EXIT_CODES = """exit codes:
+  0  done; for show: nothing waits for review
+  1  show: tool definitions wait for review (accept them with: toolreplay mcp-pins accept PINS)
+  2  usage error (bad arguments, an unreadable pins file)"""
 
 
 def _run_proxy(args: argparse.Namespace, io: IO) -> int:
@@ -81,14 +89,16 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] -- SERVER_COMMAND [ARGS...]")
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] -- SERVER_COMMAND [ARGS...]",
+        epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 
-    parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions")
+    parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions",
+                                   epilog=_PINS_EXIT_CODES)
     actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
     actions.required = True
     show = actions.add_parser("show", help="list pinned tools and definitions waiting for review (exit 1 if any)")
