@@ -266,3 +266,36 @@ class ProxyWireTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class RecordFailureTest(unittest.TestCase):
+    def test_a_record_that_cannot_grow_refuses_every_later_call(self) -> None:
+        import io
+
+        from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.policy.model import parse_policy
+
+        class FullDisk:
+            def append(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> int:
+                raise OSError(28, "No space left on device")
+
+        client_in, to_proxy = os.pipe()
+        from_proxy, client_out = os.pipe()
+        diagnostics = io.StringIO()
+        with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+            proxy = McpProxy([sys.executable, TINY], parse_policy(POLICY), client_in=proxy_in, client_out=proxy_out,
+                             diagnostics=diagnostics, recorder=FullDisk())  # type: ignore[arg-type]
+            runner = threading.Thread(target=proxy.run)
+            runner.start()
+            replies = []
+            for number in (1, 2):
+                send.write(json.dumps(call(number, "echo", text="x")).encode() + b"\n")
+                send.flush()
+                replies.append(json.loads(receive.readline()))
+            send.close()
+            runner.join(timeout=30)
+        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False), text_result(
+            2, "toolreplay: the session record cannot be written: No space left on device", True)])
+        self.assertEqual(diagnostics.getvalue(), "toolreplay mcp-proxy: the session record cannot be written: No space "
+                                                 "left on device; refusing every further tools/call\n")

@@ -76,15 +76,18 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
     except (OSError, ValueError, AttributeError):
         yield from iter(stream.readline, b"")
         return
-    pending = b""
+    parts: list[bytes] = []  # of a line longer than one read: joined once, when its end arrives
     while chunk := os.read(fd, 1 << 16):
-        pending += chunk
-        if b"\n" in chunk:
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
-    if pending:
-        yield pending
+        if b"\n" not in chunk:
+            parts.append(chunk)
+            continue
+        *lines, rest = chunk.split(b"\n")
+        lines[0] = b"".join(parts) + lines[0]
+        for line in lines:
+            yield line + b"\n"
+        parts = [rest] if rest else []
+    if parts:
+        yield b"".join(parts)
 
 
 class _Waiter:
@@ -132,6 +135,7 @@ class McpProxy:
         self._jobs: queue.SimpleQueue[tuple[dict[str, Any], bytes] | None] = queue.SimpleQueue()
         self._idle = 0
         self._elicitation = False
+        self._record_error: str | None = None
         self._version: str | None = None
         self._local = threading.local()
         self._finished = threading.Event()
@@ -397,7 +401,7 @@ class McpProxy:
         if not isinstance(name, str) or not name or not isinstance(args, dict):
             return _error(message["id"], _INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
                                                           "and an arguments object")
-        refusal = self._pins.refusal(name) if self._pins is not None else None
+        refusal = self._record_error or (self._pins.refusal(name) if self._pins is not None else None)
         if refusal is not None:
             response: dict[str, Any] = {"ok": False, "error": refusal}
         else:
@@ -458,8 +462,12 @@ class McpProxy:
         response = reply["result"] if isinstance(reply.get("result"), dict) else {"error": reply.get("error")}
         try:
             self._recorder.append(tool, args, response)
-        except ValueError as exc:
+        except ValueError as exc:  # a value with no JSON form: this call only
             self._say(f"not recorded: {exc}")
+        except OSError as exc:  # the record cannot grow: no further call runs unrecorded
+            if self._record_error is None:
+                self._record_error = f"the session record cannot be written: {exc.strerror or exc}"
+                self._say(self._record_error + "; refusing every further tools/call")
 
     # -- writing ------------------------------------------------------------------------------------
 
