@@ -42,10 +42,11 @@ def text_result(message_id: Any, text: str, error: bool) -> dict[str, Any]:
 class Proxy:
     """One proxy process over the tiny server, spoken to line by line."""
 
-    def __init__(self, directory: str, *extra: str, server_args: tuple[str, ...] = ()) -> None:
+    def __init__(self, directory: str, *extra: str, server_args: tuple[str, ...] = (),
+                 rules: dict[str, Any] | None = None) -> None:
         policy = os.path.join(directory, "policy.json")
         with open(policy, "w", encoding="utf-8") as out:
-            json.dump(POLICY, out)
+            json.dump({**POLICY, **(rules or {})}, out)
         self.record = os.path.join(directory, "record.jsonl")
         self.stderr = open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8")  # noqa: SIM115
         self.process = subprocess.Popen(
@@ -102,8 +103,8 @@ class ProxyWireTest(unittest.TestCase):
         self.directory = tempfile.mkdtemp()
 
     def start(self, *extra: str, server_args: tuple[str, ...] = (), version: str = "2025-11-25",
-              capabilities: dict[str, Any] | None = None) -> Proxy:
-        proxy = Proxy(self.directory, *extra, server_args=server_args)
+              capabilities: dict[str, Any] | None = None, rules: dict[str, Any] | None = None) -> Proxy:
+        proxy = Proxy(self.directory, *extra, server_args=server_args, rules=rules)
         self.addCleanup(proxy.kill)
         reply = proxy.ask(initialize(version, capabilities))
         self.assertEqual(reply["result"]["protocolVersion"], version)
@@ -208,6 +209,23 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(sorted(replies, key=lambda reply: reply["id"]), [
             {"jsonrpc": "2.0", "id": 1, "result": {}}, text_result(2, 'echo {"text": "b"}', False),
             text_result(3, "toolreplay: tool not allowed: delete_all", True)])
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_a_listing_in_a_batch_is_filtered_too(self) -> None:
+        proxy = self.start(version="2025-03-26")
+        replies = proxy.ask([{"jsonrpc": "2.0", "id": "l", "method": "tools/list"},
+                             {"jsonrpc": "2.0", "id": "p", "method": "ping"}])
+        self.assertEqual(sorted(reply["id"] for reply in replies), ["l", "p"])
+        listing = next(reply for reply in replies if reply["id"] == "l")
+        self.assertEqual([tool["name"] for tool in listing["result"]["tools"]],
+                         ["echo", "write_note", "ask_client", "noisy", "crash"])
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_budgets_refuse_once_passed(self) -> None:
+        proxy = self.start(rules={"limits": {"max_steps": 1}})
+        self.assertEqual(proxy.ask(call(1, "echo")), text_result(1, "echo {}", False))
+        self.assertEqual(proxy.ask(call(2, "echo", text="b")),
+                         text_result(2, "toolreplay: budget exceeded: max_steps", True))
         self.assertEqual(proxy.close()[0], 0)
 
     def test_batches_are_refused_by_later_protocol_versions(self) -> None:
