@@ -164,6 +164,20 @@ class ProxyWireTest(unittest.TestCase):
         with open(notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "yes"}\n')
 
+    def test_cancelling_a_call_that_waits_for_a_person(self) -> None:
+        proxy = self.start(capabilities={"elicitation": {}})
+        proxy.send(call(8, "write_note", text="x"))
+        request = proxy.recv()
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
+        self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+            "requestId": request["id"], "reason": "the tool call was cancelled"}})
+        self.assertEqual(proxy.recv(), text_result(8, "toolreplay: confirmation required", True))
+        # A late answer to the withdrawn question goes nowhere: nothing runs.
+        proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
+                                                                      "content": {"approve": True}}})
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))
+        self.assertEqual(proxy.close()[0], 0)
+
     def test_server_requests_reach_the_client_and_its_answer_the_server(self) -> None:
         proxy = self.start()
         proxy.send(call(3, "ask_client"))

@@ -128,6 +128,7 @@ class McpProxy:
         self._table_lock = threading.Lock()
         self._calls: dict[str, _Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
         self._confirms: dict[str, _Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
+        self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
         self._lists: set[str] = set()             # forwarded tools/list ids
         self._initialize: set[str] = set()        # forwarded initialize ids
         self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
@@ -282,7 +283,9 @@ class McpProxy:
             if method == "tools/call":
                 self._say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
                 return False
-            return True
+            if method == "notifications/cancelled":
+                self._cancel_confirmation(message.get("params"))
+            return True  # the server may be running the call: it gets the cancellation too
         key = _id_key(message["id"])
         if batch is not None:
             with self._table_lock:
@@ -438,8 +441,10 @@ class McpProxy:
             return False
         own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
         waiter = _Waiter()
+        call_key = _id_key(self._local.message["id"])
         with self._table_lock:
             self._confirms[_id_key(own_id)] = waiter
+            self._confirming[call_key] = own_id
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
         self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": {
             "message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
@@ -448,9 +453,23 @@ class McpProxy:
         waiter.done.wait()
         with self._table_lock:
             self._confirms.pop(_id_key(own_id), None)
+            self._confirming.pop(call_key, None)
         result = waiter.reply.get("result") if waiter.reply is not None else None
         return (isinstance(result, dict) and result.get("action") == "accept"
                 and isinstance(result.get("content"), dict) and result["content"].get("approve") is True)
+
+    def _cancel_confirmation(self, params: Any) -> None:
+        """The client cancelled a call that waits for a person: withdraw the question, refuse the call."""
+        if not isinstance(params, dict) or "requestId" not in params:
+            return
+        with self._table_lock:
+            own_id = self._confirming.pop(_id_key(params["requestId"]), None)
+            waiter = self._confirms.pop(_id_key(own_id), None) if own_id is not None else None
+        if waiter is None:
+            return
+        self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": own_id, "reason": "the tool call was cancelled"}})
+        waiter.done.set()
 
     def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
         if not self._in_batch(_id_key(message["id"]), reply):
