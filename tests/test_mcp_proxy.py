@@ -20,7 +20,7 @@ from tests.test_cli import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
-POLICY = {"agent": "tiny", "allowed_tools": ["echo", "write_note", "ask_client", "noisy", "crash"],
+POLICY = {"agent": "tiny", "allowed_tools": ["echo", "write_note", "ask_client", "noisy", "crash", "needs_input"],
           "write_tools": ["write_note"]}
 
 
@@ -115,7 +115,7 @@ class ProxyWireTest(unittest.TestCase):
         proxy = self.start()
         reply = proxy.ask({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
         self.assertEqual([tool["name"] for tool in reply["result"]["tools"]],
-                         ["echo", "write_note", "ask_client", "noisy", "crash"])
+                         ["echo", "write_note", "ask_client", "noisy", "needs_input", "crash"])
         self.assertEqual(proxy.close(), (0, b"", ""))
 
     def test_other_messages_pass_through_byte_for_byte(self) -> None:
@@ -178,6 +178,22 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))
         self.assertEqual(proxy.close()[0], 0)
 
+    def test_a_retry_with_input_responses_reaches_the_server(self) -> None:
+        proxy = self.start()
+        first = proxy.ask(call(1, "needs_input", a=1))["result"]
+        self.assertEqual((first["resultType"], sorted(first["inputRequests"])), ("input_required", ["q"]))
+        retry = call(2, "needs_input", a=1)
+        retry["params"].update(inputResponses={"q": {"action": "accept", "content": {"pick": "b"}}},
+                               requestState="round-1")
+        self.assertEqual(proxy.ask(retry), text_result(
+            2, 'needs_input {"q": {"action": "accept", "content": {"pick": "b"}}}', False))
+        # Once answered, the same call goes through the gate again, which answers it from its table.
+        self.assertEqual(proxy.ask(call(3, "needs_input", a=1))["result"], first)
+        self.assertEqual(proxy.close()[0], 0)
+        with open(proxy.record, encoding="utf-8") as record:
+            self.assertEqual([json.loads(line)["response"].get("resultType") for line in record],
+                             ["input_required", None, "input_required"])
+
     def test_server_requests_reach_the_client_and_its_answer_the_server(self) -> None:
         proxy = self.start()
         proxy.send(call(3, "ask_client"))
@@ -232,7 +248,7 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(sorted(reply["id"] for reply in replies), ["l", "p"])
         listing = next(reply for reply in replies if reply["id"] == "l")
         self.assertEqual([tool["name"] for tool in listing["result"]["tools"]],
-                         ["echo", "write_note", "ask_client", "noisy", "crash"])
+                         ["echo", "write_note", "ask_client", "noisy", "needs_input", "crash"])
         self.assertEqual(proxy.close()[0], 0)
 
     def test_budgets_refuse_once_passed(self) -> None:

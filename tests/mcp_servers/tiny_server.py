@@ -2,7 +2,8 @@
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
 `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
-malformed line and a notification before its result), `crash` (exits without answering). `--description TEXT` changes `echo`'s
+malformed line and a notification before its result), `crash` (exits without answering), `needs_input` (answers `input_required`
+until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
 description (a rug pull between two runs). Batches are answered with a batch.
 """
 
@@ -24,6 +25,8 @@ def _tools(description: str) -> list[dict[str, object]]:
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
+        {"name": "needs_input", "description": "Ask the user first (2026-07-28 input_required).",
+         "inputSchema": {"type": "object"}},
         {"name": "crash", "description": "Exit at once.", "inputSchema": {"type": "object"}},
         {"name": "delete_all", "description": "Delete everything.", "inputSchema": {"type": "object"}},
     ]
@@ -56,6 +59,13 @@ class TinyServer:
             result = {"tools": _tools(self.description)}
         elif method == "tools/call":
             result = self.call(str(params.get("name")), params.get("arguments") or {})
+            if params.get("name") == "needs_input" and "inputResponses" not in params:
+                result = {"resultType": "input_required", "requestState": "round-1", "inputRequests": {
+                    "q": {"method": "elicitation/create", "params": {"mode": "form", "message": "Which?",
+                          "requestedSchema": {"type": "object", "properties": {"pick": {"type": "string"}}}}}}}
+            elif params.get("name") == "needs_input":
+                answers = json.dumps(params["inputResponses"], sort_keys=True)
+                result = {"content": [{"type": "text", "text": f"needs_input {answers}"}], "isError": False}
         else:
             return {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "Method not found"}}
         return {"jsonrpc": "2.0", "id": request["id"], "result": result}

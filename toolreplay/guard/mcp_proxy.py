@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any, TextIO
 
 from toolreplay.errors import UsageError
+from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.text import escape_text
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
@@ -58,6 +59,13 @@ def _dump(message: Any) -> bytes:
 def _id_key(value: Any) -> str:
     """A table key for a JSON-RPC id of any JSON type: 1, 1.0 and "1" stay distinct."""
     return type(value).__name__ + ":" + json.dumps(value, sort_keys=True)
+
+
+def _call_key(tool: str, args: dict[str, Any]) -> bytes | None:
+    try:
+        return canonical_bytes({"tool": tool, "args": args})
+    except (CanonicalError, RecursionError):
+        return None
 
 
 def _error(message_id: Any, code: int, text: str) -> dict[str, Any]:
@@ -129,6 +137,7 @@ class McpProxy:
         self._calls: dict[str, _Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
         self._confirms: dict[str, _Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
         self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
+        self._input_required: set[bytes] = set()  # calls the server answered with input_required
         self._lists: set[str] = set()             # forwarded tools/list ids
         self._initialize: set[str] = set()        # forwarded initialize ids
         self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
@@ -404,11 +413,18 @@ class McpProxy:
         if not isinstance(name, str) or not name or not isinstance(args, dict):
             return _error(message["id"], _INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
                                                           "and an arguments object")
+        assert isinstance(params, dict)
         refusal = self._record_error or (self._pins.refusal(name) if self._pins is not None else None)
+        self._local.message = message
+        continuing = self._continuation(name, args, params)
         if refusal is not None:
             response: dict[str, Any] = {"ok": False, "error": refusal}
+        elif continuing is not None:  # the gate passed this call in its first round: only the server runs it
+            try:
+                response = self._forwarder(name)(**args)
+            except ConnectionError as exc:
+                response = {"ok": False, "error": f"ConnectionError: {exc}"}
         else:
-            self._local.message = message
             try:
                 response = self._gate.call(name, args)
             except ValueError as exc:
@@ -418,8 +434,28 @@ class McpProxy:
             reply["id"] = message["id"]  # a repeated call answered from the gate carries the first id
         else:
             reply = {"jsonrpc": "2.0", "id": message["id"], "result": _refusal_result(str(response.get("error")))}
+        self._note_input_required(continuing or _call_key(name, args), reply)
         self._record(name, args, reply)
         return reply
+
+    def _continuation(self, name: str, args: dict[str, Any], params: dict[str, Any]) -> bytes | None:
+        """The call's key when it answers a server's `input_required` result (protocol 2026-07-28) for
+        a call the gate already passed; such a retry must reach the server, not the gate's table."""
+        if "inputResponses" not in params and "requestState" not in params:
+            return None
+        key = _call_key(name, args)
+        with self._table_lock:
+            return key if key in self._input_required else None
+
+    def _note_input_required(self, key: bytes | None, reply: dict[str, Any]) -> None:
+        result = reply.get("result")
+        if key is None:
+            return
+        with self._table_lock:
+            if isinstance(result, dict) and result.get("resultType") == "input_required":
+                self._input_required.add(key)
+            else:
+                self._input_required.discard(key)
 
     def _forwarder(self, name: str) -> Callable[..., dict[str, Any]]:
         def forward(**args: Any) -> dict[str, Any]:
