@@ -194,6 +194,36 @@ class ProxyWireTest(unittest.TestCase):
             self.assertEqual([json.loads(line)["response"].get("resultType") for line in record],
                              ["input_required", None, "input_required"])
 
+    def test_confirmation_by_round_trip_in_protocol_2026_07_28(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = Proxy(self.directory, server_args=("--notes", notes))  # no initialize in this version
+        self.addCleanup(proxy.kill)
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+        for number, (answer, same_call, text, error) in enumerate((
+                ({"action": "accept", "content": {"approve": True}}, True, 'write_note {"text": "yes"}', False),
+                ({"action": "decline"}, True, "toolreplay: confirmation required", True),
+                ({"action": "accept", "content": {"approve": True}}, False, "toolreplay: confirmation required", True))):
+            with self.subTest(answer=answer, same_call=same_call):
+                request = call(f"a{number}", "write_note", text="yes" if not error else f"no {number}")
+                request["params"]["_meta"] = meta
+                asked = proxy.ask(request)["result"]
+                self.assertEqual((asked["resultType"], asked.get("requestState")), ("input_required", None))
+                (key, question), = asked["inputRequests"].items()
+                self.assertEqual((question["method"], question["params"]["mode"]), ("elicitation/create", "form"))
+                retry = call(f"b{number}", "write_note", text=request["params"]["arguments"]["text"] + (
+                    "" if same_call else " changed"))
+                retry["params"].update(_meta=meta, inputResponses={key: answer})
+                expected = text_result(f"b{number}", text, error)
+                if error:
+                    expected["result"] = {**expected["result"], "resultType": "complete"}
+                else:
+                    expected["result"] = {"resultType": "complete", **expected["result"]}
+                self.assertEqual(proxy.ask(retry), expected)
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "yes"}\n')
+
     def test_server_requests_reach_the_client_and_its_answer_the_server(self) -> None:
         proxy = self.start()
         proxy.send(call(3, "ask_client"))

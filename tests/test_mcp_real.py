@@ -255,5 +255,38 @@ class RugPullTest(Workspace):
         self.assertEqual(run("mcp-pins", "accept", self.pins), (0, f"nothing pending for {self.pins}\n", ""))
 
 
+class ModernProtocolTest(Workspace):
+    """Protocol 2026-07-28 (no initialize; the SDK's `Client` in that mode): confirmation by an
+    `input_required` round trip that the client answers through its elicitation callback."""
+
+    def setUp(self) -> None:
+        require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
+        super().setUp()
+        self.policy = self.write_policy({"agent": "tiny", "allowed_tools": ["echo", "write_note"],
+                                         "write_tools": ["write_note"]})
+
+    def test_a_write_confirmed_in_a_round_trip(self) -> None:
+        from mcp import Client, StdioServerParameters
+
+        notes = os.path.join(self.directory, "notes.txt")
+        approve.messages.clear()  # type: ignore[attr-defined]
+
+        async def main() -> Any:
+            params = StdioServerParameters(
+                command=sys.executable, args=["-m", "toolreplay", "mcp-proxy", "--policy", self.policy, "--record",
+                                              self.record, "--", sys.executable, TINY, "--notes", notes],
+                cwd=ROOT, env={"PYTHONPATH": ROOT})
+            async with Client(params, mode="2026-07-28", elicitation_callback=approve) as client:
+                return (texts(await client.call_tool("write_note", {"text": "modern"})),
+                        texts(await client.call_tool("delete_all", {})))
+
+        self.assertEqual(asyncio.run(main()), ((False, ['write_note {"text": "modern"}']),
+                                               (True, ["toolreplay: tool not allowed: delete_all"])))
+        self.assertEqual(approve.messages, ['Allow the tool call "write_note" with arguments {"text":"modern"}?'])  # type: ignore[attr-defined]
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "modern"}\n')
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -68,6 +68,11 @@ class TinyServer:
                 result = {"content": [{"type": "text", "text": f"needs_input {answers}"}], "isError": False}
         else:
             return {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "Method not found"}}
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta and isinstance(result, dict):
+            result = {"resultType": "complete", **result}  # protocol 2026-07-28: every result has a type
+            if method == "tools/list":
+                result.update(ttlMs=0, cacheScope="private")
         return {"jsonrpc": "2.0", "id": request["id"], "result": result}
 
     def call(self, name: str, args: object) -> dict[str, object]:

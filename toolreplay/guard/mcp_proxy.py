@@ -41,6 +41,7 @@ from toolreplay.policy.model import Policy
 __all__ = ["BATCH_VERSIONS", "McpProxy"]
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
+_PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 _PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS, _INTERNAL_ERROR = -32700, -32600, -32602, -32603
 
 
@@ -61,6 +62,15 @@ def _id_key(value: Any) -> str:
     return type(value).__name__ + ":" + json.dumps(value, sort_keys=True)
 
 
+def _declares_form_elicitation(message: dict[str, Any]) -> bool:
+    """Whether a request of protocol 2026-07-28 declares, in its own `_meta`, that the client can show a form."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    capabilities = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
+    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+    return isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
+
+
 def _call_key(tool: str, args: dict[str, Any]) -> bytes | None:
     try:
         return canonical_bytes({"tool": tool, "args": args})
@@ -72,8 +82,12 @@ def _error(message_id: Any, code: int, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}
 
 
-def _refusal_result(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": "toolreplay: " + text}], "isError": True}
+def _refusal_result(text: str, message: dict[str, Any]) -> dict[str, Any]:
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "toolreplay: " + text}], "isError": True}
+    meta = message["params"].get("_meta")
+    if isinstance(meta, dict) and _PROTOCOL_VERSION_META in meta:  # 2026-07-28: every result says its type
+        result["resultType"] = "complete"
+    return result
 
 
 def _lines(stream: IO[bytes]) -> Iterator[bytes]:
@@ -138,6 +152,7 @@ class McpProxy:
         self._confirms: dict[str, _Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
         self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
         self._input_required: set[bytes] = set()  # calls the server answered with input_required
+        self._round_trips: dict[str, _Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self._lists: set[str] = set()             # forwarded tools/list ids
         self._initialize: set[str] = set()        # forwarded initialize ids
         self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
@@ -186,7 +201,7 @@ class McpProxy:
         assert child is not None
         self._closing = True
         with self._table_lock:  # a client that is gone answers no confirmation
-            confirms = list(self._confirms.values())
+            confirms = [*self._confirms.values(), *self._round_trips.values()]
         for waiter in confirms:
             waiter.done.set()
         with self._table_lock:
@@ -300,7 +315,8 @@ class McpProxy:
             with self._table_lock:
                 self._batches[key] = batch
         if method == "tools/call":
-            self._start_call(message, line if line is not None else _dump(message))
+            if not self._resume_confirmation(message):
+                self._start_call(message, line if line is not None else _dump(message))
             return False
         if method == "tools/list":
             with self._table_lock:
@@ -402,7 +418,9 @@ class McpProxy:
         while (job := self._jobs.get()) is not None:
             message, line = job
             self._local.line = line  # what an allowed call forwards: the request exactly as it came
-            self._reply(message, self._guarded(message))
+            self._local.target = message  # what is answered: the request, or the retry that confirmed it
+            reply = self._guarded(message)
+            self._reply(self._local.target, reply)
             with self._table_lock:
                 self._idle += 1
 
@@ -429,11 +447,12 @@ class McpProxy:
                 response = self._gate.call(name, args)
             except ValueError as exc:
                 return _error(message["id"], _INVALID_PARAMS, f"Invalid params: {exc}")
+        answered = self._local.target["id"]
         if "reply" in response and isinstance(response["reply"], dict):
             reply = dict(response["reply"])
-            reply["id"] = message["id"]  # a repeated call answered from the gate carries the first id
+            reply["id"] = answered  # a repeated call answered from the gate carries the first id
         else:
-            reply = {"jsonrpc": "2.0", "id": message["id"], "result": _refusal_result(str(response.get("error")))}
+            reply = {"jsonrpc": "2.0", "id": answered, "result": _refusal_result(str(response.get("error")), message)}
         self._note_input_required(continuing or _call_key(name, args), reply)
         self._record(name, args, reply)
         return reply
@@ -473,26 +492,73 @@ class McpProxy:
         return forward
 
     def _confirm(self, tool: str, args: dict[str, Any]) -> bool:
-        if not self._elicitation or self._closing:
+        if self._closing:
             return False
+        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+                    "requestedSchema": {"type": "object", "properties": {"approve": {
+                        "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
+        if self._elicitation:
+            answer = self._ask_by_request(question)
+        elif _declares_form_elicitation(self._local.message):
+            answer = self._ask_by_round_trip(question)
+        else:
+            return False
+        return (isinstance(answer, dict) and answer.get("action") == "accept"
+                and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
+
+    def _ask_by_request(self, question: dict[str, Any]) -> Any:
+        """Ask with an `elicitation/create` request of the proxy's own; return the client's result."""
         own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
         waiter = _Waiter()
         call_key = _id_key(self._local.message["id"])
         with self._table_lock:
             self._confirms[_id_key(own_id)] = waiter
             self._confirming[call_key] = own_id
-        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-        self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": {
-            "message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
-            "requestedSchema": {"type": "object", "properties": {"approve": {
-                "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}})
+        self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": question})
         waiter.done.wait()
         with self._table_lock:
             self._confirms.pop(_id_key(own_id), None)
             self._confirming.pop(call_key, None)
-        result = waiter.reply.get("result") if waiter.reply is not None else None
-        return (isinstance(result, dict) and result.get("action") == "accept"
-                and isinstance(result.get("content"), dict) and result["content"].get("approve") is True)
+        return waiter.reply.get("result") if waiter.reply is not None else None
+
+    def _ask_by_round_trip(self, question: dict[str, Any]) -> Any:
+        """Protocol 2026-07-28: answer the call with `input_required`; the client's retry carries the
+        answer, and the call's outcome then goes to the retry."""
+        key = "toolreplay-confirm-" + secrets.token_hex(16)
+        waiter = _Waiter()
+        with self._table_lock:
+            self._round_trips[key] = waiter
+        self._to_client({"jsonrpc": "2.0", "id": self._local.message["id"], "result": {
+            "resultType": "input_required",
+            "inputRequests": {key: {"method": "elicitation/create", "params": {"mode": "form", **question}}}}})
+        waiter.done.wait()
+        with self._table_lock:
+            self._round_trips.pop(key, None)
+        retry = waiter.reply
+        if retry is None:
+            return None
+        self._local.target = retry
+        original, params = self._local.message["params"], retry.get("params")
+        if not isinstance(params, dict) or (params.get("name"), params.get("arguments", {})) != (
+                original.get("name"), original.get("arguments", {})):
+            return None  # the retry is not the call that was asked about
+        return params["inputResponses"][key]
+
+    def _resume_confirmation(self, message: dict[str, Any]) -> bool:
+        """Hand a retry answering one of our `input_required` questions to the call waiting for it."""
+        params = message.get("params")
+        responses = params.get("inputResponses") if isinstance(params, dict) else None
+        if not isinstance(responses, dict):
+            return False
+        with self._table_lock:
+            key = next((key for key in responses if key in self._round_trips), None)
+            waiter = self._round_trips.pop(key) if key is not None else None
+        if waiter is None:
+            return False
+        waiter.reply = message
+        waiter.done.set()
+        return True
 
     def _cancel_confirmation(self, params: Any) -> None:
         """The client cancelled a call that waits for a person: withdraw the question, refuse the call."""
