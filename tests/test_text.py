@@ -113,3 +113,23 @@ class HostileReportTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class HostileEvalTest(unittest.TestCase):
+    def test_a_failed_run_calling_a_hostile_tool_stays_on_one_line(self) -> None:
+        from toolreplay.evaluation.agent import Answer, Conversation, NamedAgent, ToolCall
+        from toolreplay.evaluation.report import eval_text
+        from toolreplay.evaluation.runner import evaluate
+        from toolreplay.evaluation.suite import parse_suite
+
+        def agent(conversation: Conversation) -> ToolCall | Answer:
+            return ToolCall(HOSTILE, {"q": 1}) if not conversation.calls else Answer("done\x1b[2K\u2028")
+
+        suite = parse_suite({"tools": {"module": "toolreplay.demos.orders:TOOLS"}, "cases": [
+            {"id": "c1", "question": "q?", "expected_answer": "shipped", "expected_tools": ["get_order"]}]}, "s.json")
+        text = eval_text(evaluate(suite, [NamedAgent("hostile", "tests:hostile", agent)]))
+        failure = text.split("\n")[-2]
+        self.assertTrue(failure.startswith("hostile case 1 c1: tool match failed (strict): expected [get_order], "
+                                           f"called [{ESCAPED} "), failure)
+        self.assertTrue(failure.endswith(r'"done\u001b[2K\u2028"'), failure)
+        self.assertEqual(escape_text(text.replace("\n", "")), text.replace("\n", ""))

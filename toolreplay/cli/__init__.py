@@ -25,6 +25,7 @@ __all__ = ["EXIT_CODES", "ArgumentError", "main", "entry_point"]
 _COMMAND_MODULES = {
     "toolreplay.cli.audit": ("version", "replay", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
+    "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
