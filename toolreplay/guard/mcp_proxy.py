@@ -453,7 +453,10 @@ class McpProxy:
             reply["id"] = answered  # a repeated call answered from the gate carries the first id
         else:
             reply = {"jsonrpc": "2.0", "id": answered, "result": _refusal_result(str(response.get("error")), message)}
-        self._note_input_required(continuing or _call_key(name, args), reply)
+        result = reply.get("result")
+        asks = isinstance(result, dict) and result.get("resultType") == "input_required"
+        if asks or continuing is not None or self._input_required:  # the key costs a canonical encoding
+            self._note_input_required(continuing or _call_key(name, args), asks)
         self._record(name, args, reply)
         return reply
 
@@ -466,12 +469,11 @@ class McpProxy:
         with self._table_lock:
             return key if key in self._input_required else None
 
-    def _note_input_required(self, key: bytes | None, reply: dict[str, Any]) -> None:
-        result = reply.get("result")
+    def _note_input_required(self, key: bytes | None, asks: bool) -> None:
         if key is None:
             return
         with self._table_lock:
-            if isinstance(result, dict) and result.get("resultType") == "input_required":
+            if asks:
                 self._input_required.add(key)
             else:
                 self._input_required.discard(key)
