@@ -12,7 +12,8 @@ message through unchanged, byte for byte, except:
 
 A write tool needs a person's confirmation: when the client declared the elicitation capability at
 `initialize`, the proxy asks through an `elicitation/create` request of its own (ids the server never
-sees); otherwise the call is refused with "confirmation required".
+sees); in protocol 2026-07-28, when the call's `_meta` declares it, through an `input_required` result
+that the client's retry answers; otherwise the call is refused with "confirmation required".
 
 Batches (JSON arrays) are handled element by element when the negotiated protocol version allows them
 (2025-03-26), and answered with an Invalid Request error otherwise. Malformed JSON from either side is
@@ -22,114 +23,38 @@ reported on the diagnostics stream and answered with a Parse error (id null).
 from __future__ import annotations
 
 import json
-import os
 import queue
 import secrets
 import subprocess
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import IO, Any, TextIO
 
 from toolreplay.errors import UsageError
-from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.text import escape_text
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
+from toolreplay.guard.mcp_wire import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Batch,
+    Waiter,
+    call_key,
+    declares_form_elicitation,
+    dump_message,
+    error_message,
+    id_key,
+    parse_message,
+    read_lines,
+    refusal_result,
+)
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 
 __all__ = ["BATCH_VERSIONS", "McpProxy"]
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
-_PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
-_PARSE_ERROR, _INVALID_REQUEST, _INVALID_PARAMS, _INTERNAL_ERROR = -32700, -32600, -32602, -32603
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _parse(line: bytes) -> Any:
-    return json.loads(line, parse_constant=_reject_constant)
-
-
-def _dump(message: Any) -> bytes:
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
-
-
-def _id_key(value: Any) -> str:
-    """A table key for a JSON-RPC id of any JSON type: 1, 1.0 and "1" stay distinct."""
-    return type(value).__name__ + ":" + json.dumps(value, sort_keys=True)
-
-
-def _declares_form_elicitation(message: dict[str, Any]) -> bool:
-    """Whether a request of protocol 2026-07-28 declares, in its own `_meta`, that the client can show a form."""
-    params = message.get("params")
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    capabilities = meta.get("io.modelcontextprotocol/clientCapabilities") if isinstance(meta, dict) else None
-    elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
-    return isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
-
-
-def _call_key(tool: str, args: dict[str, Any]) -> bytes | None:
-    try:
-        return canonical_bytes({"tool": tool, "args": args})
-    except (CanonicalError, RecursionError):
-        return None
-
-
-def _error(message_id: Any, code: int, text: str) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}
-
-
-def _refusal_result(text: str, message: dict[str, Any]) -> dict[str, Any]:
-    result: dict[str, Any] = {"content": [{"type": "text", "text": "toolreplay: " + text}], "isError": True}
-    meta = message["params"].get("_meta")
-    if isinstance(meta, dict) and _PROTOCOL_VERSION_META in meta:  # 2026-07-28: every result says its type
-        result["resultType"] = "complete"
-    return result
-
-
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
-    """The lines of the client's input. A real file is read with os.read: a thread blocked in a
-    buffered reader would hold its lock when the interpreter exits, which aborts the process."""
-    try:
-        fd = stream.fileno()
-    except (OSError, ValueError, AttributeError):
-        yield from iter(stream.readline, b"")
-        return
-    parts: list[bytes] = []  # of a line longer than one read: joined once, when its end arrives
-    while chunk := os.read(fd, 1 << 16):
-        if b"\n" not in chunk:
-            parts.append(chunk)
-            continue
-        *lines, rest = chunk.split(b"\n")
-        lines[0] = b"".join(parts) + lines[0]
-        for line in lines:
-            yield line + b"\n"
-        parts = [rest] if rest else []
-    if parts:
-        yield b"".join(parts)
-
-
-class _Waiter:
-    """One reply awaited by a worker thread."""
-
-    __slots__ = ("done", "reply")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.reply: dict[str, Any] | None = None
-
-
-class _Batch:
-    """The replies of one client batch, sent as one array once every request in it is answered."""
-
-    def __init__(self, expected: set[str]) -> None:
-        self.expected = expected
-        self.replies: list[Any] = []
-
-
 class McpProxy:
     """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
 
@@ -148,14 +73,14 @@ class McpProxy:
         self._server_lock = threading.Lock()
         self._diag_lock = threading.Lock()
         self._table_lock = threading.Lock()
-        self._calls: dict[str, _Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
-        self._confirms: dict[str, _Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
+        self._calls: dict[str, Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
+        self._confirms: dict[str, Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
         self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
         self._input_required: set[bytes] = set()  # calls the server answered with input_required
-        self._round_trips: dict[str, _Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
+        self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self._lists: set[str] = set()             # forwarded tools/list ids
         self._initialize: set[str] = set()        # forwarded initialize ids
-        self._batches: dict[str, _Batch] = {}     # request id -> the client batch it belongs to
+        self._batches: dict[str, Batch] = {}     # request id -> the client batch it belongs to
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[tuple[dict[str, Any], bytes] | None] = queue.SimpleQueue()
         self._idle = 0
@@ -233,7 +158,7 @@ class McpProxy:
 
     def _read_client(self) -> None:
         try:
-            for line in _lines(self._client_in):
+            for line in read_lines(self._client_in):
                 if line.strip():
                     self._from_client(line)
         except (OSError, ValueError) as exc:
@@ -258,10 +183,10 @@ class McpProxy:
 
     def _from_client(self, line: bytes) -> None:
         try:
-            message = _parse(line)
+            message = parse_message(line)
         except (ValueError, RecursionError) as exc:
             self._say(f"malformed JSON from the client: {exc}")
-            self._to_client(_error(None, _PARSE_ERROR, "Parse error"))
+            self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
             return
         if isinstance(message, list):
             self._client_batch(message)
@@ -270,10 +195,10 @@ class McpProxy:
 
     def _from_server(self, line: bytes) -> None:
         try:
-            message = _parse(line)
+            message = parse_message(line)
         except (ValueError, RecursionError) as exc:
             self._say(f"malformed JSON from the server: {exc}")
-            self._to_server(_dump(_error(None, _PARSE_ERROR, "Parse error")))
+            self._to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
             return
         if isinstance(message, list):
             kept = [item for item in message if self._server_message(item, [False])]
@@ -289,13 +214,13 @@ class McpProxy:
 
     # -- client to server ---------------------------------------------------------------------------
 
-    def _client_message(self, message: Any, batch: _Batch | None, line: bytes | None = None) -> bool:
+    def _client_message(self, message: Any, batch: Batch | None, line: bytes | None = None) -> bool:
         """Handle one message from the client; True when it is to be forwarded unchanged."""
         if not isinstance(message, dict):
             return True  # not ours to judge: the server answers it
         method = message.get("method")
         if method is None and "id" in message:  # a response: to our elicitation, else the server's request
-            key = _id_key(message["id"])
+            key = id_key(message["id"])
             with self._table_lock:
                 waiter = self._confirms.pop(key, None)
             if waiter is None:
@@ -310,13 +235,13 @@ class McpProxy:
             if method == "notifications/cancelled":
                 self._cancel_confirmation(message.get("params"))
             return True  # the server may be running the call: it gets the cancellation too
-        key = _id_key(message["id"])
+        key = id_key(message["id"])
         if batch is not None:
             with self._table_lock:
                 self._batches[key] = batch
         if method == "tools/call":
             if not self._resume_confirmation(message):
-                self._start_call(message, line if line is not None else _dump(message))
+                self._start_call(message, line if line is not None else dump_message(message))
             return False
         if method == "tools/list":
             with self._table_lock:
@@ -334,15 +259,15 @@ class McpProxy:
     def _client_batch(self, messages: list[Any]) -> None:
         if self._version not in BATCH_VERSIONS or not messages:
             self._say("rejected a JSON-RPC batch: the negotiated protocol version does not allow batches")
-            self._to_client(_error(None, _INVALID_REQUEST, "Invalid Request: batches are not supported "
+            self._to_client(error_message(None, INVALID_REQUEST, "Invalid Request: batches are not supported "
                                    "by the negotiated protocol version"))
             return
-        expected = {_id_key(item["id"]) for item in messages
+        expected = {id_key(item["id"]) for item in messages
                     if isinstance(item, dict) and "method" in item and "id" in item}
-        batch = _Batch(expected)
+        batch = Batch(expected)
         forward = [item for item in messages if self._client_message(item, batch if expected else None)]
         if forward:
-            self._to_server(_dump(forward))
+            self._to_server(dump_message(forward))
 
     # -- server to client ---------------------------------------------------------------------------
 
@@ -350,7 +275,7 @@ class McpProxy:
         """Handle one message from the server; True when it goes on to the client."""
         if not isinstance(message, dict) or "method" in message or "id" not in message:
             return True
-        key = _id_key(message["id"])
+        key = id_key(message["id"])
         with self._table_lock:
             waiter = self._calls.pop(key, None)
             listing = key in self._lists
@@ -429,7 +354,7 @@ class McpProxy:
         name = params.get("name") if isinstance(params, dict) else None
         args = params.get("arguments", {}) if isinstance(params, dict) else None
         if not isinstance(name, str) or not name or not isinstance(args, dict):
-            return _error(message["id"], _INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
+            return error_message(message["id"], INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
                                                           "and an arguments object")
         assert isinstance(params, dict)
         refusal = self._record_error or (self._pins.refusal(name) if self._pins is not None else None)
@@ -446,17 +371,17 @@ class McpProxy:
             try:
                 response = self._gate.call(name, args)
             except ValueError as exc:
-                return _error(message["id"], _INVALID_PARAMS, f"Invalid params: {exc}")
+                return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
         answered = self._local.target["id"]
         if "reply" in response and isinstance(response["reply"], dict):
             reply = dict(response["reply"])
             reply["id"] = answered  # a repeated call answered from the gate carries the first id
         else:
-            reply = {"jsonrpc": "2.0", "id": answered, "result": _refusal_result(str(response.get("error")), message)}
+            reply = {"jsonrpc": "2.0", "id": answered, "result": refusal_result(str(response.get("error")), message)}
         result = reply.get("result")
         asks = isinstance(result, dict) and result.get("resultType") == "input_required"
         if asks or continuing is not None or self._input_required:  # the key costs a canonical encoding
-            self._note_input_required(continuing or _call_key(name, args), asks)
+            self._note_input_required(continuing or call_key(name, args), asks)
         self._record(name, args, reply)
         return reply
 
@@ -465,7 +390,7 @@ class McpProxy:
         a call the gate already passed; such a retry must reach the server, not the gate's table."""
         if "inputResponses" not in params and "requestState" not in params:
             return None
-        key = _call_key(name, args)
+        key = call_key(name, args)
         with self._table_lock:
             return key if key in self._input_required else None
 
@@ -481,9 +406,9 @@ class McpProxy:
     def _forwarder(self, name: str) -> Callable[..., dict[str, Any]]:
         def forward(**args: Any) -> dict[str, Any]:
             message: dict[str, Any] = self._local.message
-            waiter = _Waiter()
+            waiter = Waiter()
             with self._table_lock:
-                self._calls[_id_key(message["id"])] = waiter
+                self._calls[id_key(message["id"])] = waiter
             self._to_server(self._local.line)
             waiter.done.wait()
             if waiter.reply is None:
@@ -502,7 +427,7 @@ class McpProxy:
                         "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
         if self._elicitation:
             answer = self._ask_by_request(question)
-        elif _declares_form_elicitation(self._local.message):
+        elif declares_form_elicitation(self._local.message):
             answer = self._ask_by_round_trip(question)
         else:
             return False
@@ -512,15 +437,15 @@ class McpProxy:
     def _ask_by_request(self, question: dict[str, Any]) -> Any:
         """Ask with an `elicitation/create` request of the proxy's own; return the client's result."""
         own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
-        waiter = _Waiter()
-        call_key = _id_key(self._local.message["id"])
+        waiter = Waiter()
+        call_key = id_key(self._local.message["id"])
         with self._table_lock:
-            self._confirms[_id_key(own_id)] = waiter
+            self._confirms[id_key(own_id)] = waiter
             self._confirming[call_key] = own_id
         self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": question})
         waiter.done.wait()
         with self._table_lock:
-            self._confirms.pop(_id_key(own_id), None)
+            self._confirms.pop(id_key(own_id), None)
             self._confirming.pop(call_key, None)
         return waiter.reply.get("result") if waiter.reply is not None else None
 
@@ -528,7 +453,7 @@ class McpProxy:
         """Protocol 2026-07-28: answer the call with `input_required`; the client's retry carries the
         answer, and the call's outcome then goes to the retry."""
         key = "toolreplay-confirm-" + secrets.token_hex(16)
-        waiter = _Waiter()
+        waiter = Waiter()
         with self._table_lock:
             self._round_trips[key] = waiter
         self._to_client({"jsonrpc": "2.0", "id": self._local.message["id"], "result": {
@@ -567,8 +492,8 @@ class McpProxy:
         if not isinstance(params, dict) or "requestId" not in params:
             return
         with self._table_lock:
-            own_id = self._confirming.pop(_id_key(params["requestId"]), None)
-            waiter = self._confirms.pop(_id_key(own_id), None) if own_id is not None else None
+            own_id = self._confirming.pop(id_key(params["requestId"]), None)
+            waiter = self._confirms.pop(id_key(own_id), None) if own_id is not None else None
         if waiter is None:
             return
         self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
@@ -576,7 +501,7 @@ class McpProxy:
         waiter.done.set()
 
     def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
-        if not self._in_batch(_id_key(message["id"]), reply):
+        if not self._in_batch(id_key(message["id"]), reply):
             self._to_client(reply)
 
     def _record(self, tool: str, args: dict[str, Any], reply: dict[str, Any]) -> None:
@@ -595,7 +520,7 @@ class McpProxy:
     # -- writing ------------------------------------------------------------------------------------
 
     def _to_client(self, message: Any) -> None:
-        self._to_client_bytes(_dump(message))
+        self._to_client_bytes(dump_message(message))
 
     def _to_client_bytes(self, data: bytes) -> None:
         with self._client_lock:
