@@ -20,7 +20,7 @@ from tests.test_cli import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
-POLICY = {"agent": "tiny", "allowed_tools": ["echo", "write_note", "ask_client", "noisy", "crash", "needs_input"],
+POLICY = {"agent": "tiny", "allowed_tools": ["echo", "write_note", "ask_client", "noisy", "crash", "needs_input", "forge"],
           "write_tools": ["write_note"]}
 
 
@@ -115,7 +115,7 @@ class ProxyWireTest(unittest.TestCase):
         proxy = self.start()
         reply = proxy.ask({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
         self.assertEqual([tool["name"] for tool in reply["result"]["tools"]],
-                         ["echo", "write_note", "ask_client", "noisy", "needs_input", "crash"])
+                         ["echo", "write_note", "ask_client", "noisy", "forge", "needs_input", "crash"])
         self.assertEqual(proxy.close(), (0, b"", ""))
 
     def test_other_messages_pass_through_byte_for_byte(self) -> None:
@@ -224,6 +224,17 @@ class ProxyWireTest(unittest.TestCase):
         with open(notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "yes"}\n')
 
+    def test_a_server_reply_to_no_request_never_reaches_the_client(self) -> None:
+        proxy = self.start(capabilities={"elicitation": {}})
+        proxy.send(call(1, "write_note", text="x"))
+        question = proxy.recv()
+        # While call 1 waits for a person, the server forges a "result" for it, then answers call 2.
+        self.assertEqual(proxy.ask(call(2, "forge", target=1)), text_result(2, 'forge {"target": 1}', False))
+        proxy.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}})
+        self.assertEqual(proxy.recv(), text_result(1, "toolreplay: confirmation required", True))
+        self.assertEqual(proxy.close(), (0, b"", "toolreplay mcp-proxy: dropped a response from the server to no "
+                                                 "request sent to it\n"))
+
     def test_server_requests_reach_the_client_and_its_answer_the_server(self) -> None:
         proxy = self.start()
         proxy.send(call(3, "ask_client"))
@@ -278,7 +289,7 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(sorted(reply["id"] for reply in replies), ["l", "p"])
         listing = next(reply for reply in replies if reply["id"] == "l")
         self.assertEqual([tool["name"] for tool in listing["result"]["tools"]],
-                         ["echo", "write_note", "ask_client", "noisy", "needs_input", "crash"])
+                         ["echo", "write_note", "ask_client", "noisy", "forge", "needs_input", "crash"])
         self.assertEqual(proxy.close()[0], 0)
 
     def test_budgets_refuse_once_passed(self) -> None:

@@ -78,8 +78,7 @@ class McpProxy:
         self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
         self._input_required: set[bytes] = set()  # calls the server answered with input_required
         self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
-        self._lists: set[str] = set()             # forwarded tools/list ids
-        self._initialize: set[str] = set()        # forwarded initialize ids
+        self._requests: dict[str, str] = {}       # ids of the client's requests sent to the server -> method
         self._batches: dict[str, Batch] = {}     # request id -> the client batch it belongs to
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[tuple[dict[str, Any], bytes] | None] = queue.SimpleQueue()
@@ -243,17 +242,14 @@ class McpProxy:
             if not self._resume_confirmation(message):
                 self._start_call(message, line if line is not None else dump_message(message))
             return False
-        if method == "tools/list":
-            with self._table_lock:
-                self._lists.add(key)
-        elif method == "initialize":
+        if method == "initialize":
             params = message.get("params")
             capabilities = params.get("capabilities") if isinstance(params, dict) else None
             elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
             # 2025-11-25: {} means form mode; a client declaring only "url" cannot show our form.
             self._elicitation = isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
-            with self._table_lock:
-                self._initialize.add(key)
+        with self._table_lock:
+            self._requests[key] = method if isinstance(method, str) else ""
         return True
 
     def _client_batch(self, messages: list[Any]) -> None:
@@ -278,14 +274,17 @@ class McpProxy:
         key = id_key(message["id"])
         with self._table_lock:
             waiter = self._calls.pop(key, None)
-            listing = key in self._lists
-            self._lists.discard(key)
-            initialize = key in self._initialize
-            self._initialize.discard(key)
+            method = self._requests.pop(key, None)
         if waiter is not None:
             waiter.reply = message
             waiter.done.set()
             return False
+        if method is None and message["id"] is not None:
+            # A reply to nothing the client asked the server (say, a forged result for a call that
+            # waits for a person): the client never sees it.
+            self._say("dropped a response from the server to no request sent to it")
+            return False
+        initialize, listing = method == "initialize", method == "tools/list"
         if initialize and isinstance(message.get("result"), dict):
             version = message["result"].get("protocolVersion")
             self._version = version if isinstance(version, str) else None
