@@ -28,6 +28,7 @@ from types import TracebackType
 from typing import Any
 
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
+from toolreplay.audit.checkpoint import CheckpointWriter
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, format_record, read_session
@@ -51,7 +52,8 @@ class SessionRecorder:
     """Appends records to a session file, one flushed line each; thread-safe; also a context manager."""
 
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
-                 needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None) -> None:
+                 needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
+                 checkpoints: CheckpointWriter | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
@@ -67,10 +69,16 @@ class SessionRecorder:
         self._identity = _identity(os.fstat(handle.fileno()))
         self._stopped: str | None = None
         self._intents = IntentFile(path + ".intents", list(self.previous_intents))
+        self._checkpoints = checkpoints
 
     @classmethod
-    def open(cls, path: str, *, sealed: bool = False) -> SessionRecorder:
-        """Create the file, or continue an existing one (its index, chain and intents resume)."""
+    def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None) -> SessionRecorder:
+        """Create the file, or continue an existing one (its index, chain and intents resume).
+
+        `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
+        """
+        if checkpoints is not None and not sealed:
+            raise ValueError("checkpoints need a sealed recording")
         try:
             handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the recorder, closed by close()
         except OSError as exc:
@@ -82,7 +90,7 @@ class SessionRecorder:
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, intents=intents, **state)
+        return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, **state)
 
     @property
     def next_index(self) -> int:
@@ -161,8 +169,16 @@ class SessionRecorder:
             self._next_index = index + 1
             if self.sealed:
                 self._prev = digest
+            unanchored = None
+            if self._checkpoints is not None:
+                try:  # the record has landed: a failure to sign it is raised after its intent is settled
+                    self._checkpoints.appended(self._next_index, self._prev)
+                except (ToolReplayError, OSError) as exc:
+                    unanchored = exc
         if intent is not None:
             self._intents.settle(intent, index)
+        if unanchored is not None:
+            raise unanchored
         return index
 
     def close(self) -> None:
@@ -172,6 +188,8 @@ class SessionRecorder:
                 self._handle.close()
                 self._handle = None
                 self._intents.close()
+                if self._checkpoints is not None:
+                    self._checkpoints.closed(self._next_index, self._prev)
 
     def _check(self) -> None:
         if self._handle is None:
