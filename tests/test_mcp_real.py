@@ -69,15 +69,6 @@ async def approve(context: Any, params: Any) -> Any:
 approve.messages = []  # type: ignore[attr-defined]
 
 
-def proxy_supports_rules() -> bool:
-    from toolreplay.policy.model import parse_policy
-    try:
-        parse_policy({"agent": "a", "allowed_tools": [], "rules": []})
-    except ValueError:
-        return False
-    return True
-
-
 class Workspace(unittest.TestCase):
     """A temporary folder with a policy and the proxy's arguments."""
 
@@ -162,8 +153,6 @@ class FilesystemServerTest(Workspace):
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_write_file_refused_by_a_path_rule(self) -> None:
-        if not proxy_supports_rules():  # the argument rules come with the policy rules engine
-            self.skipTest("PATH-RULE TEST: this build's policy files have no \"rules\" yet")
         # Rule paths are relative to the working folder (the files folder here, for the proxy and the
         # server alike); an absolute path is under no folder, so the deny rule catches it too.
         policy = self.write_policy({
