@@ -29,6 +29,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.export": ("export",),
+    "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
 }
 
 
