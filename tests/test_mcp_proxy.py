@@ -388,3 +388,19 @@ class RecordFailureTest(unittest.TestCase):
             2, "toolreplay: the session record cannot be written: No space left on device", True)])
         self.assertEqual(diagnostics.getvalue(), "toolreplay mcp-proxy: the session record cannot be written: No space "
                                                  "left on device; refusing every further tools/call\n")
+
+
+class GateOptionsTest(unittest.TestCase):
+    def test_mutators_and_read_cache_reach_the_gate(self) -> None:
+        import io
+        import sys as _sys
+
+        from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.policy import Policy
+
+        policy = Policy(agent="a", allowed_tools=frozenset({"echo", "git_commit"}))
+        plain = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr)
+        tuned = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr,
+                         mutators=["git_commit"], read_cache=False)
+        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), True))
+        self.assertEqual((tuned._gate._writes, tuned._gate._read_cache), (frozenset({"git_commit"}), False))

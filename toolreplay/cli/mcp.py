@@ -39,7 +39,8 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     try:
         io.stdout.flush()
         proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
-                         diagnostics=io.stderr, recorder=recorder, pins=pins)
+                         diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
+                         read_cache=not args.no_read_cache)
         previous = _on_stop_signals(proxy)
         try:
             status = proxy.run()
@@ -94,6 +95,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
+    parser.add_argument("--mutator", action="append", metavar="NAME",
+                        help="a tool that changes state without needing confirmation: runs once per identical "
+                             "call and empties the read cache (repeatable)")
+    parser.add_argument("--no-read-cache", action="store_true",
+                        help="run every read, even one identical to an earlier read with no write between")
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 

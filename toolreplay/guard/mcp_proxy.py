@@ -27,7 +27,7 @@ import queue
 import secrets
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any, TextIO
 
 from toolreplay.errors import UsageError
@@ -59,8 +59,13 @@ class McpProxy:
     """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
 
     def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
-                 diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None) -> None:
-        """Nothing starts before `run`; `diagnostics` receives the proxy's own messages."""
+                 diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
+                 mutators: Iterable[str] = (), read_cache: bool = True) -> None:
+        """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
+
+        `mutators` and `read_cache` go to the Gate: tools that change state without needing a
+        confirmation, and whether an identical read may be answered before any write has run.
+        """
         self._command = command
         self._policy = policy
         self._client_in = client_in
@@ -91,7 +96,7 @@ class McpProxy:
         self._closing = False
         self.exit_reason = ""
         tools = {name: self._forwarder(name) for name in policy.allowed_tools}
-        self._gate = Gate(tools, policy, confirm=self._confirm)
+        self._gate = Gate(tools, policy, confirm=self._confirm, mutators=mutators, read_cache=read_cache)
 
     # -- running and stopping -------------------------------------------------------------------
 
