@@ -24,6 +24,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.audit": ("version", "replay", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.evaluate": ("eval",),
+    "toolreplay.cli.fleet": ("audit",),
     "toolreplay.cli.importing": ("import",),
 }
 

@@ -6,10 +6,14 @@ import argparse
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolreplay import __version__
 from toolreplay.audit.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.detail import SESSION_LIMITS, build_detail
+from toolreplay.audit.fleet import SessionJob
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -23,7 +27,9 @@ from toolreplay.audit.scope import audit_tool_facts, tool_fact
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts
+from toolreplay.format.records import STDIN_NAME
 from toolreplay.policy.model import load_policy
+from toolreplay.report.pages import session_page
 
 __all__ = ["register", "read_mutators_file"]
 
@@ -57,6 +63,12 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            report = audit_call_facts(read_facts(job.path, call_fact, jobs=args.jobs), mutators)
+            detail = build_detail(job, report.calls, report.divergence, report.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "replay"))
+        return 1 if report.findings else 0
     report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
     return 1 if report.findings else 0
@@ -64,9 +76,33 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            scope = audit_tool_facts(read_facts(job.path, tool_fact, jobs=args.jobs), policy)
+            detail = build_detail(job, scope.calls, None, scope.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "scope", policy.agent))
+        return 1 if scope.findings else 0
     report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
+
+
+@contextmanager
+def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
+    """The session as a file that can be read twice (the page needs the calls behind the findings).
+
+    Standard input is copied to a temporary file first, and errors still name `<stdin>`."""
+    if path != "-":
+        yield SessionJob(path, path)
+        return
+    with tempfile.TemporaryDirectory(prefix="toolreplay-") as folder:
+        copy = os.path.join(folder, "stdin.jsonl")
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(io.stdin, handle, 1 << 20)
+        try:
+            yield SessionJob(copy, STDIN_NAME)
+        except InputError as exc:
+            raise InputError(STDIN_NAME, exc.line, exc.message) from None
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
@@ -114,8 +150,9 @@ def _run_verify(args: argparse.Namespace, io: IO) -> int:
     return 0 if report.intact else 1
 
 
-def _format_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:
+    choices = ("text", "json", "html") if html else ("text", "json")
+    parser.add_argument("--format", choices=choices, default="text", help="report format (default: text)")
 
 
 def _positive_int(text: str) -> int:
@@ -138,14 +175,14 @@ def register(subparsers: Any) -> None:
     parser.add_argument("session", help="session file (JSON Lines, plain or sealed); - for standard input")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
     parser = subparsers.add_parser("scope", help="check each call against a permission file")
     parser.add_argument("session", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", help="permission file: {\"agent\": ..., \"allowed_tools\": [...]}")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 
