@@ -18,7 +18,8 @@ from toolreplay.audit.detail import CallView, SessionDetail
 from toolreplay.audit.findings import Finding
 from toolreplay.format.text import escape_text
 
-__all__ = ["text", "json_text", "page", "kind_badge", "stat_cards", "bar_chart", "session_view", "number"]
+__all__ = ["text", "json_text", "page", "kind_badge", "stat_cards", "bar_chart", "histogram", "session_view", "number",
+           "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
               "broken-chain": 0, "unreadable": 0}
@@ -38,6 +39,11 @@ def json_text(value: str) -> str:
 def number(value: int) -> str:
     """An integer with thousands separators."""
     return f"{value:,}"
+
+
+def count(value: int, noun: str) -> str:
+    """`1 finding`, `2 findings`: a number and its noun."""
+    return f"{value:,} {noun}{'' if value == 1 else 's'}"
 
 
 def _hue(kind: str) -> int:
@@ -221,14 +227,13 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')
 
 
-def _gap(count: int) -> str:
-    noun = "call" if count == 1 else "calls"
-    return f'<li class="gap">{number(count)} {noun} without shown findings left out</li>\n'
+def _gap(calls: int) -> str:
+    return f'<li class="gap">{count(calls, "call")} without shown findings left out</li>\n'
 
 
 def session_view(detail: SessionDetail, prefix: str = "") -> Iterator[str]:
     """A session's findings and timeline; anchors start with `prefix` so several fit in one page."""
-    meta = [f"{number(detail.calls)} calls", f"{number(detail.finding_count)} findings"]
+    meta = [count(detail.calls, "call"), count(detail.finding_count, "finding")]
     if detail.divergence is not None:
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
     meta.append(_chain_text(detail))

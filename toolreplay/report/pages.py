@@ -14,7 +14,7 @@ from typing import IO, Any
 
 from toolreplay.audit.detail import SessionDetail
 from toolreplay.audit.fleet import CALL_BUCKETS, FleetSummary, SessionResult, ranked_counts
-from toolreplay.report.html import bar_chart, histogram, kind_badge, number, page, session_view, stat_cards, text
+from toolreplay.report.html import bar_chart, count, histogram, kind_badge, number, page, session_view, stat_cards, text
 
 __all__ = ["session_page", "RowSpool", "iter_fleet_page", "TOOLS_CHARTED", "ROWS_LISTED"]
 
@@ -199,7 +199,7 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
         for detail in details:
             anchor = anchors[detail.path]
             yield (f'<details class="session" id="{anchor}"><summary><span class="path">{text(detail.path)}</span> '
-                   f'<span class="meta">{number(detail.finding_count)} findings</span></summary><div class="body">\n')
+                   f'<span class="meta">{count(detail.finding_count, "finding")}</span></summary><div class="body">\n')
             yield from session_view(detail, f"{anchor}-")
             yield "</div></details>\n"
         yield from _sessions_table(rows, summary.sessions, anchors)
