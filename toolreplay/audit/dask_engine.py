@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from toolreplay.audit.engines import batched, map_in_order
-from toolreplay.errors import UsageError
+from toolreplay.errors import ToolReplayError, UsageError
 
 __all__ = ["DaskEngine"]
 
@@ -50,7 +50,10 @@ class DaskEngine:
                 return future
 
             def result(future: Any) -> list[R]:
-                done: list[R] = future.result()
+                try:
+                    done: list[R] = future.result()
+                except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
+                    raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
                 pending.remove(future)
                 return done
 
