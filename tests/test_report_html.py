@@ -98,7 +98,7 @@ class ReportInBrowserTest(unittest.TestCase):
     def test_session_page_timeline(self) -> None:
         _Counter.hits.clear()
         dom = chromium(f"file://{self.session_page}#c5", "--dump-dom")
-        self.assertIn('<li id="c5" class="hit"', dom)
+        self.assertIn('<li id="c5" class="lazy hit"', dom)
         self.assertIn('<details class="call" open="">', dom)  # opened by the link to it
         self.assertIn("first response, index 3", dom)
         self.assertIn('<a href="#c3">see index 3</a>', dom)

@@ -31,7 +31,7 @@ class DetailLimits:
     text: int  # characters of canonical JSON kept per args or response
 
 
-SESSION_LIMITS = DetailLimits(findings=2000, head=50, text=4000)  # one session's page
+SESSION_LIMITS = DetailLimits(findings=1000, head=50, text=3000)  # one session's page
 FLEET_LIMITS = DetailLimits(findings=40, head=10, text=1200)  # each detailed session of a fleet page
 
 

@@ -18,8 +18,8 @@ from toolreplay.audit.detail import CallView, SessionDetail
 from toolreplay.audit.findings import Finding
 from toolreplay.format.text import escape_text
 
-__all__ = ["text", "json_text", "page", "kind_badge", "stat_cards", "bar_chart", "histogram", "session_view", "number",
-           "count"]
+__all__ = ["text", "path_text", "json_text", "page", "kind_badge", "stat_cards", "bar_chart", "histogram",
+           "session_view", "number", "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
               "broken-chain": 0, "unreadable": 0}
@@ -34,6 +34,12 @@ def text(value: str) -> str:
 def json_text(value: str) -> str:
     """Canonical JSON for the page: direction characters as JSON escapes (same value), then HTML-escaped."""
     return html.escape(_INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", value), quote=True)
+
+
+def path_text(path: str) -> str:
+    """A path with its folder muted, so the file names stand out in a long list."""
+    folder, slash, name = path.rpartition("/")
+    return f'<span class="dir">{text(folder + slash)}</span>{text(name)}' if slash else text(name)
 
 
 def number(value: int) -> str:
@@ -91,7 +97,7 @@ color:hsl(var(--hue) 70% var(--l));background:hsl(var(--hue) 70% var(--bgl));mar
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px;border-bottom:1px solid var(--line);
 vertical-align:top}th{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em;
 position:sticky;top:0;background:var(--panel)}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
-tbody tr:hover{background:var(--code)}.path{word-break:break-all}
+tbody tr:hover{background:var(--code)}.path{word-break:break-all}.dir{opacity:.62}
 .note{color:var(--muted);font-size:13px;margin:8px 0}
 .err{color:var(--bad)}.ok{color:var(--good)}
 input[type=search]{font:inherit;padding:6px 10px;border:1px solid var(--line);border-radius:8px;
@@ -221,7 +227,7 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
                          + "</div>")
     parts.append('<div class="pair">' + _json_block("args", call.args, call.args_size)
                  + _json_block("response", call.response, call.response_size) + "</div>")
-    return (f'<li id="{anchor}" class="{"hit" if findings else ""}"{hue}><details class="call"><summary>'
+    return (f'<li id="{anchor}" class="lazy{" hit" if findings else ""}"{hue}><details class="call"><summary>'
             f'<span class="i">{call.index}</span><span class="t">{text(call.tool)}</span>'
             f'<span class="s mono">{_short(call.args)}</span><span class="s mono">→ {_short(call.response)}</span>'
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')

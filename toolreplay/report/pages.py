@@ -14,7 +14,18 @@ from typing import IO, Any
 
 from toolreplay.audit.detail import SessionDetail
 from toolreplay.audit.fleet import CALL_BUCKETS, FleetSummary, SessionResult, ranked_counts
-from toolreplay.report.html import bar_chart, count, histogram, kind_badge, number, page, session_view, stat_cards, text
+from toolreplay.report.html import (
+    bar_chart,
+    count,
+    histogram,
+    kind_badge,
+    number,
+    page,
+    path_text,
+    session_view,
+    stat_cards,
+    text,
+)
 
 __all__ = ["session_page", "RowSpool", "iter_fleet_page", "TOOLS_CHARTED", "ROWS_LISTED"]
 
@@ -120,7 +131,7 @@ def _worst(summary: FleetSummary, anchors: dict[str, str]) -> Iterator[str]:
     yield ('<h2>Sessions with the most findings</h2>\n<section class="panel"><table><thead><tr><th>Session</th>'
            '<th class="n">Findings</th><th class="n">Calls</th><th>Kinds</th></tr></thead><tbody>\n')
     for path, findings, calls, kinds in top:
-        link = f'<a class="path" href="#{anchors[path]}">{text(path)}</a>' if path in anchors else text(path)
+        link = f'<a class="path" href="#{anchors[path]}">{path_text(path)}</a>' if path in anchors else path_text(path)
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
         yield (f'<tr><td>{link}</td><td class="n">{number(findings)}</td><td class="n">{number(calls)}</td>'
                f'<td>{badges}</td></tr>\n')
@@ -131,7 +142,7 @@ def _problems(summary: FleetSummary) -> Iterator[str]:
     if summary.broken:
         yield f'<h2>Broken chains ({number(summary.broken)})</h2>\n<section class="panel"><table><tbody>\n'
         for path, at in summary.broken_listed:
-            yield (f'<tr><td class="path">{text(path)}</td>'
+            yield (f'<tr><td class="path">{path_text(path)}</td>'
                    f'<td class="chain-broken">first broken link: index {at}</td></tr>\n')
         yield "</tbody></table>" + _left_out(summary.broken - len(summary.broken_listed)) + "</section>\n"
     if summary.unreadable:
@@ -173,7 +184,7 @@ def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str]) -
             break
         listed += 1
         path, calls, findings, kinds, _divergence, broken, error, _sealed = row
-        name = f'<a href="#{anchors[path]}">{text(path)}</a>' if path in anchors else text(path)
+        name = f'<a href="#{anchors[path]}">{path_text(path)}</a>' if path in anchors else path_text(path)
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
         flagged = "1" if findings or broken is not None or error is not None else "0"
         yield (f'<tr class="lazy" data-p="{text(path.lower())}" data-f="{flagged}"><td class="path">{name}</td>'
@@ -198,7 +209,8 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
                    '--format html PATH</code> for the page of any other session.</p>\n')
         for detail in details:
             anchor = anchors[detail.path]
-            yield (f'<details class="session" id="{anchor}"><summary><span class="path">{text(detail.path)}</span> '
+            yield (f'<details class="session" id="{anchor}"><summary>'
+                   f'<span class="path">{path_text(detail.path)}</span> '
                    f'<span class="meta">{count(detail.finding_count, "finding")}</span></summary><div class="body">\n')
             yield from session_view(detail, f"{anchor}-")
             yield "</div></details>\n"
