@@ -9,6 +9,7 @@ where the file is (a worker of the fleet's engine, or this process).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ class SessionDetail:
     chain: ChainReport | None = None
     sealed: bool = False
     error: str | None = None
+    by_kind: tuple[tuple[str, int], ...] = ()  # every finding's kind counted, shown or not
 
 
 def _cut(data: bytes, limit: int) -> str:
@@ -93,11 +95,16 @@ def collect_calls(job: SessionJob, wanted: set[int], text_limit: int) -> tuple[C
 
 def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: Sequence[Finding],
                  limits: DetailLimits, chain: ChainReport | None = None, sealed: bool = False,
-                 finding_count: int | None = None, error: str | None = None) -> SessionDetail:
-    """The detail of a session already audited: its findings (the first `limits.findings`) and their calls."""
+                 finding_count: int | None = None, error: str | None = None,
+                 by_kind: tuple[tuple[str, int], ...] | None = None) -> SessionDetail:
+    """The detail of a session already audited: its findings (the first `limits.findings`) and their calls.
+
+    `findings` is every finding (counted by kind here) unless `finding_count` and `by_kind` say otherwise."""
     shown = collect_calls(job, _wanted(findings, limits), limits.text) if calls else ()
+    if by_kind is None:
+        by_kind = tuple(sorted(Counter(finding.kind for finding in findings).items()))
     return SessionDetail(job.display, calls, divergence, len(findings) if finding_count is None else finding_count,
-                         tuple(findings[:limits.findings]), shown, chain, sealed, error)
+                         tuple(findings[:limits.findings]), shown, chain, sealed, error, by_kind)
 
 
 def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, DetailLimits]) -> list[SessionDetail]:
@@ -107,5 +114,5 @@ def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, Det
     for job in jobs:
         result = audit_session(job, options)
         details.append(build_detail(job, result.calls, result.divergence, result.findings, limits, result.chain,
-                                    result.sealed, result.finding_count, result.error))
+                                    result.sealed, result.finding_count, result.error, result.by_kind))
     return details

@@ -59,12 +59,22 @@ def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: Ses
         wanted = [job for job in jobs if job.display in chosen]
         details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
         details.sort(key=lambda d: [path for path, *_ in summary.top_sessions()].index(d.path))
-        subtitle = f"{summary.sessions:,} sessions, audited with replay"
+        base = _common_folder(jobs)
+        subtitle = f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with replay"
         if options.policy is not None:
             subtitle += f" and scope for agent {options.policy.agent!r}"
-        yield from iter_fleet_page(summary, spool.rows(), details, subtitle)
+        yield from iter_fleet_page(summary, spool.rows(), details, subtitle, base)
     finally:
         spool.close()
+
+
+def _common_folder(jobs: list[SessionJob]) -> str:
+    """The folder (with its trailing `/`) every session's display path is in, or "" when there is none."""
+    if not jobs:
+        return ""
+    first, last = jobs[0].display, jobs[-1].display  # sorted: their common prefix is everyone's
+    folder = os.path.commonprefix([first, last]).rpartition("/")[0]
+    return folder + "/" if folder else ("/" if first.startswith("/") else "")
 
 
 def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:

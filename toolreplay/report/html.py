@@ -36,9 +36,9 @@ def json_text(value: str) -> str:
     return html.escape(_INVISIBLE.sub(lambda m: f"\\u{ord(m.group()):04x}", value), quote=True)
 
 
-def path_text(path: str) -> str:
-    """A path with its folder muted, so the file names stand out in a long list."""
-    folder, slash, name = path.rpartition("/")
+def path_text(path: str, base: str = "") -> str:
+    """A path without the `base` every path of the page starts with, its folder muted so names stand out."""
+    folder, slash, name = path[len(base):].rpartition("/") if path.startswith(base) else path.rpartition("/")
     return f'<span class="dir">{text(folder + slash)}</span>{text(name)}' if slash else text(name)
 
 
@@ -123,6 +123,7 @@ max-height:340px;overflow:auto}
 .label{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em}
 .cut{color:var(--muted);font-size:12px}
 .chain-broken{color:var(--bad);font-weight:600}
+details.list>summary{cursor:pointer;font-weight:600;margin:4px 0 8px}
 .lazy{content-visibility:auto;contain-intrinsic-size:auto 40px}
 footer{color:var(--muted);font-size:12px;margin-top:40px}
 """
@@ -233,12 +234,17 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')
 
 
+def _shown(shown: int, total: int) -> str:
+    return number(total) if shown == total else f"the first {number(shown)} of {number(total)}"
+
+
 def _gap(calls: int) -> str:
     return f'<li class="gap">{count(calls, "call")} without shown findings left out</li>\n'
 
 
-def session_view(detail: SessionDetail, prefix: str = "") -> Iterator[str]:
-    """A session's findings and timeline; anchors start with `prefix` so several fit in one page."""
+def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = True) -> Iterator[str]:
+    """A session's findings (a list, open or folded) and timeline; anchors start with `prefix` so several fit
+    in one page."""
     meta = [count(detail.calls, "call"), count(detail.finding_count, "finding")]
     if detail.divergence is not None:
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
@@ -253,8 +259,9 @@ def session_view(detail: SessionDetail, prefix: str = "") -> Iterator[str]:
     if detail.findings:
         rows = "".join(f'<tr><td class="n"><a href="#{prefix}c{f.index}">{f.index}</a></td><td>{kind_badge(f.kind)}'
                        f'</td><td>{text(f.message)}</td></tr>' for f in detail.findings)
-        yield (f'<table class="findings"><thead><tr><th class="n">Index</th><th>Kind</th><th>Finding</th></tr>'
-               f'</thead><tbody>{rows}</tbody></table>\n')
+        yield (f'<details class="list"{" open" if findings_open else ""}><summary>Findings '
+               f'({_shown(len(detail.findings), detail.finding_count)})</summary><table class="findings"><thead><tr><th class="n">Index</th>'
+               f'<th>Kind</th><th>Finding</th></tr></thead><tbody>{rows}</tbody></table></details>\n')
     left = detail.finding_count - len(detail.findings)
     if left > 0:
         yield (f'<p class="note">{number(left)} more findings are not shown here; '

@@ -41,12 +41,9 @@ def _summary_cards(calls: int, findings: int, kinds: Sequence[tuple[str, int]]) 
 
 def session_page(detail: SessionDetail, command: str, agent: str | None = None) -> Iterator[str]:
     """The page of one session's `replay` or `scope` report."""
-    kinds: dict[str, int] = {}
-    for f in detail.findings:
-        kinds[f.kind] = kinds.get(f.kind, 0) + 1
     what = f"{command} report" + (f" for agent {agent}" if agent is not None else "")
     body = [f'<header class="top"><h1 class="path">{text(detail.path)}</h1><p class="sub">{text(what)}</p></header>\n',
-            _summary_cards(detail.calls, detail.finding_count, sorted(kinds.items(), key=lambda i: (-i[1], i[0]))),
+            _summary_cards(detail.calls, detail.finding_count, sorted(detail.by_kind, key=lambda i: (-i[1], i[0]))),
             '<section class="panel">\n']
     return page(f"{command}: {detail.path}", [*body, *session_view(detail), "</section>\n"])
 
@@ -124,25 +121,26 @@ def _panel(title: str, content: str) -> str:
     return f'<section class="panel"><h3>{title}</h3>{content}</section>\n'
 
 
-def _worst(summary: FleetSummary, anchors: dict[str, str]) -> Iterator[str]:
+def _worst(summary: FleetSummary, anchors: dict[str, str], base: str) -> Iterator[str]:
     top = summary.top_sessions()
     if not top:
         return
     yield ('<h2>Sessions with the most findings</h2>\n<section class="panel"><table><thead><tr><th>Session</th>'
            '<th class="n">Findings</th><th class="n">Calls</th><th>Kinds</th></tr></thead><tbody>\n')
     for path, findings, calls, kinds in top:
-        link = f'<a class="path" href="#{anchors[path]}">{path_text(path)}</a>' if path in anchors else path_text(path)
+        name = path_text(path, base)
+        link = f'<a class="path" href="#{anchors[path]}">{name}</a>' if path in anchors else name
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
         yield (f'<tr><td>{link}</td><td class="n">{number(findings)}</td><td class="n">{number(calls)}</td>'
                f'<td>{badges}</td></tr>\n')
     yield "</tbody></table></section>\n"
 
 
-def _problems(summary: FleetSummary) -> Iterator[str]:
+def _problems(summary: FleetSummary, base: str) -> Iterator[str]:
     if summary.broken:
         yield f'<h2>Broken chains ({number(summary.broken)})</h2>\n<section class="panel"><table><tbody>\n'
         for path, at in summary.broken_listed:
-            yield (f'<tr><td class="path">{path_text(path)}</td>'
+            yield (f'<tr><td class="path">{path_text(path, base)}</td>'
                    f'<td class="chain-broken">first broken link: index {at}</td></tr>\n')
         yield "</tbody></table>" + _left_out(summary.broken - len(summary.broken_listed)) + "</section>\n"
     if summary.unreadable:
@@ -172,7 +170,7 @@ def _status(row: _Row) -> str:
     return ", ".join(parts)
 
 
-def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str]) -> Iterator[str]:
+def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str], base: str) -> Iterator[str]:
     yield (f'<h2>All sessions ({number(total)})</h2>\n<p><input type="search" id="filter" '
            'placeholder="Filter by path" aria-label="Filter sessions by path"> '
            '<label><input type="checkbox" id="only"> only sessions with findings</label></p>\n'
@@ -184,7 +182,8 @@ def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str]) -
             break
         listed += 1
         path, calls, findings, kinds, _divergence, broken, error, _sealed = row
-        name = f'<a href="#{anchors[path]}">{path_text(path)}</a>' if path in anchors else path_text(path)
+        name = path_text(path, base)
+        name = f'<a href="#{anchors[path]}">{name}</a>' if path in anchors else name
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
         flagged = "1" if findings or broken is not None or error is not None else "0"
         yield (f'<tr class="lazy" data-p="{text(path.lower())}" data-f="{flagged}"><td class="path">{name}</td>'
@@ -195,14 +194,18 @@ def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str]) -
 
 
 def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequence[SessionDetail],
-                    subtitle: str) -> Iterator[str]:
-    """The fleet page: overview and charts, the worst sessions, problems, every session, then the details."""
+                    subtitle: str, base: str = "") -> Iterator[str]:
+    """The fleet page: overview and charts, the worst sessions, problems, the details, then every session.
+
+    `base` is a folder every session path starts with (ending with `/`): the page names it once, in
+    the subtitle, and shows the paths below it.
+    """
     anchors = {detail.path: f"s{position}" for position, detail in enumerate(details)}
 
     def body() -> Iterator[str]:
         yield from _overview(summary, subtitle)
-        yield from _worst(summary, anchors)
-        yield from _problems(summary)
+        yield from _worst(summary, anchors, base)
+        yield from _problems(summary, base)
         if details:
             yield (f'<h2>Session details</h2>\n<p class="note">The {number(len(details))} sessions with the most '
                    'findings, each with its findings and the calls they concern. Run <code>toolreplay replay '
@@ -210,10 +213,10 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
         for detail in details:
             anchor = anchors[detail.path]
             yield (f'<details class="session" id="{anchor}"><summary>'
-                   f'<span class="path">{path_text(detail.path)}</span> '
+                   f'<span class="path">{path_text(detail.path, base)}</span> '
                    f'<span class="meta">{count(detail.finding_count, "finding")}</span></summary><div class="body">\n')
-            yield from session_view(detail, f"{anchor}-")
+            yield from session_view(detail, f"{anchor}-", findings_open=False)
             yield "</div></details>\n"
-        yield from _sessions_table(rows, summary.sessions, anchors)
+        yield from _sessions_table(rows, summary.sessions, anchors, base)
 
     return page("Fleet audit", body())
