@@ -260,7 +260,8 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
         rows = "".join(f'<tr><td class="n"><a href="#{prefix}c{f.index}">{f.index}</a></td><td>{kind_badge(f.kind)}'
                        f'</td><td>{text(f.message)}</td></tr>' for f in detail.findings)
         yield (f'<details class="list"{" open" if findings_open else ""}><summary>Findings '
-               f'({_shown(len(detail.findings), detail.finding_count)})</summary><table class="findings"><thead><tr><th class="n">Index</th>'
+               f'({_shown(len(detail.findings), detail.finding_count)})</summary>'
+               '<table class="findings"><thead><tr><th class="n">Index</th>'
                f'<th>Kind</th><th>Finding</th></tr></thead><tbody>{rows}</tbody></table></details>\n')
     left = detail.finding_count - len(detail.findings)
     if left > 0:
