@@ -89,7 +89,10 @@ class ReportInBrowserTest(unittest.TestCase):
         self.assertIn("<h1>Fleet audit</h1>", dom)
         self.assertIn("tool 'read_file' repeats the identical call at index 1 with no state change between them", dom)
         self.assertIn("&lt;script&gt;alert(1)&lt;/script&gt;", dom)
-        self.assertEqual(dom.count("<script"), 1, "only the page's own script is an element")
+        self.assertEqual(dom.count("<script>"), 1, "only the page's own script runs")
+        self.assertEqual(dom.count('<script type="application/json" id="rows">'), 1)
+        self.assertIn("showing 3 of 3", dom)  # the sessions table, drawn by the page's script from its data
+        self.assertIn('<td class="path"><a href="#s1">evil.jsonl</a></td>', dom)
         self.assertNotIn("<img", dom)
         # the page's script ran under the policy: following a link opened the detailed session it points to
         self.assertIn('<details class="session" id="s0" open="">', dom)

@@ -18,8 +18,8 @@ from toolreplay.audit.detail import CallView, SessionDetail
 from toolreplay.audit.findings import Finding
 from toolreplay.format.text import escape_text
 
-__all__ = ["text", "path_text", "json_text", "page", "kind_badge", "stat_cards", "bar_chart", "histogram",
-           "session_view", "number", "count"]
+__all__ = ["text", "path_text", "json_text", "kind_hue", "script_data", "page", "kind_badge", "stat_cards",
+           "bar_chart", "histogram", "session_view", "number", "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
               "broken-chain": 0, "unreadable": 0}
@@ -42,6 +42,14 @@ def path_text(path: str, base: str = "") -> str:
     return f'<span class="dir">{text(folder + slash)}</span>{text(name)}' if slash else text(name)
 
 
+def script_data(element_id: str, pieces: Iterable[str]) -> Iterator[str]:
+    """A JSON data block for the page's script, from pieces of ASCII JSON; `<` escaped so nothing can end it."""
+    yield f'<script type="application/json" id="{element_id}">'
+    for piece in pieces:
+        yield piece.replace("<", "\\u003c")
+    yield "</script>\n"
+
+
 def number(value: int) -> str:
     """An integer with thousands separators."""
     return f"{value:,}"
@@ -54,6 +62,11 @@ def count(value: int, noun: str) -> str:
 
 def _hue(kind: str) -> int:
     return _KIND_HUES.get(kind, zlib.crc32(kind.encode("utf-8")) % 360)
+
+
+def kind_hue(kind: str) -> int:
+    """The hue (0-359) of a finding kind's colour: fixed for the known kinds, derived from the name for others."""
+    return _hue(kind)
 
 
 def kind_badge(kind: str, count: int | None = None) -> str:
@@ -98,6 +111,7 @@ table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:6px 10px
 vertical-align:top}th{font-size:12px;color:var(--muted);text-transform:uppercase;letter-spacing:.04em;
 position:sticky;top:0;background:var(--panel)}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 tbody tr:hover{background:var(--code)}.path{word-break:break-all}.dir{opacity:.62}
+#sessions td.path{min-width:24em}
 .note{color:var(--muted);font-size:13px;margin:8px 0}
 .err{color:var(--bad)}.ok{color:var(--good)}
 input[type=search]{font:inherit;padding:6px 10px;border:1px solid var(--line);border-radius:8px;
@@ -124,6 +138,8 @@ max-height:340px;overflow:auto}
 .cut{color:var(--muted);font-size:12px}
 .chain-broken{color:var(--bad);font-weight:600}
 details.list>summary{cursor:pointer;font-weight:600;margin:4px 0 8px}
+button{font:inherit;padding:6px 14px;border:1px solid var(--line);border-radius:8px;background:var(--panel);
+color:var(--accent);cursor:pointer;margin-top:10px}#count{color:var(--muted);font-size:13px;margin-left:8px}
 .lazy{content-visibility:auto;contain-intrinsic-size:auto 40px}
 footer{color:var(--muted);font-size:12px;margin-top:40px}
 """
@@ -134,11 +150,32 @@ function reveal(){var id=decodeURIComponent(location.hash.slice(1));if(!id)retur
 if(!el)return;for(var p=el;p;p=p.parentElement){if(p.tagName==='DETAILS')p.open=true;}
 var d=el.querySelector(':scope>details');if(d)d.open=true;el.scrollIntoView({block:'center'});}
 window.addEventListener('hashchange',reveal);reveal();
-var q=document.getElementById('filter');if(q){var only=document.getElementById('only');var rows=null;
-function apply(){rows=rows||Array.prototype.slice.call(document.querySelectorAll('#sessions tbody tr'));
-var s=q.value.toLowerCase(),o=only&&only.checked;rows.forEach(function(r){var show=(!s||r.dataset.p.indexOf(s)>=0)&&
-(!o||r.dataset.f==='1');r.style.display=show?'':'none';});}q.addEventListener('input',apply);
-if(only)only.addEventListener('change',apply);}
+var data=document.getElementById('rows');
+if(data){var d=JSON.parse(data.textContent),rows=d.rows,hues=d.hues,list=rows,shown=0,STEP=500,
+body=document.querySelector('#sessions tbody'),more=document.getElementById('more'),q=document.getElementById('filter'),
+only=document.getElementById('only'),count=document.getElementById('count');
+function el(tag,cls,txt){var e=document.createElement(tag);if(cls)e.className=cls;
+if(txt!=null)e.textContent=txt;return e;}
+function num(n){return n.toLocaleString('en-US');}
+function row(r){var tr=el('tr'),td=el('td','path'),t=td;if(r[5]){t=el('a');t.href='#'+r[5];td.appendChild(t);}
+if(r[0])t.appendChild(el('span','dir',r[0]));t.appendChild(document.createTextNode(r[1]));tr.appendChild(td);
+tr.appendChild(el('td','n',num(r[2])));tr.appendChild(el('td','n',num(r[3])));var k=el('td');
+r[4].forEach(function(p){var b=el('span','badge',p[0]+' ');b.style.setProperty('--hue',hues[p[0]]);
+b.appendChild(el('b',null,num(p[1])));k.appendChild(b);});tr.appendChild(k);var s=el('td'),parts=[];
+if(r[8]!==null){parts.push(['err','unreadable'],['mono',r[8]]);}
+else{if(r[6]!==null)parts.push(['','divergence at '+r[6]]);
+if(r[7]!==null)parts.push(['chain-broken','chain broken at '+r[7]]);else if(r[9])parts.push(['ok','chain intact']);
+if(!parts.length&&!r[3])parts.push(['ok','clean']);}
+parts.forEach(function(p,i){if(i)s.appendChild(document.createTextNode(r[8]!==null?' ':', '));
+s.appendChild(el('span',p[0],p[1]));});
+tr.appendChild(s);return tr;}
+function flagged(r){return r[3]>0||r[7]!==null||r[8]!==null;}
+function render(){var end=Math.min(shown+STEP,list.length),f=document.createDocumentFragment();
+for(var i=shown;i<end;i++)f.appendChild(row(list[i]));body.appendChild(f);shown=end;more.hidden=shown>=list.length;
+count.textContent='showing '+num(shown)+' of '+num(list.length)+(list===rows?'':' matching');}
+function apply(){var s=q.value.toLowerCase(),o=only.checked;list=(s||o)?rows.filter(function(r){
+return(!s||(r[0]+r[1]).toLowerCase().indexOf(s)>=0)&&(!o||flagged(r));}):rows;body.textContent='';shown=0;render();}
+q.addEventListener('input',apply);only.addEventListener('change',apply);more.addEventListener('click',render);render();}
 """
 _SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
 _POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "

@@ -14,14 +14,17 @@ from typing import IO, Any
 
 from toolreplay.audit.detail import SessionDetail
 from toolreplay.audit.fleet import CALL_BUCKETS, FleetSummary, SessionResult, ranked_counts
+from toolreplay.format.text import escape_text
 from toolreplay.report.html import (
     bar_chart,
     count,
     histogram,
     kind_badge,
+    kind_hue,
     number,
     page,
     path_text,
+    script_data,
     session_view,
     stat_cards,
     text,
@@ -30,7 +33,7 @@ from toolreplay.report.html import (
 __all__ = ["session_page", "RowSpool", "iter_fleet_page", "TOOLS_CHARTED", "ROWS_LISTED"]
 
 TOOLS_CHARTED = 12  # bars in "findings by tool"; the rest are summed into one line
-ROWS_LISTED = 20000  # rows of the sessions table; beyond, the page says how many are left out
+ROWS_LISTED = 50000  # rows of the sessions table's data; beyond, the page says how many are left out
 
 
 def _summary_cards(calls: int, findings: int, kinds: Sequence[tuple[str, int]]) -> str:
@@ -154,43 +157,41 @@ def _left_out(count: int) -> str:
     return f'<p class="note">{number(count)} more not listed; the JSON report has them all.</p>' if count > 0 else ""
 
 
-def _status(row: _Row) -> str:
-    _path, _calls, findings, _kinds, divergence, broken, error, sealed = row
-    if error is not None:
-        return f'<span class="err">unreadable</span> <span class="mono">{text(error)}</span>'
-    parts = []
-    if divergence is not None:
-        parts.append(f"divergence at {divergence}")
-    if broken is not None:
-        parts.append(f'<span class="chain-broken">chain broken at {broken}</span>')
-    elif sealed:
-        parts.append('<span class="ok">chain intact</span>')
-    if not parts and not findings:
-        parts.append('<span class="ok">clean</span>')
-    return ", ".join(parts)
+def _row_json(row: _Row, anchors: dict[str, str], base: str) -> str:
+    path, calls, findings, kinds, divergence, broken, error, sealed = row
+    shown = path[len(base):] if path.startswith(base) else path
+    folder, slash, name = shown.rpartition("/")
+    fields = [escape_text(folder + slash), escape_text(name), calls, findings,
+              [[escape_text(kind), count] for kind, count in kinds], anchors.get(path, ""), divergence, broken,
+              None if error is None else escape_text(error), sealed]
+    return json.dumps(fields, separators=(",", ":"))
 
 
-def _sessions_table(rows: Iterable[_Row], total: int, anchors: dict[str, str], base: str) -> Iterator[str]:
-    yield (f'<h2>All sessions ({number(total)})</h2>\n<p><input type="search" id="filter" '
+def _sessions_table(rows: Iterable[_Row], summary: FleetSummary, anchors: dict[str, str],
+                    base: str) -> Iterator[str]:
+    """The table of every session: its rows are data the page's script shows 500 at a time, and filters."""
+    yield (f'<h2>All sessions ({number(summary.sessions)})</h2>\n<p><input type="search" id="filter" '
            'placeholder="Filter by path" aria-label="Filter sessions by path"> '
-           '<label><input type="checkbox" id="only"> only sessions with findings</label></p>\n'
+           '<label><input type="checkbox" id="only"> only sessions with findings</label>'
+           '<span id="count"></span></p>\n'
            '<section class="panel"><table id="sessions"><thead><tr><th>Session</th><th class="n">Calls</th>'
-           '<th class="n">Findings</th><th>Kinds</th><th>Status</th></tr></thead><tbody>\n')
+           '<th class="n">Findings</th><th>Kinds</th><th>Status</th></tr></thead><tbody></tbody></table>'
+           '<button id="more" hidden>Show 500 more</button>\n')
     listed = 0
-    for row in rows:
-        if listed == ROWS_LISTED:
-            break
-        listed += 1
-        path, calls, findings, kinds, _divergence, broken, error, _sealed = row
-        name = path_text(path, base)
-        name = f'<a href="#{anchors[path]}">{name}</a>' if path in anchors else name
-        badges = "".join(kind_badge(kind, count) for kind, count in kinds)
-        flagged = "1" if findings or broken is not None or error is not None else "0"
-        yield (f'<tr class="lazy" data-p="{text(path.lower())}" data-f="{flagged}"><td class="path">{name}</td>'
-               f'<td class="n">{number(calls)}</td><td class="n">{number(findings)}</td><td>{badges}</td>'
-               f'<td>{_status(row)}</td></tr>\n')
-    yield "</tbody></table>"
-    yield _left_out(total - listed) + "</section>\n"
+
+    def pieces() -> Iterator[str]:
+        nonlocal listed
+        hues = {escape_text(kind): kind_hue(kind) for kind in sorted(summary.by_kind)}
+        yield '{"hues":' + json.dumps(hues, separators=(",", ":")) + ',"rows":['
+        for row in rows:
+            if listed == ROWS_LISTED:
+                break
+            yield ("," if listed else "") + _row_json(row, anchors, base)
+            listed += 1
+        yield "]}"
+
+    yield from script_data("rows", pieces())
+    yield _left_out(summary.sessions - listed) + "</section>\n"
 
 
 def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequence[SessionDetail],
@@ -217,6 +218,6 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
                    f'<span class="meta">{count(detail.finding_count, "finding")}</span></summary><div class="body">\n')
             yield from session_view(detail, f"{anchor}-", findings_open=False)
             yield "</div></details>\n"
-        yield from _sessions_table(rows, summary.sessions, anchors, base)
+        yield from _sessions_table(rows, summary, anchors, base)
 
     return page("Fleet audit", body())
