@@ -19,7 +19,7 @@ from toolreplay.audit.fleet import FleetSummary, SessionJob, SessionOptions, Ses
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _jobs_option, read_mutators_file
+from toolreplay.cli.audit import _positive_int, read_mutators_file
 from toolreplay.errors import UsageError
 from toolreplay.policy.model import load_policy
 from toolreplay.report.pages import RowSpool, iter_fleet_page
@@ -134,7 +134,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json", "html"), default="text",
                         help="report format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
-    _jobs_option(parser)
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
     parser.add_argument("--engine", choices=("local", "dask"), default="local",
                         help="where sessions are audited: this machine (default) or a Dask cluster")
     parser.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.5:8786")
