@@ -182,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.close()
     if not args.no_browser:
         out += measure_pages(big)
+    load = os.getloadavg()
+    out.append(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores\n")
     sys.stdout.write("".join(out))
     return 0 if ok else 1
 

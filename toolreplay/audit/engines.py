@@ -11,6 +11,7 @@ submission order, so the caller can stream them into a report without holding th
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -72,9 +73,12 @@ class LocalEngine:
     def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
                     argument: Any) -> Iterator[R]:
         """Results of every job, in the order of `jobs`."""
-        context = _fork_context() if self.jobs > 1 else None
-        if context is None:
-            for batch in batched(jobs, self.batch_size):
+        batches = batched(jobs, self.batch_size)
+        first = list(itertools.islice(batches, 2))
+        batches = itertools.chain(first, batches)
+        context = _fork_context() if self.jobs > 1 and len(first) > 1 else None
+        if context is None:  # one worker asked for, no fork, or a single batch: not worth starting workers
+            for batch in batches:
                 yield from function(batch, argument)
             return
         from concurrent.futures import ProcessPoolExecutor
@@ -91,7 +95,7 @@ class LocalEngine:
                 pending.remove(future)
                 return future.result()
 
-            yield from map_in_order(submit, result, batched(jobs, self.batch_size), 2 * self.jobs)
+            yield from map_in_order(submit, result, batches, 2 * self.jobs)
         finally:
             for future in pending:
                 future.cancel()
