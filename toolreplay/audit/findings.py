@@ -9,7 +9,7 @@ from typing import overload
 
 __all__ = ["Finding", "FindingList", "KINDS"]
 
-# Sorted by name: findings at one index are listed in this order (SPEC.md §4).
+# Sorted by name: findings at one index are listed in this order.
 KINDS = ("non-determinism", "permission-overreach", "redundant-call")
 
 

@@ -21,12 +21,18 @@ from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli._io import IO
 from toolreplay.cli.audit import _positive_int, read_mutators_file
 from toolreplay.errors import UsageError
+from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
 from toolreplay.report.pages import RowSpool, iter_fleet_page
 
 __all__ = ["register"]
 
 DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls
+_EXIT_CODES = """exit codes:
+  0  every session read, nothing found
+  1  a finding or a broken chain in any session
+  2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
+     reports it without this exit code)"""
 
 
 def _options(args: argparse.Namespace) -> SessionOptions:
@@ -115,7 +121,7 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
         pieces = render(fold(results, summary), summary)
     _write(pieces, args.output, io)
     for message in summary.unreadable_listed:
-        io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {message}\n")
+        io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {escape_text(message)}\n")
     if summary.unreadable > len(summary.unreadable_listed):
         io.stderr.write(f"... and {summary.unreadable - len(summary.unreadable_listed)} more unreadable files\n")
     if summary.unreadable and not args.allow_unreadable:
@@ -125,7 +131,8 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the `audit` command to the command line."""
-    parser = subparsers.add_parser("audit", help="audit many sessions: replay, scope and chains, with a summary")
+    parser = subparsers.add_parser("audit", help="audit many sessions: replay, scope and chains, with a summary",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EXIT_CODES)
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="session files, folders (every *.jsonl below) or glob patterns")
     parser.add_argument("--policy", metavar="FILE", help="permission file: check every session's calls against it")
