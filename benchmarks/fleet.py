@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         except ImportError:
             sys.stderr.write("distributed is not installed: the Dask engine is not measured\n")
         else:
-            cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None)
+            cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0")
     scheduler = None if cluster is None else cluster.scheduler_address
     ok = True
     out: list[str] = []

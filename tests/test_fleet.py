@@ -269,7 +269,7 @@ class DaskEngineTest(unittest.TestCase):
         from distributed import LocalCluster
 
         paths = [CORPUS] if os.path.isdir(CORPUS) else [SAMPLES]
-        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None) as cluster:
+        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
             for fmt in ("json",):
                 local = run("audit", *paths, "--format", fmt, "--allow-unreadable")
                 dask = run("audit", *paths, "--format", fmt, "--allow-unreadable", "--engine", "dask",
