@@ -150,6 +150,17 @@ class AuditCommandTest(FleetDirTest):
             "  index 5: permission-overreach: tool 'search' is not in the declared scope for agent 'docs-reader'\n"))
         self.assertEqual(run("audit", "fleet", "--policy", "missing.json"), (2, "", "error: cannot read missing.json: No such file or directory\n"))
 
+    def test_policy_rules_give_the_findings_of_scope_grouped_by_rule(self) -> None:
+        session, policy = os.path.join(SAMPLES, "rules-session.jsonl"), os.path.join(SAMPLES, "rules-policy.json")
+        scope = json.loads(run("scope", session, policy, "--format", "json")[1])["findings"]
+        code, out, _ = run("audit", session, "--policy", policy, "--format", "json")
+        document = json.loads(out)
+        found = [f for f in document["sessions"][0]["findings"] if f["kind"] in ("permission-overreach", "policy-violation")]
+        self.assertEqual(code, 1)
+        self.assertEqual(found, scope)
+        self.assertEqual(document["summary"]["findings_by_rule"],
+                         {"refund-cap": 2, "api-only": 1, "look-first": 1, "notes-in-docs": 1, "refund-review": 1})
+
     def test_mutators(self) -> None:
         self.write("orders.jsonl", '{"index": 0, "tool": "get_order", "args": {"id": 1}, "response": {"s": "open"}}\n'
                                    '{"index": 1, "tool": "cancel_order", "args": {"id": 1}, "response": {}}\n'

@@ -14,17 +14,17 @@ import glob
 import heapq
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, Any
 
 from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts
 from toolreplay.audit.findings import Finding
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
-from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
-from toolreplay.format.records import read_links, read_session
+from toolreplay.format.records import Record, read_links, read_session
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "FleetSummary", "audit_session", "audit_batch",
@@ -78,8 +78,7 @@ class SessionResult:
 
 def finding_rule(finding: Finding) -> str | None:
     """The id of the policy rule a finding came from, when its kind carries one."""
-    rule = getattr(finding, "rule", None)
-    return rule if isinstance(rule, str) else None
+    return finding.rule
 
 
 def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -98,8 +97,11 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     """Audit one session file: replay, scope when a policy is given, and the chain of a sealed file."""
     calls = 0
     sealed = False
-    tools: list[tuple[int, str]] = []
-    keep_tools = options.policy is not None
+    scope_facts: list[Any] = []
+    policy = options.policy
+    scope_fact: Callable[[Record], Any] | None = None
+    if policy is not None:
+        scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
 
     def facts() -> Iterator[tuple[int, str, bytes, int]]:
         nonlocal calls, sealed
@@ -108,8 +110,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
                 if calls == 0:
                     sealed = record.prev is not None
                 calls += 1
-                if keep_tools:
-                    tools.append(tool_fact(record))
+                if scope_fact is not None:
+                    scope_facts.append(scope_fact(record))
                 yield call_fact(record)
 
     error: str | None = None
@@ -119,8 +121,9 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         replay = audit_call_facts(facts(), options.mutators)
         divergence = replay.divergence
         groups.append(replay.findings)
-        if options.policy is not None:
-            groups.append(audit_tool_facts(tools, options.policy).findings)
+        if policy is not None:  # the same check as `scope`, names only or with the policy's rules
+            scope = audit_rule_facts(scope_facts, policy) if policy.rules else audit_tool_facts(scope_facts, policy)
+            groups.append(scope.findings)
     except ToolReplayError as exc:
         error = _located(exc, job.display)
     except RecursionError:

@@ -6,29 +6,32 @@ import argparse
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from toolreplay import __version__
-from toolreplay.audit.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
 from toolreplay.audit.detail import SESSION_LIMITS, build_detail
 from toolreplay.audit.fleet import SessionJob
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
+    checkpoint_json,
+    checkpoint_text,
     iter_replay_json,
     iter_replay_text,
     iter_scope_json,
     iter_scope_text,
 )
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
-from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.audit.scope import ScopeReport, audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts
 from toolreplay.format.records import STDIN_NAME
-from toolreplay.policy.model import load_policy
+from toolreplay.policy.model import Policy, load_policy
 from toolreplay.report.pages import session_page
 
 __all__ = ["register", "read_mutators_file"]
@@ -78,13 +81,19 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
     if args.format == "html":
         with _session_file(args.session, io) as job:
-            scope = audit_tool_facts(read_facts(job.path, tool_fact, jobs=args.jobs), policy)
+            scope = _scope_report(job.path, policy, args.jobs, io)
             detail = build_detail(job, scope.calls, None, scope.findings, SESSION_LIMITS)
         io.stdout.writelines(session_page(detail, "scope", policy.agent))
         return 1 if scope.findings else 0
-    report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
+    report = _scope_report(args.session, policy, args.jobs, io)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
+
+
+def _scope_report(path: str, policy: Policy, jobs: int | None, io: IO) -> ScopeReport:
+    if policy.rules:
+        return audit_rule_facts(read_facts(path, rule_fact_extractor(policy), jobs=jobs, stdin=io.stdin), policy)
+    return audit_tool_facts(read_facts(path, tool_fact, jobs=jobs, stdin=io.stdin), policy)
 
 
 @contextmanager
@@ -107,7 +116,10 @@ def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
+    signers = checkpoint_cli.seal_signers(args)
     facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
+    lines: Iterable[bytes] = seal_facts(facts)
+    tally = _Tally(lines) if signers else None
     directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
     try:
         spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
@@ -117,8 +129,13 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
     try:
         with spool:
             write = spool.write
-            for line in seal_facts(facts):
+            for line in tally or lines:
                 write(line)
+        checkpoint = None
+        if tally is not None:
+            from toolreplay.audit.checkpoint import format_checkpoint
+
+            checkpoint = format_checkpoint(args.origin, tally.count, tally.head, signers)
         if args.output:
             os.chmod(spool.name, 0o644)
             try:
@@ -129,10 +146,31 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
             with open(spool.name, "rb") as done:
                 io.stdout.flush()
                 _copy_to_stdout(done, io)
+        if checkpoint is not None:
+            from toolreplay.audit.checkpoint import write_atomically
+
+            write_atomically(args.checkpoint, checkpoint)
     finally:
         if os.path.exists(spool.name):
             os.unlink(spool.name)
     return 0
+
+
+class _Tally:
+    """Passes link lines through, counting them and keeping the last digest (the chain's head)."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self._lines = lines
+        self.count = 0
+        self.head = GENESIS
+
+    def __iter__(self) -> Iterator[bytes]:
+        line = b""
+        for line in self._lines:  # noqa: B007 - the last line is the head
+            self.count += 1
+            yield line
+        if self.count:
+            self.head = line_digest(line)
 
 
 def _copy_to_stdout(source: Any, io: IO) -> None:
@@ -145,6 +183,11 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
+        result = checkpoint_cli.verify_with_checkpoints(
+            args, lambda: read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
+        io.stdout.write(checkpoint_json(result) if args.format == "json" else checkpoint_text(result))
+        return 0 if result.ok else 1
     report = verify_link_facts(read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
     io.stdout.write(chain_json(report) if args.format == "json" else chain_text(report))
     return 0 if report.intact else 1
@@ -180,7 +223,7 @@ def register(subparsers: Any) -> None:
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
-    parser = subparsers.add_parser("scope", help="check each call against a permission file")
+    parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
     _format_option(parser, html=True)
@@ -191,10 +234,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("session", metavar="SESSION", help="session file; - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
     _jobs_option(parser)
+    checkpoint_cli.seal_options(parser)
     parser.set_defaults(run=_run_seal)
 
     parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
     parser.add_argument("sealed", metavar="SEALED", help="sealed file; - for standard input")
     _format_option(parser)
     _jobs_option(parser)
+    checkpoint_cli.verify_options(parser)
     parser.set_defaults(run=_run_verify)

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.format.text import escape_text
-from toolreplay.importers import FORMATS, ImportResult, import_log
+from toolreplay.importers import FORMATS, ImportResult, import_file
 
-__all__ = ["register"]
+__all__ = ["register", "write_file"]
 
 
-def _write_file(path: str, text: str) -> None:
+def write_file(path: str, text: str | Iterable[str]) -> None:
+    """Write a text file (given whole or in pieces) whole or not at all."""
     # Temp file beside the target, then one rename: the file is written whole or not at all.
     directory = os.path.dirname(os.path.abspath(path))
     handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
@@ -31,7 +34,7 @@ def _write_file(path: str, text: str) -> None:
     )
     try:
         with handle:
-            handle.write(text)
+            handle.writelines([text] if isinstance(text, str) else text)
         os.chmod(handle.name, 0o644)
         os.replace(handle.name, path)
     finally:
@@ -60,7 +63,7 @@ def _write_split(path: str, result: ImportResult) -> None:
             with open(
                 os.path.join(staging, f"{session.position:04d}.jsonl"), "w", encoding="utf-8", newline="\n"
             ) as handle:
-                handle.write(session.to_jsonl())
+                handle.writelines(session.lines())
         os.chmod(staging, 0o755)
         _check_split_target(path)
         if os.path.isdir(path):
@@ -73,14 +76,16 @@ def _write_split(path: str, result: ImportResult) -> None:
 
 def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> None:
     if args.split is None and args.output is None:
-        io.write_bytes(result.sessions[0].to_jsonl().encode("utf-8"))
+        lines = result.sessions[0].lines()
+        while chunk := "".join(itertools.islice(lines, 4096)):
+            io.write_bytes(chunk.encode("utf-8"))
         return
     target = args.split if args.split is not None else args.output
     try:
         if args.split is not None:
             _write_split(args.split, result)
         else:
-            _write_file(args.output, result.sessions[0].to_jsonl())
+            write_file(args.output, result.sessions[0].lines())
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
 
@@ -90,8 +95,7 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
         _check_split_target(args.split)
     shown = STDIN_NAME if args.input == "-" else args.input
     with open_input(args.input, io.stdin) as handle:
-        data = handle.read()
-    result = import_log(data, args.format, shown)
+        result = import_file(handle, args.format, shown)
     if args.split is None and len(result.sessions) != 1:
         raise UsageError(
             f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "
