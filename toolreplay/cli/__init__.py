@@ -30,6 +30,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.fleet": ("audit",),
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.export": ("export",),
+    "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
 }
 
 
