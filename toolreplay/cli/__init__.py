@@ -27,6 +27,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
+    "toolreplay.cli.fleet": ("audit",),
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.export": ("export",),
     "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),

@@ -7,10 +7,13 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolreplay import __version__
 from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.detail import SESSION_LIMITS, build_detail
+from toolreplay.audit.fleet import SessionJob
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -22,12 +25,14 @@ from toolreplay.audit.render import (
     iter_scope_text,
 )
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
-from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+from toolreplay.audit.scope import ScopeReport, audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts
-from toolreplay.policy.model import load_policy
+from toolreplay.format.records import STDIN_NAME
+from toolreplay.policy.model import Policy, load_policy
+from toolreplay.report.pages import session_page
 
 __all__ = ["register", "read_mutators_file"]
 
@@ -61,6 +66,12 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            report = audit_call_facts(read_facts(job.path, call_fact, jobs=args.jobs), mutators)
+            detail = build_detail(job, report.calls, report.divergence, report.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "replay"))
+        return 1 if report.findings else 0
     report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
     return 1 if report.findings else 0
@@ -68,13 +79,39 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
-    if policy.rules:
-        facts = read_facts(args.session, rule_fact_extractor(policy), jobs=args.jobs, stdin=io.stdin)
-        report = audit_rule_facts(facts, policy)
-    else:
-        report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            scope = _scope_report(job.path, policy, args.jobs, io)
+            detail = build_detail(job, scope.calls, None, scope.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "scope", policy.agent))
+        return 1 if scope.findings else 0
+    report = _scope_report(args.session, policy, args.jobs, io)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
+
+
+def _scope_report(path: str, policy: Policy, jobs: int | None, io: IO) -> ScopeReport:
+    if policy.rules:
+        return audit_rule_facts(read_facts(path, rule_fact_extractor(policy), jobs=jobs, stdin=io.stdin), policy)
+    return audit_tool_facts(read_facts(path, tool_fact, jobs=jobs, stdin=io.stdin), policy)
+
+
+@contextmanager
+def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
+    """The session as a file that can be read twice (the page needs the calls behind the findings).
+
+    Standard input is copied to a temporary file first, and errors still name `<stdin>`."""
+    if path != "-":
+        yield SessionJob(path, path)
+        return
+    with tempfile.TemporaryDirectory(prefix="toolreplay-") as folder:
+        copy = os.path.join(folder, "stdin.jsonl")
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(io.stdin, handle, 1 << 20)
+        try:
+            yield SessionJob(copy, STDIN_NAME)
+        except InputError as exc:
+            raise InputError(STDIN_NAME, exc.line, exc.message) from None
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
@@ -156,8 +193,9 @@ def _run_verify(args: argparse.Namespace, io: IO) -> int:
     return 0 if report.intact else 1
 
 
-def _format_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:
+    choices = ("text", "json", "html") if html else ("text", "json")
+    parser.add_argument("--format", choices=choices, default="text", help="report format (default: text)")
 
 
 def _positive_int(text: str) -> int:
@@ -181,14 +219,14 @@ def register(subparsers: Any) -> None:
                         help="session file (JSON Lines, plain or sealed); - for standard input")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
     parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 
