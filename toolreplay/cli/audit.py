@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 from typing import Any
@@ -22,7 +21,8 @@ from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fac
 from toolreplay.audit.scope import audit_tool_facts, tool_fact
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
-from toolreplay.format.chunks import read_facts
+from toolreplay.format.chunks import read_facts, usable_cores
+from toolreplay.format.output import Output, write_atomically
 from toolreplay.policy.model import load_policy
 
 __all__ = ["register", "read_mutators_file"]
@@ -70,32 +70,21 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
-    # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
+    # The chain is complete before any byte reaches the output: an input error on any line leaves none.
     facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
-    directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    try:
-        spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-            "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.output or 'a temporary file'}: {exc.strerror or exc}") from None
-    try:
-        with spool:
-            write = spool.write
+    if args.output:
+        with write_atomically(args.output) as output:
             for line in seal_facts(facts):
-                write(line)
-        if args.output:
-            os.chmod(spool.name, 0o644)
-            try:
-                os.replace(spool.name, args.output)
-            except OSError as exc:
-                raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-        else:
-            with open(spool.name, "rb") as done:
-                io.stdout.flush()
-                _copy_to_stdout(done, io)
-    finally:
-        if os.path.exists(spool.name):
-            os.unlink(spool.name)
+                output.write(line)
+        return 0
+    with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
+        output = Output(spool, "a temporary file")
+        for line in seal_facts(facts):
+            output.write(line)
+        output.flush()
+        spool.seek(0)
+        io.stdout.flush()
+        _copy_to_stdout(spool, io)
     return 0
 
 
@@ -118,15 +107,17 @@ def _format_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
 
 
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+def _jobs(text: str) -> int:
+    """A positive worker count; more than the cores this process may use is taken as that many."""
+    if not text.isascii() or not text.isdigit() or len(text) > 12 or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return int(text)
+    return min(int(text), usable_cores())
 
 
 def _jobs_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=_positive_int, metavar="N",
-                        help="worker processes for large files (default: one per core; 1 = no workers)")
+    parser.add_argument("--jobs", type=_jobs, metavar="N",
+                        help="worker processes for large files (default: one per core, at most 8; "
+                             "at most one per core; 1 = no workers)")
 
 
 def register(subparsers: Any) -> None:

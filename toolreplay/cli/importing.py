@@ -10,6 +10,7 @@ from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
+from toolreplay.format.output import write_atomically
 from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.importers import FORMATS, ImportResult, import_log
 
@@ -17,25 +18,8 @@ __all__ = ["register"]
 
 
 def _write_file(path: str, text: str) -> None:
-    # Temp file beside the target, then one rename: the file is written whole or not at all.
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-        "w",
-        encoding="utf-8",
-        newline="\n",
-        dir=directory,
-        prefix=".toolreplay-import-",
-        suffix=".tmp",
-        delete=False,
-    )
-    try:
-        with handle:
-            handle.write(text)
-        os.chmod(handle.name, 0o644)
-        os.replace(handle.name, path)
-    finally:
-        if os.path.exists(handle.name):
-            os.unlink(handle.name)
+    with write_atomically(path) as output:
+        output.write(text.encode("utf-8"))
 
 
 def _check_split_target(path: str) -> None:
