@@ -9,8 +9,9 @@ from typing import overload
 
 __all__ = ["Finding", "FindingList", "KINDS"]
 
-# Sorted by name: findings at one index are listed in this order (SPEC.md §4).
-KINDS = ("non-determinism", "permission-overreach", "redundant-call")
+# Sorted by name: findings at one index are listed in this order. The first and the last come only
+# from `replay --state-aware`.
+KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "redundant-call", "retry-after-error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +25,13 @@ class Finding:
     message: str
 
 
-def _message(kind: str, tool: str, related: int | None, context: str) -> str:
+def _message(kind: str, tool: str, related: int | None, context: str, earlier: int | None = None) -> str:
+    if kind == "changed-after-write":
+        return (f"tool '{tool}' returned a different response than the identical call at index {earlier} "
+                f"after the state-changing call at index {related}")
+    if kind == "retry-after-error":
+        return (f"tool '{tool}' returned a different response than the identical call at index {related}, "
+                "which returned an error (a retry)")
     if kind == "redundant-call":
         return f"tool '{tool}' repeats the identical call at index {related} with no state change between them"
     if kind == "non-determinism":
@@ -41,11 +48,16 @@ class FindingList(Sequence[Finding]):
         self._kind = array("b")
         self._related = array("q")
         self._tool = array("l")
+        self._earlier: dict[int, int] = {}  # position -> earlier identical call, for changed-after-write
         self._tool_ids: dict[str, int] = {}
         self._tools: list[str] = []
 
-    def append(self, index: int, kind: str, tool: str, related_index: int | None = None) -> None:
-        """Record a finding; callers append in report order (index, then kind name)."""
+    def append(self, index: int, kind: str, tool: str, related_index: int | None = None,
+               earlier_index: int | None = None) -> None:
+        """Record a finding; callers append in report order (index, then kind name). `earlier_index`:
+        the identical call a changed-after-write compares with (`related_index` is the write)."""
+        if earlier_index is not None:
+            self._earlier[len(self._index)] = earlier_index
         tool_id = self._tool_ids.get(tool)
         if tool_id is None:
             tool_id = self._tool_ids[tool] = len(self._tools)
@@ -64,7 +76,7 @@ class FindingList(Sequence[Finding]):
         related = self._related[position]
         related_index = None if related < 0 else related
         return Finding(self._index[position], kind, tool, related_index,
-                       _message(kind, tool, related_index, self._context))
+                       _message(kind, tool, related_index, self._context, self._earlier.get(position)))
 
     @overload
     def __getitem__(self, position: int) -> Finding: ...

@@ -12,7 +12,7 @@ from typing import Any
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.replay import ReplayReport
+from toolreplay.audit.replay import ReplayReport, counted_findings
 from toolreplay.audit.scope import ScopeReport
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
@@ -45,14 +45,21 @@ def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> It
 def iter_replay_text(report: ReplayReport) -> Iterator[str]:
     """The exact text of SPEC.md §4, in pieces."""
     divergence = "none" if report.divergence is None else f"index {report.divergence}"
-    yield f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
+    if report.state_aware:  # changed-after-write is listed as information, not counted as a finding
+        yield (f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {counted_findings(report)}\n"
+               f"information: {report.information}\n")
+    else:
+        yield f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
     yield from _finding_lines(report.findings)
 
 
 def iter_replay_json(report: ReplayReport) -> Iterator[str]:
     """The same facts as the replay text, as one JSON document, in pieces."""
-    yield from _json_with_findings({"command": "replay", "calls": report.calls, "divergence": report.divergence},
-                                   report.findings)
+    head: dict[str, Any] = {"command": "replay", "calls": report.calls, "divergence": report.divergence}
+    if report.state_aware:
+        head.update({"state_aware": True, "counted_findings": counted_findings(report),
+                     "information": report.information})
+    yield from _json_with_findings(head, report.findings)
 
 
 def iter_scope_text(report: ScopeReport) -> Iterator[str]:

@@ -17,7 +17,14 @@ from toolreplay.audit.render import (
     iter_scope_json,
     iter_scope_text,
 )
-from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.audit.replay import (
+    DEFAULT_MUTATORS,
+    audit_call_facts,
+    audit_state_facts,
+    call_fact,
+    counted_findings,
+    state_fact,
+)
 from toolreplay.audit.scope import audit_tool_facts, tool_fact
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
@@ -57,9 +64,12 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
-    report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
+    if args.state_aware:
+        report = audit_state_facts(read_facts(args.session, state_fact, jobs=args.jobs, stdin=io.stdin), mutators)
+    else:
+        report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
-    return 1 if report.findings else 0
+    return 1 if counted_findings(report, args.count_changes) else 0
 
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
@@ -129,6 +139,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("session", help="session file (JSON Lines, plain or sealed); - for standard input")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
+    parser.add_argument("--state-aware", action="store_true",
+                        help="compare each call with its most recent identical call: a change after a "
+                             "mutator is changed-after-write (information), a change after an error "
+                             "retry-after-error, anything else non-determinism")
+    parser.add_argument("--count-changes", action="store_true",
+                        help="with --state-aware: count changed-after-write as findings for the exit code")
     _format_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
