@@ -141,9 +141,9 @@ class CommandTest(unittest.TestCase):
         self.assertEqual(self.run_replay(handle.name)[0], 1)
 
     def test_parallel_and_serial_agree(self) -> None:
-        from toolreplay.format.chunks import read_facts
-
         import tempfile
+
+        from toolreplay.format.chunks import read_facts
 
         calls = [read(str(i % 3)) if i % 4 else WRITE for i in range(60)]
         with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as handle:

@@ -12,11 +12,13 @@ from typing import Any
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
+from toolreplay.audit.mutators import Candidate
 from toolreplay.audit.replay import ReplayReport, counted_findings
 from toolreplay.audit.scope import ScopeReport
+from toolreplay.format.text import escape_text
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
-           "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json"]
+           "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json", "mutators_text"]
 
 
 def _finding_lines(findings: Iterable[Finding]) -> Iterator[str]:
@@ -107,3 +109,19 @@ def chain_json(report: ChainReport) -> str:
     return _json({"command": "verify", "chain": "intact" if report.intact else "broken",
                   "links_checked": report.links, "first_broken_index": report.broken_at,
                   "field": report.field, "expected": report.expected, "found": report.found})
+
+
+def mutators_text(candidates: Sequence[Candidate], sessions: int) -> str:
+    """Proposed mutators as a mutators file to review: one tool a line, the evidence in a comment."""
+    lines = [f"# {len(candidates)} candidate mutators from {sessions} session{'s' if sessions != 1 else ''}. "
+             "Review: keep the tools that change state,\n",
+             "# delete the others, save the file and pass it to `toolreplay replay --state-aware --mutators FILE`.\n",
+             "# name: the write verb in the tool's name; after it: identical calls that returned a different\n",
+             "# response / the same response when this tool ran between them.\n"]
+    for c in candidates:
+        shown = escape_text(c.tool)
+        usable = shown == c.tool and "#" not in c.tool and not any(ch.isspace() for ch in c.tool)
+        evidence = (f"name: {c.verb or '-'}; after it: {c.changed} different, {c.unchanged} same; "
+                    f"calls: {c.calls}")
+        lines.append(f"{shown}  # {evidence}\n" if usable else f"# (not a valid name line) {shown}  # {evidence}\n")
+    return "".join(lines)

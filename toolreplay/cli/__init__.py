@@ -23,7 +23,7 @@ __all__ = ["main", "entry_point"]
 # One module per family of commands; each adds its own subcommands (named here so that a run of one
 # command imports only its own module: `replay` has no use for the evaluator or the importers).
 _COMMAND_MODULES = {
-    "toolreplay.cli.audit": ("version", "replay", "scope", "seal", "verify"),
+    "toolreplay.cli.audit": ("version", "replay", "mutators", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),

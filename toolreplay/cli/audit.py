@@ -9,6 +9,7 @@ from typing import Any
 
 from toolreplay import __version__
 from toolreplay.audit.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -16,6 +17,7 @@ from toolreplay.audit.render import (
     iter_replay_text,
     iter_scope_json,
     iter_scope_text,
+    mutators_text,
 )
 from toolreplay.audit.replay import (
     DEFAULT_MUTATORS,
@@ -70,6 +72,17 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
         report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
     return 1 if counted_findings(report, args.count_changes) else 0
+
+
+def _run_mutators(args: argparse.Namespace, io: IO) -> int:
+    known: set[str] = set(DEFAULT_MUTATORS)
+    for path in args.mutators or ():
+        known.update(read_mutators_file(path))
+    evidence = MutatorEvidence()
+    for session in args.sessions:
+        collect_evidence(read_facts(session, state_fact, jobs=args.jobs, stdin=io.stdin), evidence)
+    io.stdout.write(mutators_text(propose_mutators(evidence, known), len(args.sessions)))
+    return 0
 
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
@@ -148,6 +161,17 @@ def register(subparsers: Any) -> None:
     _format_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
+
+    parser = subparsers.add_parser(
+        "mutators", help="propose candidate mutators from sessions, for review (nothing is applied)",
+        description="Print the tools that look like they change state: a write verb in the name, or identical "
+                    "calls whose responses changed after the tool ran. The output is a mutators file to review "
+                    "and pass to `replay --mutators`. Exit codes: 0 done, 2 usage or input error.")
+    parser.add_argument("sessions", nargs="+", metavar="SESSION", help="session files (plain or sealed)")
+    parser.add_argument("--mutators", action="append", metavar="FILE",
+                        help="mutators already declared, left out of the proposal")
+    _jobs_option(parser)
+    parser.set_defaults(run=_run_mutators)
 
     parser = subparsers.add_parser("scope", help="check each call against a permission file")
     parser.add_argument("session", help="session file (plain or sealed); - for standard input")

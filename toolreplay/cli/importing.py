@@ -83,6 +83,10 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.format == "auto":
         io.stderr.write(f"detected format: {result.format}\n")
     _write_sessions(args, result, io)
+    if args.mutators_out is not None:
+        from toolreplay.importers.hints import hints_mutators_text, read_tool_hints
+
+        _write_file(args.mutators_out, hints_mutators_text(read_tool_hints(data)))
     for warning in result.warnings:
         io.stderr.write(f"warning: {warning}\n")
     return 0
@@ -100,4 +104,6 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="write one session per conversation into DIR (new or empty): 0000.jsonl, ...",
     )
+    parser.add_argument("--mutators-out", metavar="FILE",
+                        help="also write a mutators file from the log's tool hints (MCP tools/list annotations)")
     parser.set_defaults(run=_run_import)
