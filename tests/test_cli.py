@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 from unittest import mock
@@ -380,16 +382,26 @@ class SealVerifyCommandTest(TempDirTest):
         self.assertEqual(os.listdir(out), [])
 
 
+COMMANDS = ("version", "replay", "scope", "seal", "verify", "demo", "eval", "import")
+
+
 class UsageErrorTest(unittest.TestCase):
     def assert_usage(self, argv: list[str], message: str | None = None, prefix: str | None = None) -> None:
+        """Bad arguments: the error line, the command's usage, and where to find help."""
         code, out, err = run(*argv)
         self.assertEqual((code, out), (2, ""))
-        self.assertEqual(err.count("\n"), 1, err)
-        self.assertTrue(err.endswith("\n"))
+        first, rest = err.split("\n", 1)
+        command = "toolreplay" + (f" {argv[0]}" if argv and argv[0] in COMMANDS else "")
+        self.assertTrue(rest.startswith(f"usage: {command} "), err)
+        self.assertTrue(rest.endswith(f"\nTry '{command} --help' for more information.\n"), err)
         if message is not None:
-            self.assertEqual(err, f"error: {message}\n")
+            self.assertEqual(first, f"error: {message}")
         if prefix is not None:
-            self.assertTrue(err.startswith(f"error: {prefix}"), err)
+            self.assertTrue(first.startswith(f"error: {prefix}"), err)
+
+    def assert_input_error(self, argv: list[str], message: str) -> None:
+        """A file that cannot be read: one error line, no usage."""
+        self.assertEqual(run(*argv), (2, "", f"error: {message}\n"))
 
     def test_no_command(self) -> None:
         self.assert_usage([], "the following arguments are required: COMMAND")
@@ -400,10 +412,10 @@ class UsageErrorTest(unittest.TestCase):
         )
 
     def test_missing_arguments(self) -> None:
-        self.assert_usage(["replay"], "the following arguments are required: session")
-        self.assert_usage(["scope", DIRTY], "the following arguments are required: scope")
-        self.assert_usage(["seal"], "the following arguments are required: session")
-        self.assert_usage(["verify"], "the following arguments are required: sealed")
+        self.assert_usage(["replay"], "the following arguments are required: SESSION")
+        self.assert_usage(["scope", DIRTY], "the following arguments are required: POLICY")
+        self.assert_usage(["seal"], "the following arguments are required: SESSION")
+        self.assert_usage(["verify"], "the following arguments are required: SEALED")
         self.assert_usage(["seal", DIRTY, "-o"], "argument -o/--output: expected one argument")
 
     def test_unknown_option_and_format(self) -> None:
@@ -414,23 +426,19 @@ class UsageErrorTest(unittest.TestCase):
         )
 
     def test_missing_files(self) -> None:
-        self.assert_usage(["replay", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
-        self.assert_usage(["verify", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
-        self.assert_usage(
+        self.assert_input_error(["replay", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
+        self.assert_input_error(["verify", "no-such.jsonl"], "cannot read no-such.jsonl: No such file or directory")
+        self.assert_input_error(
             ["scope", DIRTY, "no-such.json"], "cannot read no-such.json: No such file or directory"
         )
-        self.assert_usage(
+        self.assert_input_error(
             ["scope", "no-such.jsonl", SCOPE], "cannot read no-such.jsonl: No such file or directory"
         )
-        self.assert_usage(
+        self.assert_input_error(
             ["replay", DIRTY, "--mutators", "no-such.txt"],
             "cannot read no-such.txt: No such file or directory",
         )
-        self.assert_usage(["replay", SAMPLES], f"cannot read {SAMPLES}: Is a directory")
-
-
-if __name__ == "__main__":
-    unittest.main()
+        self.assert_input_error(["replay", SAMPLES], f"cannot read {SAMPLES}: Is a directory")
 
 
 class JobsOptionTest(unittest.TestCase):
@@ -438,9 +446,33 @@ class JobsOptionTest(unittest.TestCase):
         for value in ("0", "-1", "two"):
             code, out, err = run("replay", "--jobs", value, "samples/session-dirty.jsonl")
             self.assertEqual((code, out), (2, ""))
-            self.assertEqual(err, f"error: argument --jobs: must be a positive integer, not '{value}'\n")
+            self.assertEqual(err.split("\n")[0], f"error: argument --jobs: must be a positive integer, not '{value}'")
+            self.assertTrue(err.endswith("Try 'toolreplay replay --help' for more information.\n"), err)
 
     def test_jobs_do_not_change_the_report(self) -> None:
         reference = run("replay", "samples/session-dirty.jsonl")
         for jobs in ("1", "2"):
             self.assertEqual(run("replay", "--jobs", jobs, "samples/session-dirty.jsonl"), reference)
+
+
+
+class HelpTest(unittest.TestCase):
+    def test_version_flag(self) -> None:
+        done = subprocess.run([sys.executable, "-m", "toolreplay", "--version"], cwd=ROOT, capture_output=True)
+        self.assertEqual((done.returncode, done.stdout, done.stderr), (0, b"toolreplay 0.6.0\n", b""))
+
+    def test_every_command_has_a_description_and_its_exit_codes(self) -> None:
+        for command in COMMANDS:
+            with self.subTest(command=command):
+                done = subprocess.run([sys.executable, "-m", "toolreplay", command, "--help"], cwd=ROOT,
+                                      capture_output=True, text=True)
+                self.assertEqual((done.returncode, done.stderr), (0, ""))
+                usage, description = done.stdout.split("\n\n")[:2]
+                self.assertTrue(usage.startswith(f"usage: toolreplay {command} "), done.stdout)
+                self.assertTrue(description[:1].isupper() and description.endswith("."), description)
+                self.assertIn("\nexit codes:\n  0  ", done.stdout)
+                self.assertIn("\n  2  usage error", done.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

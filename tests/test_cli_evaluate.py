@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -123,7 +125,171 @@ class EvalCommandTest(unittest.TestCase):
             ]
             for argv, error in cases:
                 with self.subTest(argv=argv):
-                    self.assertEqual(run(*argv), (2, "", error))
+                    code, out, err = run(*argv)
+                    self.assertEqual((code, out), (2, ""))
+                    if error.startswith("error: argument") or "arguments are required" in error:
+                        # Bad arguments: the error line, then the usage and where to find help.
+                        first, rest = err.split("\n", 1)
+                        self.assertEqual(first + "\n", error)
+                        self.assertTrue(rest.startswith("usage: toolreplay eval "), err)
+                        self.assertTrue(rest.endswith("Try 'toolreplay eval --help' for more information.\n"), err)
+                    else:
+                        self.assertEqual(err, error)
+
+
+SUITE_2 = os.path.join(ROOT, "samples", "eval-suite-2.json")
+CAREFUL = "toolreplay.demos.bookings:careful_agent"
+HASTY = "toolreplay.demos.bookings:hasty_agent"
+
+
+class CiOutputTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.directory = directory.name
+
+    def baseline(self, agent: str, renamed: str | None = None) -> str:
+        code, out, _ = run("eval", SUITE, "--agent", agent, "--format", "json")
+        path = os.path.join(self.directory, "baseline.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(out if renamed is None else out.replace('"agent": "mock_model"', f'"agent": "{renamed}"'))
+        return path
+
+    def test_junit_one_test_case_per_case_and_agent(self) -> None:
+        from xml.etree import ElementTree
+
+        code, out, err = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--format", "junit",
+                             "--min-tool-match", "0.7")
+        self.assertEqual((code, err), (1, ""))
+        root = ElementTree.fromstring(out)
+        self.assertEqual((root.tag, root.get("tests"), root.get("failures")), ("testsuites", "11", "3"))
+        self.assertEqual([(suite.get("name"), suite.get("tests"), suite.get("failures")) for suite in root],
+                         [("mock_model", "5", "0"), ("sloppy_model", "5", "2"), ("thresholds", "1", "1")])
+        failures = [(case.get("classname"), case.get("name"), case[0].get("message"))
+                    for suite in root for case in suite if len(case)]
+        self.assertEqual(failures[0], ("sloppy_model", "all-orders-completed",
+                                       'sloppy_model case 3 all-orders-completed: tool match failed (strict): expected '
+                                       '[count_orders {"customer_id":"C-1042"}], called [get_order {"order_id":3015}]; '
+                                       'answer correct: "Order 3015 is completed."'))
+        self.assertEqual(failures[2], ("thresholds", "thresholds", "sloppy_model: tool match 0.60 is below 0.7"))
+        self.assertTrue(out.startswith('<?xml version="1.0" encoding="UTF-8"?>\n<testsuites name="toolreplay eval '))
+
+    def test_junit_with_trials_joins_the_failed_runs(self) -> None:
+        from xml.etree import ElementTree
+
+        _, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--format", "junit", "--trials", "2")
+        (suite,) = ElementTree.fromstring(out)
+        failure = suite[2][0]
+        self.assertEqual(failure.text.splitlines()[1][:46], "sloppy_model case 3 trial 2 all-orders-complet")
+
+    def test_baseline_reports_regressions_and_fails_only_on_them(self) -> None:
+        same = self.baseline(SLOPPY)
+        code, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--baseline", same)
+        self.assertEqual(code, 0)  # two failures, both failing in the baseline too
+        self.assertTrue(out.endswith(f"\n\nbaseline: {same}\nregressions: 0\nfixed: 0\n"))
+        better = self.baseline(MOCK, renamed="sloppy_model")
+        code, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--baseline", better)
+        self.assertEqual(code, 1)
+        self.assertIn(f"\nbaseline: {better}\nregressions: 2\nsloppy_model case 3 all-orders-completed: tool match "
+                      "failed (strict)", out)
+        self.assertTrue(out.endswith("\nfixed: 0\n"))
+        code, out, _ = run("eval", SUITE, "--agent", MOCK, "--baseline", same.replace("baseline", "x"))
+        self.assertEqual(code, 2)
+
+    def test_fixed_cases_and_json(self) -> None:
+        worse = self.baseline(SLOPPY)
+        with open(worse, encoding="utf-8") as handle:
+            text = handle.read().replace('"agent": "sloppy_model"', '"agent": "mock_model"')
+        with open(worse, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        code, out, _ = run("eval", SUITE, "--agent", MOCK, "--baseline", worse, "--format", "json")
+        self.assertEqual(code, 0)
+        self.assertEqual(json.loads(out)["baseline"], {
+            "path": worse, "regressions": [],
+            "fixed": [{"agent": "mock_model", "case": "all-orders-completed"},
+                      {"agent": "mock_model", "case": "orders-placed"}]})
+
+    def test_junit_with_a_baseline_skips_known_failures(self) -> None:
+        from xml.etree import ElementTree
+
+        same = self.baseline(SLOPPY)
+        code, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--baseline", same, "--format", "junit")
+        self.assertEqual(code, 0)
+        (suite,) = ElementTree.fromstring(out)
+        self.assertEqual((suite.get("failures"), suite.get("skipped")), ("0", "2"))
+        self.assertTrue(suite[2][0].get("message", "").startswith("fails in the baseline too: sloppy_model case 3"))
+
+    def test_malformed_baselines(self) -> None:
+        path = os.path.join(self.directory, "b.json")
+        for document, message in (
+                ({"command": "replay"}, 'not an `eval --format json` result (no "command": "eval")'),
+                ({"command": "eval"}, "agents must be an array, not missing"),
+                ({"command": "eval", "agents": [{"agent": "a", "results": [{"case": "c", "success": 1}]}]},
+                 "agents[0].results[0].success must be true or false, not number"),
+                ({"command": "eval", "agents": [{"agent": 3}]}, "agents[0].agent must be a string, not number")):
+            with self.subTest(message=message):
+                with open(path, "w", encoding="utf-8") as handle:
+                    json.dump(document, handle)
+                self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--baseline", path),
+                                 (2, "", f"error: {path}: {message}\n"))
+
+    def test_concurrency_gives_the_same_bytes(self) -> None:
+        outputs = {run("eval", SUITE_2, "--agent", CAREFUL, "--agent", HASTY, "--trials", "3", "--concurrency", n,
+                       "--format", form)[1] for n in ("1", "4") for form in ("text",)}
+        self.assertEqual(len(outputs), 1)
+        code, out, err = run("eval", SUITE, "--agent", MOCK, "--concurrency", "0")
+        self.assertEqual((code, out, err.splitlines()[0]),
+                         (2, "", "error: argument --concurrency: must be at least 1, got 0"))
+
+    def test_record_cassette_then_replay_it(self) -> None:
+        cassette = os.path.join(self.directory, "bookings-cassette.jsonl")
+        code, live, _ = run("eval", SUITE_2, "--agent", CAREFUL, "--record-cassette", cassette)
+        self.assertEqual(code, 0)
+        with open(SUITE_2, encoding="utf-8") as handle:
+            text = handle.read().replace('{"factory": "toolreplay.demos.bookings:make_tools"}',
+                                         '{"cassette": "bookings-cassette.jsonl"}')
+        suite = os.path.join(self.directory, "suite.json")
+        with open(suite, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        code, replayed, _ = run("eval", suite, "--agent", CAREFUL)
+        self.assertEqual((code, replayed.splitlines()[1:]), (0, live.splitlines()[1:]))
+        with open(cassette, "rb") as recorded, open(os.path.join(ROOT, "samples", "bookings-cassette.jsonl"),
+                                                    "rb") as shipped:
+            self.assertEqual(recorded.read(), shipped.read())
+        missing = os.path.join(self.directory, "no", "c.jsonl")
+        self.assertEqual(run("eval", SUITE_2, "--agent", CAREFUL, "--record-cassette", missing),
+                         (2, "", f"error: cannot write {missing}: No such file or directory\n"))
+
+    def test_second_suite_report(self) -> None:
+        code, out, _ = run("eval", SUITE_2, "--agent", CAREFUL, "--agent", HASTY)
+        self.assertEqual(code, 0)
+        self.assertEqual(out.splitlines()[2:6], [
+            "careful_agent      2     1.00        1.00            4.0          2          0",
+            "hasty_agent        2     0.00        0.00            2.0          0          0",
+            "",
+            "failed: 2"])
+        self.assertIn('; book_table argument "date" (expected "2026-12-24", got "2026-12-25"); answer has the '
+                      'information: "Booked: B-1."; scorer toolreplay.demos.bookings:booking_made said no', out)
+
+
+class CurrentDirectoryTest(unittest.TestCase):
+    def test_suite_tools_and_agent_import_from_the_current_directory_without_it_on_the_path(self) -> None:
+        # `python -P -m` leaves the current directory off sys.path, as the `toolreplay` console script does.
+        with tempfile.TemporaryDirectory() as directory:
+            with open(os.path.join(directory, "local_tools.py"), "w", encoding="utf-8") as handle:
+                handle.write("from toolreplay.evaluation import Answer, ToolCall\n"
+                             "TOOLS = {'ping': lambda: {'pong': True}}\n"
+                             "def agent(conversation):\n"
+                             "    return Answer('pong') if conversation.calls else ToolCall('ping', {})\n")
+            with open(os.path.join(directory, "suite.json"), "w", encoding="utf-8") as handle:
+                json.dump({"tools": {"module": "local_tools:TOOLS"}, "cases": [
+                    {"id": "p", "question": "ping?", "expected_answer": "pong", "expected_tools": ["ping"]}]},
+                    handle)
+            done = subprocess.run([sys.executable, "-P", "-m", "toolreplay", "eval", "suite.json", "--agent",
+                                   "local_tools:agent"], cwd=directory, env=dict(os.environ, PYTHONPATH=ROOT),
+                                  capture_output=True, text=True, check=False)
+        self.assertEqual((done.returncode, done.stderr), (0, ""))
+        self.assertEqual(done.stdout.splitlines()[2], "agent      1     1.00        1.00            2.0          0          0")
 
 
 if __name__ == "__main__":

@@ -5,7 +5,14 @@ from __future__ import annotations
 import unittest
 from fractions import Fraction
 
-from toolreplay.evaluation.metrics import ExpectedCall, missing_information, pass_hat_k, tools_match
+from toolreplay.evaluation.metrics import (
+           ExpectedCall,
+           argument_difference,
+           argument_mismatches,
+           missing_information,
+           pass_hat_k,
+           tools_match,
+)
 from toolreplay.format.canonical import canonical_json
 
 
@@ -74,6 +81,52 @@ class ToolMatchTest(unittest.TestCase):
         self.assertEqual(str(ExpectedCall.of("count_orders", {"customer_id": "C-1", "a": 1.0})),
                          'count_orders {"a":1,"customer_id":"C-1"}')
         self.assertEqual(str(ExpectedCall.of("count_orders")), "count_orders")
+
+
+class ArgumentModeTest(unittest.TestCase):
+    EXPECTED = {"order_id": 7, "full": True}
+    # (arguments made, {mode: first differing field or None})
+    CASES = [
+        ({"order_id": 7.0, "full": True}, {"exact": None, "ignore": None, "subset": None, "superset": None}),
+        ({"order_id": 7, "full": True, "page": 2},
+         {"exact": '"page" (expected none, got 2)', "subset": None, "superset": '"page" (expected none, got 2)'}),
+        ({"order_id": 7}, {"exact": '"full" (expected true, got none)', "subset": '"full" (expected true, got none)',
+                           "superset": None}),
+        ({"order_id": 8, "full": True}, {"exact": '"order_id" (expected 7, got 8)', "ignore": None,
+                                         "subset": '"order_id" (expected 7, got 8)',
+                                         ("order_id",): '"order_id" (expected 7, got 8)', ("full",): None}),
+        ({"order_id": 7, "full": False, "x": 1}, {("order_id",): None, ("order_id", "x"): '"x" (expected none, got 1)'}),
+        ({"order_id": [7], "full": True}, {"exact": '"order_id" (expected 7, got [7])'}),
+    ]
+
+    def test_each_mode_names_the_first_differing_field(self) -> None:
+        for made, results in self.CASES:
+            for mode, difference in results.items():
+                with self.subTest(made=made, mode=mode):
+                    self.assertEqual(argument_difference(self.EXPECTED, made, mode), difference)
+                    item = ExpectedCall.of("get_order", self.EXPECTED, mode)
+                    self.assertIs(item.matches("get_order", canonical_json(made)), difference is None)
+
+    def test_modes_inside_tool_match(self) -> None:
+        want = [ExpectedCall.of("search", {"q": "tea"}, "subset"), ExpectedCall.of("get", {"id": 1}, ("id",))]
+        self.assertTrue(tools_match(want, called(("search", {"q": "tea", "limit": 5}), ("get", {"id": 1.0, "v": 2})),
+                                    "strict"))
+        self.assertFalse(tools_match(want, called(("search", {"limit": 5}), ("get", {"id": 1})), "strict"))
+
+    def test_mismatch_notes_name_the_field_of_a_call_to_the_same_tool(self) -> None:
+        want = [ExpectedCall.of("get", {"id": 1}), ExpectedCall.of("count", {"c": "A"})]
+        self.assertEqual(argument_mismatches(want, called(("get", {"id": 2}), ("get", {"id": 3}))),
+                         ['get argument "id" (expected 1, got 2)'])
+        self.assertEqual(argument_mismatches(want, called(("get", {"id": 1}), ("count", {"c": "A"}))), [])
+
+    def test_text_shows_the_mode_unless_exact(self) -> None:
+        self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, "subset")), 'get {"id":1} (subset)')
+        self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, ("id", "v"))), 'get {"id":1} (fields id,v)')
+        self.assertEqual(ExpectedCall.of("get", {"id": 1}, "ignore"), ExpectedCall.of("get"))
+
+    def test_unknown_argument_mode(self) -> None:
+        with self.assertRaisesRegex(ValueError, "unknown argument mode 'loose'"):
+            argument_difference({"a": 1}, {"a": 2}, "loose")
 
 
 class AnswerTest(unittest.TestCase):

@@ -40,9 +40,10 @@ def scripted(*steps: ToolCall | Answer) -> NamedAgent:
 
 
 def case_suite(tools: Any, expected_tools: list[Any], expected_answer: Any = "shipped", **case: Any) -> Suite:
-    return parse_suite({"tools": tools, "cases": [{"id": "c1", "question": "Where is order 7?",
-                                                   "expected_answer": expected_answer,
-                                                   "expected_tools": expected_tools, **case}]}, "s.json")
+    fields = {"id": "c1", "question": "Where is order 7?", "expected_answer": expected_answer,
+              "expected_tools": expected_tools, **case}
+    return parse_suite({"tools": tools, "cases": [{key: value for key, value in fields.items()
+                                                   if value is not None}]}, "s.json")
 
 
 class CassetteTest(unittest.TestCase):
@@ -84,12 +85,64 @@ class CassetteTest(unittest.TestCase):
         self.assertEqual(run.calls[0].response, {"ok": False, "error": "tool not allowed: cancel_order"})
         self.assertEqual((run.overreach, run.tool_match, run.success), (1, False, True))
 
-    def test_first_recorded_response_wins(self) -> None:
+    def test_first_mode_answers_every_identical_call_with_the_first_response(self) -> None:
         path = os.path.join(self.directory, "twice.jsonl")
         with open(path, "wb") as handle:
             handle.write(b'{"index": 0, "tool": "t", "args": {}, "response": {"n": 1}}\n'
                          b'{"index": 1, "tool": "t", "args": {}, "response": {"n": 2}}\n')
-        self.assertEqual(load_cassette(path).bind(lambda tool, args: None)["t"](), {"n": 1})
+        play = load_cassette(path, "first").bind(lambda tool, args, recorded: None)["t"]
+        self.assertEqual([play(), play(), play()], [{"n": 1}] * 3)
+        misses: list[tuple[str, dict[str, Any], int]] = []
+        play = load_cassette(path).bind(lambda *miss: misses.append(miss))["t"]
+        self.assertEqual([play(), play(), play()], [{"n": 1}, {"n": 2}, {"ok": False, "error": (
+            "no recording for this call: call 3, the cassette recorded 2")}])
+        self.assertEqual(misses, [("t", {}, 2)])
+
+
+READ_WRITE_READ = (b'{"index": 0, "tool": "list_bookings", "args": {"customer_id": "C-7"}, "response": {"bookings": []}}\n'
+                   b'{"index": 1, "tool": "book_table", "args": {"customer_id": "C-7"}, "response": {"booking_id": "B-1"}}\n'
+                   b'{"index": 2, "tool": "list_bookings", "args": {"customer_id": "C-7"}, '
+                   b'"response": {"bookings": ["B-1"]}}\n')
+
+
+class SequentialCassetteTest(unittest.TestCase):
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.path = os.path.join(directory.name, "bookings.jsonl")
+        with open(self.path, "wb") as handle:
+            handle.write(READ_WRITE_READ)
+        self.read = ToolCall("list_bookings", {"customer_id": "C-7"})
+        self.write = ToolCall("book_table", {"customer_id": "C-7"})
+
+    def suite(self, responses: str) -> Suite:
+        return case_suite({"cassette": self.path, "responses": responses}, [], expected_answer="B-1")
+
+    def test_read_after_write_replays_the_response_recorded_after_the_write(self) -> None:
+        suite = self.suite("sequential")
+        run = run_case(scripted(self.read, self.write, self.read, Answer("B-1")), suite, suite.cases[0])
+        self.assertEqual([call.response for call in run.calls],
+                         [{"bookings": []}, {"booking_id": "B-1"}, {"bookings": ["B-1"]}])
+        self.assertEqual((run.misses, run.answered), ((), (True, True, True)))
+
+    def test_a_call_past_the_recording_is_a_miss_that_says_so(self) -> None:
+        suite = self.suite("sequential")
+        run = run_case(scripted(self.read, self.read, self.read, Answer("B-1")), suite, suite.cases[0])
+        self.assertEqual(run.calls[2].response,
+                         {"ok": False, "error": "no recording for this call: call 3, the cassette recorded 2"})
+        self.assertEqual((run.misses, run.success, run.answered),
+                         (('list_bookings {"customer_id":"C-7"} (call 3, recorded 2)',), False, (True, True, False)))
+
+    def test_first_mode_replays_the_stale_read(self) -> None:
+        suite = self.suite("first")
+        run = run_case(scripted(self.read, self.write, self.read, Answer("B-1")), suite, suite.cases[0])
+        self.assertEqual(run.calls[2].response, {"bookings": []})
+
+    def test_counts_start_again_for_every_run(self) -> None:
+        suite = self.suite("sequential")
+        agent = scripted(self.read, self.write, self.read, Answer("B-1"))
+        (report,) = evaluate(suite, [agent], trials=3).agents
+        self.assertEqual([run.calls[2].response for run in report.runs], [{"bookings": ["B-1"]}] * 3)
 
 
 class StepLimitAndFailuresTest(unittest.TestCase):
@@ -127,13 +180,24 @@ class StepLimitAndFailuresTest(unittest.TestCase):
                 run = run_case(NamedAgent("a", "m:a", agent), self.suite, self.suite.cases[0])
                 self.assertEqual((run.answer, run.stop, run.steps, run.success), (None, reason, 1, False))
 
-    def test_repeated_call_is_answered_by_the_gate_and_found_redundant(self) -> None:
+    def test_repeated_call_reaches_the_tool_and_is_found_redundant(self) -> None:
         call = ToolCall("get_order", {"order_id": 3001})
         run = run_case(scripted(call, call, Answer("shipped")), self.suite, self.suite.cases[0], mode="superset")
         self.assertEqual(run.calls[0].response, run.calls[1].response)
         self.assertEqual((run.redundant, run.tool_match), (1, True))
         run = run_case(scripted(call, call, Answer("shipped")), self.suite, self.suite.cases[0])
         self.assertFalse(run.tool_match)  # strict: get_order once, not twice
+
+    def test_every_request_reaches_the_tools(self) -> None:
+        from toolreplay.evaluation.tools import ModuleTools
+
+        seen: list[int] = []
+        tools = ModuleTools("m:T", {"tick": lambda: seen.append(1) or {"n": len(seen)}})
+        suite = Suite("s", tools, case_suite({"module": "toolreplay.demos.orders:TOOLS"}, []).cases)
+        call = ToolCall("tick", {})
+        run = run_case(scripted(call, call, call, Answer("shipped")), suite, suite.cases[0])
+        self.assertEqual([c.response for c in run.calls], [{"n": 1}, {"n": 2}, {"n": 3}])
+        self.assertEqual(run.redundant, 2)
 
     def test_case_mode_beats_the_run_default(self) -> None:
         suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, ["get_order"], match="superset")
@@ -193,6 +257,185 @@ class TrialsAndRecordingTest(unittest.TestCase):
             with open(os.path.join(directory, "scripted", "c1.jsonl"), "rb") as handle:
                 self.assertEqual(len(handle.read().splitlines()), 1)
             self.assertEqual(sorted(os.listdir(os.path.join(directory, "scripted"))), ["c1.jsonl", "scope.json"])
+
+
+class FactoryTest(unittest.TestCase):
+    BOOK = ToolCall("book_table", {"customer_id": "C-7", "date": "2026-12-24", "party_size": 4})
+
+    def runs(self, tools: dict[str, str], trials: int = 3) -> list[Any]:
+        suite = case_suite(tools, ["book_table"], expected_answer="B-1")
+        agent = NamedAgent("a", "m:a", lambda c: Answer(str(c.calls[0].response.get("booking_id")))
+                           if c.calls else self.BOOK)
+        (report,) = evaluate(suite, [agent], trials=trials).agents
+        return [run.calls[0].response["booking_id"] for run in report.runs]
+
+    def test_every_run_starts_from_the_same_state(self) -> None:
+        self.assertEqual(self.runs({"factory": "toolreplay.demos.bookings:make_tools"}), ["B-1", "B-1", "B-1"])
+
+    def test_a_plain_dict_shares_its_state_between_runs(self) -> None:
+        from toolreplay.demos import bookings
+
+        first = len(bookings.TOOLS["list_bookings"]("C-7")["bookings"])
+        self.assertEqual(self.runs({"module": "toolreplay.demos.bookings:TOOLS"}),
+                         [f"B-{first + n}" for n in (1, 2, 3)])
+
+    def test_a_factory_that_changes_its_tools_is_an_error(self) -> None:
+        from toolreplay.errors import UsageError
+        from toolreplay.evaluation.tools import FactoryTools
+
+        tables = iter([{"a": print}, {"b": print}])
+        tools = FactoryTools("m:f", lambda: next(tables), frozenset({"a"}))
+        self.assertEqual(list(tools.bind(lambda *miss: None)), ["a"])
+        with self.assertRaisesRegex(UsageError, "tools factory 'm:f' returned other tools than on its first call"):
+            tools.bind(lambda *miss: None)
+
+
+def scorer_suite(scorer: str, **case: Any) -> Suite:
+    return case_suite({"module": "toolreplay.demos.orders:TOOLS"}, [], scorer=scorer, **case)
+
+
+def judge(answer: str, calls: Any, case: Any) -> Any:
+    return {"yes": True, "no": False, "high": 0.9, "low": 0.2, "text": "fine"}[answer]
+
+
+class ScorerTest(unittest.TestCase):
+    def run_answer(self, answer: str, **case: Any) -> Any:
+        suite = scorer_suite("tests.test_evaluate_runner:judge", expected_answer=None, **case)
+        return run_case(scripted(Answer(answer)), suite, suite.cases[0])
+
+    def test_bool_and_number_results(self) -> None:
+        for answer, score, failure in (
+                ("yes", 1.0, None), ("no", 0.0, "scorer tests.test_evaluate_runner:judge said no"),
+                ("high", 0.9, None), ("low", 0.2, "scorer tests.test_evaluate_runner:judge gave 0.2, below 0.5"),
+                ("text", None, "scorer tests.test_evaluate_runner:judge returned str 'fine', not a bool or number"),
+                ("boom", None, "scorer tests.test_evaluate_runner:judge raised KeyError: 'boom'")):
+            with self.subTest(answer=answer):
+                run = self.run_answer(answer)
+                self.assertEqual((run.score, run.score_failure, run.success), (score, failure, failure is None))
+
+    def test_min_score(self) -> None:
+        self.assertFalse(self.run_answer("high", min_score=0.95).success)
+
+    def test_beside_expected_answer_both_must_hold(self) -> None:
+        suite = scorer_suite("tests.test_evaluate_runner:judge", expected_answer="ye")
+        run = run_case(scripted(Answer("no")), suite, suite.cases[0])
+        self.assertEqual((run.missing, run.score_failure is not None), (("ye",), True))
+        (report,) = evaluate(suite, [scripted(Answer("no"))]).agents
+        self.assertEqual(failure_line(report, report.runs[0]), 'scripted case 1 c1: tools ok; answer missing "ye": '
+                                                               '"no"; scorer tests.test_evaluate_runner:judge said no')
+
+    def test_end_state_scorer_of_the_bookings_demo(self) -> None:
+        from toolreplay.demos.bookings import booking_made
+
+        suite = parse_suite({"tools": {"factory": "toolreplay.demos.bookings:make_tools"}, "cases": [
+            {"id": "b", "question": "I'm customer C-7: book a table for 4 on 2026-12-24.", "expected_tools": [],
+             "scorer": "toolreplay.demos.bookings:booking_made"}]}, "s.json")
+        book = ToolCall("book_table", {"customer_id": "C-7", "date": "2026-12-24", "party_size": 4})
+        runs = [run_case(scripted(*steps, Answer("done")), suite, suite.cases[0])
+                for steps in ((book,), (book, book), ())]
+        self.assertEqual([run.success for run in runs], [True, False, False])
+        self.assertIs(booking_made("", (), suite.cases[0]), False)
+
+
+async def async_agent(conversation: Conversation) -> ToolCall | Answer:
+    import asyncio
+
+    await asyncio.sleep(0)
+    if conversation.calls:
+        return Answer(f"Order is {conversation.calls[0].response['status']}")
+    return ToolCall("get_order", {"order_id": 3001})
+
+
+class ConcurrencyTest(unittest.TestCase):
+    def test_async_agent(self) -> None:
+        suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, ["get_order"])
+        run = run_case(NamedAgent("async", "m:a", async_agent), suite, suite.cases[0])
+        self.assertEqual((run.answer, run.passed), ("Order is shipped", True))
+
+    def test_same_report_bytes_as_a_serial_run(self) -> None:
+        from toolreplay.demos.orders import SUITE
+        from toolreplay.evaluation.agent import load_agents
+        from toolreplay.evaluation.report import eval_json, eval_text
+
+        suite = parse_suite(SUITE, "orders")
+        agents = load_agents(["toolreplay.demos.orders:mock_model", "toolreplay.demos.orders:sloppy_model",
+                              "toolreplay.demos.bookings:careful_agent"])
+        with tempfile.TemporaryDirectory() as directory:
+            outputs = []
+            for concurrency in (1, 8):
+                report = evaluate(suite, agents, trials=3, concurrency=concurrency,
+                                  record_dir=os.path.join(directory, str(concurrency)))
+                outputs.append((eval_text(report), eval_json(report)))
+            self.assertEqual(outputs[0], outputs[1])
+            for agent in ("mock_model", "sloppy_model"):
+                for name in sorted(os.listdir(os.path.join(directory, "1", agent))):
+                    with open(os.path.join(directory, "1", agent, name), "rb") as one, \
+                            open(os.path.join(directory, "8", agent, name), "rb") as eight:
+                        self.assertEqual(one.read(), eight.read())
+
+    def test_a_failing_run_stops_the_evaluation_with_its_error(self) -> None:
+        from toolreplay.errors import UsageError
+        from toolreplay.evaluation.tools import FactoryTools
+
+        calls = {"n": 0}
+
+        def factory() -> dict[str, Any]:
+            calls["n"] += 1
+            if calls["n"] > 2:
+                raise RuntimeError("database down")
+            return {"t": dict}
+
+        suite = Suite("s", FactoryTools("m:f", factory, frozenset({"t"})), case_suite(
+            {"module": "toolreplay.demos.orders:TOOLS"}, []).cases)
+        with self.assertRaisesRegex(UsageError, "tools factory 'm:f' raised RuntimeError: database down"):
+            evaluate(suite, [scripted(Answer("shipped"))], trials=4, concurrency=2)
+
+
+class JunitTest(unittest.TestCase):
+    def test_hostile_tool_names_stay_well_formed_xml(self) -> None:
+        from xml.etree import ElementTree
+
+        from toolreplay.evaluation.report import eval_junit
+
+        suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, ["get_order"])
+        hostile = "get_order\x1b[2J\x00</failure><x>\u202e"
+        (report,) = [evaluate(suite, [scripted(ToolCall(hostile, {"q": "\x07"}), Answer("shipped"))])]
+        root = ElementTree.fromstring(eval_junit(report))
+        message = root[0][0][0].get("message", "")
+        self.assertIn("called [get_order\\x1b[2J\\x00</failure><x>\\u202e {\"q\":\"\\u0007\"}]", message)
+
+
+class RecordCassetteTest(unittest.TestCase):
+    def test_a_recorded_cassette_replays_the_live_run(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            cassette = os.path.join(directory, "live.jsonl")
+            live = parse_suite({"tools": {"factory": "toolreplay.demos.bookings:make_tools"}, "cases": [
+                {"id": "b", "question": "I'm customer C-7: book a table for 4 on 2026-12-24.",
+                 "expected_answer": "B-1", "expected_tools": []}]}, os.path.join(directory, "suite.json"))
+            from toolreplay.evaluation.agent import load_agents
+            from toolreplay.evaluation.report import eval_text
+
+            agents = load_agents(["toolreplay.demos.bookings:careful_agent"])
+            first = evaluate(live, agents, record_cassette=cassette)
+            with open(cassette, "rb") as handle:
+                records = list(read_session(handle, cassette))
+            self.assertEqual([record.tool for record in records], ["list_bookings", "book_table", "list_bookings"])
+            replayed = parse_suite({"tools": {"cassette": "live.jsonl"}, "cases": [
+                {"id": "b", "question": "I'm customer C-7: book a table for 4 on 2026-12-24.",
+                 "expected_answer": "B-1", "expected_tools": []}]}, os.path.join(directory, "suite.json"))
+            second = evaluate(replayed, agents)
+            self.assertEqual(eval_text(first).splitlines()[1:], eval_text(second).splitlines()[1:])
+            self.assertEqual(sorted(os.listdir(directory)), ["live.jsonl"])
+
+    def test_refused_calls_and_misses_are_left_out(self) -> None:
+        suite = case_suite({"module": "toolreplay.demos.orders:TOOLS"}, [])
+        agent = scripted(ToolCall("nope", {}), ToolCall("get_order", {"order_id": 3001}),
+                         ToolCall("get_order", {"order_id": 3002}), Answer("x"))
+        with tempfile.TemporaryDirectory() as directory:
+            cassette = os.path.join(directory, "c.jsonl")
+            evaluate(suite, [agent], max_steps=2, record_cassette=cassette)
+            with open(cassette, "rb") as handle:
+                self.assertEqual([(r.index, r.tool) for r in read_session(handle, cassette)], [(0, "get_order")])
 
 
 if __name__ == "__main__":

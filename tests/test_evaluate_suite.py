@@ -33,12 +33,12 @@ def suite_with(**changes: Any) -> dict[str, Any]:
 INVALID = [
     ([], "a suite must be an object, not array"),
     ({"tools": TOOLS}, 'missing field "cases"'),
-    ({"tools": TOOLS, "cases": [CASE], "name": "x"}, 'unknown field "name" (known: tools, cases)'),
+    ({"tools": TOOLS, "cases": [CASE], "name": "x"}, 'unknown field "name" (known: tools, cases, args_match)'),
     ({"tools": TOOLS, "cases": []}, "cases: must be a non-empty array of cases"),
     ({"tools": TOOLS, "cases": {}}, "cases: must be a non-empty array of cases"),
-    ({"tools": {}, "cases": [CASE]}, 'tools: must be an object with exactly one field, "module" or "cassette"'),
+    ({"tools": {}, "cases": [CASE]}, 'tools: must be an object with exactly one of "module", "factory" or "cassette"'),
     ({"tools": {"module": "x:y", "cassette": "s.jsonl"}, "cases": [CASE]},
-     'tools: must be an object with exactly one field, "module" or "cassette"'),
+     'tools: must be an object with exactly one of "module", "factory" or "cassette"'),
     ({"tools": {"module": "toolreplay.demos.orders"}, "cases": [CASE]},
      'tools.module: must be "MODULE:ATTRIBUTE", not "toolreplay.demos.orders"'),
     ({"tools": {"module": "no_such_module_xyz:TOOLS"}, "cases": [CASE]},
@@ -53,7 +53,7 @@ INVALID = [
      "tools.cassette: must be a non-empty string (a session path relative to the suite)"),
     ({"tools": TOOLS, "cases": [1]}, "cases[0]: must be an object, not number"),
     (suite_with(extra=1), 'cases[0]: unknown field "extra" (known: id, question, expected_answer, expected_tools, '
-                          'match)'),
+                          'match, args_match, scorer, min_score)'),
     (suite_with(question=None), 'cases[0]: missing field "question"'),
     (suite_with(id="a b"), "cases[0].id: must be a string of letters, digits, '.', '_' or '-' starting with a "
                            "letter or digit"),
@@ -73,7 +73,7 @@ INVALID = [
     (suite_with(expected_tools=[{"tool": "get_order", "args": [1]}]),
      "cases[0].expected_tools[0].args: must be an object, not array"),
     (suite_with(expected_tools=[{"tool": "get_order", "argz": {}}]),
-     'cases[0].expected_tools[0]: unknown field "argz" (known: tool, args)'),
+     'cases[0].expected_tools[0]: unknown field "argz" (known: tool, args, args_match)'),
     (suite_with(expected_tools=[{"args": {}}]), 'cases[0].expected_tools[0]: missing field "tool"'),
     (suite_with(expected_tools=[{"tool": 7}]), "cases[0].expected_tools[0].tool: must be a tool name (string), "
                                                "not number"),
@@ -82,6 +82,41 @@ INVALID = [
     (suite_with(expected_tools=[{"tool": "cancel_order"}]),
      f'cases[0].expected_tools[0].tool: "cancel_order" is not a tool of this suite {KNOWN}'),
     (suite_with(match="fuzzy"), 'cases[0].match: must be one of strict, unordered, subset, superset, not "fuzzy"'),
+    # argument modes
+    (suite_with(args_match="loose"), 'cases[0].args_match: must be one of exact, ignore, subset, superset or a '
+                                     'non-empty array of field names, not "loose"'),
+    (suite_with(expected_tools=[{"tool": "get_order", "args": {}, "args_match": []}]),
+     "cases[0].expected_tools[0].args_match: must be one of exact, ignore, subset, superset or a non-empty array "
+     "of field names, not []"),
+    ({"tools": TOOLS, "cases": [CASE], "args_match": []}, "args_match: must be an object of tool name to mode, "
+                                                          "not array"),
+    ({"tools": TOOLS, "cases": [CASE], "args_match": {"get_ordr": "subset"}},
+     f'args_match: "get_ordr" is not a tool of this suite {KNOWN}'),
+    ({"tools": TOOLS, "cases": [CASE], "args_match": {"get_order": 1}},
+     "args_match.get_order: must be one of exact, ignore, subset, superset or a non-empty array of field names, "
+     "not 1"),
+    # factories and cassettes
+    ({"tools": {"factory": "toolreplay.demos.orders:TOOLS"}, "cases": [CASE]},
+     "tools.factory: 'toolreplay.demos.orders:TOOLS' is not callable"),
+    ({"tools": {"factory": "toolreplay.demos.orders:get_order"}, "cases": [CASE]},
+     "tools.factory: 'toolreplay.demos.orders:get_order' raised TypeError: get_order() missing 1 required "
+     "positional argument: 'order_id'"),
+    ({"tools": {"factory": "toolreplay.demos.bookings:make_tools", "module": "x:y"}, "cases": [CASE]},
+     'tools: must be an object with exactly one of "module", "factory" or "cassette"'),
+    ({"tools": {"module": "toolreplay.demos.orders:TOOLS", "responses": "first"}, "cases": [CASE]},
+     'tools: unknown field "responses" (known: module)'),
+    ({"tools": {"cassette": "x.jsonl", "responses": "last"}, "cases": [CASE]},
+     'tools.responses: must be one of sequential, first, not "last"'),
+    # scorers
+    (suite_with(expected_answer=None), 'cases[0]: missing field "expected_answer" (or a "scorer")'),
+    (suite_with(scorer="toolreplay.demos.orders"),
+     "cases[0].scorer: scorer must be MODULE:CALLABLE, got 'toolreplay.demos.orders'"),
+    (suite_with(scorer="toolreplay.demos.orders:nope"),
+     "cases[0].scorer: cannot import scorer 'toolreplay.demos.orders:nope': no attribute 'nope'"),
+    (suite_with(scorer=1), 'cases[0].scorer: must be "MODULE:FUNCTION", not number'),
+    (suite_with(min_score=0.5), 'cases[0].min_score: needs a "scorer"'),
+    (suite_with(scorer="toolreplay.demos.orders:get_order", min_score="high"),
+     "cases[0].min_score: must be a number, not string"),
 ]
 
 
@@ -102,6 +137,27 @@ class ParseSuiteTest(unittest.TestCase):
         self.assertEqual((case.id, case.expected_answer, case.match), ("a", ("a", "B"), "superset"))
         self.assertEqual(case.expected_tools, (ExpectedCall("get_order"), ExpectedCall("count_orders", '{"x":1}')))
         self.assertIsNone(parse_suite(suite_with(), "s.json").cases[0].match)  # no match: the run's default
+
+    def test_argument_modes_most_specific_wins(self) -> None:
+        suite = parse_suite({"tools": TOOLS, "args_match": {"get_order": "subset", "count_orders": ["customer_id"]},
+                             "cases": [dict(CASE, expected_tools=[
+                                 {"tool": "get_order", "args": {"order_id": 1}},
+                                 {"tool": "count_orders", "args": {"customer_id": "C"}},
+                                 {"tool": "get_order", "args": {"order_id": 1}, "args_match": "superset"},
+                                 {"tool": "track_shipment", "args": {"order_id": 1}},
+                                 {"tool": "track_shipment", "args": {"order_id": 1}, "args_match": "ignore"}]),
+                                       dict(CASE, id="b", args_match="exact", expected_tools=[
+                                           {"tool": "get_order", "args": {"order_id": 1}}])]}, "s.json")
+        self.assertEqual([item.args_match for item in suite.cases[0].expected_tools],
+                         ["subset", ("customer_id",), "superset", "exact", "exact"])
+        self.assertEqual(suite.cases[0].expected_tools[4], ExpectedCall("track_shipment"))
+        self.assertEqual(suite.cases[1].expected_tools[0].args_match, "exact")
+
+    def test_scorer_instead_of_expected_answer(self) -> None:
+        case = parse_suite(suite_with(expected_answer=None, scorer="toolreplay.demos.bookings:booking_made",
+                                      min_score=1), "s.json").cases[0]
+        self.assertEqual((case.expected_answer, case.scorer and case.scorer.spec, case.scorer and case.scorer.min_score),
+                         ((), "toolreplay.demos.bookings:booking_made", 1.0))
 
     def test_empty_expected_tools_is_allowed(self) -> None:
         self.assertEqual(parse_suite(suite_with(expected_tools=[]), "s.json").cases[0].expected_tools, ())

@@ -139,8 +139,23 @@ def run_example(example: Example, directory: str, env: dict[str, str]) -> str | 
     )
 
 
-def run_examples(examples: list[Example]) -> list[str]:
-    """Run examples in order in one fresh directory holding a copy of samples/; return the failures."""
+def _tree(directory: str) -> dict[str, bytes]:
+    """Every file under `directory`, by relative path, with its bytes."""
+    found: dict[str, bytes] = {}
+    for folder, _dirs, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as handle:
+                found[os.path.relpath(path, directory)] = handle.read()
+    return found
+
+
+def run_examples(examples: list[Example], rounds: int = 1) -> list[str]:
+    """Run examples in order in one fresh directory holding a copy of samples/; return the failures.
+
+    With `rounds` above 1 they run again in the same directory, and the directory must end as it
+    began: examples that leave files behind or answer differently the second time fail.
+    """
     failures: list[str] = []
     with tempfile.TemporaryDirectory(prefix="readme-") as tmp:
         bin_dir = os.path.join(tmp, "bin")
@@ -152,10 +167,17 @@ def run_examples(examples: list[Example]) -> list[str]:
         samples = os.path.join(ROOT, "samples")
         if os.path.isdir(samples):
             shutil.copytree(samples, os.path.join(directory, "samples"))
-        for example in examples:
-            failure = run_example(example, directory, env)
-            if failure is not None:
-                failures.append(failure)
+        before = _tree(directory)
+        for round_ in range(rounds):
+            for example in examples:
+                failure = run_example(example, directory, env)
+                if failure is not None:
+                    failures.append(failure if round_ == 0 else f"(run {round_ + 1}) {failure}")
+        if rounds > 1:
+            after = _tree(directory)
+            changed = sorted(name for name in set(before) | set(after) if before.get(name) != after.get(name))
+            if changed:
+                failures.append("the examples left files behind or changed them: " + ", ".join(changed))
     return failures
 
 
@@ -163,7 +185,7 @@ class ReadmeExamplesTest(unittest.TestCase):
     def test_every_example(self) -> None:
         with open(README, encoding="utf-8") as handle:
             examples = parse_examples(handle.read())
-        failures = run_examples(examples)
+        failures = run_examples(examples, rounds=2)
         self.assertFalse(failures, "\n\n".join(failures))
 
     def test_every_example_of_the_docs(self) -> None:
@@ -238,6 +260,10 @@ class ParseExamplesTest(unittest.TestCase):
 
 
 class RunExamplesTest(unittest.TestCase):
+    def test_an_example_that_leaves_a_file_fails(self) -> None:
+        failures = run_examples(parse_examples("```console\n$ echo x > left-behind.txt\n```\n"), rounds=2)
+        self.assertEqual(failures, ["the examples left files behind or changed them: left-behind.txt"])
+
     def test_matching_examples_pass(self) -> None:
         self.assertEqual(run_examples(parse_examples(SAMPLE)), [])
 

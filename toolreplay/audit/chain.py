@@ -1,4 +1,4 @@
-"""The hash chain of SPEC.md §6: seal a session into links, verify a sealed file."""
+"""The hash chain (docs/format.md): seal a session into links, verify a sealed file."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text
 
 def _finding_lines(findings: Iterable[Finding]) -> Iterator[str]:
     for f in findings:
-        yield f"index {f.index}: {f.kind}: {f.message}\n"
+        yield f"index {f.index}: {f.kind}: {escape_text(f.message)}\n"
 
 
 def _json(document: dict[str, Any]) -> str:
@@ -45,7 +45,7 @@ def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> It
 
 
 def iter_replay_text(report: ReplayReport) -> Iterator[str]:
-    """The exact text of SPEC.md §4, in pieces."""
+    """The exact documented text (docs/commands.md), in pieces."""
     divergence = "none" if report.divergence is None else f"index {report.divergence}"
     if report.state_aware:  # changed-after-write is listed as information, not counted as a finding
         yield (f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {counted_findings(report)}\n"
@@ -65,7 +65,7 @@ def iter_replay_json(report: ReplayReport) -> Iterator[str]:
 
 
 def iter_scope_text(report: ScopeReport) -> Iterator[str]:
-    """The exact text of SPEC.md §5, in pieces."""
+    """The exact documented text (docs/commands.md), in pieces."""
     yield f"calls: {report.calls}\nfindings: {len(report.findings)}\n"
     yield from _finding_lines(report.findings)
 
@@ -77,7 +77,7 @@ def iter_scope_json(report: ScopeReport) -> Iterator[str]:
 
 
 def replay_text(report: ReplayReport) -> str:
-    """The exact text of SPEC.md §4."""
+    """The exact documented text (docs/commands.md)."""
     return "".join(iter_replay_text(report))
 
 
@@ -87,7 +87,7 @@ def replay_json(report: ReplayReport) -> str:
 
 
 def scope_text(report: ScopeReport) -> str:
-    """The exact text of SPEC.md §5."""
+    """The exact documented text (docs/commands.md)."""
     return "".join(iter_scope_text(report))
 
 
@@ -97,7 +97,7 @@ def scope_json(report: ScopeReport) -> str:
 
 
 def chain_text(report: ChainReport) -> str:
-    """The exact text of SPEC.md §6."""
+    """The exact documented text (docs/commands.md)."""
     if report.intact:
         return "chain: intact\n"
     return (f"chain: broken\nfirst broken link: index {report.broken_at}\n"

@@ -1,4 +1,4 @@
-"""`replay` (SPEC.md §4): redundant calls and non-determinism, found from the record alone."""
+"""`replay`: redundant calls and non-determinism, found from the record alone."""
 
 from __future__ import annotations
 
@@ -130,7 +130,7 @@ def call_fact(record: Record) -> CallFact:
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
-    """Replay a session against its own responses and report every finding of SPEC.md §4."""
+    """Replay a session against its own responses and report every finding it defines."""
     return audit_call_facts(map(call_fact, records), mutators)
 
 

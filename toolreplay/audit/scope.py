@@ -1,4 +1,4 @@
-"""`scope` (SPEC.md §5): every call checked against the agent's declared tools, by exact name."""
+"""`scope`: every call checked against the agent's declared tools, by exact name."""
 
 from __future__ import annotations
 

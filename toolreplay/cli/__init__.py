@@ -13,38 +13,73 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
+from toolreplay import __version__
 from toolreplay.cli._io import IO
 from toolreplay.errors import ToolReplayError, UsageError
+from toolreplay.format.text import escape_text
 
-__all__ = ["main", "entry_point"]
+__all__ = ["EXIT_CODES", "ArgumentError", "main", "entry_point"]
 
 # One module per family of commands; each adds its own subcommands (named here so that a run of one
 # command imports only its own module: `replay` has no use for the evaluator or the importers).
 _COMMAND_MODULES = {
     "toolreplay.cli.audit": ("version", "replay", "mutators", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
+    "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),
 }
+
+
+EXIT_CODES = """exit codes:
+  0  clean: no findings, an intact chain
+  1  findings, or a broken chain
+  2  usage error (bad arguments, a missing or unreadable file), malformed input, or a failure
+     writing the output"""
+
+
+class ArgumentError(UsageError):
+    """Bad command-line arguments: the message, then the usage line and where to find help."""
+
+    def __init__(self, message: str, usage: str, prog: str) -> None:
+        super().__init__(message)
+        self.usage = usage
+        self.prog = prog
 
 
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser that raises instead of printing usage and exiting."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise ArgumentError(message, self.format_usage(), self.prog)
+
+
+def _describe(subparsers: Any) -> None:
+    """Give every subcommand's --help its one-line description and the exit codes."""
+    helps = {action.dest: action.help for action in subparsers._choices_actions}
+    for name, parser in subparsers.choices.items():
+        if parser.description is None and helps.get(name):
+            text = str(helps[name])
+            parser.description = text[0].upper() + text[1:] + "."
+        if parser.epilog is None:
+            parser.epilog = EXIT_CODES
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Build the argument parser: every command, or only the module that defines `command`."""
-    parser = _Parser(prog="toolreplay", description="Audit, guard and evaluate the tool calls of AI agents.")
+    parser = _Parser(prog="toolreplay", description="Audit, guard and evaluate the tool calls of AI agents.",
+                     epilog=EXIT_CODES + "\n\nRun 'toolreplay COMMAND --help' for one command's arguments.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"toolreplay {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     subparsers.required = True
     modules = [name for name, commands in _COMMAND_MODULES.items() if command in commands]
     for name in modules or _COMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    _describe(subparsers)
     return parser
 
 
@@ -62,12 +97,19 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
     io = io or IO.from_sys()
     try:
         arguments = list(sys.argv[1:] if argv is None else argv)
-        args = build_parser(arguments[0] if arguments else None).parse_args(arguments)
+        parser = build_parser(arguments[0] if arguments else None)
+        args, extra = parser.parse_known_args(arguments)
+        if extra:  # name the command whose usage was not followed, not the top level
+            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+            commands.choices[args.command].error("unrecognized arguments: " + " ".join(extra))
         code: int = args.run(args, io)
         io.stdout.flush()
         return code
+    except ArgumentError as exc:
+        io.stderr.write(f"error: {escape_text(str(exc))}\n{exc.usage}Try '{exc.prog} --help' for more information.\n")
+        return 2
     except ToolReplayError as exc:
-        io.stderr.write(f"error: {exc}\n")
+        io.stderr.write(f"error: {escape_text(str(exc))}\n")
         return 2
     except RecursionError:
         io.stderr.write("error: input nested too deeply\n")

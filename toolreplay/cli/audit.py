@@ -149,7 +149,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=_run_version)
 
     parser = subparsers.add_parser("replay", help="find redundant calls and non-determinism in a session")
-    parser.add_argument("session", help="session file (JSON Lines, plain or sealed); - for standard input")
+    parser.add_argument("session", metavar="SESSION",
+                        help="session file (JSON Lines, plain or sealed); - for standard input")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
     parser.add_argument("--state-aware", action="store_true",
@@ -174,20 +175,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=_run_mutators)
 
     parser = subparsers.add_parser("scope", help="check each call against a permission file")
-    parser.add_argument("session", help="session file (plain or sealed); - for standard input")
-    parser.add_argument("scope", help="permission file: {\"agent\": ..., \"allowed_tools\": [...]}")
+    parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
+    parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
     _format_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 
     parser = subparsers.add_parser("seal", help="write the session as a hash-linked chain")
-    parser.add_argument("session", help="session file; - for standard input")
+    parser.add_argument("session", metavar="SESSION", help="session file; - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
     _jobs_option(parser)
     parser.set_defaults(run=_run_seal)
 
     parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
-    parser.add_argument("sealed", help="sealed file; - for standard input")
+    parser.add_argument("sealed", metavar="SEALED", help="sealed file; - for standard input")
     _format_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_verify)

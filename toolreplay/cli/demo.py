@@ -1,4 +1,4 @@
-"""`demo NAME`: the seed's demonstrations, each a module under `toolreplay.demos` with `run(out) -> int`."""
+"""`demo NAME`: the built-in demonstrations, each a module under `toolreplay.demos` with `run(out) -> int`."""
 
 from __future__ import annotations
 
@@ -25,7 +25,10 @@ def _run_demo(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add `demo NAME [--record FILE]`."""
-    parser = subparsers.add_parser("demo", help="run one of the built-in demonstrations")
-    parser.add_argument("demo", choices=sorted(_DEMOS), help="which demonstration")
+    parser = subparsers.add_parser(
+        "demo", help="run one of the built-in demonstrations",
+        epilog="exit codes:\n  0  the demonstration ran as documented\n  2  usage error")
+    parser.add_argument("demo", metavar="NAME", choices=sorted(_DEMOS),
+                        help="which demonstration: " + ", ".join(sorted(_DEMOS)))
     parser.add_argument("--record", metavar="PATH", help="where to write the demonstration's record")
     parser.set_defaults(run=_run_demo)

@@ -10,8 +10,9 @@ from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.evaluation.agent import load_agents
+from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
 from toolreplay.evaluation.metrics import MATCH_MODES
-from toolreplay.evaluation.report import Thresholds, eval_json, eval_text, unmet_thresholds
+from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite
 
@@ -39,21 +40,32 @@ def _positive(text: str) -> int:
 
 
 def _run_eval(args: argparse.Namespace, io: IO) -> int:
-    suite = load_suite(args.suite)
-    # Like `python -m`, let agents live in the current directory even under the console script.
+    # Like `python -m`, let tool modules, factories, scorers and agents live in the current directory
+    # even under the console script, whose sys.path does not hold it: before the suite imports any.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    suite = load_suite(args.suite)
     agents = load_agents(args.agent)
+    baseline = load_baseline(args.baseline) if args.baseline is not None else None
     report = evaluate(suite, agents, trials=args.trials, max_steps=args.max_steps, match=args.match,
-                      record_dir=args.record)
+                      record_dir=args.record, concurrency=args.concurrency, record_cassette=args.record_cassette)
     thresholds = Thresholds(args.min_success, args.min_tool_match)
-    io.stdout.write(eval_json(report, thresholds) if args.format == "json" else eval_text(report, thresholds))
-    return 1 if unmet_thresholds(report, thresholds) else 0
+    comparison = compare_with_baseline(report, baseline) if baseline is not None else None
+    render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
+    io.stdout.write(render(report, thresholds, comparison))
+    regressed = comparison is not None and bool(comparison.regressions)
+    return 1 if unmet_thresholds(report, thresholds) or regressed else 0
 
 
 def register(subparsers: Any) -> None:
     """Add `eval`."""
-    parser = subparsers.add_parser("eval", help="run agents over a suite and score answers and tool calls")
+    parser = subparsers.add_parser(
+        "eval", help="run agents over a suite and score answers and tool calls",
+        epilog="exit codes:\n  0  every agent met the thresholds and no case regressed against --baseline\n"
+               "     (with neither given, eval only reports)\n"
+               "  1  an agent missed a threshold, or a case regressed\n"
+               "  2  usage error, a suite that does not validate, an agent, factory or scorer that\n"
+               "     cannot be imported, a malformed baseline")
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")
@@ -68,6 +80,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--match", choices=MATCH_MODES,
                         help="tool match mode for cases that set none (default: strict)")
     parser.add_argument("--record", metavar="DIR", help="write each run as a session: DIR/AGENT/CASE.jsonl")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="report format (default: text)")
+    parser.add_argument("--record-cassette", metavar="FILE",
+                        help="write every call the tools answered as one session, a cassette for the suite")
+    parser.add_argument("--concurrency", metavar="N", type=_positive, default=1,
+                        help="run N cases or trials at a time, in threads (default: 1); the report is the same")
+    parser.add_argument("--baseline", metavar="FILE",
+                        help="an earlier --format json result: report regressions, exit 1 only on those "
+                             "(and on unmet thresholds)")
+    parser.add_argument("--format", choices=("text", "json", "junit"), default="text",
+                        help="report format: text, json or JUnit XML (default: text)")
     parser.set_defaults(run=_run_eval)

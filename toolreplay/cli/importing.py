@@ -12,6 +12,7 @@ from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.output import write_atomically
 from toolreplay.format.records import STDIN_NAME, open_input
+from toolreplay.format.text import escape_text
 from toolreplay.importers import FORMATS, ImportResult, import_log
 
 __all__ = ["register"]
@@ -88,15 +89,19 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
 
         _write_file(args.mutators_out, hints_mutators_text(read_tool_hints(data)))
     for warning in result.warnings:
-        io.stderr.write(f"warning: {warning}\n")
+        io.stderr.write(f"warning: {escape_text(str(warning))}\n")
     return 0
 
 
 def register(subparsers: Any) -> None:
     """Add `import FORMAT INPUT [-o FILE | --split DIR]`."""
-    parser = subparsers.add_parser("import", help="turn an agent log into sessions")
-    parser.add_argument("format", choices=(*FORMATS, "auto"), help="the log's format; auto detects it")
-    parser.add_argument("input", help="log file (JSON or JSON Lines); - for standard input")
+    parser = subparsers.add_parser(
+        "import", help="turn an agent log into sessions",
+        epilog="exit codes:\n  0  the sessions were written (warnings do not change it)\n"
+               "  2  usage error, or a log that is not JSON or not the named format: nothing is written")
+    parser.add_argument("format", metavar="FORMAT", choices=(*FORMATS, "auto"),
+                        help="the log's format, one of " + ", ".join((*FORMATS, "auto")) + " (auto detects it)")
+    parser.add_argument("input", metavar="INPUT", help="log file (JSON or JSON Lines); - for standard input")
     target = parser.add_mutually_exclusive_group()
     target.add_argument("-o", "--output", metavar="FILE", help="write the session to FILE (atomically)")
     target.add_argument(

@@ -1,4 +1,4 @@
-"""`demo eval`: seed 001's evaluation, five order-support cases against two scripted models."""
+"""`demo eval`: the order-support evaluation, five cases against two scripted models."""
 
 from __future__ import annotations
 

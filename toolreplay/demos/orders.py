@@ -1,4 +1,4 @@
-"""Mock order-support tools, a five-case suite over them, and two scripted models (seed 001).
+"""Mock order-support tools, a five-case suite over them, and two scripted models.
 
 `mock_model` picks the right tool for each question; `sloppy_model` is the same script except that it
 calls `get_order` on the order the customer mentions where it should count the customer's orders.

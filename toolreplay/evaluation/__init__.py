@@ -1,8 +1,9 @@
-"""Evaluate agents over a suite of cases, scoring the answer and the path (SPEC.md §9).
+"""Evaluate agents over a suite of cases, scoring the answer and the path.
 
-The pieces, one module each: `agent` (the protocol), `suite` (the file format), `tools` (module or
-cassette tools), `metrics` (success, tool match, pass^k), `runner` (runs through the guard's Gate),
-`report` (text and JSON).
+The pieces, one module each: `agent` (the protocol), `suite` (the file format), `tools` (module,
+factory or cassette tools), `metrics` (argument modes, tool match, pass^k), `runner` (runs through
+the guard, in parallel if asked), `recording` (what a run writes), `report` (text, JSON, JUnit XML),
+`baseline` (regressions against an earlier result).
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ from toolreplay.evaluation.agent import (
            ToolCall,
            load_agents,
 )
-from toolreplay.evaluation.metrics import MATCH_MODES, ExpectedCall, pass_hat_k, tools_match
-from toolreplay.evaluation.report import Thresholds, eval_json, eval_text, unmet_thresholds
+from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
+from toolreplay.evaluation.metrics import ARGUMENT_MODES, MATCH_MODES, ExpectedCall, pass_hat_k, tools_match
+from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import (
            DEFAULT_MAX_STEPS,
            AgentReport,
@@ -26,11 +28,12 @@ from toolreplay.evaluation.runner import (
            evaluate,
            run_case,
 )
-from toolreplay.evaluation.suite import Case, Suite, load_suite, parse_suite
+from toolreplay.evaluation.suite import Case, Scorer, Suite, load_suite, parse_suite
 
 __all__ = [
-    "Agent", "AgentReport", "Answer", "CallResult", "Case", "CaseRun", "Conversation", "DEFAULT_MAX_STEPS",
-    "EvalReport", "ExpectedCall", "MATCH_MODES", "NamedAgent", "Suite", "Thresholds", "ToolCall", "eval_json",
-    "eval_text", "evaluate", "load_agents", "load_suite", "parse_suite", "pass_hat_k", "run_case",
-    "tools_match", "unmet_thresholds",
+    "ARGUMENT_MODES", "Agent", "AgentReport", "Answer", "CallResult", "Case", "CaseRun", "Conversation",
+    "DEFAULT_MAX_STEPS", "EvalReport", "ExpectedCall", "MATCH_MODES", "NamedAgent", "Scorer", "Suite",
+    "Thresholds", "ToolCall", "compare_with_baseline", "eval_json", "eval_junit", "eval_text", "evaluate",
+    "load_agents", "load_baseline", "load_suite", "parse_suite", "pass_hat_k", "run_case", "tools_match",
+    "unmet_thresholds",
 ]

@@ -4,20 +4,21 @@
 
 `conversation.question` is the user's question, `conversation.calls` every earlier tool call with the
 response the agent saw (in order), `conversation.tools` the names it may call. Each call of the agent
-is one model turn: it returns either one `ToolCall` or the final `Answer`.
+is one model turn: it returns either one `ToolCall` or the final `Answer`. An agent may also be an
+`async def`: each of its runs gets its own event loop, in the thread that runs it.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from toolreplay.errors import UsageError
 
-__all__ = ["Agent", "Answer", "CallResult", "Conversation", "NamedAgent", "ToolCall", "load_agent",
-           "load_agents"]
+__all__ = ["Agent", "Answer", "CallResult", "Conversation", "NamedAgent", "ToolCall", "import_callable",
+           "load_agent", "load_agents"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +54,7 @@ class Conversation:
     tools: tuple[str, ...] = ()
 
 
-Agent: TypeAlias = Callable[[Conversation], ToolCall | Answer]
+Agent: TypeAlias = Callable[[Conversation], ToolCall | Answer | Awaitable[ToolCall | Answer]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,27 +66,28 @@ class NamedAgent:
     agent: Agent
 
 
-def _import_attribute(spec: str) -> Any:
+def import_callable(spec: str, kind: str = "agent") -> Callable[..., Any]:
+    """Import MODULE:CALLABLE (an agent, a scorer, a tools factory); any failure is a UsageError."""
     module_name, sep, attribute = spec.partition(":")
     if not sep or not module_name or not attribute:
-        raise UsageError(f"agent must be MODULE:CALLABLE, got {spec!r}")
+        raise UsageError(f"{kind} must be MODULE:CALLABLE, got {spec!r}")
     try:
         value: Any = importlib.import_module(module_name)
-    except Exception as exc:  # an agent module can fail in any way while importing
-        raise UsageError(f"cannot import agent {spec!r}: {type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # a user's module can fail in any way while importing
+        raise UsageError(f"cannot import {kind} {spec!r}: {type(exc).__name__}: {exc}") from None
     for part in attribute.split("."):
         if not hasattr(value, part):
-            raise UsageError(f"cannot import agent {spec!r}: no attribute {part!r}")
+            raise UsageError(f"cannot import {kind} {spec!r}: no attribute {part!r}")
         value = getattr(value, part)
-    return value
+    if not callable(value):
+        raise UsageError(f"{kind} {spec!r} is not callable")
+    function: Callable[..., Any] = value
+    return function
 
 
 def load_agent(spec: str) -> Agent:
     """Import MODULE:CALLABLE and check it is callable; any failure is a UsageError."""
-    value = _import_attribute(spec)
-    if not callable(value):
-        raise UsageError(f"agent {spec!r} is not callable")
-    agent: Agent = value
+    agent: Agent = import_callable(spec, "agent")
     return agent
 
 

@@ -1,7 +1,8 @@
 """The scores of one run: does the answer hold the expected information, did the calls match, pass^k.
 
 Tool match compares the calls made with the expected ones as multisets of items, an expected item
-being a tool name (any arguments) or a tool with arguments (canonically equal arguments). Modes:
+being a tool name (any arguments) or a tool with arguments compared in one of the `ARGUMENT_MODES`
+(numbers compare canonically: `1` equals `1.0`). Modes:
 
 - `strict`: the same calls in the same order;
 - `unordered`: the same calls, in any order (every call counted as often as it occurs);
@@ -11,37 +12,92 @@ being a tool name (any arguments) or a tool with arguments (canonically equal ar
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from math import comb
-from typing import Any
+from typing import Any, TypeAlias
 
 from toolreplay.format.canonical import canonical_json
 
-__all__ = ["MATCH_MODES", "ExpectedCall", "missing_information", "pass_hat_k", "tools_match"]
+__all__ = ["ARGUMENT_MODES", "MATCH_MODES", "ArgumentMode", "ExpectedCall", "argument_difference",
+           "argument_mismatches", "missing_information", "pass_hat_k", "tools_match"]
 
 MATCH_MODES = ("strict", "unordered", "subset", "superset")
+
+# How an expected call's arguments are compared with a call made:
+# - `exact`: the same arguments (canonically equal objects);
+# - `ignore`: the tool name only;
+# - `subset`: every expected argument is there with an equal value; extra arguments are fine;
+# - `superset`: every argument made is expected with an equal value; expected ones may be left out;
+# a tuple of field names: those fields are equal (or absent from both); the others are not compared.
+ARGUMENT_MODES = ("exact", "ignore", "subset", "superset")
+ArgumentMode: TypeAlias = str | tuple[str, ...]
+
+
+def _value(args: dict[str, Any], name: str) -> str | None:
+    return canonical_json(args[name]) if name in args else None
+
+
+def argument_difference(expected: dict[str, Any], made: dict[str, Any], mode: ArgumentMode) -> str | None:
+    """None when the arguments made satisfy the expected ones in `mode`, else the first field that differs.
+
+    The field comes as `"name" (expected V, got W)`, with `none` for an absent side; fields in sorted order.
+    """
+    if mode == "ignore":
+        return None
+    if mode == "exact":
+        names = sorted(set(expected) | set(made))
+    elif mode == "subset":
+        names = sorted(expected)
+    elif mode == "superset":
+        names = sorted(made)
+    elif isinstance(mode, tuple):
+        names = sorted(mode)
+    else:
+        raise ValueError(f"unknown argument mode {mode!r}")
+    for name in names:
+        want, got = _value(expected, name), _value(made, name)
+        if want != got:
+            return f"{json.dumps(name, ensure_ascii=False)} (expected {want or 'none'}, got {got or 'none'})"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
 class ExpectedCall:
-    """One expected call: a tool name, and the canonical JSON of its arguments when they matter."""
+    """One expected call: a tool name, the canonical JSON of its arguments when they matter, and how."""
 
     tool: str
     args: str | None = None
+    args_match: ArgumentMode = "exact"
 
     @classmethod
-    def of(cls, tool: str, args: dict[str, Any] | None = None) -> ExpectedCall:
-        """An expected call from a tool name and, optionally, its arguments."""
-        return cls(tool, None if args is None else canonical_json(args))
+    def of(cls, tool: str, args: dict[str, Any] | None = None, args_match: ArgumentMode = "exact") -> ExpectedCall:
+        """An expected call from a tool name and, optionally, its arguments and their mode."""
+        if args is None or args_match == "ignore":
+            return cls(tool)
+        return cls(tool, canonical_json(args), args_match)
+
+    def difference(self, tool: str, canonical_args: str) -> str | None:
+        """None when one call made (tool and canonical arguments) satisfies this item, else what differs."""
+        if tool != self.tool:
+            return "tool"
+        if self.args is None or self.args == canonical_args:
+            return None
+        return argument_difference(json.loads(self.args), json.loads(canonical_args), self.args_match)
 
     def matches(self, tool: str, canonical_args: str) -> bool:
         """Whether one call made (tool and canonical arguments) satisfies this expected call."""
-        return tool == self.tool and (self.args is None or self.args == canonical_args)
+        return self.difference(tool, canonical_args) is None
 
     def __str__(self) -> str:
-        return self.tool if self.args is None else f"{self.tool} {self.args}"
+        if self.args is None:
+            return self.tool
+        if self.args_match == "exact":
+            return f"{self.tool} {self.args}"
+        mode = self.args_match if isinstance(self.args_match, str) else "fields " + ",".join(self.args_match)
+        return f"{self.tool} {self.args} ({mode})"
 
 
 def _matching_size(expected: Sequence[ExpectedCall], called: Sequence[tuple[str, str]]) -> int:
@@ -77,6 +133,19 @@ def tools_match(expected: Sequence[ExpectedCall], called: Sequence[tuple[str, st
     if mode == "superset":
         return _matching_size(expected, called) == len(expected)
     raise ValueError(f"unknown match mode {mode!r}")
+
+
+def argument_mismatches(expected: Sequence[ExpectedCall], called: Sequence[tuple[str, str]]) -> list[str]:
+    """For each expected call with arguments that no call made satisfies, the first field that differs
+    from the first call made to the same tool; nothing for a tool that was not called at all."""
+    notes = []
+    for item in expected:
+        if item.args is None or any(item.matches(tool, args) for tool, args in called):
+            continue
+        same_tool = next((args for tool, args in called if tool == item.tool), None)
+        if same_tool is not None:
+            notes.append(f"{item.tool} argument {item.difference(item.tool, same_tool)}")
+    return notes
 
 
 def missing_information(answer: str, expected: Sequence[str]) -> list[str]:

@@ -7,11 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
+from xml.etree import ElementTree
 
+from toolreplay.evaluation.baseline import BaselineComparison
+from toolreplay.evaluation.metrics import argument_mismatches
 from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
 from toolreplay.format.canonical import canonical_json
+from toolreplay.format.text import escape_text
 
-__all__ = ["Thresholds", "eval_json", "eval_text", "failure_line", "unmet_thresholds"]
+__all__ = ["Thresholds", "eval_json", "eval_junit", "eval_text", "failure_line", "unmet_thresholds"]
 
 _ANSWER_SHOWN = 160  # characters of an answer quoted on a failure line
 
@@ -58,7 +62,9 @@ def _answer_part(run: CaseRun) -> str:
     if run.missing:
         return "answer missing " + ", ".join(json.dumps(piece, ensure_ascii=False) for piece in run.missing) \
             + ": " + _quoted(run.answer)
-    return ("answer correct: " if not run.misses else "answer has the information: ") + _quoted(run.answer)
+    if not run.case.expected_answer:
+        return "answer: " + _quoted(run.answer)
+    return ("answer correct: " if run.success else "answer has the information: ") + _quoted(run.answer)
 
 
 def failure_line(agent: AgentReport, run: CaseRun) -> str:
@@ -70,8 +76,11 @@ def failure_line(agent: AgentReport, run: CaseRun) -> str:
         called = [f"{call.tool} {canonical_json(call.args)}" for call in run.calls]
         tools = (f"tool match failed ({run.mode}): expected {_calls(run.case.expected_tools)}, "
                  f"called {_calls(called)}")
+        made = [(call.tool, canonical_json(call.args)) for call in run.calls]
+        tools += "".join(f"; {note}" for note in argument_mismatches(run.case.expected_tools, made))
     misses = f"; no recording for {_calls(run.misses)}" if run.misses else ""
-    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}"
+    scorer = f"; {run.score_failure}" if run.score_failure else ""
+    return f"{agent.name} case {run.position}{trial} {run.case.id}: {tools}; {_answer_part(run)}{misses}{scorer}"
 
 
 def _table(report: EvalReport) -> list[str]:
@@ -88,17 +97,27 @@ def _table(report: EvalReport) -> list[str]:
                       for column, cell in enumerate(row)).rstrip() for row in rows]
 
 
-def eval_text(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
-    """The table (one row per agent), then one line per failed run, then unmet thresholds if any."""
+def _baseline_lines(comparison: BaselineComparison) -> list[str]:
+    regressions = [failure_line(agent, run) for agent, run in comparison.regressions]
+    fixed = [f"{agent.name} case {run.position} {run.case.id}" for agent, run in comparison.fixed]
+    return ["", f"baseline: {comparison.path}", f"regressions: {len(regressions)}", *regressions,
+            f"fixed: {len(fixed)}", *fixed]
+
+
+def eval_text(report: EvalReport, thresholds: Thresholds = Thresholds(),
+              comparison: BaselineComparison | None = None) -> str:
+    """The table (one row per agent), one line per failed run, unmet thresholds, then regressions if any."""
     trials = "1 trial" if report.trials == 1 else f"{report.trials} trials"
     lines = [f"suite: {report.suite} ({report.cases} cases, {trials}, step limit {report.max_steps})"]
     lines += _table(report)
-    failures = [failure_line(agent, run) for agent in report.agents for run in agent.failures]
+    failures = [escape_text(failure_line(agent, run)) for agent in report.agents for run in agent.failures]
     lines += ["", f"failed: {len(failures)}", *failures]
     unmet = unmet_thresholds(report, thresholds)
     if thresholds.min_success is not None or thresholds.min_tool_match is not None:
         lines += ["", "thresholds: " + ("met" if not unmet else "not met"), *unmet]
-    return "\n".join(lines) + "\n"
+    if comparison is not None:
+        lines += _baseline_lines(comparison)
+    return "\n".join(escape_text(line) for line in lines) + "\n"
 
 
 def _run_object(run: CaseRun) -> dict[str, Any]:
@@ -107,7 +126,9 @@ def _run_object(run: CaseRun) -> dict[str, Any]:
             "missing": list(run.missing), "stop": run.stop, "no_recording": list(run.misses),
             "expected_tools": [str(item) for item in run.case.expected_tools],
             "called": [{"tool": call.tool, "args": call.args} for call in run.calls],
-            "findings": {"redundant-call": run.redundant, "permission-overreach": run.overreach}}
+            "findings": {"redundant-call": run.redundant, "permission-overreach": run.overreach},
+            **({"scorer": run.case.scorer.spec, "score": run.score, "scorer_failure": run.score_failure}
+               if run.case.scorer is not None else {})}
 
 
 def _agent_object(agent: AgentReport) -> dict[str, Any]:
@@ -123,7 +144,8 @@ def _optional_float(value: Fraction | None) -> float | None:
     return None if value is None else float(value)
 
 
-def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
+def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds(),
+              comparison: BaselineComparison | None = None) -> str:
     """The same facts as `eval_text`, and every run's details, as one JSON document."""
     limits = {"min_success": _optional_float(thresholds.min_success),
               "min_tool_match": _optional_float(thresholds.min_tool_match),
@@ -132,4 +154,58 @@ def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds()) -> str:
                 "max_steps": report.max_steps, "agents": [_agent_object(agent) for agent in report.agents],
                 "failed": [failure_line(agent, run) for agent in report.agents for run in agent.failures],
                 "thresholds": limits}
+    if comparison is not None:
+        document["baseline"] = {
+            "path": comparison.path,
+            "regressions": [failure_line(agent, run) for agent, run in comparison.regressions],
+            "fixed": [{"agent": agent.name, "case": run.case.id} for agent, run in comparison.fixed]}
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def eval_junit(report: EvalReport, thresholds: Thresholds = Thresholds(),
+               comparison: BaselineComparison | None = None) -> str:
+    """JUnit XML: a test suite per agent, a test case per case (its failure: the failed runs' lines).
+
+    With a baseline, a case that fails but did not regress is `skipped` (known failure), so only
+    regressions fail the build; unmet thresholds are one more failed test case, `thresholds`.
+    """
+    root = ElementTree.Element("testsuites", name=f"toolreplay eval {escape_text(report.suite)}")
+    total = failed = 0
+    for agent in report.agents:
+        suite = ElementTree.SubElement(root, "testsuite", name=escape_text(agent.name))
+        by_case: dict[int, list[CaseRun]] = {}
+        for run in agent.runs:
+            by_case.setdefault(run.position, []).append(run)
+        suite_failures = skipped = 0
+        for runs in by_case.values():
+            case = ElementTree.SubElement(suite, "testcase", classname=escape_text(agent.name), name=runs[0].case.id)
+            bad = [run for run in runs if not run.passed]
+            if not bad:
+                continue
+            lines = [escape_text(failure_line(agent, run)) for run in bad]
+            if comparison is not None and all(comparison.known_failure(agent, run) for run in bad):
+                ElementTree.SubElement(case, "skipped", message="fails in the baseline too: " + lines[0])
+                skipped += 1
+                continue
+            failure = ElementTree.SubElement(case, "failure", message=lines[0], type="eval")
+            failure.text = "\n".join(lines)
+            suite_failures += 1
+        suite.set("tests", str(len(by_case)))
+        suite.set("failures", str(suite_failures))
+        suite.set("skipped", str(skipped))
+        total += len(by_case)
+        failed += suite_failures
+    if thresholds.min_success is not None or thresholds.min_tool_match is not None:
+        unmet = [escape_text(line) for line in unmet_thresholds(report, thresholds)]
+        suite = ElementTree.SubElement(root, "testsuite", name="thresholds", tests="1",
+                                       failures=str(int(bool(unmet))), skipped="0")
+        case = ElementTree.SubElement(suite, "testcase", classname="thresholds", name="thresholds")
+        if unmet:
+            failure = ElementTree.SubElement(case, "failure", message=unmet[0], type="threshold")
+            failure.text = "\n".join(unmet)
+        total += 1
+        failed += bool(unmet)
+    root.set("tests", str(total))
+    root.set("failures", str(failed))
+    ElementTree.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"

@@ -3,15 +3,25 @@
 A step limit of N lets a case make N tool calls (the Gate's `max_steps` budget); a request for one
 more is refused by the Gate and ends the case without an answer. Average steps counts model turns:
 each call of the agent, tool call or final answer.
+
+Each run has its own tools (a factory's fresh table, a cassette's own counts), its own guard and its
+own record. Every request reaches the tools: a repeated identical call is not answered from an
+earlier response, so a stateful tool or a sequential cassette sees it (the redundant-call count
+still reports it). Runs can go in parallel threads (`concurrency`); the report is the same as a
+serial run's, byte for byte, because results are put back in suite order.
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
-import json
+import functools
+import inspect
+import math
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -20,11 +30,11 @@ from toolreplay.audit.scope import audit_scope
 from toolreplay.errors import UsageError
 from toolreplay.evaluation.agent import Answer, CallResult, Conversation, NamedAgent, ToolCall
 from toolreplay.evaluation.metrics import missing_information, pass_hat_k, tools_match
-from toolreplay.evaluation.suite import Case, Suite
+from toolreplay.evaluation.recording import RunRecording, agent_directory, write_scope, write_session
+from toolreplay.evaluation.suite import Case, Scorer, Suite
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.format.records import Record
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
 
 __all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "DEFAULT_MAX_STEPS"]
@@ -49,11 +59,14 @@ class CaseRun:
     misses: tuple[str, ...]
     redundant: int
     overreach: int
+    answered: tuple[bool, ...] = ()
+    score: float | None = None
+    score_failure: str | None = None
 
     @property
     def success(self) -> bool:
-        """The answer holds every expected piece and no call went unanswered by the cassette."""
-        return self.answer is not None and not self.missing and not self.misses
+        """The answer holds every expected piece, the case's scorer passed it, no call went unanswered."""
+        return self.answer is not None and not self.missing and not self.misses and self.score_failure is None
 
     @property
     def passed(self) -> bool:
@@ -156,114 +169,175 @@ def _record(index: int, call: CallResult) -> Record:
     return Record(index, call.tool, call.args, call.response, index + 1)
 
 
-class _Recording:
-    """A session written to a temporary file beside PATH and moved into place when complete."""
+class _Guard:
+    """The run's guard: each request passes a Gate (allowlist, the run's step budget) and is recorded.
 
-    def __init__(self, path: str | None) -> None:
-        self.path = path
-        self.temporary = None if path is None else os.path.join(
-            os.path.dirname(path), "." + os.path.basename(path) + ".tmp")
-        self.recorder: SessionRecorder | None = None
-        if self.temporary is not None:
-            if os.path.exists(self.temporary):
-                os.unlink(self.temporary)
-            self.recorder = SessionRecorder.open(self.temporary)
+    A Gate per request, so no request is answered from an earlier identical one: the evaluated tools
+    see every call, whatever the Gate does with repeats in a guarded session.
+    """
 
-    def finish(self, complete: bool) -> None:
-        if self.recorder is None or self.temporary is None or self.path is None:
-            return
-        self.recorder.close()
-        if complete:
-            os.replace(self.temporary, self.path)
-        elif os.path.exists(self.temporary):
-            os.unlink(self.temporary)
+    def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, recorder: Any) -> None:
+        self.tools = tools
+        self.policy = policy
+        self.recorder = recorder
+        self.requests = 0
+
+    def call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """The response to one request, and the limit that refused it (None when it was not refused)."""
+        budget = self.policy.limits.max_steps
+        limits = Limits(max_steps=None if budget is None else max(0, budget - self.requests))
+        self.requests += 1
+        gate = Gate(self.tools, replace(self.policy, limits=limits), recorder=self.recorder)
+        response = gate.call(tool, args)
+        return response, gate.stop_reason
+
+
+def _scored(scorer: Scorer | None, answer: str | None, calls: tuple[CallResult, ...],
+            case: Case) -> tuple[float | None, str | None]:
+    """The scorer's score (a bool counts 1 or 0) and, when it does not pass the run, why."""
+    if scorer is None or answer is None:
+        return None, None
+    try:
+        result = scorer.function(answer, calls, case)
+    except Exception as exc:  # the scorer is user code: its failure fails this run only
+        return None, f"scorer {scorer.spec} raised {type(exc).__name__}: {exc}"
+    if isinstance(result, bool):
+        return float(result), None if result else f"scorer {scorer.spec} said no"
+    if not isinstance(result, (int, float)) or not math.isfinite(result):
+        return None, f"scorer {scorer.spec} returned {type(result).__name__} {result!r:.40}, not a bool or number"
+    score = float(result)
+    if score < scorer.min_score:
+        return score, f"scorer {scorer.spec} gave {score:g}, below {scorer.min_score:g}"
+    return score, None
 
 
 def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, trial: int = 1,
              mode: str = "strict", max_steps: int = DEFAULT_MAX_STEPS, record: str | None = None) -> CaseRun:
-    """Run one case once, every call through a Gate allowing the suite's tools, at most `max_steps` calls."""
+    """Run one case once, every call through the guard allowing the suite's tools, at most `max_steps` calls."""
     policy = Policy(agent.name, suite.tools.names, limits=Limits(max_steps=max_steps))
     misses: list[str] = []
-    recording = _Recording(record)
+
+    def on_miss(tool: str, args: dict[str, Any], recorded: int) -> None:
+        past = f" (call {recorded + 1}, recorded {recorded})" if recorded else ""
+        misses.append(_describe(tool, args) + past)
+
+    recording = RunRecording(record)
     complete = False
     try:
-        gate = Gate(suite.tools.bind(lambda tool, args: misses.append(_describe(tool, args))), policy,
-                    recorder=recording.recorder)
-        calls, answer, steps, stop = _converse(agent, case, gate, sorted(policy.allowed_tools), max_steps)
+        guard = _Guard(suite.tools.bind(on_miss), policy, recording.recorder)
+        calls, answered, answer, steps, stop = _converse(agent, case, guard, sorted(policy.allowed_tools),
+                                                         max_steps, misses)
         complete = True
     finally:
         recording.finish(complete)
     records = [_record(index, call) for index, call in enumerate(calls)]
     called = [(call.tool, canonical_json(call.args)) for call in calls]
+    score, score_failure = _scored(case.scorer, answer, tuple(calls), case)
     return CaseRun(
         case=case, position=position, trial=trial, mode=mode, calls=tuple(calls), answer=answer, steps=steps,
         missing=tuple(missing_information(answer, case.expected_answer)) if answer is not None else (),
         tool_match=tools_match(case.expected_tools, called, mode), stop=stop, misses=tuple(misses),
         redundant=sum(f.kind == "redundant-call" for f in audit_replay(records, DEFAULT_MUTATORS).findings),
-        overreach=len(audit_scope(records, policy).findings),
+        overreach=len(audit_scope(records, policy).findings), answered=tuple(answered), score=score,
+        score_failure=score_failure,
     )
 
 
-def _converse(agent: NamedAgent, case: Case, gate: Gate, tools: list[str],
-              max_steps: int) -> tuple[list[CallResult], str | None, int, str | None]:
-    """Ask the agent turn by turn until it answers, fails, or the Gate stops it at the step limit."""
+class _Turns:
+    """Asks the agent for its next step; an `async def` agent runs on an event loop of this run's own."""
+
+    def __init__(self, agent: NamedAgent) -> None:
+        self.agent = agent
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def next_step(self, conversation: Conversation) -> Any:
+        step = self.agent.agent(conversation)
+        if inspect.isawaitable(step):
+            if self.loop is None:
+                self.loop = asyncio.new_event_loop()
+            step = self.loop.run_until_complete(step)
+        return step
+
+    def close(self) -> None:
+        if self.loop is not None:
+            self.loop.close()
+
+
+def _converse(agent: NamedAgent, case: Case, guard: _Guard, tools: list[str], max_steps: int,
+              misses: list[str]) -> tuple[list[CallResult], list[bool], str | None, int, str | None]:
+    """Ask the agent turn by turn until it answers, fails, or the guard stops it at the step limit."""
     calls: list[CallResult] = []
+    answered: list[bool] = []
     limit = f"step limit reached: call {max_steps + 1} refused by the guard (max_steps {max_steps})"
-    for steps in range(1, max_steps + 2):
-        conversation = Conversation(case.question, tuple(calls), tuple(tools))
-        try:
-            step = agent.agent(conversation)
-        except Exception as exc:  # the agent's failure fails this case, not the whole evaluation
-            return calls, None, steps, f"agent raised {type(exc).__name__}: {exc}"
-        problem = _invalid_step(step)
-        if problem is not None:
-            return calls, None, steps, problem
-        if isinstance(step, Answer):
-            return calls, step.text, steps, None
-        args = copy.deepcopy(step.args)
-        response = gate.call(step.tool, args)
-        calls.append(CallResult(step.tool, args, copy.deepcopy(response)))
-        reason = gate.stop_reason
-        if reason is not None and response.get("error") == f"budget exceeded: {reason}":
-            return calls, None, steps, limit if reason == "max_steps" else f"stopped by the guard: {reason}"
-    return calls, None, max_steps + 1, limit
-
-
-def _agent_directory(root: str, name: str) -> str:
-    return os.path.join(root, name.replace(os.sep, "_").replace(":", "_"))
-
-
-def _write_scope(directory: str, policy: Policy) -> None:
-    document = {"agent": policy.agent, "allowed_tools": sorted(policy.allowed_tools)}
-    path = os.path.join(directory, "scope.json")
-    temporary = os.path.join(directory, ".scope.json.tmp")
-    with open(temporary, "w", encoding="utf-8") as handle:
-        handle.write(json.dumps(document, indent=2) + "\n")
-    os.replace(temporary, path)
+    turns = _Turns(agent)
+    try:
+        for steps in range(1, max_steps + 2):
+            conversation = Conversation(case.question, tuple(calls), tuple(tools))
+            try:
+                step = turns.next_step(conversation)
+            except Exception as exc:  # the agent's failure fails this case, not the whole evaluation
+                return calls, answered, None, steps, f"agent raised {type(exc).__name__}: {exc}"
+            problem = _invalid_step(step)
+            if problem is not None:
+                return calls, answered, None, steps, problem
+            if isinstance(step, Answer):
+                return calls, answered, step.text, steps, None
+            args = copy.deepcopy(step.args)
+            missed = len(misses)
+            response, reason = guard.call(step.tool, args)
+            calls.append(CallResult(step.tool, args, copy.deepcopy(response)))
+            refused = reason is not None or step.tool not in guard.policy.allowed_tools
+            answered.append(not refused and len(misses) == missed)
+            if reason is not None and response.get("error") == f"budget exceeded: {reason}":
+                stop = limit if reason == "max_steps" else f"stopped by the guard: {reason}"
+                return calls, answered, None, steps, stop
+        return calls, answered, None, max_steps + 1, limit
+    finally:
+        turns.close()
 
 
 def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
              max_steps: int = DEFAULT_MAX_STEPS, match: str | None = None,
-             record_dir: str | None = None) -> EvalReport:
-    """Run every case `trials` times per agent; `record_dir` gets DIR/AGENT/CASE.jsonl and a scope.json."""
-    if trials < 1 or max_steps < 1:
-        raise UsageError("trials and max steps must be at least 1")
-    reports = []
+             record_dir: str | None = None, concurrency: int = 1,
+             record_cassette: str | None = None) -> EvalReport:
+    """Run every case `trials` times per agent, `concurrency` runs at a time.
+
+    `record_dir` gets DIR/AGENT/CASE.jsonl and a scope.json; `record_cassette` one session of every call
+    the tools answered, usable as the suite's cassette.
+    """
+    if trials < 1 or max_steps < 1 or concurrency < 1:
+        raise UsageError("trials, max steps and concurrency must be at least 1")
+    jobs: list[Callable[[], CaseRun]] = []
     for agent in agents:
-        directory = None if record_dir is None else _agent_directory(record_dir, agent.name)
+        directory = None if record_dir is None else agent_directory(record_dir, agent.name)
         if directory is not None:
-            try:
-                os.makedirs(directory, exist_ok=True)
-                _write_scope(directory, Policy(agent.name, suite.tools.names))
-            except OSError as exc:
-                raise UsageError(f"cannot write {directory}: {exc.strerror or exc}") from None
-        runs = []
+            write_scope(directory, Policy(agent.name, suite.tools.names))
         for position, case in enumerate(suite.cases, 1):
             for trial in range(1, trials + 1):
                 name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
                 record = None if directory is None else os.path.join(directory, name + ".jsonl")
                 mode = case.match or match or "strict"
-                runs.append(run_case(agent, suite, case, position=position, trial=trial, mode=mode,
-                                     max_steps=max_steps, record=record))
-        reports.append(AgentReport(agent.name, agent.spec, trials, tuple(runs)))
+                jobs.append(functools.partial(run_case, agent, suite, case, position=position, trial=trial,
+                                              mode=mode, max_steps=max_steps, record=record))
+    runs = _run_all(jobs, concurrency)
+    per_agent = len(suite.cases) * trials
+    reports = [AgentReport(agent.name, agent.spec, trials, tuple(runs[number * per_agent:(number + 1) * per_agent]))
+               for number, agent in enumerate(agents)]
+    if record_cassette is not None:
+        write_session(record_cassette, ((call.tool, call.args, call.response) for agent in reports
+                                        for run in agent.runs
+                                        for call, answered in zip(run.calls, run.answered, strict=True)
+                                        if answered))
     return EvalReport(suite.path, len(suite.cases), trials, max_steps, tuple(reports))
+
+
+def _run_all(jobs: Sequence[Callable[[], CaseRun]], concurrency: int) -> list[CaseRun]:
+    """Every job's run, in job order, whatever order they finish in."""
+    if concurrency == 1 or len(jobs) < 2:
+        return [job() for job in jobs]
+    executor = ThreadPoolExecutor(max_workers=min(concurrency, len(jobs)), thread_name_prefix="toolreplay-eval")
+    try:
+        futures = [executor.submit(job) for job in jobs]
+        return [future.result() for future in futures]
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)

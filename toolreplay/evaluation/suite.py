@@ -1,15 +1,22 @@
 """The suite file: cases to run, and where their tools come from. Read strictly; errors name the field.
 
     {"tools": {"module": "toolreplay.demos.orders:TOOLS"},
+     "args_match": {"search": "subset"},
      "cases": [{"id": "order-status", "question": "What is the status of order 3001?",
                 "expected_answer": "shipped",
-                "expected_tools": [{"tool": "get_order", "args": {"order_id": 3001}}],
+                "expected_tools": [{"tool": "get_order", "args": {"order_id": 3001}, "args_match": "exact"}],
                 "match": "strict"}]}
 
-`tools` is `{"module": "MODULE:ATTRIBUTE"}` (a dict of tool name to function) or `{"cassette": PATH}`
-(a recorded session, PATH relative to the suite file). `expected_answer` is a string or a list of
-strings the answer must all contain; `expected_tools` lists tool names or `{"tool", "args"}` objects;
-`match` (optional) is one of the modes of `toolreplay.evaluation.metrics`.
+`tools` is `{"module": "MODULE:ATTRIBUTE"}` (a dict of tool name to function, shared by every run),
+`{"factory": "MODULE:FUNCTION"}` (called once per run, returning such a dict) or `{"cassette": PATH}`
+with an optional `"responses": "sequential" | "first"` (a recorded session, PATH relative to the suite
+file). `args_match` (suite: per tool; case: for all its calls; expected call: for that call) is one of
+`exact`, `ignore`, `subset`, `superset` or an array of the fields that must match; the most specific
+wins, `exact` by default. `expected_answer` is a string or a list of strings the answer must all
+contain; `scorer` (MODULE:FUNCTION, called as `scorer(answer, calls, case)`, returning a bool or a
+number) checks the answer beside or instead of it, a number passing at `min_score` (default 0.5) or
+more. `expected_tools` lists tool names or `{"tool", "args", "args_match"}` objects; `match` (optional)
+is one of the modes of `toolreplay.evaluation.metrics`.
 """
 
 from __future__ import annotations
@@ -18,19 +25,39 @@ import importlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.evaluation.metrics import MATCH_MODES, ExpectedCall
-from toolreplay.evaluation.tools import ModuleTools, ToolSource, load_cassette
+from toolreplay.evaluation.agent import import_callable
+from toolreplay.evaluation.metrics import ARGUMENT_MODES, MATCH_MODES, ArgumentMode, ExpectedCall
+from toolreplay.evaluation.tools import (
+           CASSETTE_MODES,
+           FactoryTools,
+           ModuleTools,
+           ToolSource,
+           check_tool_table,
+           load_cassette,
+)
 from toolreplay.format.strictjson import json_type_name, read_json_file
 
-__all__ = ["Case", "Suite", "load_suite", "parse_suite"]
+__all__ = ["DEFAULT_MIN_SCORE", "Case", "Scorer", "Suite", "load_suite", "parse_suite"]
 
-_CASE_FIELDS = ("id", "question", "expected_answer", "expected_tools", "match")
-_REQUIRED_CASE_FIELDS = _CASE_FIELDS[:4]
+_CASE_FIELDS = ("id", "question", "expected_answer", "expected_tools", "match", "args_match", "scorer",
+                "min_score")
+_REQUIRED_CASE_FIELDS = ("id", "question", "expected_tools")
 _CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+DEFAULT_MIN_SCORE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class Scorer:
+    """A case's own check: `function(answer, calls, case) -> bool | float`, loaded from `spec`."""
+
+    spec: str
+    function: Callable[..., Any]
+    min_score: float = DEFAULT_MIN_SCORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +69,7 @@ class Case:
     expected_answer: tuple[str, ...]
     expected_tools: tuple[ExpectedCall, ...]
     match: str | None = None
+    scorer: Scorer | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,53 +114,89 @@ def _expected_answer(value: Any, where: str) -> tuple[str, ...]:
     return tuple(_text(item, f"{where}[{position}]") for position, item in enumerate(value))
 
 
-def _expected_call(value: Any, where: str, tools: frozenset[str]) -> ExpectedCall:
+def _argument_mode(value: Any, where: str) -> ArgumentMode:
+    if isinstance(value, str) and value in ARGUMENT_MODES:
+        return value
+    if isinstance(value, list) and value and all(isinstance(item, str) and item for item in value):
+        return tuple(value)
+    raise _Invalid(where, f"must be one of {', '.join(ARGUMENT_MODES)} or a non-empty array of field names, "
+                          f"not {json.dumps(value)[:60]}")
+
+
+def _expected_call(value: Any, where: str, tools: frozenset[str], default: ArgumentMode | None,
+                   per_tool: dict[str, ArgumentMode]) -> ExpectedCall:
+    mode: ArgumentMode | None = None
     if isinstance(value, str):
         tool, args = value, None
         tool_where = where
     elif isinstance(value, dict):
-        _check_fields(value, where, ("tool", "args"), ("tool",))
+        _check_fields(value, where, ("tool", "args", "args_match"), ("tool",))
         tool, args = value["tool"], value.get("args")
         tool_where = f"{where}.tool"
         if not isinstance(tool, str):
             raise _Invalid(tool_where, f"must be a tool name (string), not {json_type_name(tool)}")
         if "args" in value and not isinstance(args, dict):
             raise _Invalid(f"{where}.args", f"must be an object, not {json_type_name(args)}")
+        if "args_match" in value:
+            mode = _argument_mode(value["args_match"], f"{where}.args_match")
     else:
         raise _Invalid(where, f"must be a tool name or an object with \"tool\" and optional \"args\", "
                               f"not {json_type_name(value)}")
     if tool not in tools:
         known = ", ".join(sorted(tools))
         raise _Invalid(tool_where, f"{json.dumps(tool)} is not a tool of this suite (tools: {known})")
-    return ExpectedCall.of(tool, args)
+    return ExpectedCall.of(tool, args, mode or default or per_tool.get(tool, "exact"))
 
 
-def _case(obj: Any, where: str, tools: frozenset[str]) -> Case:
+def _scorer(fields: dict[str, Any], where: str) -> Scorer | None:
+    if "min_score" in fields and "scorer" not in fields:
+        raise _Invalid(f"{where}.min_score", "needs a \"scorer\"")
+    if "scorer" not in fields:
+        return None
+    spec = fields["scorer"]
+    if not isinstance(spec, str):
+        raise _Invalid(f"{where}.scorer", f"must be \"MODULE:FUNCTION\", not {json_type_name(spec)}")
+    minimum = fields.get("min_score", DEFAULT_MIN_SCORE)
+    if isinstance(minimum, bool) or not isinstance(minimum, (int, float)):
+        raise _Invalid(f"{where}.min_score", f"must be a number, not {json_type_name(minimum)}")
+    try:
+        return Scorer(spec, import_callable(spec, "scorer"), float(minimum))
+    except UsageError as exc:
+        raise _Invalid(f"{where}.scorer", str(exc)) from None
+
+
+def _case(obj: Any, where: str, tools: frozenset[str], per_tool: dict[str, ArgumentMode]) -> Case:
     fields = _check_fields(obj, where, _CASE_FIELDS, _REQUIRED_CASE_FIELDS)
     case_id = fields["id"]
     if not isinstance(case_id, str) or not _CASE_ID.fullmatch(case_id):
         raise _Invalid(f"{where}.id", "must be a string of letters, digits, '.', '_' or '-' "
                                       "starting with a letter or digit")
+    question = _text(fields["question"], f"{where}.question")
+    if "expected_answer" not in fields and "scorer" not in fields:
+        raise _Invalid(where, "missing field \"expected_answer\" (or a \"scorer\")")
+    expected_answer = (_expected_answer(fields["expected_answer"], f"{where}.expected_answer")
+                       if "expected_answer" in fields else ())
     expected_tools = fields["expected_tools"]
     if not isinstance(expected_tools, list):
         raise _Invalid(f"{where}.expected_tools", f"must be an array, not {json_type_name(expected_tools)}")
     match = fields.get("match")
     if "match" in fields and match not in MATCH_MODES:
         raise _Invalid(f"{where}.match", f"must be one of {', '.join(MATCH_MODES)}, not {json.dumps(match)}")
+    default = _argument_mode(fields["args_match"], f"{where}.args_match") if "args_match" in fields else None
     return Case(
         id=case_id,
-        question=_text(fields["question"], f"{where}.question"),
-        expected_answer=_expected_answer(fields["expected_answer"], f"{where}.expected_answer"),
-        expected_tools=tuple(_expected_call(item, f"{where}.expected_tools[{position}]", tools)
+        question=question,
+        expected_answer=expected_answer,
+        expected_tools=tuple(_expected_call(item, f"{where}.expected_tools[{position}]", tools, default, per_tool)
                              for position, item in enumerate(expected_tools)),
         match=match,
+        scorer=_scorer(fields, where),
     )
 
 
-def _module_tools(spec: Any) -> ModuleTools:
-    where = "tools.module"
+def _import_table(spec: Any, where: str, kind: str) -> tuple[str, Any]:
     if not isinstance(spec, str) or spec.count(":") != 1 or "" in spec.split(":"):
-        raise _Invalid(where, f"must be \"MODULE:ATTRIBUTE\", not {json.dumps(spec)}")
+        raise _Invalid(where, f"must be \"MODULE:{kind}\", not {json.dumps(spec)}")
     module_name, attribute = spec.split(":")
     try:
         module = importlib.import_module(module_name)
@@ -140,44 +204,83 @@ def _module_tools(spec: Any) -> ModuleTools:
         raise _Invalid(where, f"cannot import {module_name!r}: {type(exc).__name__}: {exc}") from None
     if not hasattr(module, attribute):
         raise _Invalid(where, f"module {module_name!r} has no attribute {attribute!r}")
-    table = getattr(module, attribute)
-    if not isinstance(table, dict) or not table:
-        raise _Invalid(where, f"{spec!r} must be a non-empty dict of tool name to function")
-    for name in sorted(table, key=str):
-        if not isinstance(name, str) or not name:
-            raise _Invalid(where, f"{spec!r} has a key that is not a non-empty string: {name!r}")
-        if not callable(table[name]):
-            raise _Invalid(where, f"{spec!r} entry {name!r} is not callable")
-    return ModuleTools(spec, dict(table))
+    return spec, getattr(module, attribute)
+
+
+def _module_tools(value: Any) -> ModuleTools:
+    spec, table = _import_table(value, "tools.module", "ATTRIBUTE")
+    try:
+        return ModuleTools(spec, check_tool_table(table, spec))
+    except ValueError as exc:
+        raise _Invalid("tools.module", str(exc)) from None
+
+
+def _factory_tools(value: Any) -> FactoryTools:
+    spec, factory = _import_table(value, "tools.factory", "FUNCTION")
+    if not callable(factory):
+        raise _Invalid("tools.factory", f"{spec!r} is not callable")
+    try:
+        table = factory()
+    except Exception as exc:  # the factory is user code
+        raise _Invalid("tools.factory", f"{spec!r} raised {type(exc).__name__}: {exc}") from None
+    try:
+        names = frozenset(check_tool_table(table, f"{spec}()"))
+    except ValueError as exc:
+        raise _Invalid("tools.factory", str(exc)) from None
+    return FactoryTools(spec, factory, names)
+
+
+_TOOL_SOURCES = ("module", "factory", "cassette")
 
 
 def _tool_source(obj: Any, path: str) -> ToolSource:
-    if not isinstance(obj, dict) or len(obj) != 1 or next(iter(obj)) not in ("module", "cassette"):
-        raise _Invalid("tools", "must be an object with exactly one field, \"module\" or \"cassette\"")
+    if not isinstance(obj, dict) or len([key for key in obj if key in _TOOL_SOURCES]) != 1:
+        raise _Invalid("tools", "must be an object with exactly one of \"module\", \"factory\" or \"cassette\"")
     if "module" in obj:
+        _check_fields(obj, "tools", ("module",), ())
         return _module_tools(obj["module"])
+    if "factory" in obj:
+        _check_fields(obj, "tools", ("factory",), ())
+        return _factory_tools(obj["factory"])
+    _check_fields(obj, "tools", ("cassette", "responses"), ())
     relative = obj["cassette"]
     if not isinstance(relative, str) or relative in ("", "-"):
         raise _Invalid("tools.cassette", "must be a non-empty string (a session path relative to the suite)")
+    mode = obj.get("responses", "sequential")
+    if mode not in CASSETTE_MODES:
+        raise _Invalid("tools.responses", f"must be one of {', '.join(CASSETTE_MODES)}, not {json.dumps(mode)}")
     cassette_path = os.path.join(os.path.dirname(path), relative)
     try:
-        return load_cassette(cassette_path)
+        return load_cassette(cassette_path, mode)
     except UsageError as exc:
         raise _Invalid("tools.cassette", str(exc)) from None
+
+
+def _per_tool_modes(value: Any, tools: frozenset[str]) -> dict[str, ArgumentMode]:
+    if not isinstance(value, dict):
+        raise _Invalid("args_match", f"must be an object of tool name to mode, not {json_type_name(value)}")
+    modes = {}
+    for tool, mode in value.items():
+        if tool not in tools:
+            raise _Invalid("args_match", f"{json.dumps(tool)} is not a tool of this suite "
+                                         f"(tools: {', '.join(sorted(tools))})")
+        modes[tool] = _argument_mode(mode, f"args_match.{tool}")
+    return modes
 
 
 def parse_suite(obj: Any, path: str) -> Suite:
     """Validate a parsed suite; errors are InputErrors naming PATH and the field (`cases[1].id: ...`)."""
     try:
-        fields = _check_fields(obj, "", ("tools", "cases"), ("tools", "cases"))
+        fields = _check_fields(obj, "", ("tools", "cases", "args_match"), ("tools", "cases"))
         tools = _tool_source(fields["tools"], path)
+        per_tool = _per_tool_modes(fields["args_match"], tools.names) if "args_match" in fields else {}
         cases_value = fields["cases"]
         if not isinstance(cases_value, list) or not cases_value:
             raise _Invalid("cases", "must be a non-empty array of cases")
         cases: list[Case] = []
         first_seen: dict[str, int] = {}
         for position, item in enumerate(cases_value):
-            case = _case(item, f"cases[{position}]", tools.names)
+            case = _case(item, f"cases[{position}]", tools.names, per_tool)
             if case.id in first_seen:
                 raise _Invalid(f"cases[{position}].id", f"duplicate case id {json.dumps(case.id)} "
                                                         f"(first at cases[{first_seen[case.id]}])")

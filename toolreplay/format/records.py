@@ -1,7 +1,7 @@
-"""The session format of SPEC.md §2: one tool call per line, read strictly and streamed.
+"""The session format (docs/format.md): one tool call per line, read strictly and streamed.
 
 `read_session` yields `Record`s one at a time, each carrying the canonical bytes of its parts so the
-checks and the chain never re-encode. A sealed file (SPEC.md §6: every line a link with `prev` and
+checks and the chain never re-encode. A sealed file (docs/format.md: every line a link with `prev` and
 `digest`) is a session too; a file mixing plain records and links is an input error.
 """
 
@@ -196,7 +196,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
 
 
 def read_session(handle: IO[bytes], path: str) -> Iterator[Record]:
-    """Stream the records of a session (plain or sealed), checking every rule of SPEC.md §2."""
+    """Stream the records of a session (plain or sealed), checking every rule of the session format."""
     return iter_records(handle, path, check_sequence=True, require_sealed=False)
 
 
@@ -206,5 +206,5 @@ def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
 
 
 def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any]) -> str:
-    """One session line (without the newline), in the field order of SPEC.md §2."""
+    """One session line (without the newline), in the documented field order."""
     return json.dumps({"index": index, "tool": tool, "args": args, "response": response}, allow_nan=False)

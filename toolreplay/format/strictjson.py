@@ -1,4 +1,4 @@
-"""Strict JSON for one session line: what `json` accepts, minus what SPEC.md §2 forbids.
+"""Strict JSON for one session line: what `json` accepts, minus what the session format forbids.
 
 The standard library's C scanner does the parsing; hooks reject duplicate keys, NaN/Infinity and
 numbers that overflow a double. Canonical text then comes from the C encoder, which already matches

@@ -13,19 +13,16 @@ __all__ = ["escape_text"]
 
 # C0 controls, DEL, C1 controls, the Unicode line and paragraph separators, and the bidirectional
 # formatting characters (embeddings, overrides, isolates, marks) that can reorder what a reader sees.
-_UNSAFE = re.compile("[\\\\\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _escape(match: re.Match[str]) -> str:
-    char = match.group()
-    if char == "\\":
-        return "\\\\"
-    code = ord(char)
+    code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def escape_text(text: str) -> str:
-    """`text` with each unsafe character as `\\xNN` or `\\uNNNN` and each backslash doubled."""
+    """`text` with each unsafe character as `\\xNN` (below U+0100) or `\\uNNNN`; the rest unchanged."""
     if _UNSAFE.search(text) is None:
         return text
     return _UNSAFE.sub(_escape, text)

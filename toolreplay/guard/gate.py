@@ -1,4 +1,4 @@
-"""The runtime gate of SPEC.md §8: what an agent's tool request must pass before a real tool runs.
+"""The runtime gate (docs/guard.md): what an agent's tool request must pass before a real tool runs.
 
 Each request goes through, in this order:
 

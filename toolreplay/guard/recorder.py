@@ -1,6 +1,6 @@
 """Recording a live session: every request the gate sees, appended as one line and flushed at once.
 
-A plain record is a SPEC.md §2 session; a sealed one is a SPEC.md §6 chain written as it goes, so it
+A plain record is a session; a sealed one is a chain (both in docs/format.md) written as it goes, so it
 is tamper-evident from its first byte and `verify` works on a live log. The bytes of a sealed record
 are exactly what `seal` would write for the same records.
 

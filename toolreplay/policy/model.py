@@ -1,4 +1,4 @@
-"""The permission file: SPEC.md §5's scope file, optionally with the guard's write tools and limits.
+"""The permission file: the scope file, optionally with the guard's write tools and limits.
 
     {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
      "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}}
