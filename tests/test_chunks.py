@@ -307,6 +307,11 @@ def _alive(pid: int) -> bool:
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
 class KilledParentTest(unittest.TestCase):
     def test_workers_die_with_a_killed_parent(self) -> None:
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            with self.subTest(signal=sig.name):
+                self.kill_parent(sig)
+
+    def kill_parent(self, sig: int) -> None:
         with tempfile.TemporaryDirectory() as folder:
             session = os.path.join(folder, "s.jsonl")
             with open(session, "wb") as handle:
@@ -319,7 +324,7 @@ class KilledParentTest(unittest.TestCase):
             self.assertEqual(parent.stdout.readline(), b"reading\n")  # type: ignore[union-attr]
             workers = _children(parent.pid)
             self.assertEqual(len(workers), 2)
-            parent.send_signal(signal.SIGKILL)
+            parent.send_signal(sig)
             parent.wait()
             parent.stdout.close()  # type: ignore[union-attr]
             deadline = time.monotonic() + 10
