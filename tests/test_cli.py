@@ -283,6 +283,14 @@ class SealVerifyCommandTest(TempDirTest):
             ),
         )
 
+    def test_verify_empty_file_says_it_is_empty(self) -> None:
+        # An emptied log must not read as a verified one: 0 links is said in words (exit 0: nothing is broken).
+        for data in (b"", b"\n  \n"):
+            self.assertEqual(run("verify", "-", stdin=data), (0, "chain: empty (0 links)\n", ""))
+            code, out, err = run("verify", "-", "--format", "json", stdin=data)
+            self.assertEqual((code, json.loads(out)["chain"], json.loads(out)["links_checked"], err),
+                             (0, "empty", 0, ""))
+
     def test_verify_broken(self) -> None:
         lines = _expected_seal(DIRTY).splitlines(keepends=True)
         digests = [json.loads(line)["digest"] for line in lines]

@@ -1,19 +1,27 @@
-"""The gate: allowlist, confirmation, idempotency (across threads), budgets, failing tools, approver."""
+"""The gate: allowlist, confirmation, idempotency (across threads), stale reads, budgets, failing tools,
+approver, and failing closed when the record cannot be written."""
 
 from __future__ import annotations
 
 import io
 import os
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import unittest
 from typing import Any
 
+from tests.faults import FullDiskHandle, fill, small_tmpfs
 from toolreplay.format.records import read_session
 from toolreplay.guard import gate as guard
-from toolreplay.guard.gate import ConsoleApprover, Gate
+from toolreplay.guard.gate import MAX_NESTING, ConsoleApprover, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 POLICY = Policy(agent="support", allowed_tools=frozenset({"get_order", "cancel_order", "echo", "fail"}),
                 write_tools=frozenset({"cancel_order"}))
@@ -400,6 +408,438 @@ class RecordingTest(unittest.TestCase):
         self.assertEqual(args, {"items": [1]})
         os.unlink(path)
         os.rmdir(directory)
+
+
+class Store:
+    """Orders whose status a write changes, with counting tools."""
+
+    def __init__(self) -> None:
+        self.status = {1: "shipped", 2: "processing"}
+        self.runs: list[str] = []
+
+    def tools(self) -> dict[str, Any]:
+        return {"get_order": self.get_order, "cancel_order": self.cancel_order, "note": self.note}
+
+    def get_order(self, order_id: int) -> dict[str, Any]:
+        self.runs.append("get_order")
+        return {"order_id": order_id, "status": self.status[order_id]}
+
+    def cancel_order(self, order_id: int) -> dict[str, Any]:
+        self.runs.append("cancel_order")
+        if self.status[order_id] == "cancelled":
+            raise ValueError(f"order {order_id} is already cancelled")
+        self.status[order_id] = "cancelled"
+        return {"ok": True, "order_id": order_id}
+
+    def note(self, order_id: int, text: str) -> dict[str, Any]:
+        self.runs.append("note")
+        return {"ok": True}
+
+
+STORE_POLICY = Policy("support", frozenset({"get_order", "cancel_order", "note"}), frozenset({"cancel_order"}))
+
+
+def approve(tool: str, args: dict[str, Any]) -> bool:
+    return True
+
+
+class StaleReadTest(unittest.TestCase):
+    def test_read_after_an_approved_write_runs_again(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, confirm=approve)
+        self.assertEqual(gate.call("get_order", {"order_id": 2}), {"order_id": 2, "status": "processing"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        self.assertEqual(gate.call("get_order", {"order_id": 2}), {"order_id": 2, "status": "cancelled"})
+        self.assertEqual(store.runs, ["get_order", "cancel_order", "get_order"])
+
+    def test_reads_are_cached_until_a_write_runs(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, confirm=approve)
+        for _ in range(3):
+            gate.call("get_order", {"order_id": 1})
+        gate.call("cancel_order", {"order_id": 2})
+        for _ in range(2):
+            gate.call("get_order", {"order_id": 1})
+        self.assertEqual(store.runs, ["get_order", "cancel_order", "get_order"])
+
+    def test_a_refused_or_repeated_write_keeps_the_cache(self) -> None:
+        store = Store()
+        answers = [False, True]
+        gate = Gate(store.tools(), STORE_POLICY, confirm=lambda tool, args: answers.pop(0))
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        gate.call("get_order", {"order_id": 1})
+        gate.call("cancel_order", {"order_id": 2})
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(store.runs, ["get_order", "cancel_order", "get_order"])
+
+    def test_a_failing_write_empties_the_cache_too(self) -> None:
+        store = Store()
+        store.status[2] = "cancelled"
+        gate = Gate(store.tools(), STORE_POLICY, confirm=approve)
+        gate.call("get_order", {"order_id": 2})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}),
+                         {"ok": False, "error": "ValueError: order 2 is already cancelled"})
+        gate.call("get_order", {"order_id": 2})
+        self.assertEqual(store.runs, ["get_order", "cancel_order", "get_order"])
+
+    def test_read_cache_off(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, read_cache=False)
+        for _ in range(3):
+            self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
+        self.assertEqual(store.runs, ["get_order"] * 3)
+
+    def test_mutators_change_state_without_confirmation(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, mutators={"note"})
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(gate.call("note", {"order_id": 1, "text": "hi"}), {"ok": True})
+        self.assertEqual(gate.call("note", {"order_id": 1, "text": "hi"}), {"ok": True})
+        gate.call("get_order", {"order_id": 1})
+        self.assertEqual(store.runs, ["get_order", "note", "get_order"])
+
+    def test_idempotency_keys(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, mutators={"note"})
+        args = {"order_id": 1, "text": "called the customer"}
+        self.assertEqual([gate.call("note", args, key=key) for key in ("call_1", "call_2", "call_1", None, None)],
+                         [{"ok": True}] * 5)
+        self.assertEqual(store.runs, ["note"] * 3)  # call_1, call_2 and the keyless one
+        with self.assertRaises(ValueError) as caught:
+            gate.call("note", args, key=5)  # type: ignore[arg-type]
+        self.assertEqual(str(caught.exception), "key must be a string or None")
+
+    def test_keys_do_not_matter_for_reads(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY)
+        gate.call("get_order", {"order_id": 1}, key="a")
+        gate.call("get_order", {"order_id": 1}, key="b")
+        self.assertEqual(store.runs, ["get_order"])
+
+
+class RecordCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory, True)
+        self.path = os.path.join(self.directory, "s.jsonl")
+
+    def records(self, path: str | None = None) -> list[tuple[int, str, dict[str, Any], dict[str, Any]]]:
+        path = path or self.path
+        with open(path, "rb") as handle:
+            return [(r.index, r.tool, r.args, r.response) for r in read_session(handle, path)]
+
+    def child(self, script: str) -> subprocess.CompletedProcess[bytes]:
+        """Run a guarded host in a child process (it sees `path`, `Store`-like tools and the gate)."""
+        prelude = (
+            "import os, signal, sys\n"
+            "from toolreplay.guard import Gate, SessionRecorder\n"
+            "from toolreplay.policy.model import Policy\n"
+            "policy = Policy('support', frozenset({'get_order', 'cancel_order'}), frozenset({'cancel_order'}))\n"
+            "path = sys.argv[1]\n"
+            "recorder = SessionRecorder.open(path, sealed=True)\n")
+        return subprocess.run([sys.executable, "-c", prelude + script, self.path],
+                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, timeout=60, check=False)
+
+
+FAILED = "recording failed: "
+
+
+class RestartTest(RecordCase):
+    def test_recorded_write_is_not_repeated_after_a_restart(self) -> None:
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = Gate(Store().tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            gate.call("cancel_order", {"order_id": 2}, key="call_1")
+            gate.call("get_order", {"order_id": 2})
+        self.assertFalse(os.path.exists(self.path + ".intents"))  # every write ended in a record
+        store = Store()
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            # after a restart a recorded write answers an identical call whatever its key
+            for key in (None, "call_1", "call_9"):
+                self.assertEqual(gate.call("cancel_order", {"order_id": 2}, key=key), {"ok": True, "order_id": 2})
+            self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+        self.assertEqual(store.runs, ["cancel_order"])
+        self.assertEqual([r[1:] for r in self.records()][2:], [
+            ("cancel_order", {"order_id": 2}, {"ok": True, "order_id": 2})] * 3 + [
+            ("cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1})])
+
+    def test_refused_write_on_record_runs_after_a_restart(self) -> None:
+        with SessionRecorder.open(self.path) as recorder:
+            Gate(Store().tools(), STORE_POLICY, recorder=recorder).call("cancel_order", {"order_id": 2})
+        store = Store()
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        self.assertEqual(store.runs, ["cancel_order"])
+
+    def test_host_killed_inside_a_write_then_the_retry_is_refused(self) -> None:
+        if not hasattr(signal, "SIGKILL"):
+            self.skipTest("no SIGKILL on this platform")
+        marker = os.path.join(self.directory, "cancelled")
+        result = self.child(
+            "def cancel_order(order_id):\n"
+            "    open(sys.argv[2], 'w').close()  # the side effect happened\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "gate = Gate({'get_order': lambda order_id: {'status': 'processing'}, 'cancel_order': cancel_order},"
+            " policy, confirm=lambda tool, args: True, recorder=recorder)\n"
+            "gate.call('get_order', {'order_id': 2})\n"
+            "gate.call('cancel_order', {'order_id': 2})\n".replace("sys.argv[2]", repr(marker)))
+        self.assertEqual(result.returncode, -signal.SIGKILL, result.stderr)
+        self.assertTrue(os.path.exists(marker))
+        self.assertEqual([r[1] for r in self.records()], ["get_order"])
+        with open(self.path + ".intents", "rb") as handle:
+            self.assertEqual(handle.read(), b'{"args":{"order_id":2},"from":1,"intent":0,"key":null,'
+                                            b'"tool":"cancel_order"}\n')
+        unknown = {"ok": False, "error": "outcome unknown: an identical cancel_order call started earlier and its "
+                                         "result was never recorded; a person must check whether it took "
+                                         "effect, then delete its line from s.jsonl.intents"}
+        for runs in (["cancel_order"], []):  # a second restart still refuses it
+            store = Store()
+            with SessionRecorder.open(self.path, sealed=True) as recorder:
+                gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+                self.assertEqual(gate.unknown_outcomes, ('cancel_order {"order_id":2}',))
+                for key in (None, "call_2"):
+                    self.assertEqual(gate.call("cancel_order", {"order_id": 2}, key=key), unknown)
+                self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
+            self.assertEqual(store.runs, runs)
+        self.assertEqual(self.records()[1][1:], ("cancel_order", {"order_id": 2}, unknown))
+        os.unlink(self.path + ".intents")  # a person checked the order and resolved it
+        store = Store()
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        self.assertEqual(store.runs, ["cancel_order"])
+
+    def test_host_killed_after_the_write_was_recorded(self) -> None:
+        if not hasattr(signal, "SIGKILL"):
+            self.skipTest("no SIGKILL on this platform")
+        result = self.child(
+            "def get_order(order_id):\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "gate = Gate({'get_order': get_order, 'cancel_order': lambda order_id: {'ok': True, 'n': 1}},"
+            " policy, confirm=lambda tool, args: True, recorder=recorder)\n"
+            "gate.call('cancel_order', {'order_id': 2})\n"
+            "gate.call('get_order', {'order_id': 2})\n")
+        self.assertEqual(result.returncode, -signal.SIGKILL, result.stderr)
+        store = Store()
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "n": 1})
+        self.assertEqual(store.runs, [])
+
+    def test_record_landed_but_its_done_line_did_not(self) -> None:
+        intent = (b'{"args":{"order_id":2},"from":0,"intent":0,"key":null,"tool":"cancel_order"}\n')
+        with SessionRecorder.open(self.path) as recorder:
+            recorder.append("cancel_order", {"order_id": 2}, {"ok": True, "order_id": 2})
+        for intents, unknown in ((intent, ()), (intent + intent.replace(b'"intent":0', b'"intent":1'),
+                                                ('cancel_order {"order_id":2}',))):
+            with self.subTest(intents=intents):
+                with open(self.path + ".intents", "wb") as handle:
+                    handle.write(intents)
+                with SessionRecorder.open(self.path) as recorder:
+                    gate = Gate(Store().tools(), STORE_POLICY, recorder=recorder)
+                    self.assertEqual(gate.unknown_outcomes, unknown)
+                self.assertEqual(os.path.exists(self.path + ".intents"), bool(unknown))
+
+
+class FailClosedTest(RecordCase):
+    def gate(self, recorder: SessionRecorder, store: Store | None = None) -> Gate:
+        return Gate((store or Store()).tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+
+    def test_full_disk_no_write_runs(self) -> None:
+        directory = small_tmpfs(self)
+        path = os.path.join(directory, "s.jsonl")
+        store = Store()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            gate = self.gate(recorder, store)
+            gate.call("get_order", {"order_id": 1})
+            filler = fill(directory)
+            error = FAILED + f"cannot write {path}.intents: No space left on device"
+            for order_id in (1, 2, 1, 2):
+                self.assertEqual(gate.call("cancel_order", {"order_id": order_id}), {"ok": False, "error": error})
+            os.unlink(filler)  # space is back; the gate stays stopped
+            self.assertEqual(gate.call("get_order", {"order_id": 2}), {"ok": False, "error": error})
+            self.assertEqual((gate.stop_reason, gate.record_error, gate.steps),
+                             ("record", error[len(FAILED):], 2))
+        self.assertEqual(store.runs, ["get_order"])
+        self.assertEqual([r[1] for r in self.records(path)], ["get_order"])
+
+    def test_full_disk_while_recording_a_result(self) -> None:
+        directory = small_tmpfs(self)
+        path = os.path.join(directory, "s.jsonl")
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            gate = Gate({"read": lambda: {"text": "x" * 30000}}, Policy("a", frozenset({"read"})),
+                        recorder=recorder, read_cache=False)
+            gate.call("read", {})
+            filler = fill(directory)
+            error = {"ok": False, "error": FAILED + f"cannot write {path}: No space left on device"}
+            self.assertEqual(gate.call("read", {}), error)
+            os.unlink(filler)
+            self.assertEqual(gate.call("read", {}), error)
+        with open(path, "rb") as handle:
+            self.assertEqual(handle.read().count(b"\n"), 1)  # no half line
+        self.assertEqual(len(self.records(path)), 1)
+
+    def test_simulated_full_disk(self) -> None:
+        store = Store()
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = self.gate(recorder, store)
+            gate.call("get_order", {"order_id": 1})
+            recorder._handle = FullDiskHandle(recorder._handle)  # type: ignore[attr-defined]
+            error = {"ok": False, "error": FAILED + f"cannot write {self.path}: No space left on device"}
+            self.assertEqual(gate.call("get_order", {"order_id": 2}), error)  # the read ran, its record failed
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), error)
+        self.assertEqual(store.runs, ["get_order", "get_order"])
+        self.assertEqual(len(self.records()), 1)
+
+    def test_write_that_ran_but_was_not_recorded_is_an_unknown_outcome(self) -> None:
+        store = Store()
+        with SessionRecorder.open(self.path) as recorder:
+            gate = self.gate(recorder, store)
+            recorder._handle = FullDiskHandle(recorder._handle)  # type: ignore[attr-defined]
+            response = gate.call("cancel_order", {"order_id": 2})  # no OSError reaches the host
+            self.assertEqual(response["error"], FAILED + f"cannot write {self.path}: No space left on device")
+        self.assertEqual((store.runs, self.records()), (["cancel_order"], []))
+        with SessionRecorder.open(self.path) as recorder:
+            gate = self.gate(recorder, store)
+            self.assertEqual(gate.unknown_outcomes, ('cancel_order {"order_id":2}',))
+            self.assertTrue(gate.call("cancel_order", {"order_id": 2})["error"].startswith("outcome unknown: "))
+        self.assertEqual(store.runs, ["cancel_order"])
+
+    def test_record_deleted_or_replaced_while_held(self) -> None:
+        for how in ("delete", "rename"):
+            with self.subTest(how=how):
+                store = Store()
+                with SessionRecorder.open(self.path) as recorder:
+                    gate = self.gate(recorder, store)
+                    gate.call("get_order", {"order_id": 1})
+                    if how == "delete":
+                        os.unlink(self.path)
+                    else:
+                        other = os.path.join(self.directory, "other.jsonl")
+                        with open(other, "wb"):
+                            pass
+                        os.replace(other, self.path)
+                    error = {"ok": False, "error": FAILED + f"{self.path} was deleted or replaced while being recorded"}
+                    self.assertEqual(gate.call("get_order", {"order_id": 2}), error)
+                    self.assertEqual(gate.call("cancel_order", {"order_id": 2}), error)
+                    self.assertEqual(gate.stop_reason, "record")
+                self.assertEqual(store.runs, ["get_order"])
+                if os.path.exists(self.path):
+                    os.unlink(self.path)
+
+    def test_closed_recorder(self) -> None:
+        store = Store()
+        recorder = SessionRecorder.open(self.path)
+        gate = self.gate(recorder, store)
+        recorder.close()
+        self.assertEqual(gate.call("get_order", {"order_id": 1}),
+                         {"ok": False, "error": FAILED + f"recorder for {self.path} is closed"})
+        self.assertEqual(store.runs, [])
+
+
+class InterruptTest(RecordCase):
+    def test_interrupted_write_is_recorded_reraised_and_not_run_again(self) -> None:
+        runs: list[int] = []
+
+        def cancel_order(order_id: int) -> dict[str, Any]:
+            runs.append(order_id)
+            raise KeyboardInterrupt
+
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate({"cancel_order": cancel_order}, STORE_POLICY, confirm=approve, recorder=recorder)
+            with self.assertRaises(KeyboardInterrupt):
+                gate.call("cancel_order", {"order_id": 2})
+            self.assertTrue(gate.call("cancel_order", {"order_id": 2})["error"].startswith("outcome unknown: "))
+        self.assertEqual(runs, [2])
+        self.assertEqual(self.records()[0][3], {"ok": False, "error": "interrupted: KeyboardInterrupt"})
+        with SessionRecorder.open(self.path) as recorder:  # and after a restart
+            gate = Gate({"cancel_order": cancel_order}, STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.unknown_outcomes, ('cancel_order {"order_id":2}',))
+
+    def test_interrupted_read_runs_again(self) -> None:
+        calls = [KeyboardInterrupt, None]
+
+        def get_order(order_id: int) -> dict[str, Any]:
+            problem = calls.pop(0)
+            if problem is not None:
+                raise problem
+            return {"status": "shipped"}
+
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate({"get_order": get_order}, STORE_POLICY, recorder=recorder)
+            with self.assertRaises(KeyboardInterrupt):
+                gate.call("get_order", {"order_id": 1})
+            self.assertEqual(gate.call("get_order", {"order_id": 1}), {"status": "shipped"})
+        self.assertEqual([r[3] for r in self.records()],
+                         [{"ok": False, "error": "interrupted: KeyboardInterrupt"}, {"status": "shipped"}])
+
+    def test_approver_exiting(self) -> None:
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            raise SystemExit(3)
+
+        store = Store()
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=confirm, recorder=recorder)
+            with self.assertRaises(SystemExit):
+                gate.call("cancel_order", {"order_id": 2})
+        self.assertEqual((store.runs, self.records()), ([], [
+            (0, "cancel_order", {"order_id": 2}, {"ok": False, "error": "interrupted: SystemExit"})]))
+
+    def test_reentrant_identical_call_is_refused_not_deadlocked(self) -> None:
+        gate: Gate
+        inner: list[dict[str, Any]] = []
+
+        def cancel_order(order_id: int) -> dict[str, Any]:
+            inner.append(gate.call("cancel_order", {"order_id": order_id}))
+            return {"ok": True}
+
+        def lookup(order_id: int) -> dict[str, Any]:
+            inner.append(gate.call("lookup", {"order_id": order_id}))
+            return {"status": "shipped"}
+
+        policy = Policy("a", frozenset({"cancel_order", "lookup"}), frozenset({"cancel_order"}))
+        gate = Gate({"cancel_order": cancel_order, "lookup": lookup}, policy, confirm=approve)
+        outer: list[dict[str, Any]] = []
+        worker = threading.Thread(target=lambda: outer.extend(
+            [gate.call("cancel_order", {"order_id": 1}), gate.call("lookup", {"order_id": 1})]), daemon=True)
+        worker.start()
+        worker.join(10)
+        self.assertFalse(worker.is_alive(), "deadlocked")
+        self.assertEqual(outer, [{"ok": True}, {"status": "shipped"}])
+        self.assertEqual(inner, [
+            {"ok": False, "error": "re-entrant call: cancel_order is already running this identical call"},
+            {"ok": False, "error": "re-entrant call: lookup is already running this identical call"}])
+
+
+class NestingTest(RecordCase):
+    def test_result_nested_too_deeply_is_a_recorded_error(self) -> None:
+        def deep(levels: int) -> dict[str, Any]:
+            value: Any = []
+            for _ in range(levels - 2):  # the result object and `levels - 1` arrays
+                value = [value]
+            return {"value": value}
+
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = Gate({"deep": deep}, Policy("a", frozenset({"deep"})), recorder=recorder)
+            self.assertEqual(gate.call("deep", {"levels": MAX_NESTING})["value"], deep(MAX_NESTING)["value"])
+            for levels in (MAX_NESTING + 1, 900, 5000):
+                self.assertEqual(gate.call("deep", {"levels": levels}), {
+                    "ok": False, "error": f"ValueError: tool result has no JSON form: nested deeper than "
+                                          f"{MAX_NESTING} levels"})
+        self.assertEqual(len(self.records()), 4)  # every reader can read the record back
+
+    def test_args_nested_too_deeply_are_a_host_error(self) -> None:
+        value: Any = 1
+        for _ in range(MAX_NESTING):
+            value = [value]
+        gate = Gate({"echo": lambda value: value}, Policy("a", frozenset({"echo"})))
+        with self.assertRaises(ValueError) as caught:
+            gate.call("echo", {"value": value})
+        self.assertEqual(str(caught.exception), f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
 
 
 class ConsoleApproverTest(unittest.TestCase):

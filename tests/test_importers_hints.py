@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 import unittest
@@ -19,7 +20,7 @@ HEADER = ("# Mutators from the log's MCP tool annotations (readOnlyHint, destruc
 class HintsTest(unittest.TestCase):
     def test_read_tool_hints(self) -> None:
         with open(ANNOTATED, "rb") as handle:
-            hints = read_tool_hints(handle.read())
+            hints = read_tool_hints(handle)
         self.assertEqual(hints, [ToolHint("delete_note", None, True, True), ToolHint("read_file", True, None, True),
                                  ToolHint("search", None, None, False), ToolHint("write_note", False, False, True)])
         self.assertEqual(hints_mutators_text(hints), HEADER + (
@@ -29,22 +30,24 @@ class HintsTest(unittest.TestCase):
             "write_note  # readOnlyHint: false, destructiveHint: false\n"))
 
     def test_defaults_and_no_tools(self) -> None:
-        hints = read_tool_hints(b'{"result": {"tools": [{"name": "x", "inputSchema": {}, "annotations": {}}]}}')
+        hints = read_tool_hints(io.BytesIO(b'{"result":\n {"tools": [{"name": "x", "inputSchema": {}, '
+                                           b'"annotations": {}}]}}'))
         self.assertEqual(hints_mutators_text(hints), HEADER + "x  # readOnlyHint: false, destructiveHint: true "
                                                               "(by default)\n")
-        self.assertEqual(hints_mutators_text(read_tool_hints(b"[]")),
+        self.assertEqual(hints_mutators_text(read_tool_hints(io.BytesIO(b"[]"))),
                          HEADER + "# The log lists no tools (no MCP tools/list result).\n")
 
     def test_import_writes_the_file_beside_the_session(self) -> None:
         with tempfile.TemporaryDirectory() as folder:
             session, mutators = os.path.join(folder, "s.jsonl"), os.path.join(folder, "m.txt")
-            io = IO.memory()
-            self.assertEqual(main(["import", "mcp", ANNOTATED, "-o", session, "--mutators-out", mutators], io), 0)
+            streams = IO.memory()
+            self.assertEqual(main(["import", "mcp", ANNOTATED, "-o", session, "--mutators-out", mutators],
+                                  streams), 0)
             with open(mutators, encoding="utf-8") as handle:
                 self.assertTrue(handle.read().startswith(HEADER + "delete_note"))
-            io = IO.memory()
-            self.assertEqual(main(["replay", "--state-aware", "--mutators", mutators, session], io), 0)
-            self.assertEqual(io.out().splitlines()[-1], "index 2: changed-after-write: tool 'read_file' returned a "
+            streams = IO.memory()
+            self.assertEqual(main(["replay", "--state-aware", "--mutators", mutators, session], streams), 0)
+            self.assertEqual(streams.out().splitlines()[-1], "index 2: changed-after-write: tool 'read_file' returned a "
                              "different response than the identical call at index 0 after the state-changing call "
                              "at index 1")
 

@@ -12,11 +12,13 @@ import threading
 import unittest
 from typing import Any
 
+from tests.faults import FullDiskHandle, fill, small_tmpfs
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record, read_session
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.guard.intents import Intent, read_intents
+from toolreplay.guard.recorder import RecordingError, SessionRecorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -303,6 +305,136 @@ class CrashTest(RecorderCase):
         with SessionRecorder.open(path, sealed=True) as recorder:
             self.assertEqual(recorder.append("read_file", {"n": 3}, {}), 3)
         self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+
+
+class FailedWriteTest(RecorderCase):
+    def test_full_filesystem_leaves_no_half_line(self) -> None:
+        directory = small_tmpfs(self)
+        path = os.path.join(directory, "s.jsonl")
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.append(*CALLS[0])
+            before = self.read_bytes(path)
+            filler = fill(directory)
+            big = {"text": "x" * 20000}
+            for _ in range(2):
+                with self.assertRaises(RecordingError) as caught:
+                    recorder.append("read_file", {}, big)
+                self.assertEqual(str(caught.exception), f"cannot write {path}: No space left on device")
+                self.assertEqual(self.read_bytes(path), before)
+            os.unlink(filler)  # space is back: the chain goes on from the last complete link
+            self.assertEqual(recorder.append("read_file", {}, big), 1)
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+
+    def test_simulated_full_disk_leaves_no_half_line(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.append(*CALLS[0])
+            before = self.read_bytes(path)
+            handle = recorder._handle = FullDiskHandle(recorder._handle)  # type: ignore[attr-defined]
+            with self.assertRaises(OSError) as caught:
+                recorder.append(*CALLS[1])
+            self.assertIsInstance(caught.exception, RecordingError)
+            self.assertEqual(self.read_bytes(path), before)
+            handle.full = False
+            self.assertEqual(recorder.append(*CALLS[1]), 1)
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+
+    def test_a_half_line_that_cannot_be_cut_stops_the_recorder(self) -> None:
+        path = self.path()
+
+        class Unshrinkable(FullDiskHandle):
+            def fileno(self) -> int:
+                return -1  # ftruncate fails
+
+        with SessionRecorder.open(path) as recorder:
+            real = recorder._handle  # type: ignore[attr-defined]
+            recorder._handle = Unshrinkable(real)  # type: ignore[attr-defined]
+            with self.assertRaises(RecordingError):
+                recorder.append(*CALLS[0])
+            recorder._handle = real  # type: ignore[attr-defined]
+            message = f"cannot write {path}: No space left on device (and a partial line could not be cut off)"
+            self.assertEqual(recorder.stopped, message)
+            for attempt in (recorder.check, lambda: recorder.append(*CALLS[0])):
+                with self.assertRaises(RecordingError) as caught:
+                    attempt()
+                self.assertEqual(str(caught.exception), message)
+
+    def test_file_deleted_or_replaced_while_held(self) -> None:
+        for how in ("delete", "replace", "rename away"):
+            with self.subTest(how=how):
+                path = self.path(how + ".jsonl")
+                with SessionRecorder.open(path) as recorder:
+                    recorder.append(*CALLS[0])
+                    if how == "delete":
+                        os.unlink(path)
+                    elif how == "replace":
+                        self.write_bytes(path + ".new", b"")
+                        os.replace(path + ".new", path)
+                    else:
+                        os.rename(path, path + ".old")
+                    for attempt in (recorder.check, lambda: recorder.append(*CALLS[1])):
+                        with self.assertRaises(RecordingError) as caught:
+                            attempt()
+                        self.assertEqual(str(caught.exception),
+                                         f"{path} was deleted or replaced while being recorded")
+
+
+class IntentFileTest(RecorderCase):
+    def test_announced_write_is_on_disk_until_its_record_lands(self) -> None:
+        path = self.path()
+        intents = path + ".intents"
+        with SessionRecorder.open(path) as recorder:
+            recorder.append(*CALLS[0])
+            first = recorder.announce("write_file", {"path": "a"}, "call_1")
+            second = recorder.announce("write_file", {"path": "b"})
+            self.assertEqual(self.read_bytes(intents), (
+                b'{"args":{"path":"a"},"from":1,"intent":0,"key":"call_1","tool":"write_file"}\n'
+                b'{"args":{"path":"b"},"from":1,"intent":1,"key":null,"tool":"write_file"}\n'))
+            self.assertEqual(recorder.append("write_file", {"path": "a"}, {"ok": True}, intent=first), 1)
+            self.assertTrue(self.read_bytes(intents).endswith(b'{"done":0,"index":1}\n'))
+            recorder.append("write_file", {"path": "b"}, {"ok": True}, intent=second)
+            self.assertEqual(self.read_bytes(intents), b"")  # nothing open: emptied
+        self.assertFalse(os.path.exists(intents))  # and removed on close
+
+    def test_open_intent_survives_close_and_is_read_back(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            recorder.announce("write_file", {"path": "a"})
+        with SessionRecorder.open(path) as recorder:
+            self.assertEqual(recorder.previous_intents, (Intent(0, 0, "write_file", {"path": "a"}, None),))
+            self.assertEqual(recorder.announce("write_file", {"path": "b"}), 1)
+
+    def test_torn_last_line_is_ignored_and_a_bad_line_is_an_error(self) -> None:
+        path = self.path("x.intents")
+        good = b'{"args":{},"from":0,"intent":0,"key":null,"tool":"t"}\n'
+        self.write_bytes(path, good + b'{"args":{},"fr')
+        self.assertEqual(read_intents(path), [Intent(0, 0, "t", {}, None)])
+        for bad in (b'{"args":{},"fr\n', b'{"done":5,"index":0}\n', b'{"args":{},"from":0,"intent":0,"tool":"t"}\n',
+                    b'{"done":0,"index":-1}\n', b'[]\n'):
+            with self.subTest(bad=bad):
+                self.write_bytes(path, good + bad)
+                with self.assertRaises(InputError) as caught:
+                    read_intents(path)
+                self.assertTrue(str(caught.exception).startswith(f"{path}:2: not an intent line"), caught.exception)
+
+    def test_intent_file_deleted_while_in_use(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            recorder.announce("write_file", {"path": "a"})
+            os.unlink(path + ".intents")
+            with self.assertRaises(RecordingError) as caught:
+                recorder.announce("write_file", {"path": "b"})
+            self.assertEqual(str(caught.exception),
+                             f"cannot write {path}.intents: {path}.intents was deleted or replaced while in use")
+
+    def test_announce_on_a_full_disk_raises(self) -> None:
+        directory = small_tmpfs(self)
+        path = os.path.join(directory, "s.jsonl")
+        with SessionRecorder.open(path) as recorder:
+            fill(directory)
+            with self.assertRaises(RecordingError) as caught:
+                recorder.announce("write_file", {})
+            self.assertEqual(str(caught.exception), f"cannot write {path}.intents: No space left on device")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from toolreplay.format.records import Record, canonical_record_bytes
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
-           "ChainReport", "verify_chain", "verify_link_facts", "link_fact"]
+           "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
+           "line_digest"]
 
 GENESIS = "0" * 64
 
@@ -34,6 +35,11 @@ def format_link(record: Record, prev: str, digest: str) -> bytes:
     """One link line (with its newline): the record in canonical form, then prev and digest."""
     return _link_bytes(record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
                        prev, digest)
+
+
+def line_digest(line: bytes) -> str:
+    """The digest of a link line made by `link_line` or `format_link` (its last field)."""
+    return line[-67:-3].decode("ascii")
 
 
 SealFact = tuple[int, bytes, bytes, bytes]
@@ -96,3 +102,37 @@ def verify_link_facts(facts: Iterable[LinkFact]) -> ChainReport:
         prev = digest
         count = position + 1
     return ChainReport(count)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainWalk:
+    """`verify_link_facts`'s report, read to the end: how many links the file has, and the heads asked for.
+
+    `heads[size]` is the digest of the first `size` links as their content is now (each recomputed
+    from the one before, whatever `prev` and `digest` state), so a checkpoint's head can be compared
+    with the content even past a break. `heads[0]` is 64 zeros.
+    """
+
+    report: ChainReport
+    links: int
+    heads: dict[int, str]
+
+
+def walk_link_facts(facts: Iterable[LinkFact], sizes: Collection[int]) -> ChainWalk:
+    """Walk every link: the first break as `verify_link_facts` reports it, the link count, the heads at `sizes`."""
+    report: ChainReport | None = None
+    heads = {0: GENESIS} if 0 in sizes else {}
+    content = prev = GENESIS
+    count = 0
+    for position, (canonical_record, stated_prev, stated_digest) in enumerate(facts):
+        content = link_digest(content, canonical_record)
+        if report is None:
+            if stated_prev != prev:
+                report = ChainReport(position + 1, position, "prev", prev, stated_prev)
+            elif stated_digest != content:
+                report = ChainReport(position + 1, position, "digest", content, stated_digest)
+            prev = content
+        count = position + 1
+        if count in sizes:
+            heads[count] = content
+    return ChainWalk(report or ChainReport(count), count, heads)

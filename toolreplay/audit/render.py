@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
@@ -17,7 +17,11 @@ from toolreplay.audit.replay import ReplayReport, counted_findings
 from toolreplay.audit.scope import ScopeReport
 from toolreplay.format.text import escape_text
 
+if TYPE_CHECKING:  # the checkpoint module (and its subprocess import) loads only when a checkpoint is checked
+    from toolreplay.audit.checkpoint import CheckpointReport, CheckpointVerification
+
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
+           "checkpoint_text", "checkpoint_json",
            "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json", "mutators_text"]
 
 
@@ -97,18 +101,70 @@ def scope_json(report: ScopeReport) -> str:
 
 
 def chain_text(report: ChainReport) -> str:
-    """The exact documented text (docs/commands.md)."""
+    """The chain's verdict (docs/commands.md): intact, empty (0 links: nothing verified), or where it breaks."""
     if report.intact:
-        return "chain: intact\n"
+        return "chain: intact\n" if report.links else "chain: empty (0 links)\n"
     return (f"chain: broken\nfirst broken link: index {report.broken_at}\n"
             f"expected: {report.expected}\nfound: {report.found}\n")
 
 
+def _chain_document(report: ChainReport) -> dict[str, Any]:
+    verdict = "broken" if not report.intact else "intact" if report.links else "empty"
+    return {"command": "verify", "chain": verdict, "links_checked": report.links,
+            "first_broken_index": report.broken_at, "field": report.field, "expected": report.expected,
+            "found": report.found}
+
+
 def chain_json(report: ChainReport) -> str:
     """The same facts as `chain_text`, as one JSON document (`links` counts the links checked)."""
-    return _json({"command": "verify", "chain": "intact" if report.intact else "broken",
-                  "links_checked": report.links, "first_broken_index": report.broken_at,
-                  "field": report.field, "expected": report.expected, "found": report.found})
+    return _json(_chain_document(report))
+
+
+def _checkpoint_lines(report: CheckpointReport, label: str, newest: bool = True) -> Iterator[str]:
+    yield f"{label}: {'verified' if report.verified else 'failed'}\n"
+    signatures = report.signatures
+    if signatures.valid:
+        yield f"signed by: {escape_text(', '.join(signatures.valid))}\n"
+    for name in signatures.unknown:
+        yield f"ignored signature: {escape_text(name)} (unknown key)\n"
+    if not report.trusted:
+        return
+    checkpoint = report.checkpoint
+    yield f"origin: {escape_text(checkpoint.origin)}\n"
+    if report.found_head == checkpoint.head:
+        yield f"anchored: {checkpoint.size} of {report.links} links\n"
+        if report.unanchored and newest:
+            yield f"not yet anchored: {report.unanchored} links after the checkpoint\n"
+
+
+def checkpoint_text(result: CheckpointVerification) -> str:
+    """The chain's verdict, then the checkpoint's (and the previous one's), then one line per finding."""
+    lines = [chain_text(result.chain), *_checkpoint_lines(result.checkpoint, "checkpoint")]
+    if result.previous is not None:
+        lines += _checkpoint_lines(result.previous, "previous checkpoint", newest=False)
+    lines += [f"{finding.kind}: {escape_text(finding.message)}\n" for finding in result.findings]
+    return "".join(lines)
+
+
+def _checkpoint_document(report: CheckpointReport) -> dict[str, Any]:
+    checkpoint, trusted = report.checkpoint, report.trusted
+    return {"path": report.path, "status": "verified" if report.verified else "failed",
+            "signed_by": list(report.signatures.valid), "invalid_signatures": list(report.signatures.invalid),
+            "ignored_signatures": list(report.signatures.unknown),
+            "origin": checkpoint.origin if trusted else None, "size": checkpoint.size if trusted else None,
+            "head": checkpoint.head if trusted else None, "links": report.links, "found_head": report.found_head,
+            "unanchored": report.unanchored if trusted else None,
+            "findings": [{"kind": f.kind, "message": f.message} for f in report.findings]}
+
+
+def checkpoint_json(result: CheckpointVerification) -> str:
+    """The same facts as `checkpoint_text`, as one JSON document."""
+    document = _chain_document(result.chain)
+    document["checkpoint"] = _checkpoint_document(result.checkpoint)
+    if result.previous is not None:
+        document["previous"] = _checkpoint_document(result.previous)
+    document["findings"] = [{"kind": f.kind, "message": f.message} for f in result.findings]
+    return _json(document)
 
 
 def mutators_text(candidates: Sequence[Candidate], sessions: int) -> str:

@@ -30,6 +30,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.importing": ("import",),
+    "toolreplay.cli.export": ("export",),
 }
 
 

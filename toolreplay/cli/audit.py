@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from toolreplay import __version__
-from toolreplay.audit.chain import link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
 from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
+    checkpoint_json,
+    checkpoint_text,
     iter_replay_json,
     iter_replay_text,
     iter_scope_json,
@@ -28,6 +31,7 @@ from toolreplay.audit.replay import (
     state_fact,
 )
 from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts, usable_cores
@@ -93,22 +97,60 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
-    # The chain is complete before any byte reaches the output: an input error on any line leaves none.
+    # The chain is complete (and its checkpoint signed) before any byte reaches the output: an input
+    # error on any line, or a failed signature, leaves none.
+    signers = checkpoint_cli.seal_signers(args)
     facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
+    lines: Iterable[bytes] = seal_facts(facts)
+    tally = _Tally(lines) if signers else None
+    checkpoint = None
     if args.output:
         with write_atomically(args.output) as output:
-            for line in seal_facts(facts):
+            for line in tally or lines:
                 output.write(line)
-        return 0
-    with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
-        output = Output(spool, "a temporary file")
-        for line in seal_facts(facts):
-            output.write(line)
-        output.flush()
-        spool.seek(0)
-        io.stdout.flush()
-        _copy_to_stdout(spool, io)
+            checkpoint = _sign(args, tally, signers)
+    else:
+        with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
+            output = Output(spool, "a temporary file")
+            for line in tally or lines:
+                output.write(line)
+            output.flush()
+            checkpoint = _sign(args, tally, signers)
+            spool.seek(0)
+            io.stdout.flush()
+            _copy_to_stdout(spool, io)
+    if checkpoint is not None:
+        from toolreplay.audit.checkpoint import write_atomically as write_checkpoint
+
+        write_checkpoint(args.checkpoint, checkpoint)
     return 0
+
+
+def _sign(args: argparse.Namespace, tally: _Tally | None, signers: Any) -> bytes | None:
+    """The signed checkpoint of the chain just written, when signers were given."""
+    if tally is None:
+        return None
+    from toolreplay.audit.checkpoint import format_checkpoint
+
+    checkpoint: bytes = format_checkpoint(args.origin, tally.count, tally.head, signers)
+    return checkpoint
+
+
+class _Tally:
+    """Passes link lines through, counting them and keeping the last digest (the chain's head)."""
+
+    def __init__(self, lines: Iterable[bytes]) -> None:
+        self._lines = lines
+        self.count = 0
+        self.head = GENESIS
+
+    def __iter__(self) -> Iterator[bytes]:
+        line = b""
+        for line in self._lines:  # noqa: B007 - the last line is the head
+            self.count += 1
+            yield line
+        if self.count:
+            self.head = line_digest(line)
 
 
 def _copy_to_stdout(source: Any, io: IO) -> None:
@@ -121,6 +163,11 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
+        result = checkpoint_cli.verify_with_checkpoints(
+            args, lambda: read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
+        io.stdout.write(checkpoint_json(result) if args.format == "json" else checkpoint_text(result))
+        return 0 if result.ok else 1
     report = verify_link_facts(read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
     io.stdout.write(chain_json(report) if args.format == "json" else chain_text(report))
     return 0 if report.intact else 1
@@ -185,10 +232,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("session", metavar="SESSION", help="session file; - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
     _jobs_option(parser)
+    checkpoint_cli.seal_options(parser)
     parser.set_defaults(run=_run_seal)
 
     parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
     parser.add_argument("sealed", metavar="SEALED", help="sealed file; - for standard input")
     _format_option(parser)
     _jobs_option(parser)
+    checkpoint_cli.verify_options(parser)
     parser.set_defaults(run=_run_verify)

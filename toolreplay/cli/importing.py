@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from typing import Any
 
 from toolreplay.cli._io import IO
@@ -13,14 +15,16 @@ from toolreplay.errors import UsageError
 from toolreplay.format.output import write_atomically
 from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.format.text import escape_text
-from toolreplay.importers import FORMATS, ImportResult, import_log
+from toolreplay.importers import FORMATS, ImportResult, import_file
 
-__all__ = ["register"]
+__all__ = ["register", "write_file"]
 
 
-def _write_file(path: str, text: str) -> None:
+def write_file(path: str, text: str | Iterable[str]) -> None:
+    """Write a text file (given whole or in pieces) whole or not at all."""
     with write_atomically(path) as output:
-        output.write(text.encode("utf-8"))
+        for piece in [text] if isinstance(text, str) else text:
+            output.write(piece.encode("utf-8"))
 
 
 def _check_split_target(path: str) -> None:
@@ -44,7 +48,7 @@ def _write_split(path: str, result: ImportResult) -> None:
             with open(
                 os.path.join(staging, f"{session.position:04d}.jsonl"), "w", encoding="utf-8", newline="\n"
             ) as handle:
-                handle.write(session.to_jsonl())
+                handle.writelines(session.lines())
         os.chmod(staging, 0o755)
         _check_split_target(path)
         if os.path.isdir(path):
@@ -57,14 +61,16 @@ def _write_split(path: str, result: ImportResult) -> None:
 
 def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> None:
     if args.split is None and args.output is None:
-        io.write_bytes(result.sessions[0].to_jsonl().encode("utf-8"))
+        lines = result.sessions[0].lines()
+        while chunk := "".join(itertools.islice(lines, 4096)):
+            io.write_bytes(chunk.encode("utf-8"))
         return
     target = args.split if args.split is not None else args.output
     try:
         if args.split is not None:
             _write_split(args.split, result)
         else:
-            _write_file(args.output, result.sessions[0].to_jsonl())
+            write_file(args.output, result.sessions[0].lines())
     except OSError as exc:
         raise UsageError(f"cannot write {target}: {exc.strerror or exc}") from None
 
@@ -72,10 +78,11 @@ def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> N
 def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.split is not None:
         _check_split_target(args.split)
+    if args.mutators_out is not None and args.input == "-":
+        raise UsageError("--mutators-out reads the log twice: give a log file, not standard input")
     shown = STDIN_NAME if args.input == "-" else args.input
     with open_input(args.input, io.stdin) as handle:
-        data = handle.read()
-    result = import_log(data, args.format, shown)
+        result = import_file(handle, args.format, shown)
     if args.split is None and len(result.sessions) != 1:
         raise UsageError(
             f"{shown} holds {len(result.sessions)} conversations; use --split DIR to write one "
@@ -87,7 +94,8 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.mutators_out is not None:
         from toolreplay.importers.hints import hints_mutators_text, read_tool_hints
 
-        _write_file(args.mutators_out, hints_mutators_text(read_tool_hints(data)))
+        with open_input(args.input) as handle:
+            write_file(args.mutators_out, hints_mutators_text(read_tool_hints(handle)))
     for warning in result.warnings:
         io.stderr.write(f"warning: {escape_text(str(warning))}\n")
     return 0

@@ -21,7 +21,7 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -170,26 +170,20 @@ def _record(index: int, call: CallResult) -> Record:
 
 
 class _Guard:
-    """The run's guard: each request passes a Gate (allowlist, the run's step budget) and is recorded.
+    """The run's own Gate (allowlist, the run's step budget, its record), with the read cache off.
 
-    A Gate per request, so no request is answered from an earlier identical one: the evaluated tools
-    see every call, whatever the Gate does with repeats in a guarded session.
+    The suite names no write tools and the cache is off, so no request is answered from an earlier
+    identical one: the evaluated tools (a stateful cassette, a factory's fresh state) see every call.
     """
 
     def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, recorder: Any) -> None:
-        self.tools = tools
         self.policy = policy
-        self.recorder = recorder
-        self.requests = 0
+        self.gate = Gate(tools, policy, recorder=recorder, read_cache=False)
 
     def call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
         """The response to one request, and the limit that refused it (None when it was not refused)."""
-        budget = self.policy.limits.max_steps
-        limits = Limits(max_steps=None if budget is None else max(0, budget - self.requests))
-        self.requests += 1
-        gate = Gate(self.tools, replace(self.policy, limits=limits), recorder=self.recorder)
-        response = gate.call(tool, args)
-        return response, gate.stop_reason
+        response = self.gate.call(tool, args)
+        return response, self.gate.stop_reason
 
 
 def _scored(scorer: Scorer | None, answer: str | None, calls: tuple[CallResult, ...],

@@ -1,15 +1,22 @@
 """The runtime gate (docs/guard.md): what an agent's tool request must pass before a real tool runs.
 
-Each request goes through, in this order:
+Each request goes through, in this order (one method each; docs/guard.md has the details):
 
-1. **budgets** — once a limit is passed, every request is refused naming it (`max_steps`, `budget`,
+1. **recording** — once the record could not be written, every request is refused, unrecorded
+   (`recording failed: ...`, stop reason `record`); the record is also checked to be the file opened;
+2. **budgets** — once a limit is passed, every request is refused naming it (`max_steps`, `budget`,
    `time`);
-2. **allowlist** — a tool the policy does not allow, or that the host did not supply, never runs;
-3. **idempotency** — a request canonically identical to one already executed returns that response,
-   without running anything (and without asking a human again); a retry racing the original waits for it;
-4. **confirmation** — a write tool runs only when the host's `confirm(tool, args)` returns True for
+3. **allowlist** — a tool the policy does not allow, or that the host did not supply, never runs;
+4. **unknown outcome** — a write that started and never got a result on record (the host died, or it
+   was interrupted) is not run again until a person has resolved it;
+5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
+   run again for an identical canonical call (and idempotency key): the retry gets the original
+   response; a read is answered from an identical earlier read only while no write has run since;
+   a retry racing the original waits for it;
+6. **confirmation** — a write tool runs only when the host's `confirm(tool, args)` returns True for
    that exact call; nothing the model writes into the call counts;
-5. the tool runs; what it returns (or raises) becomes the response.
+7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
+   response.
 
 Every request, whatever happened to it, is appended to the recorder when one is given.
 """
@@ -18,24 +25,52 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
-from toolreplay.format.canonical import CanonicalError, canonical_bytes
+from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.policy.model import Policy
 
 if TYPE_CHECKING:
+    from toolreplay.guard.intents import Intent
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Gate", "ConsoleApprover", "STOP_REASONS"]
+__all__ = ["Gate", "ConsoleApprover", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES", "is_refusal"]
 
-STOP_REASONS = ("max_steps", "budget", "time")
+STOP_REASONS = ("max_steps", "budget", "time", "record")
+
+# Arguments and results nested deeper than this are refused: every reader of the record can hold them.
+MAX_NESTING = 256
+
+# How the gate's own refusals begin: a record with one of these never ran its tool.
+REFUSAL_PREFIXES = ("tool not allowed: ", "confirmation required", "budget exceeded: ", "recording failed: ",
+                    "outcome unknown: ", "interrupted: ", "re-entrant call: ")
 
 Confirm = Callable[[str, dict[str, Any]], bool]
+
+
+def is_refusal(response: Mapping[str, Any]) -> bool:
+    """True for a response the gate gave instead of running the tool (or for an interrupted run)."""
+    error = response.get("error")
+    return (len(response) == 2 and response.get("ok") is False and isinstance(error, str)
+            and error.startswith(REFUSAL_PREFIXES))
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key."""
+
+    tool: str
+    args: dict[str, Any]
+    identity: bytes
+    key: str | None
+    write: bool
 
 
 class _Pending:
@@ -43,6 +78,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.thread = threading.get_ident()
         self.response: dict[str, Any] = {"ok": False,
                                          "error": "RuntimeError: the original call did not finish"}
 
@@ -52,10 +88,18 @@ class Gate:
 
     def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, *,
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
-                 clock: Callable[[], float] = time.monotonic, screen: Screen | None = None) -> None:
-        """Tools are called as `func(**args)`; the session's clock starts now."""
+                 clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
+                 mutators: Iterable[str] = (), read_cache: bool = True) -> None:
+        """Tools are called as `func(**args)`; the session's clock starts now.
+
+        `mutators` are more tools that change state (like write tools, but asked for no confirmation);
+        `read_cache=False` runs every read. A recorder that continues a record brings back the writes
+        it holds (they are not run again) and the writes whose outcome is unknown (they are refused).
+        """
         self._tools = dict(tools)
         self._policy = policy
+        self._writes = frozenset(policy.write_tools) | frozenset(mutators)
+        self._read_cache = read_cache
         self._confirm = confirm
         self._recorder = recorder
         self._clock = clock
@@ -65,16 +109,27 @@ class Gate:
         self._steps = 0
         self._result_bytes = 0
         self._stop_reason: str | None = None
-        self._calls: dict[bytes, _Pending] = {}
+        self._record_error: str | None = None
+        self._written: dict[tuple[bytes, str | None], _Pending] = {}
+        self._reads: dict[bytes, _Pending] = {}
+        self._recorded: dict[bytes, dict[str, Any]] = {}
+        self._unknown: dict[bytes, str] = {}
+        if recorder is not None and (recorder.resumed_records or recorder.previous_intents):
+            self._resume(recorder)
 
     @property
     def stop_reason(self) -> str | None:
-        """None while within budget, else the limit that stopped the session."""
+        """None while within budget and recording, else what stopped the session."""
         return self._stop_reason
 
     @property
+    def record_error(self) -> str | None:
+        """None while the record can be written, else why it could not."""
+        return self._record_error
+
+    @property
     def steps(self) -> int:
-        """Requests seen so far, refused ones included."""
+        """Requests seen so far, refused ones included (not those refused because recording failed)."""
         return self._steps
 
     @property
@@ -82,48 +137,66 @@ class Gate:
         """Canonical bytes of the results of the tools run so far."""
         return self._result_bytes
 
-    def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Run one request of the agent through the gate; return the response the agent sees."""
+    @property
+    def unknown_outcomes(self) -> tuple[str, ...]:
+        """The calls (`TOOL ARGS`) started but never recorded, refused until a person resolves them."""
+        with self._lock:
+            return tuple(sorted(self._unknown.values()))
+
+    def call(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
+        """Run one request of the agent through the gate; return the response the agent sees.
+
+        `key` is an idempotency key (say the model's tool_call_id): identical writes with different
+        keys both run; the same key (or none) twice runs once. Reads ignore it.
+        """
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
             raise ValueError("args must be a JSON object (a dict)")
+        if key is not None and not isinstance(key, str):
+            raise ValueError("key must be a string or None")
         try:
-            key = canonical_bytes({"tool": tool, "args": args})
+            identity = canonical_bytes({"tool": tool, "args": args})
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"args have no JSON form: {exc}") from None
-        args = copy.deepcopy(args)  # what is checked, confirmed and recorded; the model's dict may change
-        response = self._decide(tool, args, key)
-        return copy.deepcopy(response)
+        if _too_deep(args):
+            raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
+        # what is checked, confirmed and recorded; the model's dict may change
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes)
+        return copy.deepcopy(self._decide(request))
 
-    def _decide(self, tool: str, args: dict[str, Any], key: bytes) -> dict[str, Any]:
-        refusal = self._count_step()
-        if refusal is None and (tool not in self._policy.allowed_tools or tool not in self._tools):
-            refusal = "tool not allowed: " + tool
-        if refusal is not None:
-            return self._record(tool, args, {"ok": False, "error": refusal})
-        with self._lock:
-            pending = self._calls.get(key)
-        if pending is not None:
-            return self._duplicate(tool, args, pending)
-        if tool in self._policy.write_tools and not self._confirmed(tool, args):
-            return self._record(tool, args, {"ok": False, "error": "confirmation required"})
-        with self._lock:
-            pending = self._calls.get(key)
-            owner = pending is None
-            if owner:
-                pending = self._calls[key] = _Pending()
-        assert pending is not None
+    def _decide(self, call: _Call) -> dict[str, Any]:
+        failure = self._check_recording()
+        if failure is not None:
+            return failure
+        for check in (self._check_budget, self._check_allowed, self._check_outcome_known):
+            refusal = check(call)
+            if refusal is not None:
+                return self._refuse(call, refusal)
+        earlier = self._earlier(call)
+        if earlier is not None:
+            return self._repeat(call, earlier)
+        if self._needs_confirmation(call) and not self._confirmed(call):
+            return self._refuse(call, "confirmation required")
+        pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
-            return self._duplicate(tool, args, pending)
-        try:
-            pending.response = self._execute(tool, args)
-            self._record(tool, args, pending.response)
-        finally:
-            pending.done.set()
-        return pending.response
+            return self._repeat(call, pending)
+        return self._run(call, pending)
 
-    def _count_step(self) -> str | None:
+    # -- the checks, in order ---------------------------------------------------------------------
+
+    def _check_recording(self) -> dict[str, Any] | None:
+        """Refuse (unrecorded) once recording failed, or when the record is no longer writable."""
+        if self._recorder is not None and self._record_error is None:
+            try:
+                self._recorder.check()
+            except (OSError, ValueError) as exc:
+                self._recording_failed(exc)
+        if self._record_error is None:
+            return None
+        return {"ok": False, "error": "recording failed: " + self._record_error}
+
+    def _check_budget(self, call: _Call) -> str | None:
         """Count the request; return the refusal when a limit is passed, else None."""
         limits = self._policy.limits
         with self._lock:
@@ -137,39 +210,223 @@ class Gate:
                 return None
             return "budget exceeded: " + self._stop_reason
 
-    def _confirmed(self, tool: str, args: dict[str, Any]) -> bool:
+    def _check_allowed(self, call: _Call) -> str | None:
+        if call.tool not in self._policy.allowed_tools or call.tool not in self._tools:
+            return "tool not allowed: " + call.tool
+        return None
+
+    def _check_outcome_known(self, call: _Call) -> str | None:
+        if not call.write:
+            return None
+        with self._lock:
+            unknown = call.identity in self._unknown
+        if not unknown:
+            return None
+        where = ("delete its line from " + os.path.basename(self._recorder.intents_path) if self._recorder is not None
+                 else "start a new gate")
+        return (f"outcome unknown: an identical {call.tool} call started earlier and its result was never "
+                f"recorded; a person must check whether it took effect, then {where}")
+
+    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | None:
+        """The identical earlier call that answers this one (a recorded write's response), else None."""
+        with self._lock:
+            if call.write:
+                recorded = self._recorded.get(call.identity)
+                if recorded is not None:
+                    return recorded
+                return self._written.get((call.identity, call.key))
+            return self._reads.get(call.identity)
+
+    def _needs_confirmation(self, call: _Call) -> bool:
+        return call.tool in self._policy.write_tools
+
+    def _confirmed(self, call: _Call) -> bool:
         if self._confirm is None:
             return False
         try:
-            return self._confirm(tool, copy.deepcopy(args)) is True
+            return self._confirm(call.tool, copy.deepcopy(call.args)) is True
         except Exception:  # a failing approver approves nothing
             return False
+        except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
+            self._refuse(call, _interrupted(exc))
+            raise
 
-    def _duplicate(self, tool: str, args: dict[str, Any], pending: _Pending) -> dict[str, Any]:
-        pending.done.wait()
-        return self._record(tool, args, pending.response)
+    # -- running and recording --------------------------------------------------------------------
 
-    def _execute(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+    def _register(self, call: _Call) -> tuple[_Pending, bool]:
+        """The call's pending entry, and whether this request owns (runs) it."""
+        with self._lock:
+            table: dict[Any, _Pending] = self._written if call.write else self._reads
+            slot: Any = (call.identity, call.key) if call.write else call.identity
+            pending = table.get(slot)
+            if pending is not None:
+                return pending, False
+            pending = _Pending()
+            if call.write or self._read_cache:
+                table[slot] = pending
+            return pending, True
+
+    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any]) -> dict[str, Any]:
+        if isinstance(earlier, dict):
+            return self._record(call, earlier)
+        if not earlier.done.is_set() and earlier.thread == threading.get_ident():
+            return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
+        earlier.done.wait()
+        return self._record(call, earlier.response)
+
+    def _run(self, call: _Call, pending: _Pending) -> dict[str, Any]:
         try:
-            result = self._tools[tool](**copy.deepcopy(args))
+            try:
+                intent = self._announce(call)
+            except (OSError, ValueError) as exc:  # no intent on disk: the write must not run
+                self._recording_failed(exc)
+                self._forget(call)
+                pending.response = _refusal("recording failed: " + (self._record_error or ""))
+                return pending.response
+            except BaseException:
+                self._forget(call)
+                raise
+            try:
+                response = self._execute(call)
+            except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
+                pending.response = _refusal(_interrupted(exc))
+                self._forget(call, unknown=call.write)
+                self._record(call, pending.response)
+                raise
+            pending.response = self._record(call, response, intent)
+            return pending.response
+        finally:
+            pending.done.set()
+
+    def _announce(self, call: _Call) -> int | None:
+        """Before a write: empty the read cache and sync its intent (its number, None without a recorder)."""
+        if not call.write:
+            return None
+        with self._lock:
+            self._reads.clear()
+        return None if self._recorder is None else self._recorder.announce(call.tool, call.args, call.key)
+
+    def _forget(self, call: _Call, unknown: bool = False) -> None:
+        """Drop the call's pending entry (it did not run, or its outcome is unknown)."""
+        with self._lock:
+            if call.write:
+                self._written.pop((call.identity, call.key), None)
+                if unknown:
+                    self._unknown[call.identity] = f"{call.tool} {canonical_json(call.args)}"
+            else:
+                self._reads.pop(call.identity, None)
+
+    def _execute(self, call: _Call) -> dict[str, Any]:
+        try:
+            try:
+                result = self._tools[call.tool](**copy.deepcopy(call.args))
+            finally:
+                if call.write:  # whatever it did, earlier reads may be stale now
+                    with self._lock:
+                        self._reads.clear()
             response = result if isinstance(result, dict) else {"result": result}
+            if _too_deep(response):
+                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
             size = len(canonical_bytes(response))
             response = copy.deepcopy(response)  # the tool may keep and change what it returned
         except Exception as exc:  # the agent sees the failure; the host keeps running
-            return {"ok": False, "error": _describe(exc)}
+            return _refusal(_describe(exc))
         limit = self._policy.limits.max_result_bytes
         with self._lock:
             self._result_bytes += size
             if limit is not None and self._result_bytes > limit and self._stop_reason is None:
                 self._stop_reason = "budget"
         if self._screen is not None:
-            self._screen.check(tool, args, response)
+            self._screen.check(call.tool, call.args, response)
         return response
 
-    def _record(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> dict[str, Any]:
-        if self._recorder is not None:
-            self._recorder.append(tool, args, response)
+    def _refuse(self, call: _Call, message: str) -> dict[str, Any]:
+        return self._record(call, _refusal(message))
+
+    def _record(self, call: _Call, response: dict[str, Any], intent: int | None = None) -> dict[str, Any]:
+        """Append the request with `response`; if that fails, the refusal that replaces it."""
+        if self._recorder is None:
+            return response
+        if self._record_error is not None:
+            return _refusal("recording failed: " + self._record_error)
+        try:
+            self._recorder.append(call.tool, call.args, response, intent=intent)
+        except (OSError, ValueError) as exc:
+            self._recording_failed(exc)
+            return _refusal("recording failed: " + (self._record_error or ""))
         return response
+
+    def _recording_failed(self, exc: BaseException) -> None:
+        with self._lock:
+            if self._record_error is None:
+                self._record_error = str(exc)
+            if self._stop_reason is None:
+                self._stop_reason = "record"
+
+    # -- a record continued after a restart -------------------------------------------------------
+
+    def _resume(self, recorder: SessionRecorder) -> None:
+        """Bring back the writes the record holds and find the announced writes it does not."""
+        intents = list(recorder.previous_intents)
+        wanted = {intent.call for intent in intents}
+        landed: dict[bytes, list[int]] = {}
+        for record in recorder.history():
+            if record.tool not in self._writes or is_refusal(record.response):
+                continue
+            identity = record.canonical_call
+            self._recorded.setdefault(identity, record.response)
+            if identity in wanted:
+                landed.setdefault(identity, []).append(record.index)
+        unknown = _unresolved(intents, landed)
+        for intent in unknown:
+            self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
+        recorder.keep_intents(unknown)
+
+
+def _unresolved(intents: list[Intent], landed: dict[bytes, list[int]]) -> list[Intent]:
+    """The intents no record answers: a done line must name a record of the same call; an intent
+    without one is answered only by a record of its call at or after its start, and only when no
+    other intent shares that call (then which record is whose cannot be told)."""
+    claimed = {intent.done for intent in intents if intent.done is not None}
+    sharing: dict[bytes, int] = {}
+    for intent in intents:
+        sharing[intent.call] = sharing.get(intent.call, 0) + 1
+    unknown = []
+    for intent in intents:
+        indexes = landed.get(intent.call, [])
+        if intent.done is not None:
+            resolved = intent.done in indexes
+        else:
+            resolved = sharing[intent.call] == 1 and any(
+                index >= intent.start and index not in claimed for index in indexes)
+        if not resolved:
+            unknown.append(intent)
+    return unknown
+
+
+def _refusal(message: str) -> dict[str, Any]:
+    return {"ok": False, "error": message}
+
+
+def _interrupted(exc: BaseException) -> str:
+    return f"interrupted: {type(exc).__name__}"
+
+
+def _too_deep(value: Any) -> bool:
+    """True when containers nest deeper than MAX_NESTING (walked without recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Iterable[Any] = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > MAX_NESTING:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _describe(exc: BaseException) -> str:

@@ -9,20 +9,32 @@ can leave a final line without its newline; if that line is not even valid JSON 
 write the crash tore, and it is cut off (`truncated_bytes` says how many bytes). Any other bad line, a
 complete final record with a wrong index included, is an input error naming the line, and the file is
 left untouched.
+
+Writes are announced first: `announce` puts an intent into `RECORD.intents` (see
+`toolreplay.guard.intents`) and syncs it before the write runs; `append(..., intent=N)` settles it.
+
+A recorder never leaves a half line: an append that fails (a full disk) cuts the file back to where
+it was, and if even that fails the recorder stops for good. It also notices when its file is deleted
+or replaced under it (the open file is no longer the one at the path) and stops for good. Once
+stopped, `check`, `announce` and `append` raise `RecordingError` (an OSError).
 """
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Iterator
 from types import TracebackType
 from typing import Any
 
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
-from toolreplay.errors import InputError, UsageError
+from toolreplay.audit.checkpoint import CheckpointWriter
+from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, format_record, read_session
+from toolreplay.guard.intents import Intent, IntentFile, read_intents
 
-__all__ = ["SessionRecorder"]
+__all__ = ["RecordingError", "SessionRecorder"]
 
 _TORN = ("invalid JSON", "invalid UTF-8")
 
@@ -32,24 +44,41 @@ except ImportError:  # pragma: no cover - platform dependent
     fcntl = None  # type: ignore[assignment]
 
 
+class RecordingError(ToolReplayError, OSError):
+    """The record cannot be written (full disk, file deleted or replaced, recorder closed or stopped)."""
+
+
 class SessionRecorder:
     """Appends records to a session file, one flushed line each; thread-safe; also a context manager."""
 
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
-                 needs_newline: bool, truncated_bytes: int) -> None:
+                 needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
+                 checkpoints: CheckpointWriter | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
         self.truncated_bytes = truncated_bytes
+        self.previous_intents: tuple[Intent, ...] = tuple(intents or ())
+        self.resumed_records = next_index
         self._handle = handle
         self._next_index = next_index
         self._prev = prev
         self._needs_newline = needs_newline
         self._lock = threading.Lock()
+        self._size = os.fstat(handle.fileno()).st_size
+        self._identity = _identity(os.fstat(handle.fileno()))
+        self._stopped: str | None = None
+        self._intents = IntentFile(path + ".intents", list(self.previous_intents))
+        self._checkpoints = checkpoints
 
     @classmethod
-    def open(cls, path: str, *, sealed: bool = False) -> SessionRecorder:
-        """Create the file, or continue an existing one (its index and chain resume)."""
+    def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None) -> SessionRecorder:
+        """Create the file, or continue an existing one (its index, chain and intents resume).
+
+        `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
+        """
+        if checkpoints is not None and not sealed:
+            raise ValueError("checkpoints need a sealed recording")
         try:
             handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the recorder, closed by close()
         except OSError as exc:
@@ -57,10 +86,11 @@ class SessionRecorder:
         try:
             _lock(handle, path)
             state = _resume(handle, path, sealed)
+            intents = read_intents(path + ".intents")
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, **state)
+        return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, **state)
 
     @property
     def next_index(self) -> int:
@@ -72,8 +102,50 @@ class SessionRecorder:
         """The digest of the last link written (64 zeros before the first); meaningful when sealed."""
         return self._prev
 
-    def append(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> int:
-        """Write one record and flush it; return its index. A value with no JSON form raises ValueError."""
+    @property
+    def intents_path(self) -> str:
+        """The side file that holds announced writes: RECORD.intents."""
+        return self._intents.path
+
+    @property
+    def stopped(self) -> str | None:
+        """None while the recorder can write; else why it stopped for good."""
+        return self._stopped
+
+    def check(self) -> None:
+        """Raise unless the record can still be written: ValueError when closed, RecordingError when stopped."""
+        with self._lock:
+            self._check()
+
+    def announce(self, tool: str, args: dict[str, Any], key: str | None = None) -> int:
+        """Sync an intent for a write about to run; return its number for `append(..., intent=N)`."""
+        self.check()
+        try:
+            return self._intents.announce(self._next_index, tool, args, key)
+        except OSError as exc:
+            raise RecordingError(f"cannot write {self.intents_path}: {exc.strerror or exc}") from None
+
+    def keep_intents(self, intents: list[Intent]) -> None:
+        """Keep only these earlier intents in the intent file (the gate keeps those still unknown)."""
+        try:
+            self._intents.keep(intents)
+        except OSError as exc:
+            raise RecordingError(f"cannot write {self.intents_path}: {exc.strerror or exc}") from None
+
+    def history(self) -> Iterator[Record]:
+        """The records the file held when it was opened, read again from disk."""
+        with open(self.path, "rb") as handle:
+            for record in read_session(handle, self.path):
+                if record.index >= self.resumed_records:
+                    return
+                yield record
+
+    def append(self, tool: str, args: dict[str, Any], response: dict[str, Any], *,
+               intent: int | None = None) -> int:
+        """Write one record and flush it; return its index; `intent` is settled once the line landed.
+
+        A value with no JSON form raises ValueError (nothing written); a failed write raises RecordingError.
+        """
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict) or not isinstance(response, dict):
@@ -84,8 +156,7 @@ class SessionRecorder:
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"record has no JSON form: {exc}") from None
         with self._lock:
-            if self._handle is None:
-                raise ValueError(f"recorder for {self.path} is closed")
+            self._check()
             index = self._next_index
             if self.sealed:
                 line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev)
@@ -93,19 +164,58 @@ class SessionRecorder:
                 line = (format_record(index, tool, args, response) + "\n").encode("ascii")
             if self._needs_newline:
                 line = b"\n" + line
-            _write_all(self._handle, line)
+            self._write(line)
             self._needs_newline = False
             self._next_index = index + 1
             if self.sealed:
                 self._prev = digest
-            return index
+            unanchored = None
+            if self._checkpoints is not None:
+                try:  # the record has landed: a failure to sign it is raised after its intent is settled
+                    self._checkpoints.appended(self._next_index, self._prev)
+                except (ToolReplayError, OSError) as exc:
+                    unanchored = exc
+        if intent is not None:
+            self._intents.settle(intent, index)
+        if unanchored is not None:
+            raise unanchored
+        return index
 
     def close(self) -> None:
-        """Close the file; further appends raise ValueError."""
+        """Close the file (and remove an intent file with nothing open); further appends raise ValueError."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
+                self._intents.close()
+                if self._checkpoints is not None:
+                    self._checkpoints.closed(self._next_index, self._prev)
+
+    def _check(self) -> None:
+        if self._handle is None:
+            raise ValueError(f"recorder for {self.path} is closed")
+        if self._stopped is None:
+            try:
+                replaced = _identity(os.stat(self.path)) != self._identity
+            except OSError:
+                replaced = True
+            if replaced:
+                self._stopped = f"{self.path} was deleted or replaced while being recorded"
+        if self._stopped is not None:
+            raise RecordingError(self._stopped)
+
+    def _write(self, line: bytes) -> None:
+        """Append `line` whole, or leave the file as it was (else stop for good) and raise."""
+        try:
+            _write_all(self._handle, line)
+        except OSError as exc:
+            reason = f"cannot write {self.path}: {exc.strerror or exc}"
+            try:
+                os.ftruncate(self._handle.fileno(), self._size)
+            except OSError:
+                self._stopped = reason + " (and a partial line could not be cut off)"
+            raise RecordingError(reason) from None
+        self._size += len(line)
 
     def __enter__(self) -> SessionRecorder:
         return self
@@ -113,6 +223,10 @@ class SessionRecorder:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+def _identity(status: os.stat_result) -> tuple[int, int]:
+    return status.st_dev, status.st_ino
 
 
 def _write_all(handle: Any, data: bytes) -> None:

@@ -1,4 +1,4 @@
-"""Import agent logs (OpenAI, Anthropic, MCP, tau2-bench) as ToolReplay sessions.
+"""Import agent logs (OpenAI, Anthropic, MCP, tau2-bench, OpenTelemetry, inspect_ai, agent SDKs) as sessions.
 
 `import_log(data, fmt, path)` finds the conversations of a file (`conversations`), turns each one's
 messages into call and reply events (one module per format), pairs them into records (`pairing`) and
@@ -8,14 +8,16 @@ returns the sessions with every warning as data. `detect_format` names the forma
 from __future__ import annotations
 
 import importlib
+import io
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record
 from toolreplay.format.strictjson import MAX_NESTING, NESTING_MESSAGE, nesting_depth
-from toolreplay.importers.conversations import Conversation, find_conversations
+from toolreplay.importers.conversations import Conversation, MessageStream, read_conversations
 from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
 
@@ -26,6 +28,7 @@ __all__ = [
     "ConversionWarning",
     "ImportedCall",
     "import_log",
+    "import_file",
     "detect_format",
 ]
 
@@ -36,6 +39,12 @@ _MODULES = {
     "anthropic": "toolreplay.importers.anthropic",
     "mcp": "toolreplay.importers.mcp",
     "tau2": "toolreplay.importers.tau2",
+    "otel": "toolreplay.importers.otel",
+    "inspect-ai": "toolreplay.importers.inspect_ai",
+    "openai-agents": "toolreplay.importers.openai_agents",
+    "claude-code": "toolreplay.importers.claude_code",
+    "gemini": "toolreplay.importers.gemini",
+    "swe-agent": "toolreplay.importers.swe_agent",
 }
 FORMATS = tuple(_MODULES)
 
@@ -49,10 +58,12 @@ class ImportedSession:
 
     def to_jsonl(self) -> str:
         """The session file's text: one `format_record` line per call, each ending in a newline."""
-        return "".join(
-            format_record(index, call.tool, call.args, call.response) + "\n"
-            for index, call in enumerate(self.calls)
-        )
+        return "".join(self.lines())
+
+    def lines(self) -> Iterator[str]:
+        """The session file's lines, one at a time (a big session is never one string)."""
+        for index, call in enumerate(self.calls):
+            yield format_record(index, call.tool, call.args, call.response) + "\n"
 
 
 @dataclass(frozen=True)
@@ -84,18 +95,85 @@ def _check_unicode(conversation: Conversation, calls: list[ImportedCall]) -> Non
 
 def import_log(data: bytes, fmt: str, path: str) -> ImportResult:
     """Convert a log file's bytes; `fmt` is one of FORMATS or "auto". Raises InputError on bad input."""
-    conversations = find_conversations(data, path)
-    if fmt == "auto":
-        fmt = detect_format(conversations)
-    elif fmt in _MODULES:
-        check_format(conversations, fmt)
-    else:
+    return import_file(io.BytesIO(data), fmt, path)
+
+
+def import_file(handle: IO[bytes], fmt: str, path: str) -> ImportResult:
+    """Convert a log file read from `handle` (JSON Lines is streamed: memory follows the calls kept,
+    not the file's size). Raises InputError on bad input."""
+    if fmt != "auto" and fmt not in _MODULES:
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)}, auto)")
+    conversations = read_conversations(handle, path)
+    if fmt == "auto":
+        fmt = detect_format(conversations, path)
+    else:
+        check_format(conversations, fmt)
     read_events: Any = importlib.import_module(_MODULES[fmt]).read_events
     warnings: list[ConversionWarning] = []
-    sessions = []
+    sessions: list[ImportedSession] = []
+    hint: tuple[Conversation, int, str] | None = None  # a tool call of another shape, while none is found
     for conversation in conversations:
+        warnings.extend(
+            ConversionWarning(conversation.path, conversation.line, f"conversation {conversation.position}: {note}")
+            for note in conversation.notes
+        )
+        searching = hint is None and not warnings and not any(session.calls for session in sessions)
+        if searching and isinstance(conversation.messages, MessageStream):
+            conversation.messages.watch(_tool_key)
         calls = pair_events(conversation, read_events(conversation), warnings)
         _check_unicode(conversation, calls)
         sessions.append(ImportedSession(conversation.position, tuple(calls)))
+        if searching:
+            found = _find_tool_key(conversation)
+            hint = (conversation, *found) if found is not None else None
+    if hint is not None and not warnings and not any(session.calls for session in sessions):
+        # A named format that read nothing from a file holding tool calls of another shape.
+        conversation, position, key = hint
+        raise InputError(
+            conversation.path,
+            hint_line(conversation, position),
+            f"{conversation.where(position)}: nothing in the file looked like the {fmt} format, but this "
+            f"message holds {key} (name the right format, or auto)",
+        )
     return ImportResult(fmt, tuple(sessions), tuple(warnings))
+
+
+# Keys that only a tool call or reply of some format has.
+_TOOL_KEYS = ("tool_calls", "function_call", "tool_call_id", "tool_use_id", "functionCall", "functionResponse",
+              "gen_ai.tool.name", "span_data")
+_TOOL_TYPES = ("tool_use", "tool_result", "function_call", "tool_call")
+
+
+def _tool_key(message: Any) -> str | None:
+    """A key (or type) in a message that only a tool call or reply of some format has, or None."""
+    stack = [message]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key in _TOOL_KEYS:
+                if item.get(key) not in (None, "", [], {}):
+                    return key
+            kind = item.get("type")
+            if isinstance(kind, str) and kind in _TOOL_TYPES:
+                return f'"type": "{kind}"'
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return None
+
+
+def _find_tool_key(conversation: Conversation) -> tuple[int, str] | None:
+    if isinstance(conversation.messages, MessageStream):
+        return conversation.messages.watched
+    for position, message in enumerate(conversation.messages):
+        key = _tool_key(message)
+        if key is not None:
+            return position, key
+    return None
+
+
+def hint_line(conversation: Conversation, position: int) -> int | None:
+    """The line of a message found while a stream was read (the stream keeps it), or of a listed one."""
+    if isinstance(conversation.messages, MessageStream):
+        return conversation.messages.watched_line
+    return conversation.line_of(position)

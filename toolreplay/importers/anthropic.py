@@ -2,7 +2,8 @@
 
 A call is `{"type": "tool_use", "id", "name", "input": object}` (also `server_tool_use` and
 `mcp_tool_use`); a reply is `{"type": "tool_result", "tool_use_id", "content": string or blocks,
-"is_error": bool}` (also any other `*_tool_result` block with a `tool_use_id`). A message whose
+"is_error": bool}` (also any other `*_tool_result` block with a `tool_use_id`; a server tool's
+`*_tool_result_error` content marks an error as `is_error` does). A message whose
 `content` is a plain string holds neither.
 """
 
@@ -14,7 +15,7 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
 
-__all__ = ["read_events"]
+__all__ = ["read_events", "content_event"]
 
 _CALL_TYPES = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
@@ -32,7 +33,14 @@ def _call_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _event(conversation: Conversation, position: int, block: Any) -> Event | None:
+def _is_error_content(content: Any) -> bool:
+    # A server tool's failure: `{"type": "web_search_tool_result_error", "error_code": ...}` as content.
+    kind = content.get("type") if isinstance(content, dict) else None
+    return isinstance(kind, str) and kind.endswith("_tool_result_error")
+
+
+def content_event(conversation: Conversation, position: int, block: Any) -> Event | None:
+    """The call or reply of one content block, or None for any other block."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise conversation.error(position, 'a content block must be an object with a "type" string')
     kind = block["type"]
@@ -41,10 +49,11 @@ def _event(conversation: Conversation, position: int, block: Any) -> Event | Non
         if not isinstance(name, str) or not name:
             raise conversation.error(position, f'a {kind} block has no "name" string')
         return ToolCall(_call_id(block.get("id")), name, block.get("input", MISSING), position)
-    if kind.endswith("tool_result") and "tool_use_id" in block:
+    if (kind.endswith("tool_result") or kind.endswith("tool_result_error")) and "tool_use_id" in block:
         error = block.get("is_error", False)
         if not isinstance(error, bool):
             raise conversation.error(position, f'a {kind} block\'s "is_error" must be true or false')
+        error = error or kind.endswith("_error") or _is_error_content(block.get("content"))
         return ToolReply(
             _call_id(block["tool_use_id"]), reply_response(block.get("content", MISSING), error), position
         )
@@ -57,6 +66,6 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
         message = _message(conversation, position, raw)
         if isinstance(message["content"], list):
             for block in message["content"]:
-                event = _event(conversation, position, block)
+                event = content_event(conversation, position, block)
                 if event is not None:
                     yield event

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
-from toolreplay.importers.conversations import Conversation
+from toolreplay.importers.conversations import Conversation, Peekable, messages_of
+from toolreplay.importers.openai_chat import is_placeholder
 
 __all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
 
@@ -38,16 +39,28 @@ def _block_marker(content: Any) -> tuple[str, str] | None:
     return None
 
 
+def _parts_marker(parts: Any) -> tuple[str, str] | None:
+    if isinstance(parts, list):
+        for part in parts:
+            for key in ("functionCall", "functionResponse"):
+                if isinstance(part, dict) and key in part:
+                    return "gemini", f'a "{key}" part'
+    return None
+
+
 def _message_marker(message: Any) -> tuple[str, str] | None:
     """The format this message can only belong to, and why; None when it says nothing decisive."""
     if not isinstance(message, dict):
         return None
     if "jsonrpc" in message:
         return "mcp", "a JSON-RPC message"
-    if message.get("type") in _RESPONSES_TYPES:
-        return "openai-responses", f"a {message['type']} item"
+    kind = message.get("type")
+    if isinstance(kind, str) and (kind in _RESPONSES_TYPES or kind.endswith("_call")):
+        return "openai-responses", f"a {kind} item"
     calls = message.get("tool_calls")
     if isinstance(calls, list) and calls and isinstance(calls[0], dict):
+        if isinstance(calls[0].get("function"), str):
+            return "inspect-ai", 'a "tool_calls" entry whose "function" is a name'
         if "function" in calls[0]:
             return "openai-chat", 'a "tool_calls" entry with "function"'
         return "tau2", 'a "tool_calls" entry without "function"'
@@ -56,28 +69,48 @@ def _message_marker(message: Any) -> tuple[str, str] | None:
             return "openai-chat", 'a tool message with "tool_call_id"'
         if "requestor" in message:
             return "tau2", 'a tool message with "requestor"'
-    if isinstance(message.get("function_call"), dict):
+        if "tool_call_ids" in message:
+            return "swe-agent", 'a tool message with "tool_call_ids"'
+    if isinstance(message.get("function_call"), dict) and not is_placeholder(message["function_call"]):
         return "openai-chat", 'a "function_call"'
-    return _block_marker(message.get("content"))
+    return _parts_marker(message.get("parts")) or _block_marker(message.get("content"))
 
 
-def find_evidence(conversations: list[Conversation]) -> Evidence | None:
-    """The first telling message of a log (tau2's `simulations` tells at once), or None."""
-    if conversations and conversations[0].container == "simulations":
-        return Evidence("tau2", conversations[0], None, '"simulations"')
-    for conversation in conversations:
-        for position, message in enumerate(conversation.messages):
+# Layouts that tell the format by themselves.
+_CONTAINERS = {
+    "simulations": ("tau2", '"simulations"'),
+    "resourceSpans": ("otel", 'an OTLP export ("resourceSpans")'),
+    "samples": ("inspect-ai", 'an inspect_ai log ("samples")'),
+    "agents-spans": ("openai-agents", 'Agents SDK spans ("span_data")'),
+    "stream-json": ("claude-code", 'stream-json messages ("session_id")'),
+    "history": ("swe-agent", 'a SWE-agent trajectory ("history")'),
+    "contents": ("gemini", 'a Gemini request ("contents")'),
+}
+
+
+def find_evidence(conversations: Peekable[Conversation], limit: int | None = None) -> Evidence | None:
+    """The first telling message of a log (a layout such as tau2's `simulations` tells at once), or None.
+    `limit`: look at no more than this many messages (of a streamed file: they are kept for the pass)."""
+    budget = limit
+    for conversation in conversations.peek():
+        if conversation.position == 0 and conversation.container in _CONTAINERS:
+            fmt, reason = _CONTAINERS[conversation.container]
+            return Evidence(fmt, conversation, None, reason)
+        for position, message in enumerate(messages_of(conversation, budget)):
             found = _message_marker(message)
             if found is not None:
                 return Evidence(found[0], conversation, position, found[1])
+            if budget is not None:
+                budget -= 1
+                if budget <= 0:
+                    return None
     return None
 
 
-def detect_format(conversations: list[Conversation]) -> str:
+def detect_format(conversations: Peekable[Conversation], path: str) -> str:
     """The format of a log, for `auto`; an input error when no message tells."""
     evidence = find_evidence(conversations)
     if evidence is None:
-        path = conversations[0].path if conversations else "-"
         raise InputError(
             path,
             None,
@@ -87,9 +120,14 @@ def detect_format(conversations: list[Conversation]) -> str:
     return evidence.format
 
 
-def check_format(conversations: list[Conversation], fmt: str) -> None:
-    """Refuse a log whose first telling message belongs to another format than the named one."""
-    evidence = find_evidence(conversations)
+# How far a named format's check looks into a streamed file (what it reads is kept for the import).
+CHECK_LIMIT = 10_000
+
+
+def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
+    """Refuse a log whose first telling message (among the first CHECK_LIMIT) belongs to another format
+    than the named one."""
+    evidence = find_evidence(conversations, CHECK_LIMIT if conversations.streamed else None)
     if evidence is None or evidence.format == fmt:
         return
     if evidence.message is None:

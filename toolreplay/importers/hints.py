@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.importers.conversations import JSONTextError, parse_json
@@ -31,19 +31,23 @@ class ToolHint:
     annotated: bool
 
 
-def _values(data: bytes) -> Iterator[Any]:
-    text = data.decode("utf-8", errors="replace")
-    try:
-        yield parse_json(text)
-        return
-    except JSONTextError:
-        pass
-    for line in text.splitlines():
-        if line.strip():
-            try:
-                yield parse_json(line)
-            except JSONTextError:
-                continue  # the import itself reports a malformed line
+def _values(handle: IO[bytes]) -> Iterator[Any]:
+    """The JSON values of a log: one per line (JSON Lines), or the whole file as one document."""
+    for number, line in enumerate(handle):
+        text = line.decode("utf-8", errors="replace")
+        if not text.strip():
+            continue
+        try:
+            yield parse_json(text)
+        except JSONTextError:
+            if number == 0:  # not JSON Lines: one document over several lines
+                handle.seek(0)
+                try:
+                    yield parse_json(handle.read().decode("utf-8", errors="replace"))
+                except JSONTextError:
+                    pass
+                return
+            continue  # the import itself reports a malformed line
 
 
 def _tool_lists(value: Any) -> Iterator[list[Any]]:
@@ -59,10 +63,11 @@ def _tool_lists(value: Any) -> Iterator[list[Any]]:
             stack.extend(member for member in reversed(item) if isinstance(member, (dict, list)))
 
 
-def read_tool_hints(data: bytes) -> list[ToolHint]:
-    """Every tool an MCP `tools/list` result in the log describes, first description wins, sorted by name."""
+def read_tool_hints(handle: IO[bytes]) -> list[ToolHint]:
+    """Every tool an MCP `tools/list` result in the log describes, first description wins, sorted by name.
+    Reads the log a line at a time (a JSON document of several lines is read whole)."""
     hints: dict[str, ToolHint] = {}
-    for value in _values(data):
+    for value in _values(handle):
         for tools in _tool_lists(value):
             for tool in tools:
                 if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or tool["name"] in hints:

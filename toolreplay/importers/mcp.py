@@ -4,17 +4,29 @@ A call is `{"jsonrpc": "2.0", "id", "method": "tools/call", "params": {"name", "
 response `{"jsonrpc": "2.0", "id", "result": {"content", "structuredContent", "isError"}}` is kept as
 it is (with `"error": true` added in front when `isError` is true), and an `{"error": {...}}`
 response becomes `{"error": {...}}`. Other requests, their responses and notifications are skipped.
+
+Both sides send requests (the server its `ping`, `sampling/createMessage`, `elicitation/create`), and
+their ids are separate spaces that may collide: a response answers the most recent request still
+waiting with its id, so the client's answer to a server request made during a tool call is never
+taken for the tool's result. A `tools/call` the server rejected (malformed, answered with a JSON-RPC
+error) is a warning, not a record. `params` fields other than `name`, `arguments` and `_meta` (request
+state, input responses of multi-round-trip calls) are kept in args under `_mcp_params`, so calls that
+differ only there stay different.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
+from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, CallId, Event, Note, ToolCall, ToolReply, flag_error
 
 __all__ = ["read_events"]
+
+_PARAMS_READ = frozenset({"name", "arguments", "_meta"})
 
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
@@ -30,11 +42,21 @@ def _request_id(conversation: Conversation, position: int, message: dict[str, An
     return value
 
 
-def _call(conversation: Conversation, position: int, message: dict[str, Any], call_id: CallId) -> ToolCall:
+def _is_call(message: dict[str, Any]) -> bool:
     params = message.get("params")
-    if not isinstance(params, dict) or not isinstance(params.get("name"), str) or not params["name"]:
-        raise conversation.error(position, 'a tools/call request has no "params.name" string')
-    return ToolCall(call_id, params["name"], params.get("arguments", MISSING), position)
+    return isinstance(params, dict) and isinstance(params.get("name"), str) and bool(params["name"])
+
+
+def _call(message: dict[str, Any], position: int, call_id: CallId) -> ToolCall:
+    params = message["params"]
+    arguments = params.get("arguments", MISSING)
+    extra = {key: value for key, value in params.items() if key not in _PARAMS_READ}
+    if extra:
+        if arguments is MISSING or arguments is None:
+            arguments = {}
+        if isinstance(arguments, dict):
+            arguments = {**arguments, "_mcp_params": extra}
+    return ToolCall(call_id, params["name"], arguments, position)
 
 
 def _response(conversation: Conversation, position: int, message: dict[str, Any]) -> dict[str, Any]:
@@ -55,8 +77,8 @@ def _response(conversation: Conversation, position: int, message: dict[str, Any]
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The tools/call requests and their responses, in message order."""
-    tool_ids: set[CallId] = set()
-    other_ids: set[CallId] = set()
+    waiting: dict[CallId, list[str]] = {}  # id -> kinds of the requests still waiting, oldest first
+    malformed: dict[CallId, list[tuple[int, InputError]]] = {}  # unreadable tools/call requests, until answered
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
         if "method" in message:
@@ -65,17 +87,36 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
                     yield Note("tools/call sent as a notification (no id) not imported", position)
                 continue  # a notification: no response will come
             call_id = _request_id(conversation, position, message)
+            kind = "other"
             if message["method"] == "tools/call":
-                tool_ids.add(call_id)
-                yield _call(conversation, position, message, call_id)
-            else:
-                other_ids.add(call_id)
+                if _is_call(message):
+                    kind = "tool"
+                    yield _call(message, position, call_id)
+                else:  # an error unless the server rejects it
+                    kind = "malformed"
+                    malformed.setdefault(call_id, []).append(
+                        (position, conversation.error(position, 'a tools/call request has no "params.name" string'))
+                    )
+            waiting.setdefault(call_id, []).append(kind)
             continue
         if message.get("id", MISSING) is None:
             yield Note("response with a null id (to a request that could not be read) not imported", position)
             continue
         call_id = _request_id(conversation, position, message)
-        if call_id in other_ids and call_id not in tool_ids:
-            other_ids.discard(call_id)
-            continue  # the response to initialize, tools/list, ...
-        yield ToolReply(call_id, _response(conversation, position, message), position)
+        kinds = waiting.get(call_id)
+        kind = kinds.pop() if kinds else "tool"  # the newest request with this id is answered first
+        if kind == "malformed":
+            request, error = malformed[call_id].pop()
+            if "error" not in message:
+                raise error
+            yield Note(
+                f"the server rejected the tools/call request of message {request} (id {json.dumps(call_id)}, "
+                'no "params.name" string); not imported',
+                position,
+            )
+        elif kind == "tool":
+            yield ToolReply(call_id, _response(conversation, position, message), position)
+        # else: the response to initialize, tools/list, a server's request
+    for errors in malformed.values():
+        if errors:
+            raise errors[0][1]

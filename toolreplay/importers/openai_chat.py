@@ -2,7 +2,8 @@
 
 A call is `{"id", "type": "function", "function": {"name", "arguments": JSON string}}`; a reply is
 `{"role": "tool", "tool_call_id", "content": string or text parts}`. The deprecated single
-`function_call` on an assistant message and its `role: "function"` reply are read too (they have no id).
+`function_call` on an assistant message and its `role: "function"` reply are read too (they have no id);
+a blank placeholder `{"name": "", "arguments": ""}` is not a call.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, ToolCall, ToolReply, reply_response
 
-__all__ = ["read_events"]
+__all__ = ["read_events", "is_placeholder"]
 
 
 def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
@@ -24,6 +25,16 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
 
 def _call_id(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def is_placeholder(function_call: Any) -> bool:
+    """Whether a `function_call` is a blank placeholder, not a call."""
+    # Some OpenAI-compatible providers put `{"name": "", "arguments": ""}` on every assistant message.
+    return (
+        isinstance(function_call, dict)
+        and function_call.get("name", "") == ""
+        and function_call.get("arguments", "") in ("", None)
+    )
 
 
 def _function_call(conversation: Conversation, position: int, function: Any, call_id: Any) -> ToolCall:
@@ -40,8 +51,9 @@ def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -
         if not isinstance(call, dict):
             raise conversation.error(position, "a tool call must be an object")
         yield _function_call(conversation, position, call.get("function"), call.get("id"))
-    if message.get("function_call") is not None:
-        yield _function_call(conversation, position, message["function_call"], None)
+    function_call = message.get("function_call")
+    if function_call is not None and not is_placeholder(function_call):
+        yield _function_call(conversation, position, function_call, None)
 
 
 def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:

@@ -27,6 +27,8 @@ def _item(conversation: Conversation, position: int, item: Any) -> dict[str, Any
         raise conversation.error(
             position, 'not a Responses API item (an object with a "type" or "role" string)'
         )
+    if "type" in item and not isinstance(item["type"], str):
+        raise conversation.error(position, 'an item\'s "type" must be a string')
     return item
 
 

@@ -17,6 +17,7 @@ from toolreplay.importers.conversations import Conversation, JSONTextError, pars
 
 __all__ = [
     "CallId",
+    "NameKey",
     "Event",
     "ToolCall",
     "ToolReply",
@@ -36,6 +37,20 @@ CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source h
 MISSING: Any = object()  # a field the source message does not have
 NO_RESPONSE = {"error": "no recorded response"}
 _TEXT_PART_TYPES = frozenset({"text", "input_text", "output_text"})
+
+
+class NameKey(str):
+    """A pairing key made of a tool's name, for formats whose calls have no ids (Gemini)."""
+
+    __slots__ = ()
+
+    def __new__(cls, name: str) -> NameKey:
+        return super().__new__(cls, "\0" + name)  # never equal to a real id
+
+    @property
+    def name(self) -> str:
+        """The tool's name."""
+        return self[1:]
 
 
 @dataclass(frozen=True)
@@ -115,7 +130,10 @@ def content_text(content: Any) -> str | None:
     if isinstance(content, str):
         return content
     if isinstance(content, list) and all(
-        isinstance(part, dict) and part.get("type") in _TEXT_PART_TYPES and isinstance(part.get("text"), str)
+        isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"] in _TEXT_PART_TYPES
+        and isinstance(part.get("text"), str)
         for part in content
     ):
         return "\n".join(part["text"] for part in content)
@@ -155,11 +173,14 @@ def _shown(value: Any) -> str:
 class _Pending:
     call: ToolCall
     index: int
+    line: int | None  # the call's line, known while its message is read (a stream forgets it after)
 
 
-def _warn(conversation: Conversation, message: int, text: str) -> ConversionWarning:
+def _warn(conversation: Conversation, message: int, text: str, line: Any = MISSING) -> ConversionWarning:
     return ConversionWarning(
-        conversation.path, conversation.line_of(message), f"{conversation.where(message)}: {text}"
+        conversation.path,
+        conversation.line_of(message) if line is MISSING else line,
+        f"{conversation.where(message)}: {text}",
     )
 
 
@@ -173,7 +194,7 @@ def pair_events(
     waiting: list[_Pending] = []
     for event in events:
         if isinstance(event, ToolCall):
-            pending = _Pending(event, len(calls))
+            pending = _Pending(event, len(calls), conversation.line_of(event.message))
             calls.append(pending)
             responses.append(None)
             waiting.append(pending)
@@ -190,7 +211,10 @@ def pair_events(
             None,
         )
         if match is None:
-            named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
+            if isinstance(event.call_id, NameKey):
+                named = f"reply from {_shown(event.call_id.name)}"
+            else:
+                named = f"reply to call id {_shown(event.call_id)}" if event.call_id is not None else "reply"
             found.append(
                 (
                     event.message,
@@ -207,7 +231,9 @@ def pair_events(
         args, problem = parse_arguments(call.arguments)
         if problem is not None:
             kept = f'kept as {{"_raw_arguments": {_shown(call.arguments)}}}'
-            found.append((call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}")))
+            found.append(
+                (call.message, _warn(conversation, call.message, f"{label}: {problem}; {kept}", pending.line))
+            )
         if response is None:
             found.append(
                 (
@@ -216,6 +242,7 @@ def pair_events(
                         conversation,
                         call.message,
                         f"{label}: no reply; response set to {json.dumps(NO_RESPONSE)}",
+                        pending.line,
                     ),
                 )
             )

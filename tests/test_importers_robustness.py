@@ -1,0 +1,335 @@
+"""Import on the shapes real public logs take: each case is a minimal input of one shape seen in the wild.
+
+Also: no input makes `import` raise anything but an input error (a non-string `"type"` field used to be
+a TypeError), whatever the format named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import unittest
+from typing import Any
+
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+from toolreplay.importers import FORMATS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "import")
+
+
+def _run(fmt: str, data: bytes) -> tuple[int, str, str]:
+    io = IO.memory(stdin=data)
+    code = main(["import", fmt, "-"], io)
+    return code, io.out(), io.err()
+
+
+class RealLogShapesTest(unittest.TestCase):
+    def test_blank_function_call_placeholder_is_not_a_call(self) -> None:
+        data = (
+            b'[{"role": "assistant", "content": "Hi!", "function_call": {"name": "", "arguments": ""}},\n'
+            b' {"role": "assistant", "content": null, "function_call": {"name": "", "arguments": ""}, '
+            b'"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},\n'
+            b' {"role": "tool", "tool_call_id": "c1", "content": "12:00"}]'
+        )
+        expected = '{"index": 0, "tool": "get_time", "args": {}, "response": {"text": "12:00"}}\n'
+        self.assertEqual(_run("openai-chat", data), (0, expected, ""))
+        self.assertEqual(_run("auto", data), (0, expected, "detected format: openai-chat\n"))
+
+    def test_mcp_server_requests_have_their_own_id_space(self) -> None:
+        # The server asks the client for a sampling while tool call 1 runs, with its own id 1.
+        data = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "summarise", '
+            b'"arguments": {"doc": "a.md"}}}\n'
+            b'{"jsonrpc": "2.0", "id": 1, "method": "sampling/createMessage", "params": {"messages": [], '
+            b'"maxTokens": 50}}\n'
+            b'{"jsonrpc": "2.0", "id": 1, "result": {"role": "assistant", "content": {"type": "text", '
+            b'"text": "short"}, "model": "m"}}\n'
+            b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "summary: short"}]}}\n'
+            b'{"jsonrpc": "2.0", "id": 0, "method": "ping"}\n'
+            b'{"jsonrpc": "2.0", "id": 0, "result": {}}\n'
+        )
+        self.assertEqual(
+            _run("mcp", data),
+            (
+                0,
+                '{"index": 0, "tool": "summarise", "args": {"doc": "a.md"}, "response": {"content": '
+                '[{"type": "text", "text": "summary: short"}]}}\n',
+                "",
+            ),
+        )
+
+    def test_a_tools_call_the_server_rejected_is_a_warning(self) -> None:
+        data = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call"}\n'
+            b'{"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Invalid params"}}\n'
+            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search", '
+            b'"arguments": {"q": "x"}}}\n'
+            b'{"jsonrpc": "2.0", "id": 2, "result": {"content": []}}\n'
+        )
+        self.assertEqual(
+            _run("mcp", data),
+            (
+                0,
+                '{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"content": []}}\n',
+                'warning: <stdin>:2: conversation 0, message 1: the server rejected the tools/call request of '
+                'message 0 (id 1, no "params.name" string); not imported\n',
+            ),
+        )
+        # Not rejected by the server: still an input error.
+        self.assertEqual(
+            _run("mcp", data.split(b"\n", 2)[0] + b"\n")[0::2],
+            (2, 'error: <stdin>:1: conversation 0, message 0: a tools/call request has no "params.name" string\n'),
+        )
+
+    def test_mcp_calls_differing_in_other_params_stay_different(self) -> None:
+        data = (
+            b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "deploy", '
+            b'"arguments": {"env": "prod"}, "_meta": {"progressToken": 1}}}\n'
+            b'{"jsonrpc": "2.0", "id": 1, "result": {"content": [], "inputRequests": {"confirm": {}}, '
+            b'"requestState": "s1"}}\n'
+            b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "deploy", '
+            b'"arguments": {"env": "prod"}, "inputResponses": {"confirm": {"action": "accept"}}, '
+            b'"requestState": "s1", "_meta": {"progressToken": 2}}}\n'
+            b'{"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "deployed"}]}}\n'
+        )
+        code, out, err = _run("mcp", data)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(
+            out.splitlines()[1],
+            '{"index": 1, "tool": "deploy", "args": {"env": "prod", "_mcp_params": {"inputResponses": '
+            '{"confirm": {"action": "accept"}}, "requestState": "s1"}}, "response": {"content": '
+            '[{"type": "text", "text": "deployed"}]}}',
+        )
+        replay = IO.memory(stdin=out.encode("utf-8"))
+        self.assertEqual(main(["replay", "-"], replay), 0, replay.out())  # no duplicate-call finding
+
+    def test_server_tool_result_error_is_an_error(self) -> None:
+        data = (
+            b'[{"role": "assistant", "content": [{"type": "server_tool_use", "id": "srvtoolu_1", "name": '
+            b'"web_search", "input": {"query": "x"}}, {"type": "web_search_tool_result", "tool_use_id": '
+            b'"srvtoolu_1", "content": {"type": "web_search_tool_result_error", "error_code": '
+            b'"max_uses_exceeded"}}]}]'
+        )
+        self.assertEqual(
+            _run("anthropic", data),
+            (
+                0,
+                '{"index": 0, "tool": "web_search", "args": {"query": "x"}, "response": {"error": true, '
+                '"content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}}\n',
+                "",
+            ),
+        )
+
+    def test_proxy_log_response_is_read_or_warned_about(self) -> None:
+        data = (
+            b'{"model": "gpt-4o", "messages": [{"role": "user", "content": "time?"}],\n "response": {"id": '
+            b'"chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0, "message": {"role": '
+            b'"assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": '
+            b'{"name": "get_time", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]}}'
+        )
+        self.assertEqual(
+            _run("openai-chat", data),
+            (
+                0,
+                '{"index": 0, "tool": "get_time", "args": {}, "response": {"error": "no recorded response"}}\n',
+                'warning: <stdin>: conversation 0, message 1: call 0 (get_time): no reply; response set to '
+                '{"error": "no recorded response"}\n',
+            ),
+        )
+        unknown = (
+            b'{"messages": [{"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "f", '
+            b'"arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}], '
+            b'"response": "streamed"}'
+        )
+        self.assertEqual(
+            _run("openai-chat", unknown)[2],
+            'warning: <stdin>: conversation 0: "response" is not a chat completion, Responses or Messages '
+            "response; not read\n",
+        )
+
+    def test_responses_request_body_and_chat_completion_object(self) -> None:
+        body = (
+            b'{\n  "model": "gpt-4.1",\n  "input": [\n    {"role": "user", "content": "Weather in Paris?"},\n'
+            b'    {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": '
+            b'"{\\"city\\": \\"Paris\\"}"},\n    {"type": "function_call_output", "call_id": "c1", '
+            b'"output": "rain"}\n  ]\n}'
+        )
+        self.assertEqual(
+            _run("auto", body),
+            (
+                0,
+                '{"index": 0, "tool": "get_weather", "args": {"city": "Paris"}, "response": {"text": "rain"}}\n',
+                "detected format: openai-responses\n",
+            ),
+        )
+        completion = (
+            b'{"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o",\n "choices": [{"index": 0, '
+            b'"message": {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": '
+            b'"function", "function": {"name": "get_weather", "arguments": "{\\"city\\": \\"Oslo\\"}"}}]}, '
+            b'"finish_reason": "tool_calls"}]}'
+        )
+        self.assertEqual(
+            _run("auto", completion)[1],
+            '{"index": 0, "tool": "get_weather", "args": {"city": "Oslo"}, "response": {"error": '
+            '"no recorded response"}}\n',
+        )
+
+    def test_responses_log_with_only_hosted_calls_is_detected(self) -> None:
+        data = (
+            b'[{"type": "web_search_call", "id": "ws_1", "status": "completed"}, {"type": "message", '
+            b'"role": "assistant", "content": [{"type": "output_text", "text": "Done."}]}]'
+        )
+        self.assertEqual(
+            _run("auto", data),
+            (
+                0,
+                "",
+                "detected format: openai-responses\nwarning: <stdin>: conversation 0, message 0: "
+                "web_search_call item not imported (a tool the API runs itself, not a function call)\n",
+            ),
+        )
+
+    def test_errors_in_a_multi_line_document_name_the_json_path(self) -> None:
+        data = b'{\n  "role": "assistant",\n  "tool_calls": {"id": "x"}\n}'
+        self.assertEqual(
+            _run("openai-chat", data),
+            (2, "", 'error: <stdin>: conversation 0, $: "tool_calls" must be an array\n'),
+        )
+        otlp = b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t", "spanId": "s", "attributes": 5}]}]}]}'
+        self.assertEqual(
+            _run("otel", otlp)[2],
+            "error: <stdin>: $.resourceSpans[0].scopeSpans[0].spans[0].attributes: attributes must be an "
+            "array of {key, value}\n",
+        )
+
+    def test_a_named_format_that_does_not_fit_is_an_error(self) -> None:
+        gemini = b'[{"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}}}]}]'
+        self.assertEqual(
+            _run("openai-chat", gemini),
+            (2, "", 'error: <stdin>: conversation 0, message 0: a "functionCall" part belongs to the gemini '
+                    "format, not openai-chat\n"),
+        )
+        other = b'[{"role": "model", "parts": [{"text": "hi"}]}, {"role": "model", "function_call": {"name": "f"}}]'
+        self.assertEqual(
+            _run("anthropic", other.replace(b'"parts": [{"text": "hi"}]', b'"content": "hi"'))[0::2],
+            (2, 'error: <stdin>: conversation 0, message 1: a "function_call" belongs to the openai-chat '
+                "format, not anthropic\n"),
+        )
+        odd = b'[{"role": "assistant", "content": "x", "tool_call_id": "c9"}]'
+        self.assertEqual(
+            _run("anthropic", odd),
+            (2, "", "error: <stdin>: conversation 0, message 0: nothing in the file looked like the anthropic "
+                    "format, but this message holds tool_call_id (name the right format, or auto)\n"),
+        )
+        # A file that really holds no tool call is an empty session, as before.
+        self.assertEqual(_run("openai-chat", b'[{"role": "user", "content": "hi"}]'), (0, "", ""))
+
+
+def _mutations(value: Any) -> list[Any]:
+    """Copies of a parsed document with one `type`, `role` or `id` field (anywhere) made non-string."""
+    found: list[Any] = []
+    paths: list[tuple[Any, ...]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for key, member in item.items():
+                if key in ("type", "role", "id", "name", "function", "content", "tool_call_ids", "parts"):
+                    paths.append((*path, key))
+                stack.append((member, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((member, (*path, index)) for index, member in enumerate(item))
+    for path in paths[:40]:
+        for replacement in ([], {}, 1, None, True):
+            copy = json.loads(json.dumps(value))
+            target = copy
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = replacement
+            found.append(copy)
+    return found
+
+
+class NoTracebackTest(unittest.TestCase):
+    def test_non_string_type_fields(self) -> None:
+        inputs = [
+            b'[{"role": "assistant", "type": []}]',
+            b'[{"role": "tool", "tool_call_id": "c", "content": [{"type": []}]}]',
+            b'[{"role": "user", "content": [{"type": []}]}]',
+            b'[{"role": "model", "parts": [{"type": []}]}]',
+            b'{"role": "assistant", "type": {}}',
+        ]
+        for fmt in (*FORMATS, "auto"):
+            for data in inputs:
+                with self.subTest(fmt=fmt, data=data):
+                    code, out, err = _run(fmt, data)
+                    self.assertIn(code, (0, 2))
+                    if code == 2:
+                        self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "))
+        self.assertEqual(
+            _run("openai-responses", inputs[0]),
+            (2, "", "error: <stdin>: conversation 0, message 0: an item's \"type\" must be a string\n"),
+        )
+        self.assertEqual(
+            _run("anthropic", inputs[2]),
+            (2, "", 'error: <stdin>: conversation 0, message 0: a content block must be an object with a '
+                    '"type" string\n'),
+        )
+        self.assertEqual(
+            _run("openai-chat", inputs[1]),
+            (0, "", 'warning: <stdin>: conversation 0, message 0: reply to call id "c" matches no earlier '
+                    "call; dropped\n"),
+        )
+
+    def test_mutated_fixtures_never_raise(self) -> None:
+        for fmt in FORMATS:
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.endswith(".json"):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    document = json.loads(handle.read())
+                for mutated in _mutations(document)[:20]:
+                    data = json.dumps(mutated).encode("utf-8")
+                    for named in (fmt, "auto"):
+                        code, _, err = _run(named, data)
+                        self.assertIn(code, (0, 2), (fmt, name, err))
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class StreamingTest(unittest.TestCase):
+    """JSON Lines is read a line at a time: the import's peak memory follows the calls, not the file."""
+
+    @staticmethod
+    def _peak(notes: int) -> int:
+        import tempfile
+        import tracemalloc
+
+        from toolreplay.importers import import_file
+
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                           "params": {"level": "info", "data": "x" * 2000}}) + "\n"
+        call = (
+            '{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a", "arguments": {}}}\n'
+            '{"jsonrpc": "2.0", "id": 1, "result": {"content": []}}\n'
+        )
+        with tempfile.TemporaryFile() as handle:
+            handle.write((call + note * notes + call.replace("1", "2")).encode("utf-8"))
+            handle.seek(0)
+            tracemalloc.start()
+            try:
+                result = import_file(handle, "mcp", "log.jsonl")
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+        assert len(result.sessions[0].calls) == 2
+        return peak
+
+    def test_memory_does_not_grow_with_the_file(self) -> None:
+        small, big = self._peak(200), self._peak(3200)  # about 0.4 MB and 6.5 MB of log
+        self.assertLess(big, small + 200_000, (small, big))
+        self.assertLess(big, 1_000_000)

@@ -1,0 +1,87 @@
+"""The checkpoint options of `seal` and `verify`: which keys sign, which keys verify, which files to check."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from toolreplay.errors import UsageError
+
+if TYPE_CHECKING:
+    from toolreplay.audit.chain import LinkFact
+    from toolreplay.audit.checkpoint import CheckpointVerification, Signer
+
+__all__ = ["seal_options", "verify_options", "seal_signers", "verify_with_checkpoints"]
+
+
+def _hmac_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument("--hmac-key", nargs=2, action="append", metavar=("NAME", "SECRET_FILE"),
+                        help=f"{what} with the HMAC-SHA256 secret in SECRET_FILE, under key name NAME (repeatable)")
+
+
+def seal_options(parser: argparse.ArgumentParser) -> None:
+    """Add `--checkpoint`, `--origin` and the signing keys to `seal`."""
+    parser.add_argument("--checkpoint", metavar="FILE", help="also write a signed checkpoint of the chain to FILE")
+    parser.add_argument("--origin", metavar="ORIGIN",
+                        help="the log's name in the checkpoint, e.g. example.com/agent-7/run-42 (with --checkpoint)")
+    parser.add_argument("--ssh-key", nargs=2, action="append", metavar=("NAME", "KEY_FILE"),
+                        help="sign with an OpenSSH key (ssh-keygen -Y sign); NAME is the signer identity that "
+                             "verifiers list in allowed_signers (repeatable)")
+    _hmac_option(parser, "sign")
+
+
+def verify_options(parser: argparse.ArgumentParser) -> None:
+    """Add `--checkpoint`, `--previous`, `--origin` and the verifying keys to `verify`."""
+    parser.add_argument("--checkpoint", metavar="FILE", help="also check the chain against this signed checkpoint")
+    parser.add_argument("--previous", metavar="FILE",
+                        help="an older checkpoint of the same log: its head must still be in the chain at its size, "
+                             "and the checkpoint must not be smaller")
+    parser.add_argument("--origin", metavar="ORIGIN", help="the origin the checkpoint must name")
+    parser.add_argument("--allowed-signers", metavar="FILE",
+                        help="OpenSSH allowed_signers file of the keys to trust (ssh-keygen -Y verify)")
+    _hmac_option(parser, "verify")
+
+
+def seal_signers(args: argparse.Namespace) -> list[Signer]:
+    """The signers `seal` was given, checked before any work; none without `--checkpoint`."""
+    # Imported here: replay and scope share this module and have no use for signing.
+    from toolreplay.audit.checkpoint import check_origin
+    from toolreplay.audit.signers import SshSigner, check_key_name, find_ssh_keygen, read_hmac_secret
+
+    keys = [*(args.ssh_key or ()), *(args.hmac_key or ())]
+    if not args.checkpoint:
+        if keys or args.origin:
+            raise UsageError("--origin, --ssh-key and --hmac-key go with --checkpoint FILE")
+        return []
+    if not args.origin:
+        raise UsageError("--checkpoint needs --origin ORIGIN (the name of this log)")
+    check_origin(args.origin)
+    if not keys:
+        raise UsageError("--checkpoint needs a key to sign with: --ssh-key NAME KEY_FILE or --hmac-key NAME FILE")
+    signers: list[Signer] = []
+    for name, key_file in args.ssh_key or ():
+        find_ssh_keygen()
+        signers.append(SshSigner(check_key_name(name), key_file))
+    signers += [read_hmac_secret(name, path) for name, path in args.hmac_key or ()]
+    return signers
+
+
+def verify_with_checkpoints(args: argparse.Namespace,
+                            links: Callable[[], Iterable[LinkFact]]) -> CheckpointVerification:
+    """Read the checkpoints and keys (any bad input stops here), then check them against the links."""
+    from toolreplay.audit.checkpoint import Keys, read_checkpoint, verify_checkpoints
+    from toolreplay.audit.signers import find_ssh_keygen, read_allowed_signers, read_hmac_secret
+
+    if not args.checkpoint:
+        raise UsageError("--previous, --origin, --allowed-signers and --hmac-key go with --checkpoint FILE")
+    if not args.allowed_signers and not args.hmac_key:
+        raise UsageError("--checkpoint needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
+    checkpoint = read_checkpoint(args.checkpoint)
+    previous = read_checkpoint(args.previous) if args.previous else None
+    allowed = tuple(read_allowed_signers(args.allowed_signers)) if args.allowed_signers else ()
+    if allowed:
+        find_ssh_keygen()
+    secrets = tuple(read_hmac_secret(name, path) for name, path in args.hmac_key or ())
+    keys = Keys(args.allowed_signers, allowed, secrets)
+    return verify_checkpoints(links(), checkpoint, keys, previous=previous, origin=args.origin)

@@ -1,0 +1,53 @@
+"""`export otel SESSION [-o FILE] [--with-content]`: a session as an OpenTelemetry trace (OTLP JSON)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from toolreplay.cli._io import IO
+from toolreplay.cli.importing import write_file
+from toolreplay.errors import UsageError
+from toolreplay.format.records import STDIN_NAME, open_input
+from toolreplay.importers.otel_export import export_otel
+
+__all__ = ["register"]
+
+
+def _run_export(args: argparse.Namespace, io: IO) -> int:
+    shown = STDIN_NAME if args.session == "-" else args.session
+    with open_input(args.session, io.stdin) as handle:
+        data = export_otel(handle, shown, args.with_content)
+    if args.output is None:
+        io.write_bytes(data)
+        return 0
+    try:
+        write_file(args.output, data.decode("utf-8"))
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add `export otel SESSION [-o FILE] [--with-content]`."""
+    exits = ("exit codes:\n  0  the export was written\n"
+             "  2  usage error, or a session that is not valid: nothing is written")
+    parser = subparsers.add_parser("export", help="write a session in another format", epilog=exits)
+    formats = parser.add_subparsers(dest="target", metavar="TARGET", parser_class=type(parser))
+    formats.required = True
+    otel = formats.add_parser(
+        "otel",
+        help="an OpenTelemetry trace (OTLP JSON), one execute_tool span per call",
+        description="Write SESSION as an OpenTelemetry trace (OTLP JSON): one execute_tool span per record, "
+                    "ids derived from the session (same session, same bytes).",
+        epilog=exits,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    otel.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
+    otel.add_argument("-o", "--output", metavar="FILE", help="write the export to FILE (atomically)")
+    otel.add_argument(
+        "--with-content",
+        action="store_true",
+        help="include arguments and results (gen_ai.tool.call.arguments/result); they may hold sensitive data",
+    )
+    otel.set_defaults(run=_run_export)

@@ -1,0 +1,198 @@
+"""The intent file beside a record: a write is announced, and synced to disk, before it runs.
+
+The session format has no room for "started, not finished", so the recorder keeps it in a side file,
+`RECORD.intents`, one JSON object a line:
+
+    {"args":{"order_id":2},"from":4,"intent":0,"key":null,"tool":"cancel_order"}
+    {"done":0,"index":5}
+
+An `intent` line is written and synced before the write runs (`from` is the record's next index at
+that moment: the write's own record can only come at or after it); a `done` line follows once the
+write's record has landed, naming its index. When no intent is open the file is emptied, and a
+recorder closed with nothing open removes it. After a crash, an intent whose record never landed is
+an outcome nobody knows: the gate refuses to run that call again until a person has checked the real
+state and deleted the intent's line (or the whole file).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.errors import InputError
+from toolreplay.format.canonical import canonical_bytes, canonical_json
+
+__all__ = ["Intent", "IntentFile", "read_intents"]
+
+
+@dataclass(frozen=True, slots=True)
+class Intent:
+    """A write announced in the intent file; `done` is the index of its record once one landed."""
+
+    seq: int
+    start: int
+    tool: str
+    args: dict[str, Any]
+    key: str | None
+    done: int | None = None
+
+    @property
+    def call(self) -> bytes:
+        """Canonical bytes of {"tool": TOOL, "args": ARGS}, as the gate and the records compare calls."""
+        return canonical_bytes({"tool": self.tool, "args": self.args})
+
+    def line(self) -> bytes:
+        """The intent's line in the file, newline included."""
+        return (canonical_json({"intent": self.seq, "from": self.start, "tool": self.tool, "args": self.args,
+                                "key": self.key}) + "\n").encode("utf-8")
+
+
+class IntentFile:
+    """Appends intents and their completions; thread-safe. Open intents survive until settled or kept."""
+
+    def __init__(self, path: str, intents: list[Intent]) -> None:
+        """`intents` are those read from an existing file (see `read_intents`); nothing is opened yet."""
+        self.path = path
+        self._lock = threading.Lock()
+        self._handle: Any = None
+        self._open: set[int] = {intent.seq for intent in intents if intent.done is None}
+        self._next_seq = max((intent.seq for intent in intents), default=-1) + 1
+
+    def announce(self, start: int, tool: str, args: dict[str, Any], key: str | None) -> int:
+        """Write one intent and sync it to disk; return its number. An OSError means nothing may run."""
+        with self._lock:
+            intent = Intent(self._next_seq, start, tool, args, key)
+            self._append(intent.line(), sync=True)
+            self._next_seq += 1
+            self._open.add(intent.seq)
+            return intent.seq
+
+    def settle(self, seq: int, index: int) -> None:
+        """Mark intent `seq` done by the record at `index`; empty the file when nothing is left open.
+
+        Best effort: if the line cannot be written, the next start finds the record by the intent's call.
+        """
+        with self._lock:
+            self._open.discard(seq)
+            try:
+                if self._open:
+                    self._append((canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"), sync=False)
+                else:
+                    self._ensure_open().truncate(0)
+            except OSError:
+                pass
+
+    def keep(self, intents: list[Intent]) -> None:
+        """Replace the file with just `intents` (outcomes still unknown), written whole; none: remove it."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+            self._open = {intent.seq for intent in intents}
+            if not intents:
+                _remove(self.path)
+                return
+            temporary = self.path + ".tmp"
+            with open(temporary, "wb") as handle:
+                for intent in intents:
+                    handle.write(Intent(intent.seq, intent.start, intent.tool, intent.args, intent.key).line())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(temporary, self.path)
+
+    def close(self) -> None:
+        """Close the file; remove it when no intent is open (every write ended in a record)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
+            if not self._open:
+                _remove(self.path)
+
+    def _append(self, data: bytes, *, sync: bool) -> None:
+        """Append whole lines, or cut the file back to where it was and raise."""
+        handle = self._ensure_open()
+        status = os.fstat(handle.fileno())
+        try:
+            replaced = not os.path.samestat(status, os.stat(self.path))
+        except OSError:
+            replaced = True
+        if replaced:  # an intent written now would not be found after a crash
+            raise OSError(f"{self.path} was deleted or replaced while in use")
+        size = status.st_size
+        try:
+            _write_all(handle, data)
+            if sync:
+                os.fsync(handle.fileno())
+        except OSError:
+            try:
+                os.ftruncate(handle.fileno(), size)
+            except OSError:
+                pass
+            raise
+
+    def _ensure_open(self) -> Any:
+        if self._handle is None:
+            self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
+        return self._handle
+
+
+def _write_all(handle: Any, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[handle.write(view):]
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def read_intents(path: str) -> list[Intent]:
+    """The intents of an existing file (none if it does not exist); a torn final line is ignored.
+
+    A torn line is an intent whose sync never finished, so its write never ran.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return []
+    intents: dict[int, Intent] = {}
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            if number == len(lines):  # no newline after it: the write that was cut short
+                break
+            raise InputError(path, number, "not an intent line (invalid JSON)") from None
+        _read_line(obj, intents, path, number)
+    return sorted(intents.values(), key=lambda intent: intent.seq)
+
+
+def _read_line(obj: Any, intents: dict[int, Intent], path: str, number: int) -> None:
+    if isinstance(obj, dict) and set(obj) == {"intent", "from", "tool", "args", "key"}:
+        seq, start, tool, args, key = obj["intent"], obj["from"], obj["tool"], obj["args"], obj["key"]
+        if (_is_count(seq) and _is_count(start) and isinstance(tool, str) and isinstance(args, dict)
+                and (key is None or isinstance(key, str)) and seq not in intents):
+            intents[seq] = Intent(seq, start, tool, args, key)
+            return
+    elif isinstance(obj, dict) and set(obj) == {"done", "index"}:
+        seq, index = obj["done"], obj["index"]
+        if _is_count(seq) and _is_count(index) and seq in intents:
+            old = intents[seq]
+            intents[seq] = Intent(old.seq, old.start, old.tool, old.args, old.key, index)
+            return
+    raise InputError(path, number, "not an intent line (expected an intent or a done line)")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,62 @@
+"""inspect_ai eval logs (`.json`, or `.eval` zip archives of `samples/*.json`): one session per sample.
+
+A sample's `messages` hold assistant messages with `tool_calls[]` (`{"id", "function": NAME,
+"arguments": object}`) and tool messages `{"role": "tool", "tool_call_id", "function", "content":
+string or content parts, "error": null or {"type", "message"}}`. A tool error puts `"error": true`
+in front of the response; a reply with no content but an error is `{"error": true, "text": MESSAGE}`.
+A call with a `parse_error` (arguments the model wrote that did not parse) is a warning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from toolreplay.importers.conversations import Conversation
+from toolreplay.importers.pairing import MISSING, Event, Note, ToolCall, ToolReply, reply_response
+
+__all__ = ["read_events"]
+
+
+def _message(conversation: Conversation, position: int, message: Any) -> dict[str, Any]:
+    if not isinstance(message, dict) or not isinstance(message.get("role"), str):
+        raise conversation.error(position, 'not an inspect_ai chat message (an object with a "role" string)')
+    return message
+
+
+def _call_id(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[Event]:
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise conversation.error(position, '"tool_calls" must be an array or null')
+    for call in tool_calls or ():
+        if not isinstance(call, dict) or not isinstance(call.get("function"), str) or not call["function"]:
+            raise conversation.error(position, 'a tool call has no "function" name string')
+        yield ToolCall(_call_id(call.get("id")), call["function"], call.get("arguments", MISSING), position)
+        if call.get("parse_error"):
+            yield Note(f"tool call {call['function']}: the model's arguments did not parse (parse_error); "
+                       "args are what inspect_ai kept", position)
+
+
+def _reply(conversation: Conversation, position: int, message: dict[str, Any]) -> ToolReply:
+    error = message.get("error")
+    if error is not None and not isinstance(error, dict):
+        raise conversation.error(position, 'a tool message\'s "error" must be an object or null')
+    content = message.get("content", MISSING)
+    if error is not None and content in (MISSING, None, "", []):
+        text = error.get("message")
+        content = text if isinstance(text, str) else ""
+    return ToolReply(_call_id(message.get("tool_call_id")), reply_response(content, error is not None), position)
+
+
+def read_events(conversation: Conversation) -> Iterator[Event]:
+    """The calls and replies of one sample, in message order."""
+    for position, raw in enumerate(conversation.messages):
+        message = _message(conversation, position, raw)
+        if message["role"] == "assistant":
+            yield from _calls(conversation, position, message)
+        elif message["role"] == "tool":
+            yield _reply(conversation, position, message)

@@ -1,0 +1,167 @@
+"""OpenTelemetry GenAI traces (OTLP JSON): one session per trace, its tool calls by start time.
+
+Read, in this order of preference within a trace:
+
+1. tool spans: `execute_tool` spans (`gen_ai.operation.name`), MCP `tools/call` spans
+   (`mcp.method.name`) and OpenInference `TOOL` spans (`openinference.span.kind`). The tool is
+   `gen_ai.tool.name` (or `tool.name`, or the span name after `execute_tool `/`tools/call `); args are
+   `gen_ai.tool.call.arguments` (or `input.value`), an object or a JSON string; the response is
+   `gen_ai.tool.call.result` (or `output.value`): a JSON object (or its JSON text) as it is, other
+   text as `{"text": TEXT}`, with `"error": true` in front when the span has `error.type`. A span
+   without a result gives `{"error": ERROR_TYPE}` when it has `error.type`, else no recorded response
+   (a warning). A tool span whose parent is a tool span of the same tool
+   (an MCP client span around its `execute_tool`) is the same call, read once.
+2. when a trace has no tool span: the `tool_call` and `tool_call_response` parts of chat spans'
+   `gen_ai.input.messages` / `gen_ai.output.messages` (and OpenInference's flattened
+   `llm.*_messages.N.message.tool_calls.M.tool_call.function.*`), each id read once, since every
+   chat span repeats the history before it (a span's input messages beyond those already read are new).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
+from toolreplay.importers.otlp import Span
+from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, flag_error, reply_response
+
+__all__ = ["read_events"]
+
+_FLAT = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
+_FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
+
+
+def _tool_name(span: Span) -> str | None:
+    attributes = span.attributes
+    if attributes.get("gen_ai.operation.name") == "execute_tool" or attributes.get("mcp.method.name") == "tools/call":
+        prefix = "execute_tool " if attributes.get("gen_ai.operation.name") == "execute_tool" else "tools/call "
+    elif attributes.get("openinference.span.kind") == "TOOL":
+        prefix = ""
+    else:
+        return None
+    for key in ("gen_ai.tool.name", "tool.name"):
+        if isinstance(attributes.get(key), str) and attributes[key]:
+            return str(attributes[key])
+    if prefix and span.name.startswith(prefix) and span.name[len(prefix):]:
+        return span.name[len(prefix):]
+    return span.name or None
+
+
+def _first(attributes: dict[str, Any], *keys: str) -> Any:
+    for key in keys:
+        if key in attributes:
+            return attributes[key]
+    return MISSING
+
+
+def _response(span: Span) -> dict[str, Any] | None:
+    result = _first(span.attributes, "gen_ai.tool.call.result", "output.value")
+    error = span.attributes.get("error.type")
+    if result is MISSING:
+        return {"error": str(error)} if error is not None else None
+    if isinstance(result, str):
+        parsed = reply_response(result, False)
+        if "text" in parsed and len(parsed) == 1:  # text: flagged as a failure when the span failed
+            return flag_error(parsed, error is not None, parsed)
+        return parsed
+    if isinstance(result, dict):
+        return result
+    return {"result": result}
+
+
+def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, str]]) -> Iterator[Event]:
+    by_id = {span.span_id: tool for _, span, tool in named}
+    for position, span, tool in named:
+        if span.parent_id and by_id.get(span.parent_id) == tool:
+            continue  # the inner span of one call seen at two levels
+        call_id = span.span_id or f"span {position}"
+        yield ToolCall(call_id, tool, _first(span.attributes, "gen_ai.tool.call.arguments", "input.value"), position)
+        response = _response(span)
+        if response is not None:
+            yield ToolReply(call_id, response, position)
+
+
+def _messages(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = parse_json(value)
+        except JSONTextError:
+            return []
+    return value if isinstance(value, list) else []
+
+
+def _flat_messages(attributes: dict[str, Any], side: str) -> list[dict[str, Any]]:
+    """OpenInference's flattened messages as GenAI messages with `tool_call`/`tool_call_response` parts."""
+    messages: dict[int, dict[str, Any]] = {}
+    for key, value in attributes.items():
+        match = _FLAT.fullmatch(key)
+        if match is None or match.group(1) != side:
+            continue
+        message = messages.setdefault(int(match.group(2)), {"calls": {}})
+        call = _FLAT_CALL.fullmatch(match.group(3))
+        if call is not None:
+            message["calls"].setdefault(int(call.group(1)), {})[call.group(2)] = value
+        else:
+            message[match.group(3)] = value
+    found = []
+    for index in sorted(messages):
+        message = messages[index]
+        parts: list[dict[str, Any]] = [
+            {"type": "tool_call", "id": call.get("id"), "name": call.get("function.name"),
+             "arguments": call.get("function.arguments")}
+            for _, call in sorted(message["calls"].items())
+        ]
+        if message.get("role") == "tool":
+            parts.append({"type": "tool_call_response", "id": message.get("tool_call_id"),
+                          "response": message.get("content", "")})
+        found.append({"role": message.get("role"), "parts": parts})
+    return found
+
+
+def _chat_events(conversation: Conversation) -> Iterator[Event]:
+    seen_calls: set[Any] = set()
+    seen_replies: set[Any] = set()
+    history = 0  # messages already read: each chat span's input repeats the ones before it
+    for position, span in enumerate(conversation.messages):
+        attributes = span.attributes
+        inputs = [*_messages(attributes.get("gen_ai.input.messages")), *_flat_messages(attributes, "input")]
+        outputs = [*_messages(attributes.get("gen_ai.output.messages")), *_flat_messages(attributes, "output")]
+        if not inputs and not outputs:
+            continue  # not a chat span
+        new = inputs[history:] if len(inputs) >= history else inputs
+        history = len(inputs) + len(outputs)
+        for message in [*new, *outputs]:
+            parts = message.get("parts") if isinstance(message, dict) else None
+            for part in parts if isinstance(parts, list) else ():
+                if not isinstance(part, dict):
+                    continue
+                call_id = part.get("id") if isinstance(part.get("id"), str) and part.get("id") else None
+                if part.get("type") == "tool_call" and isinstance(part.get("name"), str) and part["name"]:
+                    if call_id is not None and call_id in seen_calls:
+                        continue
+                    seen_calls.add(call_id)
+                    yield ToolCall(call_id, part["name"], part.get("arguments", MISSING), position)
+                elif part.get("type") == "tool_call_response":
+                    if call_id is not None and call_id in seen_replies:
+                        continue
+                    seen_replies.add(call_id)
+                    result = part.get("response", part.get("result", MISSING))
+                    response = result if isinstance(result, dict) else reply_response(result, False)
+                    yield ToolReply(call_id, response, position)
+
+
+def read_events(conversation: Conversation) -> Iterator[Event]:
+    """The tool calls of one trace, in span start order."""
+    named = []
+    for position, span in enumerate(conversation.messages):
+        if not isinstance(span, Span):
+            raise conversation.error(position, "not an OTLP span")
+        tool = _tool_name(span)
+        if tool is not None:
+            named.append((position, span, tool))
+    if named:
+        yield from _tool_span_events(conversation, named)
+    else:
+        yield from _chat_events(conversation)
