@@ -77,6 +77,17 @@ class CommandTest(unittest.TestCase):
             "edit  # name: edit; after it: 2 different, 0 same; calls: 2\n"
             "submit  # name: submit; after it: 0 different, 0 same; calls: 1\n"), ""))
 
+    def test_an_imported_swe_agent_trajectory(self) -> None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as folder:
+            session = os.path.join(folder, "s.jsonl")
+            self.assertEqual(run("import", "swe-agent", os.path.join(ROOT, "samples", "import", "swe-agent.traj"),
+                                 "-o", session)[0], 0)
+            code, out, _ = run("mutators", session)
+        self.assertEqual([line.split()[0] for line in out.splitlines() if not line.startswith("#")],
+                         ["bash", "str_replace_editor", "submit"])
+
     def test_the_proposal_is_a_mutators_file(self) -> None:
         import tempfile
 
