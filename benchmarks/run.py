@@ -10,7 +10,10 @@ CPU ratio (user + system time of the child) is printed too: it moves less than w
 processes share the cores. `verify` reads the sealed file, so its ratio is to the floor
 over that file. Targets (issue 2): on the N-record file `replay` and `scope` at most 2.5x the floor,
 `seal` and `verify` at most 4x; on the big file (1,000,000 records, about 550 MB) a peak under
-100 MB for every command. Exit 0 when every target is met, 1 otherwise.
+100 MB for every command. `scope+rules` is `scope` with the 10-rule policy of `rules.py`: at most
+1.5x name-only `scope` on the same file (issue 8). After the tables, the Gate's cost per call with
+and without the rules, next to a bare function call (`rules.gate_overhead`).
+Exit 0 when every target is met, 1 otherwise.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ DATA = os.path.join(HERE, "data")
 sys.path.insert(0, HERE)
 
 import generate  # noqa: E402
+import rules  # noqa: E402
 
 __all__ = ["Measurement", "measure", "main"]
 
@@ -55,8 +59,9 @@ print(time.perf_counter() - start, usage.ru_utime + usage.ru_stime, usage.ru_max
       os.waitstatus_to_exitcode(status))
 """
 RATIO_TARGETS = {"replay": 2.5, "scope": 2.5, "seal": 4.0, "verify": 4.0}
+RULES_TARGET = 1.5  # scope+rules over name-only scope
 MEMORY_TARGET_MB = 100.0
-EXPECTED_EXIT = {"floor": 0, "replay": 1, "scope": 1, "seal": 0, "verify": 0}
+EXPECTED_EXIT = {"floor": 0, "replay": 1, "scope": 1, "scope+rules": 1, "seal": 0, "verify": 0}
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,13 @@ def measure(plan: list[tuple[str, str, list[str]]], runs: int, label: str) -> li
             for (name, file, _), kept in zip(plan, samples, strict=True)]
 
 
+def _write_if_changed(path: str, document: dict[str, object]) -> None:
+    text = json.dumps(document, indent=1) + "\n"
+    if not os.path.exists(path) or open(path, encoding="utf-8").read() != text:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
 def _ensure_files(records: int) -> tuple[str, str, str]:
     """The session, its sealed form and the read-only scope file, made when missing."""
     os.makedirs(DATA, exist_ok=True)
@@ -110,11 +122,8 @@ def _ensure_files(records: int) -> tuple[str, str, str]:
         sys.stderr.write(f"sealing into {os.path.relpath(sealed, ROOT)} ...\n")
         subprocess.run([sys.executable, "-m", "toolreplay", "seal", session, "-o", sealed], cwd=ROOT,
                        env=dict(os.environ, PYTHONPATH=ROOT), check=True)
-    document = {"agent": "benchmark-reader", "allowed_tools": sorted(generate.READ_TOOLS)}
-    text = json.dumps(document, indent=1) + "\n"
-    if not os.path.exists(scope) or open(scope, encoding="utf-8").read() != text:
-        with open(scope, "w", encoding="utf-8") as handle:
-            handle.write(text)
+    _write_if_changed(scope, {"agent": "benchmark-reader", "allowed_tools": sorted(generate.READ_TOOLS)})
+    _write_if_changed(os.path.join(DATA, "policy-rules.json"), rules.RULES_POLICY)
     return session, sealed, scope
 
 
@@ -127,6 +136,7 @@ def _measure_all(records: int, runs: int) -> tuple[list[Measurement], str]:
         ("floor", "sealed", python + ["-c", FLOOR_CODE, sealed]),
         ("replay", "plain", tool + ["replay", session]),
         ("scope", "plain", tool + ["scope", session, scope]),
+        ("scope+rules", "plain", tool + ["scope", session, os.path.join(DATA, "policy-rules.json")]),
         ("seal", "plain", tool + ["seal", session]),
         ("verify", "sealed", tool + ["verify", sealed]),
     ]
@@ -153,7 +163,7 @@ def format_ratio_table(records: int, path: str, runs: int, results: list[Measure
     """The ratio table: wall seconds and ratio to that file's floor, target, result; CPU ratio; peak MB."""
     floors = _floors(results)
     lines = [_file_line(records, path, runs),
-             f"{'command':<8} {'file':<7} {'seconds':>8} {'ratio':>6} {'target':>7}  {'result':<6} "
+             f"{'command':<11} {'file':<7} {'seconds':>8} {'ratio':>6} {'target':>7}  {'result':<6} "
              f"{'cpu s':>7} {'cpu ratio':>9} {'peak MB':>8}\n"]
     ok = True
     for m in results:
@@ -165,8 +175,16 @@ def format_ratio_table(records: int, path: str, runs: int, results: list[Measure
         if target is None and result == "pass":
             result = "-"  # a floor has no target; it only fails when it does not run
         shown = "-" if target is None else f"<={target}x"
-        lines.append(f"{m.name:<8} {m.file:<7} {m.seconds:>8.2f} {ratio:>6.2f} {shown:>7}  {result:<6} "
+        lines.append(f"{m.name:<11} {m.file:<7} {m.seconds:>8.2f} {ratio:>6.2f} {shown:>7}  {result:<6} "
                      f"{m.cpu_seconds:>7.2f} {m.cpu_seconds / floor.cpu_seconds:>9.2f} {m.peak_mb:>8.1f}\n")
+    by_name = {m.name: m for m in results}
+    if "scope+rules" in by_name:
+        ratio = by_name["scope+rules"].seconds / by_name["scope"].seconds
+        cpu = by_name["scope+rules"].cpu_seconds / by_name["scope"].cpu_seconds
+        passed = ratio <= RULES_TARGET
+        ok = ok and passed
+        lines.append(f"scope+rules / scope: {ratio:.2f} (target <={RULES_TARGET}x): {'pass' if passed else 'miss'}"
+                     f"; cpu ratio {cpu:.2f}\n")
     return "".join(lines), ok
 
 
@@ -174,7 +192,7 @@ def format_memory_table(records: int, path: str, runs: int, results: list[Measur
     """The memory table: seconds and ratio for information, peak MB against the 100 MB target, result."""
     floors = _floors(results)
     lines = [_file_line(records, path, runs),
-             f"{'command':<8} {'file':<7} {'seconds':>8} {'ratio':>6} {'cpu ratio':>9} {'peak MB':>8} "
+             f"{'command':<11} {'file':<7} {'seconds':>8} {'ratio':>6} {'cpu ratio':>9} {'peak MB':>8} "
              f"{'target':>7}  result\n"]
     ok = True
     for m in results:
@@ -184,7 +202,7 @@ def format_memory_table(records: int, path: str, runs: int, results: list[Measur
         ok = ok and status == "pass"
         target = "-" if is_floor else f"<{MEMORY_TARGET_MB:.0f}"
         result = "-" if is_floor and status == "pass" else status
-        lines.append(f"{m.name:<8} {m.file:<7} {m.seconds:>8.2f} {m.seconds / floor.seconds:>6.2f} "
+        lines.append(f"{m.name:<11} {m.file:<7} {m.seconds:>8.2f} {m.seconds / floor.seconds:>6.2f} "
                      f"{m.cpu_seconds / floor.cpu_seconds:>9.2f} {m.peak_mb:>8.1f} {target:>7}  {result}\n")
     return "".join(lines), ok
 
@@ -202,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     results, path = _measure_all(records, args.runs)
     table, ok = format_ratio_table(records, path, args.runs, results)
     sys.stdout.write(table)
+    calls = min(records, 20_000)
+    sys.stdout.write("\n" + rules.format_gate_table(rules.gate_overhead(path, calls), calls))
     if big is not None:
         results, path = _measure_all(big, 1)
         table, big_ok = format_memory_table(big, path, 1, results)

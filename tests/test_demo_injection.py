@@ -78,7 +78,7 @@ class DemoTest(unittest.TestCase):
         policy = os.path.join(self.directory, "policy.json")
         with open(policy, "w", encoding="utf-8") as handle:
             handle.write('{"agent": "support-readonly", "allowed_tools": ["get_order", "fetch_reviews"], '
-                         '"write_tools": ["cancel_order"], "limits": {"max_steps": 20}}')
+                         '"limits": {"max_steps": 20}}')
         io_ = IO.memory()
         self.assertEqual(main(["scope", path, policy], io_), 1)
         self.assertEqual(io_.out(), EXPECTED.split("scope audit of the session record:\n")[1])

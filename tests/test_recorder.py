@@ -79,7 +79,7 @@ class PlainTest(RecorderCase):
         self.assertEqual(cli("replay", path), (0, "calls: 4\ndivergence: none\nfindings: 0\n", ""))
         scope = self.path("scope.json")
         self.write_bytes(scope, b'{"agent": "docs-reader", "allowed_tools": ["list_dir", "read_file", '
-                                b'"search"], "write_tools": ["write_file"], "limits": {"max_steps": 3}}')
+                                b'"search"], "limits": {"max_steps": 3}}')
         finding = "index 3: permission-overreach: tool 'write_file' is not in the declared scope for agent"
         self.assertEqual(cli("scope", path, scope),
                          (1, f"calls: 4\nfindings: 1\n{finding} 'docs-reader'\n", ""))

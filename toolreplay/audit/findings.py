@@ -9,23 +9,32 @@ from typing import overload
 
 __all__ = ["Finding", "FindingList", "KINDS"]
 
-# Sorted by name: findings at one index are listed in this order. The first and the last come only
-# from `replay --state-aware`.
-KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "redundant-call", "retry-after-error")
+# Sorted by name: findings at one index are listed in this order. `changed-after-write` and
+# `retry-after-error` come only from `replay --state-aware`. Several policy-violation findings at one
+# index follow the order of the rules in the policy file.
+KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "policy-violation", "redundant-call",
+         "retry-after-error")
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One finding: where, what kind, which tool, the related earlier call, and the message."""
+    """One finding: where, what kind, which tool, the related earlier call, the message, and the rule
+    (the id of the policy rule, for a policy-violation; None for every other kind)."""
 
     index: int
     kind: str
     tool: str
     related_index: int | None
     message: str
+    rule: str | None = None
 
 
-def _message(kind: str, tool: str, related: int | None, context: str, earlier: int | None = None) -> str:
+def _message(kind: str, tool: str, related: int | None, context: str, verdict: tuple[str, str, str] | None,
+             earlier: int | None = None) -> str:
+    if verdict is not None:
+        rule_id, effect, reason = verdict
+        action = "denied" if effect == "deny" else "needs confirmation"
+        return f"tool '{tool}' {action} by rule {rule_id}: {reason}"
     if kind == "changed-after-write":
         return (f"tool '{tool}' returned a different response than the identical call at index {earlier} "
                 f"after the state-changing call at index {related}")
@@ -51,6 +60,19 @@ class FindingList(Sequence[Finding]):
         self._earlier: dict[int, int] = {}  # position -> earlier identical call, for changed-after-write
         self._tool_ids: dict[str, int] = {}
         self._tools: list[str] = []
+        self._verdict = array("l")  # for policy-violation: position in _verdicts, else -1
+        self._verdict_ids: dict[tuple[str, str, str], int] = {}
+        self._verdicts: list[tuple[str, str, str]] = []
+
+    def append_violation(self, index: int, tool: str, rule_id: str, effect: str, reason: str) -> None:
+        """Record a policy-violation: the rule `rule_id` (effect deny or ask) fired for this reason."""
+        verdict = (rule_id, effect, reason)
+        verdict_id = self._verdict_ids.get(verdict)
+        if verdict_id is None:
+            verdict_id = self._verdict_ids[verdict] = len(self._verdicts)
+            self._verdicts.append(verdict)
+        self.append(index, "policy-violation", tool)
+        self._verdict[-1] = verdict_id
 
     def append(self, index: int, kind: str, tool: str, related_index: int | None = None,
                earlier_index: int | None = None) -> None:
@@ -66,6 +88,7 @@ class FindingList(Sequence[Finding]):
         self._kind.append(KINDS.index(kind))
         self._related.append(-1 if related_index is None else related_index)
         self._tool.append(tool_id)
+        self._verdict.append(-1)
 
     def __len__(self) -> int:
         return len(self._index)
@@ -75,8 +98,11 @@ class FindingList(Sequence[Finding]):
         tool = self._tools[self._tool[position]]
         related = self._related[position]
         related_index = None if related < 0 else related
+        verdict_id = self._verdict[position]
+        verdict = None if verdict_id < 0 else self._verdicts[verdict_id]
         return Finding(self._index[position], kind, tool, related_index,
-                       _message(kind, tool, related_index, self._context, self._earlier.get(position)))
+                       _message(kind, tool, related_index, self._context, verdict, self._earlier.get(position)),
+                       None if verdict is None else verdict[0])
 
     @overload
     def __getitem__(self, position: int) -> Finding: ...

@@ -42,8 +42,11 @@ def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> It
     opening = _json({**head, "findings": [0]})
     yield opening[:opening.rindex("0")].rstrip(" ")
     for position, f in enumerate(findings):
-        item = json.dumps({"index": f.index, "kind": f.kind, "tool": f.tool, "related_index": f.related_index,
-                           "message": f.message}, indent=2, ensure_ascii=False)
+        fields: dict[str, Any] = {"index": f.index, "kind": f.kind, "tool": f.tool}
+        if f.rule is not None:
+            fields["rule"] = f.rule
+        fields.update(related_index=f.related_index, message=f.message)
+        item = json.dumps(fields, indent=2, ensure_ascii=False)
         yield ("" if position == 0 else ",\n") + "    " + item.replace("\n", "\n    ")
     yield "\n  ]\n}\n"
 
@@ -72,12 +75,16 @@ def iter_scope_text(report: ScopeReport) -> Iterator[str]:
     """The exact documented text (docs/commands.md), in pieces."""
     yield f"calls: {report.calls}\nfindings: {len(report.findings)}\n"
     yield from _finding_lines(report.findings)
+    for rule_id in report.unchecked_rules:
+        yield f"not checked: rule {rule_id}: a rate needs the time of each call, which a record does not carry\n"
 
 
 def iter_scope_json(report: ScopeReport) -> Iterator[str]:
     """The same facts as the scope text, as one JSON document, in pieces."""
-    yield from _json_with_findings({"command": "scope", "agent": report.agent, "calls": report.calls},
-                                   report.findings)
+    head: dict[str, Any] = {"command": "scope", "agent": report.agent, "calls": report.calls}
+    if report.has_rules:
+        head["unchecked_rules"] = list(report.unchecked_rules)
+    yield from _json_with_findings(head, report.findings)
 
 
 def replay_text(report: ReplayReport) -> str:

@@ -29,8 +29,10 @@ _COMMAND_MODULES = {
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
+    "toolreplay.cli.fleet": ("audit",),
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.export": ("export",),
+    "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
 }
 
 
@@ -84,6 +86,16 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the innermost subcommand that `args` selected (`export otel`, not `export`)."""
+    while True:
+        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = getattr(args, commands[0].dest, None) if commands else None
+        if chosen is None:
+            return parser
+        parser = commands[0].choices[chosen]
+
+
 # Exit codes beyond 0, 1 and 2: a reader of the output went away (standard output is a closed pipe,
 # as in `toolreplay replay big.jsonl | head -1`): 141, what a shell reports for a process ended by
 # SIGPIPE, with nothing on stderr; stopped by Ctrl-C: 130; by SIGTERM: 143 (after cleaning up).
@@ -100,9 +112,8 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
         arguments = list(sys.argv[1:] if argv is None else argv)
         parser = build_parser(arguments[0] if arguments else None)
         args, extra = parser.parse_known_args(arguments)
-        if extra:  # name the command whose usage was not followed, not the top level
-            commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-            commands.choices[args.command].error("unrecognized arguments: " + " ".join(extra))
+        if extra:  # name the (sub)command whose usage was not followed, not the top level
+            _innermost(parser, args).error("unrecognized arguments: " + " ".join(extra))
         code: int = args.run(args, io)
         io.stdout.flush()
         return code

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from toolreplay import __version__
 from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.detail import SESSION_LIMITS, build_detail
+from toolreplay.audit.fleet import SessionJob
 from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
 from toolreplay.audit.render import (
     chain_json,
@@ -30,13 +34,15 @@ from toolreplay.audit.replay import (
     counted_findings,
     state_fact,
 )
-from toolreplay.audit.scope import audit_tool_facts, tool_fact
+from toolreplay.audit.scope import ScopeReport, audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts, usable_cores
 from toolreplay.format.output import Output, write_atomically
-from toolreplay.policy.model import load_policy
+from toolreplay.format.records import STDIN_NAME
+from toolreplay.policy.model import Policy, load_policy
+from toolreplay.report.pages import session_page
 
 __all__ = ["register", "read_mutators_file"]
 
@@ -70,10 +76,15 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
-    if args.state_aware:
-        report = audit_state_facts(read_facts(args.session, state_fact, jobs=args.jobs, stdin=io.stdin), mutators)
-    else:
-        report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
+    audit: Any = audit_state_facts if args.state_aware else audit_call_facts
+    extract: Any = state_fact if args.state_aware else call_fact
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            report = audit(read_facts(job.path, extract, jobs=args.jobs), mutators)
+            detail = build_detail(job, report.calls, report.divergence, report.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "replay"))
+        return 1 if counted_findings(report, args.count_changes) else 0
+    report = audit(read_facts(args.session, extract, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
     return 1 if counted_findings(report, args.count_changes) else 0
 
@@ -91,9 +102,39 @@ def _run_mutators(args: argparse.Namespace, io: IO) -> int:
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
     policy = load_policy(args.scope)
-    report = audit_tool_facts(read_facts(args.session, tool_fact, jobs=args.jobs, stdin=io.stdin), policy)
+    if args.format == "html":
+        with _session_file(args.session, io) as job:
+            scope = _scope_report(job.path, policy, args.jobs, io)
+            detail = build_detail(job, scope.calls, None, scope.findings, SESSION_LIMITS)
+        io.stdout.writelines(session_page(detail, "scope", policy.agent))
+        return 1 if scope.findings else 0
+    report = _scope_report(args.session, policy, args.jobs, io)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
     return 1 if report.findings else 0
+
+
+def _scope_report(path: str, policy: Policy, jobs: int | None, io: IO) -> ScopeReport:
+    if policy.rules:
+        return audit_rule_facts(read_facts(path, rule_fact_extractor(policy), jobs=jobs, stdin=io.stdin), policy)
+    return audit_tool_facts(read_facts(path, tool_fact, jobs=jobs, stdin=io.stdin), policy)
+
+
+@contextmanager
+def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
+    """The session as a file that can be read twice (the page needs the calls behind the findings).
+
+    Standard input is copied to a temporary file first, and errors still name `<stdin>`."""
+    if path != "-":
+        yield SessionJob(path, path)
+        return
+    with tempfile.TemporaryDirectory(prefix="toolreplay-") as folder:
+        copy = os.path.join(folder, "stdin.jsonl")
+        with open(copy, "wb") as handle:
+            shutil.copyfileobj(io.stdin, handle, 1 << 20)
+        try:
+            yield SessionJob(copy, STDIN_NAME)
+        except InputError as exc:
+            raise InputError(STDIN_NAME, exc.line, exc.message) from None
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
@@ -173,11 +214,12 @@ def _run_verify(args: argparse.Namespace, io: IO) -> int:
     return 0 if report.intact else 1
 
 
-def _format_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:
+    choices = ("text", "json", "html") if html else ("text", "json")
+    parser.add_argument("--format", choices=choices, default="text", help="report format (default: text)")
 
 
-def _jobs(text: str) -> int:
+def _positive_int(text: str) -> int:
     """A positive worker count; more than the cores this process may use is taken as that many."""
     if not text.isascii() or not text.isdigit() or len(text) > 12 or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
@@ -185,7 +227,7 @@ def _jobs(text: str) -> int:
 
 
 def _jobs_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--jobs", type=_jobs, metavar="N",
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="worker processes for large files (default: one per core, at most 8; "
                              "at most one per core; 1 = no workers)")
 
@@ -206,7 +248,7 @@ def register(subparsers: Any) -> None:
                              "retry-after-error, anything else non-determinism")
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
@@ -221,10 +263,10 @@ def register(subparsers: Any) -> None:
     _jobs_option(parser)
     parser.set_defaults(run=_run_mutators)
 
-    parser = subparsers.add_parser("scope", help="check each call against a permission file")
+    parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
-    _format_option(parser)
+    _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 

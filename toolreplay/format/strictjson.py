@@ -130,10 +130,32 @@ def read_json_file(path: str) -> Any:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(path, None, "not valid UTF-8") from None
+    loader = StrictLoader()
     try:
-        return StrictLoader().loads(text)
+        value = loader.loads(text)
+        if "\\ud" in text or "\\uD" in text:
+            loader.canonical(value)  # a \\uD800-\\uDFFF escape: reject a lone surrogate like the session parser
     except JSONLineError as exc:
-        raise InputError(path, exc.lineno, str(exc)) from None
+        raise InputError(path, exc.lineno or _lone_surrogate_line(text), str(exc)) from None
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"(\\+)u([dD][89a-fA-F][0-9a-fA-F]{2})")
+
+
+def _lone_surrogate_line(text: str) -> int | None:
+    """The line of the first `\\uD800`-`\\uDFFF` escape that is not half of a pair."""
+    paired_low = -1
+    for match in _SURROGATE_ESCAPE.finditer(text):
+        if len(match.group(1)) % 2 == 0 or match.start() == paired_low:
+            continue  # an escaped backslash followed by "u...", or the low half of a pair
+        code = int(match.group(2), 16)
+        after = _SURROGATE_ESCAPE.match(text, match.end())
+        if code < 0xDC00 and after is not None and len(after.group(1)) == 1 and int(after.group(2), 16) >= 0xDC00:
+            paired_low = match.end()
+            continue
+        return text.count("\n", 0, match.start()) + 1
+    return None
 
 
 def _check_nesting(text: str) -> None:

@@ -9,12 +9,15 @@ Each request goes through, in this order (one method each; docs/guard.md has the
 3. **allowlist** — a tool the policy does not allow, or that the host did not supply, never runs;
 4. **unknown outcome** — a write that started and never got a result on record (the host died, or it
    was interrupted) is not run again until a person has resolved it;
+4b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
+   refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
+   write tool; a firing allow rule lets a write tool run without it;
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
    response; a read is answered from an identical earlier read only while no write has run since;
    a retry racing the original waits for it;
-6. **confirmation** — a write tool runs only when the host's `confirm(tool, args)` returns True for
-   that exact call; nothing the model writes into the call counts;
+6. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
+   `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
@@ -35,8 +38,11 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.policy.model import Policy
+from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
+from toolreplay.policy.rules import RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
+    from toolreplay.format.records import Record
     from toolreplay.guard.intents import Intent
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
@@ -48,18 +54,7 @@ STOP_REASONS = ("max_steps", "budget", "time", "record")
 # Arguments and results nested deeper than this are refused: every reader of the record can hold them.
 MAX_NESTING = 256
 
-# How the gate's own refusals begin: a record with one of these never ran its tool.
-REFUSAL_PREFIXES = ("tool not allowed: ", "confirmation required", "budget exceeded: ", "recording failed: ",
-                    "outcome unknown: ", "interrupted: ", "re-entrant call: ")
-
 Confirm = Callable[[str, dict[str, Any]], bool]
-
-
-def is_refusal(response: Mapping[str, Any]) -> bool:
-    """True for a response the gate gave instead of running the tool (or for an interrupted run)."""
-    error = response.get("error")
-    return (len(response) == 2 and response.get("ok") is False and isinstance(error, str)
-            and error.startswith(REFUSAL_PREFIXES))
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +109,8 @@ class Gate:
         self._reads: dict[bytes, _Pending] = {}
         self._recorded: dict[bytes, dict[str, Any]] = {}
         self._unknown: dict[bytes, str] = {}
+        self._rule_set = RuleSet(policy.rules)
+        self._rules = RuleState(self._rule_set) if policy.rules else None
         if recorder is not None and (recorder.resumed_records or recorder.previous_intents):
             self._resume(recorder)
 
@@ -173,10 +170,13 @@ class Gate:
             refusal = check(call)
             if refusal is not None:
                 return self._refuse(call, refusal)
+        ruling = self._check_rules(call)
+        if ruling is not None and ruling.refusal is not None:
+            return self._refuse(call, ruling.refusal)
         earlier = self._earlier(call)
         if earlier is not None:
             return self._repeat(call, earlier)
-        if self._needs_confirmation(call) and not self._confirmed(call):
+        if self._needs_confirmation(call, ruling) and not self._confirmed_or_withdrawn(call, ruling):
             return self._refuse(call, "confirmation required")
         pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
@@ -237,8 +237,29 @@ class Gate:
                 return self._written.get((call.identity, call.key))
             return self._reads.get(call.identity)
 
-    def _needs_confirmation(self, call: _Call) -> bool:
+    def _check_rules(self, call: _Call) -> Ruling | None:
+        """The rules' ruling on the call (None without rules); unless denied, it counts as executed."""
+        if self._rules is None:
+            return None
+        return self._rules.check(call.tool, self._rule_set.prepare(call.tool, call.args), self._clock())
+
+    def _needs_confirmation(self, call: _Call, ruling: Ruling | None = None) -> bool:
+        """Rules first (ask > allow), then write_tools."""
+        if ruling is not None and ruling.asks:
+            return True
+        if ruling is not None and ruling.allowed:
+            return False
         return call.tool in self._policy.write_tools
+
+    def _confirmed_or_withdrawn(self, call: _Call, ruling: Ruling | None) -> bool:
+        """Ask; a call not confirmed did not run, so the rules must not count it."""
+        confirmed = False
+        try:
+            confirmed = self._confirmed(call)
+        finally:
+            if not confirmed and ruling is not None and self._rules is not None:
+                self._rules.withdraw(ruling)
+        return confirmed
 
     def _confirmed(self, call: _Call) -> bool:
         if self._confirm is None:
@@ -371,6 +392,7 @@ class Gate:
         wanted = {intent.call for intent in intents}
         landed: dict[bytes, list[int]] = {}
         for record in recorder.history():
+            self._remember_for_rules(record)
             if record.tool not in self._writes or is_refusal(record.response):
                 continue
             identity = record.canonical_call
@@ -381,6 +403,15 @@ class Gate:
         for intent in unknown:
             self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
         recorder.keep_intents(unknown)
+
+
+    def _remember_for_rules(self, record: Record) -> None:
+        """A resumed record counts for later rules (`after`, `count`, `rate`) as when it was made."""
+        if self._rules is None or record.tool not in self._policy.allowed_tools:
+            return
+        ruling = self._rules.check(record.tool, self._rule_set.prepare(record.tool, record.args), self._started)
+        if is_refusal(record.response):
+            self._rules.withdraw(ruling)
 
 
 def _unresolved(intents: list[Intent], landed: dict[bytes, list[int]]) -> list[Intent]:

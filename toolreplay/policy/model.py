@@ -1,10 +1,13 @@
-"""The permission file: the scope file, optionally with the guard's write tools and limits.
+"""The permission file: the scope file, optionally with the guard's write tools, limits and rules.
 
     {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
-     "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}}
+     "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60},
+     "rules": [...]}
 
-`agent` and `allowed_tools` are required; `write_tools` and `limits` are optional; anything else is
-an input error. `scope` reads only the names; the guard enforces all of it.
+`agent` and `allowed_tools` are required; `write_tools`, `limits` and `rules` are optional; anything
+else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`. Integer limits
+are JSON integers (not `2.0`, `1e2` or `true`). `scope` checks the names and the rules; the guard
+enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and docs/policy.md.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any
 
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import read_json_file
+from toolreplay.policy.ruleparse import integer_field, number_field, parse_rules
+from toolreplay.policy.rules import Rule
 
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 
@@ -32,12 +37,13 @@ class Limits:
 
 @dataclass(frozen=True, slots=True)
 class Policy:
-    """Which tools an agent may call, which of them write, and its budgets."""
+    """Which tools an agent may call, which of them write, its budgets and its argument rules."""
 
     agent: str
     allowed_tools: frozenset[str]
     write_tools: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
+    rules: tuple[Rule, ...] = ()
 
 
 def _string_list(value: Any, name: str) -> frozenset[str]:
@@ -59,12 +65,11 @@ def _limits(value: Any) -> Limits:
     for key in _LIMIT_FIELDS:
         if key not in value:
             continue
-        number = value[key]
-        integral = key != "max_seconds"
-        if isinstance(number, bool) or not isinstance(number, int if integral else (int, float)) or number <= 0:
-            kind = "a positive integer" if integral else "a positive number"
-            raise ValueError(f"limit \"{key}\" must be {kind}")
-        found[key] = int(number) if integral else float(number)
+        what = f"limit \"{key}\""
+        if key == "max_seconds":
+            found[key] = float(number_field(value[key], what, positive=True))
+        else:
+            found[key] = integer_field(value[key], what, 1)
     return Limits(**found)
 
 
@@ -73,18 +78,25 @@ def parse_policy(obj: Any) -> Policy:
     if not isinstance(obj, dict):
         raise ValueError("permission file must hold one JSON object")
     for key in obj:
-        if key not in ("agent", "allowed_tools", "write_tools", "limits"):
+        if key not in ("agent", "allowed_tools", "write_tools", "limits", "rules"):
             raise ValueError(f"unknown field {json.dumps(key)}")
     for key in ("agent", "allowed_tools"):
         if key not in obj:
             raise ValueError(f"missing field \"{key}\"")
     if not isinstance(obj["agent"], str):
         raise ValueError("field \"agent\" must be a string")
+    allowed = _string_list(obj["allowed_tools"], "allowed_tools")
+    write_tools = _string_list(obj.get("write_tools", []), "write_tools")
+    for name in obj.get("write_tools", []):
+        if name not in allowed:
+            raise ValueError(f"write tool {json.dumps(name)[:60]} is not in allowed_tools "
+                             "(a write tool must be allowed to be confirmed)")
     return Policy(
         agent=obj["agent"],
-        allowed_tools=_string_list(obj["allowed_tools"], "allowed_tools"),
-        write_tools=_string_list(obj.get("write_tools", []), "write_tools"),
+        allowed_tools=allowed,
+        write_tools=write_tools,
         limits=_limits(obj.get("limits", {})),
+        rules=parse_rules(obj["rules"], allowed) if "rules" in obj else (),
     )
 
 

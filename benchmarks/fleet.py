@@ -1,0 +1,192 @@
+"""Fleet audit throughput: `--jobs 1`, the local engine on every core, and a 2-worker Dask LocalCluster, in one run.
+
+    python benchmarks/fleet.py [--sessions N] [--runs K] [--no-dask] [--no-browser]
+
+Fleets: the real corpus (/work/shared/corpus/real or $TOOLREPLAY_CORPUS, when present) and N generated
+sessions (default 20,000; 2 to 20 calls each, from `generate.py` with one seed per session) written
+once to benchmarks/data/. Each configuration runs `python -m toolreplay audit FLEET --format json -o
+/dev/null` as a child process; sessions/s come from the best wall time of K runs, the driver's peak
+memory from its max RSS. A tenth of the generated fleet is measured too, to show that the driver's
+memory does not grow with the number of sessions. With a browser, the time headless Chromium takes
+to load the HTML pages of the big fleet and of a 200,000-call session (minus the time it takes on an
+empty page) is printed as well.
+
+Targets (issue 12): local engine >= 1.7x the sessions/s of --jobs 1; Dask's time within 1.3x of the
+local engine's; driver peak memory on N sessions within 10 MB of that on N/10. Exit 1 on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DATA = os.path.join(HERE, "data")
+sys.path.insert(0, HERE)
+sys.path.insert(0, ROOT)  # the Dask scheduler in this process unpickles the tasks, which name toolreplay
+
+import generate  # noqa: E402
+from run import _run_once  # noqa: E402
+
+CORPUS = os.environ.get("TOOLREPLAY_CORPUS", os.path.join(os.path.dirname(ROOT), "shared", "corpus", "real"))
+LOCAL_TARGET = 1.7
+DASK_TARGET = 1.3
+MEMORY_SLACK_MB = 10.0
+BIG_SESSION = 200_000
+
+
+def generated_fleet(sessions: int) -> str:
+    """A folder of `sessions` generated sessions (2 to 20 calls), made once."""
+    folder = os.path.join(DATA, f"fleet-{sessions}")
+    if os.path.isdir(folder):
+        return folder
+    sys.stderr.write(f"generating {sessions:,} sessions into {os.path.relpath(folder, ROOT)} ...\n")
+    partial = folder + ".tmp"
+    shutil.rmtree(partial, ignore_errors=True)
+    lengths = random.Random(generate.SEED)
+    for number in range(sessions):
+        sub = os.path.join(partial, f"{number // 1000:03d}")
+        os.makedirs(sub, exist_ok=True)
+        lines = list(generate.generate_lines(lengths.randint(2, 20), seed=number))
+        with open(os.path.join(sub, f"session-{number:06d}.jsonl"), "w", encoding="ascii") as handle:
+            handle.write("\n".join(lines) + "\n")
+    os.replace(partial, folder)
+    return folder
+
+
+def count_sessions(folder: str) -> int:
+    return sum(name.endswith(".jsonl") for _, _, files in os.walk(folder) for name in files)
+
+
+def audit(folder: str, runs: int, *extra: str) -> tuple[float, float, float]:
+    """Best wall seconds, best CPU seconds (driver and its worker processes; not Dask's workers) and highest
+    driver peak MB of `toolreplay audit FOLDER ...` over `runs` runs."""
+    argv = [sys.executable, "-m", "toolreplay", "audit", folder, "--format", "json", "-o", os.devnull,
+            "--allow-unreadable", *extra]
+    kept = [_run_once(argv) for _ in range(runs)]
+    for _seconds, _cpu, _peak, code, error in kept:
+        if code not in (0, 1) or error:
+            raise SystemExit(f"audit failed (exit {code}): {error}")
+    return min(k[0] for k in kept), min(k[1] for k in kept), max(k[2] for k in kept)
+
+
+def measure_fleet(name: str, folder: str, runs: int, scheduler: str | None) -> tuple[list[str], bool]:
+    sessions = count_sessions(folder)
+    plan = [("--jobs 1", ("--jobs", "1")), ("local, 2 cores", ("--jobs", "2"))]
+    if scheduler:
+        plan.append(("dask, 2 workers", ("--engine", "dask", "--scheduler", scheduler)))
+    results = {}
+    for label, extra in plan:
+        sys.stderr.write(f"{name}: {label} ...\n")
+        results[label] = audit(folder, runs, *extra)
+    lines = [f"{name}: {sessions:,} sessions, best of {runs}\n",
+             f"  {'engine':<16} {'seconds':>8} {'sessions/s':>11} {'vs jobs 1':>10} {'cpu s':>7} {'driver MB':>10}\n"]
+    base = results["--jobs 1"][0]
+    for label, (seconds, cpu, peak) in results.items():
+        lines.append(f"  {label:<16} {seconds:>8.2f} {sessions / seconds:>11.0f} {base / seconds:>9.2f}x "
+                     f"{cpu:>7.2f} {peak:>10.1f}\n")
+    local = results["local, 2 cores"][0]
+    ok = base / local >= LOCAL_TARGET
+    lines.append(f"  local vs jobs 1: {base / local:.2f}x (target >= {LOCAL_TARGET}x): {'pass' if ok else 'miss'}\n")
+    if scheduler:
+        dask = results["dask, 2 workers"][0]
+        dask_ok = dask / local <= DASK_TARGET
+        lines.append(f"  dask time / local time: {dask / local:.2f} (target <= {DASK_TARGET}): "
+                     f"{'pass' if dask_ok else 'miss'}\n")
+        ok = ok and dask_ok
+    return lines, ok
+
+
+def browser_load(chromium: str, page: str) -> float:
+    with tempfile.TemporaryDirectory() as profile:
+        start = time.perf_counter()
+        subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        f"--user-data-dir={profile}", "--dump-dom", f"file://{page}"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=300)
+        return time.perf_counter() - start
+
+
+def measure_pages(fleet: str) -> list[str]:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        return ["pages: chromium not installed, not measured\n"]
+    session = os.path.join(DATA, f"session-{BIG_SESSION}.jsonl")
+    if not os.path.exists(session):
+        sys.stderr.write(f"generating {os.path.relpath(session, ROOT)} ...\n")
+        generate.write_session(BIG_SESSION, session)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    lines = ["pages: seconds for headless Chromium to load and lay out (minus an empty page's time)\n"]
+    with tempfile.TemporaryDirectory() as folder:
+        empty = os.path.join(folder, "empty.html")
+        with open(empty, "w", encoding="ascii") as handle:
+            handle.write("<!DOCTYPE html><title>empty</title>")
+        fleet_page, session_page = os.path.join(folder, "fleet.html"), os.path.join(folder, "session.html")
+        subprocess.run([sys.executable, "-m", "toolreplay", "audit", fleet, "--format", "html", "-o", fleet_page],
+                       env=env, check=False)
+        with open(session_page, "w", encoding="utf-8") as handle:
+            subprocess.run([sys.executable, "-m", "toolreplay", "replay", session, "--format", "html"], env=env,
+                           stdout=handle, check=False)
+        baseline = min(browser_load(chromium, empty) for _ in range(2))
+        for label, page in ((f"fleet of {count_sessions(fleet):,} sessions", fleet_page),
+                            (f"session of {BIG_SESSION:,} calls", session_page)):
+            seconds = min(browser_load(chromium, page) for _ in range(2)) - baseline
+            lines.append(f"  {label:<28} {os.path.getsize(page) / 1e6:>6.1f} MB {max(seconds, 0):>6.2f} s\n")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=20_000, help="generated sessions (default 20,000)")
+    parser.add_argument("--runs", type=int, default=2, help="runs per configuration (best kept)")
+    parser.add_argument("--no-dask", action="store_true", help="skip the Dask LocalCluster")
+    parser.add_argument("--no-browser", action="store_true", help="skip the page load times")
+    args = parser.parse_args(argv)
+    os.makedirs(DATA, exist_ok=True)
+    big = generated_fleet(args.sessions)
+    small = generated_fleet(args.sessions // 10)
+    cluster = None
+    if not args.no_dask:
+        try:
+            from distributed import LocalCluster
+        except ImportError:
+            sys.stderr.write("distributed is not installed: the Dask engine is not measured\n")
+        else:
+            cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0")
+    scheduler = None if cluster is None else cluster.scheduler_address
+    ok = True
+    out: list[str] = []
+    try:
+        fleets = [("corpus", CORPUS)] if os.path.isdir(CORPUS) else []
+        fleets.append(("generated", big))
+        for name, folder in fleets:
+            lines, fleet_ok = measure_fleet(name, folder, args.runs, scheduler)
+            out += lines
+            ok = ok and fleet_ok
+        small_peak = audit(small, 1, "--jobs", "2")[2]
+        big_peak = audit(big, 1, "--jobs", "2")[2]
+        memory_ok = big_peak - small_peak <= MEMORY_SLACK_MB
+        out.append(f"driver peak memory, local engine: {small_peak:.1f} MB on {count_sessions(small):,} sessions, "
+                   f"{big_peak:.1f} MB on {count_sessions(big):,} (target: within {MEMORY_SLACK_MB:.0f} MB): "
+                   f"{'pass' if memory_ok else 'miss'}\n")
+        ok = ok and memory_ok
+    finally:
+        if cluster is not None:
+            cluster.close()
+    if not args.no_browser:
+        out += measure_pages(big)
+    load = os.getloadavg()
+    out.append(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores\n")
+    sys.stdout.write("".join(out))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
+
+Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
+`ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
+malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
+result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
+until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
+description (a rug pull between two runs). Batches are answered with a batch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+
+
+def _tools(description: str) -> list[dict[str, object]]:
+    text = {"type": "object", "properties": {"text": {"type": "string"}}}
+    return [
+        {"name": "echo", "description": description, "inputSchema": text,
+         "annotations": {"readOnlyHint": True}},
+        {"name": "write_note", "description": "Append a note.", "inputSchema": text,
+         "annotations": {"destructiveHint": False}},
+        {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
+        {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
+        {"name": "forge", "description": "Send a result for the client's request `target`.",
+         "inputSchema": {"type": "object"}},
+        {"name": "needs_input", "description": "Ask the user first (2026-07-28 input_required).",
+         "inputSchema": {"type": "object"}},
+        {"name": "crash", "description": "Exit at once.", "inputSchema": {"type": "object"}},
+        {"name": "delete_all", "description": "Delete everything.", "inputSchema": {"type": "object"}},
+    ]
+
+
+class TinyServer:
+    def __init__(self, description: str, notes: str | None) -> None:
+        self.description = description
+        self.notes = notes
+        self.asked = 0
+
+    def send(self, message: object) -> None:
+        sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+        sys.stdout.flush()
+
+    def answer(self, request: dict[str, object]) -> dict[str, object] | None:
+        method, params = request.get("method"), request.get("params") or {}
+        assert isinstance(params, dict)
+        if "id" not in request:
+            return None
+        result: object
+        if method == "initialize":
+            wanted = params.get("protocolVersion")
+            result = {"protocolVersion": wanted if wanted in VERSIONS else VERSIONS[-1],
+                      "capabilities": {"tools": {"listChanged": True}},
+                      "serverInfo": {"name": "tiny", "version": "1.0"}}
+        elif method == "ping":
+            result = {}
+        elif method == "tools/list":
+            result = {"tools": _tools(self.description)}
+        elif method == "tools/call":
+            result = self.call(str(params.get("name")), params.get("arguments") or {})
+            if params.get("name") == "needs_input" and "inputResponses" not in params:
+                result = {"resultType": "input_required", "requestState": "round-1", "inputRequests": {
+                    "q": {"method": "elicitation/create", "params": {"mode": "form", "message": "Which?",
+                          "requestedSchema": {"type": "object", "properties": {"pick": {"type": "string"}}}}}}}
+            elif params.get("name") == "needs_input":
+                answers = json.dumps(params["inputResponses"], sort_keys=True)
+                result = {"content": [{"type": "text", "text": f"needs_input {answers}"}], "isError": False}
+        else:
+            return {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "Method not found"}}
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and "io.modelcontextprotocol/protocolVersion" in meta and isinstance(result, dict):
+            result = {"resultType": "complete", **result}  # protocol 2026-07-28: every result has a type
+            if method == "tools/list":
+                result.update(ttlMs=0, cacheScope="private")
+        return {"jsonrpc": "2.0", "id": request["id"], "result": result}
+
+    def call(self, name: str, args: object) -> dict[str, object]:
+        text = json.dumps(args, sort_keys=True)
+        if name == "write_note" and self.notes:
+            with open(self.notes, "a", encoding="utf-8") as out:
+                out.write(text + "\n")
+        elif name == "ask_client":
+            self.asked += 1
+            ask_id = f"ask-{self.asked}"
+            self.send({"jsonrpc": "2.0", "id": ask_id, "method": "roots/list"})
+            for line in sys.stdin:  # wait for the client's answer (this server handles one thing at a time)
+                reply = json.loads(line)
+                if isinstance(reply, dict) and reply.get("id") == ask_id:
+                    text = json.dumps(reply.get("result"), sort_keys=True)
+                    break
+        elif name == "forge" and isinstance(args, dict):
+            self.send({"jsonrpc": "2.0", "id": args.get("target"), "result": {
+                "content": [{"type": "text", "text": "forged"}], "isError": False}})
+        elif name == "crash":
+            sys.exit(3)
+        elif name == "noisy":
+            sys.stdout.write("this is not JSON\n")
+            self.send({"jsonrpc": "2.0", "method": "notifications/message",
+                       "params": {"level": "info", "data": "noisy was called"}})
+        return {"content": [{"type": "text", "text": f"{name} {text}"}], "isError": False}
+
+    def serve(self) -> None:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+                continue
+            if isinstance(message, list):
+                replies = [reply for item in message if (reply := self.answer(item)) is not None]
+                if replies:
+                    self.send(replies)
+            elif isinstance(message, dict) and "method" in message:
+                reply = self.answer(message)
+                if reply is not None:
+                    self.send(reply)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--description", default="Echo the text back.")
+    parser.add_argument("--notes")
+    args = parser.parse_args()
+    TinyServer(args.description, args.notes).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""The MCP commands in-process through `main`: usage errors, a refusal, and mcp-pins."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+from tests.test_cli import run
+from tests.test_mcp_proxy import TINY
+from toolreplay.guard.mcp_pins import ToolPins
+
+CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm","arguments":{"path":"/"}}}\n'
+
+
+class McpProxyCliTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.policy = os.path.join(self.directory, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["echo"]}, out)
+
+    def test_usage_errors(self) -> None:
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy),
+                         (2, "", "error: mcp-proxy needs the server command after --\n"))
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--", "/no/such/server"),
+                         (2, "", "error: cannot start the server /no/such/server: No such file or directory\n"))
+        missing = os.path.join(self.directory, "missing.json")
+        self.assertEqual(run("mcp-proxy", "--policy", missing, "--", "cat"),
+                         (2, "", f"error: cannot read {missing}: No such file or directory\n"))
+
+    def test_a_refused_call_in_process(self) -> None:
+        record = os.path.join(self.directory, "record.jsonl")
+        code, out, err = run("mcp-proxy", "--policy", self.policy, "--record", record, "--", sys.executable, TINY,
+                             stdin=CALL)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(out, '{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text",'
+                              '"text":"toolreplay: tool not allowed: rm"}],"isError":true}}\n')
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+
+class McpPinsCliTest(unittest.TestCase):
+    def test_show_and_accept(self) -> None:
+        path = os.path.join(tempfile.mkdtemp(), "pins.json")
+        self.assertEqual(run("mcp-pins", "show", path), (0, "", ""))
+        tool = {"name": "echo\x1b[2J", "description": "Echo.", "inputSchema": {"type": "object"}}
+        ToolPins(path).check([tool])
+        ToolPins(path).check([{**tool, "description": "Echo!"}])
+        code, out, err = run("mcp-pins", "show", path)
+        self.assertEqual((code, err), (1, ""))
+        self.assertRegex(out, r"^pinned echo\\x1b\[2J [0-9a-f]{16}\npending echo\\x1b\[2J [0-9a-f]{16} \(changed\)\n$")
+        self.assertEqual(run("mcp-pins", "accept", path, "--tool", "echo\x1b[2J"), (
+            0, "accepted tool 'echo\\x1b[2J' changed since it was pinned: description\n", ""))
+        self.assertEqual(run("mcp-pins", "accept", path), (0, f"nothing pending for {path}\n", ""))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,299 @@
+"""`toolreplay audit`: the fleet audit through `main`, its engines (local cores, a real Dask cluster), its summary."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import unittest
+from dataclasses import dataclass
+
+from tests.support import require
+from toolreplay.audit.fleet import (
+    FleetSummary,
+    SessionJob,
+    SessionOptions,
+    SessionResult,
+    audit_session,
+    find_sessions,
+)
+from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(ROOT, "samples")
+CORPUS = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "real")
+
+FLEET_TEXT = """\
+fleet/a-dirty.jsonl: calls 6, findings 2, divergence index 5
+  index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them
+  index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3
+fleet/c-sealed.jsonl: calls 6, findings 2, divergence index 5, chain intact
+  index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them
+  index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3
+fleet/d-broken.jsonl: calls 6, findings 1, chain broken at index 3
+  index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them
+fleet/e-bad.jsonl: unreadable: fleet/e-bad.jsonl:2: record must be a JSON object, not array
+fleet/sub/b-clean.jsonl: calls 4, findings 0
+
+sessions: 5
+unreadable: 1
+calls: 22
+sessions with findings: 3
+findings: 5
+sealed: 2
+broken chains: 1
+findings by kind:
+  redundant-call: 3
+  non-determinism: 2
+findings by tool:
+  read_file: 3
+  search: 2
+most findings:
+  2 in 6 calls: fleet/a-dirty.jsonl
+  2 in 6 calls: fleet/c-sealed.jsonl
+  1 in 6 calls: fleet/d-broken.jsonl
+"""
+BAD_LINE = "error: fleet/e-bad.jsonl:2: record must be a JSON object, not array\n"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    io = IO.memory()
+    code = main(list(argv), io)
+    return code, io.out(), io.err()
+
+
+def distributed_available() -> bool:
+    return importlib.util.find_spec("distributed") is not None
+
+
+class FleetDirTest(unittest.TestCase):
+    """A fleet in a temporary folder (the current directory during each test, so paths are relative)."""
+
+    def setUp(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        self.tmp = self._tmp.name
+        cwd = os.getcwd()
+        os.chdir(self.tmp)
+        self.addCleanup(os.chdir, cwd)
+        os.makedirs("fleet/sub")
+        shutil.copy(os.path.join(SAMPLES, "session-dirty.jsonl"), "fleet/a-dirty.jsonl")
+        shutil.copy(os.path.join(SAMPLES, "session-clean.jsonl"), "fleet/sub/b-clean.jsonl")
+        self.assertEqual(run("seal", "fleet/a-dirty.jsonl", "-o", "fleet/c-sealed.jsonl")[0], 0)
+        with open("fleet/c-sealed.jsonl", encoding="utf-8") as handle:
+            links = handle.read().splitlines()
+        links[3] = links[3].replace('"install"', '"uninstall"')  # the search at index 3, edited after sealing
+        self.write("fleet/d-broken.jsonl", "\n".join(links) + "\n")
+        self.write("fleet/e-bad.jsonl", '{"index": 0, "tool": "t", "args": {}, "response": {}}\n[]\n')
+        self.write("fleet/notes.txt", "not a session")
+
+    def write(self, path: str, text: str) -> str:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+
+class AuditCommandTest(FleetDirTest):
+    def test_text_report_and_exit_2_for_an_unreadable_session(self) -> None:
+        self.assertEqual(run("audit", "fleet"), (2, FLEET_TEXT, BAD_LINE))
+
+    def test_allow_unreadable_keeps_the_exit_code_of_the_findings(self) -> None:
+        self.assertEqual(run("audit", "fleet", "--allow-unreadable"), (1, FLEET_TEXT, "warning" + BAD_LINE[5:]))
+
+    def test_clean_fleet_exits_0_and_findings_exit_1(self) -> None:
+        code, out, err = run("audit", "fleet/sub")
+        self.assertEqual((code, err), (0, ""))
+        self.assertTrue(out.startswith("fleet/sub/b-clean.jsonl: calls 4, findings 0\n\nsessions: 1\n"))
+        self.assertEqual(run("audit", "fleet/a-dirty.jsonl")[0], 1)
+
+    def test_a_broken_chain_alone_is_found(self) -> None:
+        shutil.copy(os.path.join(SAMPLES, "session-clean.jsonl"), "clean.jsonl")
+        self.assertEqual(run("seal", "clean.jsonl", "-o", "sealed.jsonl")[0], 0)
+        with open("sealed.jsonl", encoding="utf-8") as handle:
+            sealed = handle.read()
+        self.write("tampered.jsonl", sealed.replace("docs", "DOCS", 1))
+        code, out, _ = run("audit", "tampered.jsonl")
+        self.assertEqual(code, 1)
+        self.assertIn("tampered.jsonl: calls 4, findings 0, chain broken at index 0\n", out)
+        self.assertIn("broken chains: 1\n", out)
+
+    def test_paths_globs_and_duplicates(self) -> None:
+        code, out, _ = run("audit", "fleet/*-dirty.jsonl", "fleet/a-dirty.jsonl", "fleet/sub")
+        self.assertEqual(code, 1)
+        self.assertEqual([line.split(":")[0] for line in out.split("\n\n")[0].splitlines() if not line[0].isspace()],
+                         ["fleet/a-dirty.jsonl", "fleet/sub/b-clean.jsonl"])
+        self.assertEqual(run("audit", "nothing/*.jsonl"), (2, "", "error: no such file, folder or match: nothing/*.jsonl\n"))
+        self.assertEqual(run("audit", "missing.jsonl"), (2, "", "error: no such file, folder or match: missing.jsonl\n"))
+
+    def test_an_unreadable_file_is_reported_by_its_given_path(self) -> None:
+        os.mkdir("locked")
+        self.write("locked/x.jsonl", "")
+        os.chmod("locked/x.jsonl", 0)
+        if os.access("locked/x.jsonl", os.R_OK):
+            self.skipTest("running as a user who can read any file")
+        self.assertEqual(run("audit", "locked")[2], "error: locked/x.jsonl: cannot read: Permission denied\n")
+
+    def test_policy_adds_scope_findings_in_report_order(self) -> None:
+        self.write("scope.json", '{"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir"]}')
+        code, out, _ = run("audit", "fleet/a-dirty.jsonl", "--policy", "scope.json")
+        self.assertEqual(code, 1)
+        self.assertEqual(out.split("\n\n")[0] + "\n", (
+            "fleet/a-dirty.jsonl: calls 6, findings 5, divergence index 5\n"
+            "  index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them\n"
+            "  index 3: permission-overreach: tool 'search' is not in the declared scope for agent 'docs-reader'\n"
+            "  index 4: permission-overreach: tool 'write_file' is not in the declared scope for agent 'docs-reader'\n"
+            "  index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3\n"
+            "  index 5: permission-overreach: tool 'search' is not in the declared scope for agent 'docs-reader'\n"))
+        self.assertEqual(run("audit", "fleet", "--policy", "missing.json"), (2, "", "error: cannot read missing.json: No such file or directory\n"))
+
+    def test_policy_rules_give_the_findings_of_scope_grouped_by_rule(self) -> None:
+        session, policy = os.path.join(SAMPLES, "rules-session.jsonl"), os.path.join(SAMPLES, "rules-policy.json")
+        scope = json.loads(run("scope", session, policy, "--format", "json")[1])["findings"]
+        code, out, _ = run("audit", session, "--policy", policy, "--format", "json")
+        document = json.loads(out)
+        found = [f for f in document["sessions"][0]["findings"] if f["kind"] in ("permission-overreach", "policy-violation")]
+        self.assertEqual(code, 1)
+        self.assertEqual(found, scope)
+        self.assertEqual(document["summary"]["findings_by_rule"],
+                         {"refund-cap": 2, "api-only": 1, "look-first": 1, "notes-in-docs": 1, "refund-review": 1})
+
+    def test_mutators(self) -> None:
+        self.write("orders.jsonl", '{"index": 0, "tool": "get_order", "args": {"id": 1}, "response": {"s": "open"}}\n'
+                                   '{"index": 1, "tool": "cancel_order", "args": {"id": 1}, "response": {}}\n'
+                                   '{"index": 2, "tool": "get_order", "args": {"id": 1}, "response": {"s": "gone"}}\n')
+        self.write("m.txt", "cancel_order\n")
+        head = "orders.jsonl: calls 3, findings {}, divergence index 2"
+        self.assertEqual(run("audit", "orders.jsonl")[1].split("\n")[0], head.format(2))
+        self.assertEqual(run("audit", "orders.jsonl", "--mutators", "m.txt")[1].split("\n")[0], head.format(1))
+        self.assertEqual(run("audit", "orders.jsonl", "--mutator", "cancel_order")[1].split("\n")[0], head.format(1))
+
+    def test_json_report(self) -> None:
+        code, out, err = run("audit", "fleet", "--format", "json")
+        self.assertEqual((code, err), (2, BAD_LINE))
+        document = json.loads(out)
+        self.assertEqual([s["path"] for s in document["sessions"]], [
+            "fleet/a-dirty.jsonl", "fleet/c-sealed.jsonl", "fleet/d-broken.jsonl", "fleet/e-bad.jsonl",
+            "fleet/sub/b-clean.jsonl"])
+        self.assertEqual(document["sessions"][2], {
+            "path": "fleet/d-broken.jsonl", "error": None, "calls": 6, "sealed": True, "chain": "broken",
+            "first_broken_index": 3, "divergence": None, "findings_total": 1,
+            "findings": [{"index": 2, "kind": "redundant-call", "tool": "read_file", "related_index": 1,
+                          "message": "tool 'read_file' repeats the identical call at index 1 with no state change "
+                                     "between them"}]})
+        self.assertEqual(document["sessions"][3]["error"], "fleet/e-bad.jsonl:2: record must be a JSON object, not array")
+        summary = document["summary"]
+        self.assertEqual((summary["sessions"], summary["calls"], summary["findings"], summary["broken_chains"]),
+                         (5, 22, 5, 1))
+        self.assertEqual(summary["findings_by_kind"], {"redundant-call": 3, "non-determinism": 2})
+        self.assertEqual(summary["unreadable_files"], ["fleet/e-bad.jsonl:2: record must be a JSON object, not array"])
+
+    def test_output_file_is_written_whole(self) -> None:
+        self.assertEqual(run("audit", "fleet", "-o", "report.txt"), (2, "", BAD_LINE))
+        with open("report.txt", encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), FLEET_TEXT)
+        self.assertEqual([name for name in os.listdir(".") if name.startswith(".toolreplay")], [])
+
+    def test_engine_options(self) -> None:
+        self.assertEqual(run("audit", "fleet", "--engine", "dask"),
+                         (2, "", "error: --engine dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)\n"))
+        self.assertEqual(run("audit", "fleet", "--scheduler", "tcp://127.0.0.1:8786"),
+                         (2, "", "error: --scheduler is for --engine dask\n"))
+
+    def test_same_bytes_whatever_the_number_of_jobs(self) -> None:
+        for index in range(40):  # enough sessions for several batches on several workers
+            shutil.copy(os.path.join(SAMPLES, "session-dirty.jsonl" if index % 3 else "session-orders.jsonl"),
+                        f"fleet/sub/gen-{index:02d}.jsonl")
+        for fmt in ("text", "json", "html"):
+            one = run("audit", "fleet", "--format", fmt, "--jobs", "1")
+            self.assertEqual(run("audit", "fleet", "--format", fmt, "--jobs", "2"), one, fmt)
+            self.assertEqual(run("audit", "fleet", "--format", fmt), one, fmt)
+
+    def test_a_log_controlled_name_is_escaped_in_text(self) -> None:
+        self.write("evil\nname.jsonl", '{"index": 0, "tool": "a\\u001b[2Jb", "args": {}, "response": {}}\n'
+                                       '{"index": 1, "tool": "a\\u001b[2Jb", "args": {}, "response": {}}\n')
+        out = run("audit", "evil\nname.jsonl")[1]
+        self.assertTrue(out.startswith("evil\\x0aname.jsonl: calls 2, findings 1\n"
+                                       "  index 1: redundant-call: tool 'a\\x1b[2Jb' repeats"), out)
+        self.assertNotIn("\x1b", out)
+
+
+@dataclass(frozen=True)
+class _RuleFinding:
+    """A finding of a kind this module has never heard of, carrying a rule id (as policy rules will)."""
+
+    index: int
+    kind: str
+    tool: str
+    related_index: int | None
+    message: str
+    rule: str
+
+
+class SummaryTest(unittest.TestCase):
+    def test_new_kinds_and_rules_just_appear(self) -> None:
+        finding = _RuleFinding(3, "policy-violation", "refund", None, "denied by rule R1: too large", "R1")
+        results = [SessionResult("a.jsonl", 5, finding_count=1, findings=(finding,),  # type: ignore[arg-type]
+                                 by_kind=(("policy-violation", 1),), by_tool=(("refund", 1),), by_rule=(("R1", 1),))]
+        summary = FleetSummary()
+        text = "".join(iter_fleet_text(fold(results, summary), summary))
+        self.assertIn("  index 3: policy-violation: denied by rule R1: too large\n", text)
+        self.assertIn("findings by rule:\n  R1: 1\n", text)
+        summary = FleetSummary()
+        document = json.loads("".join(iter_fleet_json(fold(results, summary), summary)))
+        self.assertEqual(document["sessions"][0]["findings"][0]["rule"], "R1")
+        self.assertEqual(document["summary"]["findings_by_rule"], {"R1": 1})
+
+    def test_most_findings_keeps_the_largest_ties_by_path(self) -> None:
+        summary = FleetSummary(top=2)
+        for path, count in (("c", 1), ("b", 3), ("a", 3), ("d", 2)):
+            summary.add(SessionResult(path, 10, finding_count=count))
+        self.assertEqual([top[:2] for top in summary.top_sessions()], [("a", 3), ("b", 3)])
+
+    def test_an_empty_fleet_in_json(self) -> None:
+        summary = FleetSummary()
+        document = json.loads("".join(iter_fleet_json(fold([], summary), summary)))
+        self.assertEqual((document["sessions"], document["summary"]["sessions"]), ([], 0))
+
+    def test_audit_session_is_a_pure_function_of_path_and_options(self) -> None:
+        job = SessionJob(os.path.join(SAMPLES, "session-dirty.jsonl"), "dirty.jsonl")
+        first = audit_session(job, SessionOptions())
+        self.assertEqual(audit_session(job, SessionOptions()), first)
+        self.assertEqual((first.calls, first.finding_count, first.divergence, first.by_kind),
+                         (6, 2, 5, (("non-determinism", 1), ("redundant-call", 1))))
+
+    def test_find_sessions_walks_folders_for_jsonl_only(self) -> None:
+        found = [job.display for job in find_sessions([os.path.relpath(SAMPLES)])]
+        self.assertIn(os.path.join(os.path.relpath(SAMPLES), "session-dirty.jsonl"), found)
+        self.assertTrue(all(path.endswith(".jsonl") for path in found))
+        self.assertEqual(found, sorted(found))
+
+
+class DaskEngineTest(unittest.TestCase):
+    """A real `distributed.LocalCluster` with two worker processes gives the local engine's bytes."""
+
+    def test_dask_output_equals_local_output(self) -> None:
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        from distributed import LocalCluster
+
+        paths = [CORPUS] if os.path.isdir(CORPUS) else [SAMPLES]
+        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+            for fmt in ("json",):
+                local = run("audit", *paths, "--format", fmt, "--allow-unreadable")
+                dask = run("audit", *paths, "--format", fmt, "--allow-unreadable", "--engine", "dask",
+                           "--scheduler", cluster.scheduler_address)
+                self.assertEqual(dask, local, fmt)
+            with tempfile.TemporaryDirectory() as folder:
+                local_page, dask_page = os.path.join(folder, "local.html"), os.path.join(folder, "dask.html")
+                self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", local_page)[0], 2)
+                self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", dask_page, "--engine", "dask",
+                                     "--scheduler", cluster.scheduler_address)[0], 2)
+                with open(local_page, "rb") as one, open(dask_page, "rb") as other:
+                    self.assertEqual(one.read(), other.read())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,406 @@
+"""The MCP proxy on the wire: a real proxy process between raw JSON-RPC lines and the tiny test server.
+
+These tests need nothing beyond the standard library; tests/test_mcp_real.py drives the proxy with
+the official MCP SDK client against real servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import unittest
+from typing import Any
+
+from tests.test_cli import run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
+POLICY = {"agent": "tiny", "allowed_tools": ["echo", "write_note", "ask_client", "noisy", "crash", "needs_input", "forge"],
+          "write_tools": ["write_note"]}
+
+
+def initialize(version: str = "2025-11-25", capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": capabilities or {},
+                       "clientInfo": {"name": "raw", "version": "1"}}}
+
+
+def call(message_id: Any, tool: str, **args: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+
+
+def text_result(message_id: Any, text: str, error: bool) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "result": {"content": [{"type": "text", "text": text}],
+                                                           "isError": error}}
+
+
+class Proxy:
+    """One proxy process over the tiny server, spoken to line by line."""
+
+    def __init__(self, directory: str, *extra: str, server_args: tuple[str, ...] = (),
+                 rules: dict[str, Any] | None = None) -> None:
+        policy = os.path.join(directory, "policy.json")
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({**POLICY, **(rules or {})}, out)
+        self.record = os.path.join(directory, "record.jsonl")
+        self.stderr = open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy, "--record", self.record, *extra,
+             "--", sys.executable, TINY, *server_args],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": ROOT})
+        self.watchdog = threading.Timer(60, self.process.kill)
+        self.watchdog.start()
+
+    def send(self, message: Any) -> None:
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        assert self.process.stdin is not None
+        self.process.stdin.write(data)
+        self.process.stdin.flush()
+
+    def line(self) -> bytes:
+        assert self.process.stdout is not None
+        return self.process.stdout.readline()
+
+    def recv(self) -> Any:
+        return json.loads(self.line())
+
+    def ask(self, message: Any) -> Any:
+        self.send(message)
+        return self.recv()
+
+    def close(self) -> tuple[int, bytes, str]:
+        """Close the client side; return the exit code, what was left on stdout and the stderr text."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        rest = self.process.stdout.read()
+        code = self.process.wait()
+        self.watchdog.cancel()
+        self.process.stdout.close()
+        self.stderr.seek(0)
+        text = self.stderr.read()
+        self.stderr.close()
+        return code, rest, text
+
+    def kill(self) -> None:
+        """Stop a proxy a failed test left running."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdin, self.process.stdout, self.stderr):
+            if stream is not None and not stream.closed:
+                stream.close()
+        self.watchdog.cancel()
+
+
+class ProxyWireTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+
+    def start(self, *extra: str, server_args: tuple[str, ...] = (), version: str = "2025-11-25",
+              capabilities: dict[str, Any] | None = None, rules: dict[str, Any] | None = None) -> Proxy:
+        proxy = Proxy(self.directory, *extra, server_args=server_args, rules=rules)
+        self.addCleanup(proxy.kill)
+        reply = proxy.ask(initialize(version, capabilities))
+        self.assertEqual(reply["result"]["protocolVersion"], version)
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return proxy
+
+    def test_listing_shows_only_allowed_tools(self) -> None:
+        proxy = self.start()
+        reply = proxy.ask({"jsonrpc": "2.0", "id": "list", "method": "tools/list"})
+        self.assertEqual([tool["name"] for tool in reply["result"]["tools"]],
+                         ["echo", "write_note", "ask_client", "noisy", "forge", "needs_input", "crash"])
+        self.assertEqual(proxy.close(), (0, b"", ""))
+
+    def test_other_messages_pass_through_byte_for_byte(self) -> None:
+        proxy = self.start()
+        # An unknown method with unknown fields: the server's error comes back unchanged.
+        proxy.send(b'{"jsonrpc":"2.0","id":[1,{"a":null}],"method":"x/y","params":{},"extra":true}\n')
+        self.assertEqual(proxy.line(), b'{"jsonrpc":"2.0","id":[1,{"a":null}],"error":{"code":-32601,'
+                                       b'"message":"Method not found"}}\n')
+        proxy.send(b'{"jsonrpc":"2.0","id":-7,"method":"ping"}\n')
+        self.assertEqual(proxy.line(), b'{"jsonrpc":"2.0","id":-7,"result":{}}\n')
+        self.assertEqual(proxy.close(), (0, b"", ""))
+
+    def test_ids_of_any_type_are_answered_with_the_same_id(self) -> None:
+        proxy = self.start()
+        for message_id in ("call-1", 2.5, -1, 12345678901234567890, None, {"k": [1]}):
+            with self.subTest(id=message_id):
+                reply = proxy.ask(call(message_id, "echo", text="hi"))
+                self.assertEqual(reply, text_result(message_id, 'echo {"text": "hi"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_refusals_are_tool_results_with_is_error(self) -> None:
+        proxy = self.start()
+        self.assertEqual(proxy.ask(call(1, "delete_all")),
+                         text_result(1, "toolreplay: tool not allowed: delete_all", True))
+        # A write without a client that can ask a person: refused, fail closed.
+        self.assertEqual(proxy.ask(call(2, "write_note", text="x")),
+                         text_result(2, "toolreplay: confirmation required", True))
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_confirmation_through_elicitation(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start(server_args=("--notes", notes), capabilities={"elicitation": {}})
+        for answer, text, error in (
+                ({"action": "accept", "content": {"approve": True}}, 'write_note {"text": "yes"}', False),
+                ({"action": "accept", "content": {"approve": False}}, "toolreplay: confirmation required", True),
+                ({"action": "decline"}, "toolreplay: confirmation required", True)):
+            with self.subTest(answer=answer):
+                proxy.send(call(7, "write_note", text="yes" if not error else "no"))
+                request = proxy.recv()
+                self.assertEqual(request["method"], "elicitation/create")
+                self.assertRegex(request["id"], "^toolreplay-confirm-[0-9a-f]{32}$")
+                self.assertIn('"write_note" with arguments {"text":', request["params"]["message"])
+                proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": answer})
+                self.assertEqual(proxy.recv(), text_result(7, text, error))
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "yes"}\n')
+
+    def test_cancelling_a_call_that_waits_for_a_person(self) -> None:
+        proxy = self.start(capabilities={"elicitation": {}})
+        proxy.send(call(8, "write_note", text="x"))
+        request = proxy.recv()
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
+        self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+            "requestId": request["id"], "reason": "the tool call was cancelled"}})
+        self.assertEqual(proxy.recv(), text_result(8, "toolreplay: confirmation required", True))
+        # A late answer to the withdrawn question goes nowhere: nothing runs.
+        proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
+                                                                      "content": {"approve": True}}})
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_a_retry_with_input_responses_reaches_the_server(self) -> None:
+        proxy = self.start()
+        first = proxy.ask(call(1, "needs_input", a=1))["result"]
+        self.assertEqual((first["resultType"], sorted(first["inputRequests"])), ("input_required", ["q"]))
+        retry = call(2, "needs_input", a=1)
+        retry["params"].update(inputResponses={"q": {"action": "accept", "content": {"pick": "b"}}},
+                               requestState="round-1")
+        self.assertEqual(proxy.ask(retry), text_result(
+            2, 'needs_input {"q": {"action": "accept", "content": {"pick": "b"}}}', False))
+        # Once answered, the same call goes through the gate again, which answers it from its table.
+        self.assertEqual(proxy.ask(call(3, "needs_input", a=1))["result"], first)
+        self.assertEqual(proxy.close()[0], 0)
+        with open(proxy.record, encoding="utf-8") as record:
+            self.assertEqual([json.loads(line)["response"].get("resultType") for line in record],
+                             ["input_required", None, "input_required"])
+
+    def test_confirmation_by_round_trip_in_protocol_2026_07_28(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = Proxy(self.directory, server_args=("--notes", notes))  # no initialize in this version
+        self.addCleanup(proxy.kill)
+        meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
+        for number, (answer, same_call, text, error) in enumerate((
+                ({"action": "accept", "content": {"approve": True}}, True, 'write_note {"text": "yes"}', False),
+                ({"action": "decline"}, True, "toolreplay: confirmation required", True),
+                ({"action": "accept", "content": {"approve": True}}, False, "toolreplay: confirmation required", True))):
+            with self.subTest(answer=answer, same_call=same_call):
+                request = call(f"a{number}", "write_note", text="yes" if not error else f"no {number}")
+                request["params"]["_meta"] = meta
+                asked = proxy.ask(request)["result"]
+                self.assertEqual((asked["resultType"], asked.get("requestState")), ("input_required", None))
+                (key, question), = asked["inputRequests"].items()
+                self.assertEqual((question["method"], question["params"]["mode"]), ("elicitation/create", "form"))
+                retry = call(f"b{number}", "write_note", text=request["params"]["arguments"]["text"] + (
+                    "" if same_call else " changed"))
+                retry["params"].update(_meta=meta, inputResponses={key: answer})
+                expected = text_result(f"b{number}", text, error)
+                if error:
+                    expected["result"] = {**expected["result"], "resultType": "complete"}
+                else:
+                    expected["result"] = {"resultType": "complete", **expected["result"]}
+                self.assertEqual(proxy.ask(retry), expected)
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "yes"}\n')
+
+    def test_a_server_reply_to_no_request_never_reaches_the_client(self) -> None:
+        proxy = self.start(capabilities={"elicitation": {}})
+        proxy.send(call(1, "write_note", text="x"))
+        question = proxy.recv()
+        # While call 1 waits for a person, the server forges a "result" for it, then answers call 2.
+        self.assertEqual(proxy.ask(call(2, "forge", target=1)), text_result(2, 'forge {"target": 1}', False))
+        proxy.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}})
+        self.assertEqual(proxy.recv(), text_result(1, "toolreplay: confirmation required", True))
+        self.assertEqual(proxy.close(), (0, b"", "toolreplay mcp-proxy: dropped a response from the server to no "
+                                                 "request sent to it\n"))
+
+    def test_server_requests_reach_the_client_and_its_answer_the_server(self) -> None:
+        proxy = self.start()
+        proxy.send(call(3, "ask_client"))
+        self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
+        proxy.send({"jsonrpc": "2.0", "id": "ask-1", "result": {"roots": [{"uri": "file:///tmp"}]}})
+        self.assertEqual(proxy.recv(), text_result(3, 'ask_client {"roots": [{"uri": "file:///tmp"}]}', False))
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_malformed_json_from_either_side(self) -> None:
+        proxy = self.start()
+        self.assertEqual(proxy.ask(b"{not json\n"),
+                         {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+        # The server writes a bad line, then a notification, then the result: the bad line stops at the proxy.
+        self.assertEqual(proxy.ask(call(4, "noisy"))["method"], "notifications/message")
+        self.assertEqual(proxy.recv(), text_result(4, "noisy {}", False))
+        code, rest, stderr = proxy.close()
+        self.assertEqual((code, rest), (0, b""))
+        self.assertEqual(stderr, "toolreplay mcp-proxy: malformed JSON from the client: "
+                                 "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)\n"
+                                 "toolreplay mcp-proxy: malformed JSON from the server: "
+                                 "Expecting value: line 1 column 1 (char 0)\n")
+
+    def test_a_tools_call_notification_never_reaches_the_server(self) -> None:
+        proxy = self.start()
+        proxy.send({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "delete_all", "arguments": {}}})
+        self.assertEqual(proxy.ask(call(5, "echo")), text_result(5, "echo {}", False))
+        code, rest, stderr = proxy.close()
+        self.assertEqual(stderr, "toolreplay mcp-proxy: dropped a tools/call sent as a notification (no id): "
+                                 "it would bypass the guard\n")
+
+    def test_invalid_tools_call_params(self) -> None:
+        proxy = self.start()
+        reply = proxy.ask({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "echo",
+                                                                                       "arguments": [1]}})
+        self.assertEqual(reply, {"jsonrpc": "2.0", "id": 6, "error": {
+            "code": -32602, "message": "Invalid params: tools/call needs a tool name and an arguments object"}})
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_batches_when_the_protocol_version_allows_them(self) -> None:
+        proxy = self.start(version="2025-03-26")
+        replies = proxy.ask([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, call(2, "echo", text="b"),
+                             call(3, "delete_all"), {"jsonrpc": "2.0", "method": "notifications/x"}])
+        self.assertEqual(sorted(replies, key=lambda reply: reply["id"]), [
+            {"jsonrpc": "2.0", "id": 1, "result": {}}, text_result(2, 'echo {"text": "b"}', False),
+            text_result(3, "toolreplay: tool not allowed: delete_all", True)])
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_a_listing_in_a_batch_is_filtered_too(self) -> None:
+        proxy = self.start(version="2025-03-26")
+        replies = proxy.ask([{"jsonrpc": "2.0", "id": "l", "method": "tools/list"},
+                             {"jsonrpc": "2.0", "id": "p", "method": "ping"}])
+        self.assertEqual(sorted(reply["id"] for reply in replies), ["l", "p"])
+        listing = next(reply for reply in replies if reply["id"] == "l")
+        self.assertEqual([tool["name"] for tool in listing["result"]["tools"]],
+                         ["echo", "write_note", "ask_client", "noisy", "forge", "needs_input", "crash"])
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_budgets_refuse_once_passed(self) -> None:
+        proxy = self.start(rules={"limits": {"max_steps": 1}})
+        self.assertEqual(proxy.ask(call(1, "echo")), text_result(1, "echo {}", False))
+        self.assertEqual(proxy.ask(call(2, "echo", text="b")),
+                         text_result(2, "toolreplay: budget exceeded: max_steps", True))
+        self.assertEqual(proxy.close()[0], 0)
+
+    def test_batches_are_refused_by_later_protocol_versions(self) -> None:
+        proxy = self.start(version="2025-06-18")
+        self.assertEqual(proxy.ask([call(2, "echo")]), {"jsonrpc": "2.0", "id": None, "error": {
+            "code": -32600, "message": "Invalid Request: batches are not supported by the negotiated protocol version"}})
+        self.assertEqual(proxy.close()[2], "toolreplay mcp-proxy: rejected a JSON-RPC batch: the negotiated "
+                                           "protocol version does not allow batches\n")
+
+    def test_repeated_call_is_answered_once_by_the_gate(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start(server_args=("--notes", notes), capabilities={"elicitation": {}})
+        proxy.send(call(1, "write_note", text="once"))
+        request = proxy.recv()
+        proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
+                                                                      "content": {"approve": True}}})
+        self.assertEqual(proxy.recv(), text_result(1, 'write_note {"text": "once"}', False))
+        # The same write again: the gate answers it from the first, without asking or running it.
+        self.assertEqual(proxy.ask(call(2, "write_note", text="once")),
+                         text_result(2, 'write_note {"text": "once"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "once"}\n')
+
+    def test_record_holds_every_call_and_verifies(self) -> None:
+        proxy = self.start()
+        proxy.ask(call(1, "echo", text="a"))
+        proxy.ask(call(2, "delete_all"))
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))  # while the proxy runs
+        proxy.ask(call(3, "echo", text="a"))
+        self.assertEqual(proxy.close()[0], 0)
+        with open(proxy.record, encoding="utf-8") as record:
+            records = [json.loads(line) for line in record]
+        self.assertEqual([(r["tool"], r["args"], r["response"]) for r in records], [
+            ("echo", {"text": "a"}, text_result(1, 'echo {"text": "a"}', False)["result"]),
+            ("delete_all", {}, text_result(2, "toolreplay: tool not allowed: delete_all", True)["result"]),
+            ("echo", {"text": "a"}, text_result(3, 'echo {"text": "a"}', False)["result"])])
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+        self.assertEqual(run("replay", proxy.record)[0], 1)  # the repeated echo is a redundant call
+
+    def test_sigterm_ends_both_sides_with_the_record_intact(self) -> None:
+        proxy = self.start()
+        proxy.ask(call(1, "echo"))
+        proxy.process.send_signal(signal.SIGTERM)
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+
+    def test_server_exit_ends_the_proxy(self) -> None:
+        proxy = self.start()
+        self.assertEqual(proxy.ask(call(1, "crash")), text_result(
+            1, "toolreplay: ConnectionError: the server ended before it answered", True))
+        self.assertEqual(proxy.line(), b"")  # the proxy closed its output
+        self.assertEqual(proxy.close(), (1, b"", ""))
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+
+
+if __name__ == "__main__":
+    unittest.main()
+
+
+class RecordFailureTest(unittest.TestCase):
+    def test_a_record_that_cannot_grow_refuses_every_later_call(self) -> None:
+        import io
+
+        from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.policy.model import parse_policy
+
+        class FullDisk:
+            def append(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> int:
+                raise OSError(28, "No space left on device")
+
+        client_in, to_proxy = os.pipe()
+        from_proxy, client_out = os.pipe()
+        diagnostics = io.StringIO()
+        with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+            proxy = McpProxy([sys.executable, TINY], parse_policy(POLICY), client_in=proxy_in, client_out=proxy_out,
+                             diagnostics=diagnostics, recorder=FullDisk())  # type: ignore[arg-type]
+            runner = threading.Thread(target=proxy.run)
+            runner.start()
+            replies = []
+            for number in (1, 2):
+                send.write(json.dumps(call(number, "echo", text="x")).encode() + b"\n")
+                send.flush()
+                replies.append(json.loads(receive.readline()))
+            send.close()
+            runner.join(timeout=30)
+        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False), text_result(
+            2, "toolreplay: the session record cannot be written: No space left on device", True)])
+        self.assertEqual(diagnostics.getvalue(), "toolreplay mcp-proxy: the session record cannot be written: No space "
+                                                 "left on device; refusing every further tools/call\n")
+
+
+class GateOptionsTest(unittest.TestCase):
+    def test_mutators_and_read_cache_reach_the_gate(self) -> None:
+        import io
+        import sys as _sys
+
+        from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.policy import Policy
+
+        policy = Policy(agent="a", allowed_tools=frozenset({"echo", "git_commit"}))
+        plain = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr)
+        tuned = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr,
+                         mutators=["git_commit"], read_cache=False)
+        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), True))
+        self.assertEqual((tuned._gate._writes, tuned._gate._read_cache), (frozenset({"git_commit"}), False))

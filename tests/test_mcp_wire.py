@@ -1,0 +1,37 @@
+"""The MCP proxy's JSON-RPC helpers: line reading, id keys, strict parsing."""
+
+from __future__ import annotations
+
+import io
+import os
+import threading
+import unittest
+
+from toolreplay.guard.mcp_wire import id_key, parse_message, read_lines
+
+
+class ReadLinesTest(unittest.TestCase):
+    def test_a_pipe_and_a_memory_stream_give_the_same_lines(self) -> None:
+        data = b"a" * 200_000 + b"\nb\n\nc" + b"d" * 70_000 + b"\ne"
+        reader, writer = os.pipe()
+        feeder = threading.Thread(target=lambda: (os.write(writer, data), os.close(writer)))
+        feeder.start()
+        with open(reader, "rb") as pipe:
+            from_pipe = list(read_lines(pipe))
+        feeder.join()
+        self.assertEqual(from_pipe, list(read_lines(io.BytesIO(data))))
+        self.assertEqual([len(line) for line in from_pipe], [200_001, 2, 1, 70_002, 1])
+
+
+class MessageTest(unittest.TestCase):
+    def test_ids_of_different_types_stay_distinct(self) -> None:
+        keys = {id_key(value) for value in (1, 1.0, "1", True, None, [1], {"1": 1})}
+        self.assertEqual(len(keys), 7)
+
+    def test_nan_is_not_json(self) -> None:
+        with self.assertRaisesRegex(ValueError, "^NaN is not JSON$"):
+            parse_message(b'{"id": NaN}')
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,523 @@
+"""Policy rules: every kind of rule at run time (the Gate) and offline (`scope` over the Gate's record)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import unittest
+from typing import Any
+
+from toolreplay.audit.render import scope_text
+from toolreplay.audit.scope import audit_rule_facts, rule_fact_extractor
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+from toolreplay.errors import InputError
+from toolreplay.format.chunks import read_facts
+from toolreplay.format.strictjson import read_json_file
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.matchers import path_segments, url_host
+from toolreplay.policy.model import load_policy
+
+TOOLS = ["write_file", "run_command", "check_code", "fetch", "set_status", "set_flag", "refund", "send_email",
+         "get_order", "cancel_order", "search", "echo"]
+
+POLICY: dict[str, Any] = {
+    "agent": "rules-test",
+    "allowed_tools": TOOLS,
+    "write_tools": ["refund"],
+    "rules": [
+        {"id": "docs-only", "tools": ["write_file"], "effect": "deny", "reason": "writes stay under docs/",
+         "unless": [{"arg": "path", "under": ["docs"]}]},
+        {"id": "git-read", "tools": ["run_command"], "effect": "deny", "reason": "only git status and git diff",
+         "unless": [{"arg": "cmd", "glob": ["git status", "git diff*"]}]},
+        {"id": "code-form", "tools": ["check_code"], "effect": "deny", "reason": "a code is six capitals",
+         "unless": [{"arg": "code", "regex": "[A-Z]{6}"}]},
+        {"id": "api-only", "tools": ["fetch"], "effect": "deny", "reason": "fetch only from api.example.com",
+         "unless": [{"arg": "url", "host": ["api.example.com", "*.cdn.example.org"]}]},
+        {"id": "status-values", "tools": ["set_status"], "effect": "deny", "reason": "status is open or closed",
+         "unless": [{"arg": "status", "in": ["open", "closed"]}]},
+        {"id": "flag-value", "tools": ["set_flag"], "effect": "deny", "reason": "the flag is 1000",
+         "unless": [{"arg": ["flag", "value"], "eq": 1000}]},
+        {"id": "refund-cap", "tools": ["refund"], "effect": "deny", "reason": "no refund above 1,000",
+         "when": [{"arg": "amount", "gt": 1000}]},
+        {"id": "refund-review", "tools": ["refund"], "effect": "ask", "reason": "a person checks refunds above 100",
+         "when": [{"arg": "amount", "gt": 100}]},
+        {"id": "refund-small", "tools": ["refund"], "effect": "allow", "reason": "small refunds need no person",
+         "when": [{"arg": "amount", "le": 100}]},
+        {"id": "short-mail", "tools": ["send_email"], "effect": "deny", "reason": "a body of at most 5,000 characters",
+         "unless": [{"arg": "body", "max_length": 5000}]},
+        {"id": "look-first", "tools": ["cancel_order"], "effect": "deny", "reason": "get_order of that order first",
+         "unless": [{"after": "get_order", "same": ["order_id"]}]},
+        {"id": "search-budget", "tools": ["search"], "effect": "deny", "reason": "at most 2 searches",
+         "unless": [{"count": "search", "max": 2}]},
+        {"id": "session-budget", "tools": ["*"], "effect": "deny", "reason": "at most 12 calls a session",
+         "unless": [{"count": "*", "max": 12}]},
+        {"id": "pace", "tools": ["*"], "effect": "deny", "reason": "at most 3 calls in 10 seconds",
+         "unless": [{"rate": "*", "max": 3, "seconds": 10}]},
+    ],
+}
+
+RUN = "run"
+E = "rule error: "
+
+# (case, earlier calls, the call, expected): expected is "run", or (effect, rule id, reason).
+CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], tuple[str, dict[str, Any]], Any]] = [
+    ("under: inside", [], ("write_file", {"path": "docs/intro.md"}), RUN),
+    ("under: dots normalised", [], ("write_file", {"path": "docs/./a/../b.md"}), RUN),
+    ("under: the folder itself", [], ("write_file", {"path": "docs/"}), RUN),
+    ("under: .. escapes", [], ("write_file", {"path": "docs/../etc/passwd"}),
+     ("deny", "docs-only", "writes stay under docs/")),
+    ("under: prefix is not a folder", [], ("write_file", {"path": "docs-private/x"}),
+     ("deny", "docs-only", "writes stay under docs/")),
+    ("under: absolute", [], ("write_file", {"path": "/docs/x"}), ("deny", "docs-only", "writes stay under docs/")),
+    ("under: backslash escape", [], ("write_file", {"path": "docs\\..\\..\\x"}),
+     ("deny", "docs-only", "writes stay under docs/")),
+    ("under: wrong type", [], ("write_file", {"path": ["docs"]}),
+     ("deny", "docs-only", E + 'argument "path" is an array, not a string')),
+    ("under: missing", [], ("write_file", {}), ("deny", "docs-only", E + 'argument "path" is missing')),
+    ("glob: exact", [], ("run_command", {"cmd": "git status"}), RUN),
+    ("glob: star", [], ("run_command", {"cmd": "git diff --stat"}), RUN),
+    ("glob: whole string", [], ("run_command", {"cmd": "git status; rm -rf /"}),
+     ("deny", "git-read", "only git status and git diff")),
+    ("glob: other", [], ("run_command", {"cmd": "git push"}), ("deny", "git-read", "only git status and git diff")),
+    ("regex: full match", [], ("check_code", {"code": "ABCDEF"}), RUN),
+    ("regex: longer fails", [], ("check_code", {"code": "ABCDEFG"}), ("deny", "code-form", "a code is six capitals")),
+    ("host: exact", [], ("fetch", {"url": "https://api.example.com/v1?q=1"}), RUN),
+    ("host: case and port", [], ("fetch", {"url": "HTTP://API.EXAMPLE.COM:443/"}), RUN),
+    ("host: suffix", [], ("fetch", {"url": "https://eu.cdn.example.org/x"}), RUN),
+    ("host: user info", [], ("fetch", {"url": "http://api.example.com@evil.test/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: longer host", [], ("fetch", {"url": "https://api.example.com.evil.test/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: suffix without dot", [], ("fetch", {"url": "https://evilcdn.example.org/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: suffix itself", [], ("fetch", {"url": "https://cdn.example.org/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: other scheme", [], ("fetch", {"url": "file://api.example.com/etc/passwd"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: backslash", [], ("fetch", {"url": "https://api.example.com\\@evil.test/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: bad port", [], ("fetch", {"url": "https://api.example.com:99999/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("host: no scheme", [], ("fetch", {"url": "//api.example.com/"}),
+     ("deny", "api-only", "fetch only from api.example.com")),
+    ("in: member", [], ("set_status", {"status": "closed"}), RUN),
+    ("in: not a member", [], ("set_status", {"status": "pending"}),
+     ("deny", "status-values", "status is open or closed")),
+    ("in: true is not a string", [], ("set_status", {"status": True}),
+     ("deny", "status-values", "status is open or closed")),
+    ("eq: 1e3 equals 1000", [], ("set_flag", {"flag": {"value": 1e3}}), RUN),
+    ("eq: true is not 1000", [], ("set_flag", {"flag": {"value": True}}), ("deny", "flag-value", "the flag is 1000")),
+    ("eq: nested missing", [], ("set_flag", {"flag": {}}),
+     ("deny", "flag-value", E + 'argument "flag.value" is missing')),
+    ("number: small allowed without a person", [], ("refund", {"amount": 100}), RUN),
+    ("number: above 100 asks", [], ("refund", {"amount": 100.5}),
+     ("ask", "refund-review", "a person checks refunds above 100")),
+    ("number: 1e3 is 1000", [], ("refund", {"amount": 1e3}), ("ask", "refund-review", "a person checks refunds above 100")),
+    ("number: above 1000 denied", [], ("refund", {"amount": 1000.01}), ("deny", "refund-cap", "no refund above 1,000")),
+    ("number: true is not a number", [], ("refund", {"amount": True}),
+     ("deny", "refund-cap", E + 'argument "amount" is a boolean, not a number')),
+    ("number: string is not a number", [], ("refund", {"amount": "5"}),
+     ("deny", "refund-cap", E + 'argument "amount" is a string, not a number')),
+    ("number: missing", [], ("refund", {}), ("deny", "refund-cap", E + 'argument "amount" is missing')),
+    ("length: at the bound", [], ("send_email", {"body": "é" * 5000}), RUN),
+    ("length: over", [], ("send_email", {"body": "x" * 5001}),
+     ("deny", "short-mail", "a body of at most 5,000 characters")),
+    ("length: array counts items", [], ("send_email", {"body": ["x"] * 3}), RUN),
+    ("length: wrong type", [], ("send_email", {"body": 5}),
+     ("deny", "short-mail", E + 'argument "body" is a number, not a string or an array')),
+    ("after: none before", [], ("cancel_order", {"order_id": 1}),
+     ("deny", "look-first", "get_order of that order first")),
+    ("after: same order", [("get_order", {"order_id": 1})], ("cancel_order", {"order_id": 1}), RUN),
+    ("after: 1.0 is 1", [("get_order", {"order_id": 1.0})], ("cancel_order", {"order_id": 1}), RUN),
+    ("after: other order", [("get_order", {"order_id": 2})], ("cancel_order", {"order_id": 1}),
+     ("deny", "look-first", "get_order of that order first")),
+    ("after: missing argument", [("get_order", {"order_id": 1})], ("cancel_order", {}),
+     ("deny", "look-first", E + 'argument "order_id" is missing')),
+    ("count: within", [("search", {"q": "a"})], ("search", {"q": "b"}), RUN),
+    ("count: over", [("search", {"q": "a"}), ("search", {"q": "b"})], ("search", {"q": "c"}),
+     ("deny", "search-budget", "at most 2 searches")),
+    ("count: all tools within", [("echo", {"v": i}) for i in range(11)], ("get_order", {"order_id": 1}), RUN),
+    ("count: all tools over", [("echo", {"v": i}) for i in range(12)], ("get_order", {"order_id": 1}),
+     ("deny", "session-budget", "at most 12 calls a session")),
+    ("count: a denied call does not count",
+     [("search", {"q": "a"}), ("search", {"q": "b"}), ("search", {"q": "c"})], ("echo", {"v": 1}), RUN),
+]
+
+
+def _confirm_never(tool: str, args: dict[str, Any]) -> bool:
+    return False
+
+
+class Harness(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.policy_path = self.write("policy.json", json.dumps(POLICY))
+        self.policy = load_policy(self.policy_path)
+
+    def write(self, name: str, text: str) -> str:
+        path = os.path.join(self.directory, name)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    def gate(self, record: str | None = None, clock: Any = None, confirm: Any = _confirm_never) -> tuple[Gate, list[str]]:
+        ran: list[str] = []
+
+        def tool(name: str) -> Any:
+            def run(**args: Any) -> dict[str, Any]:
+                ran.append(name)
+                return {"ok": True}
+            return run
+
+        recorder = SessionRecorder.open(record) if record else None
+        if recorder is not None:
+            self.addCleanup(recorder.close)
+        tick = iter(range(10**6))
+        gate = Gate({name: tool(name) for name in TOOLS}, self.policy, confirm=confirm, recorder=recorder,
+                    clock=clock or (lambda: float(next(tick)) * 100))
+        return gate, ran
+
+    def scope(self, session: str, *options: str) -> tuple[int, str, str]:
+        io = IO.memory()
+        code = main(["scope", session, self.policy_path, *options], io)
+        return code, io.out(), io.err()
+
+
+class TableTest(Harness):
+    def test_every_case_at_the_guard_and_in_the_backtest(self) -> None:
+        for case, history, (tool, args), expected in CASES:
+            with self.subTest(case=case):
+                record = os.path.join(self.directory, "record.jsonl")
+                if os.path.exists(record):
+                    os.unlink(record)
+                asked: list[str] = []
+
+                def confirm(name: str, call: dict[str, Any], asked: list[str] = asked, tool: str = tool) -> bool:
+                    asked.append(name)
+                    return name != tool  # earlier writes are approved; the call under test is not
+
+                gate, ran = self.gate(record, confirm=confirm)
+                for earlier in history:
+                    gate.call(*earlier)
+                before, asked[:] = len(ran), []
+                response = gate.call(tool, args)
+                if expected == RUN:
+                    self.assertEqual(response, {"ok": True})
+                    self.assertEqual(ran[before:], [tool])
+                    self.assertEqual(asked, [])
+                    want = None
+                else:
+                    effect, rule_id, reason = expected
+                    self.assertEqual(ran[before:], [])
+                    if effect == "deny":
+                        self.assertEqual(response, {"ok": False, "error": f"denied by rule {rule_id}: {reason}"})
+                        self.assertEqual(asked, [])
+                    else:
+                        self.assertEqual(response, {"ok": False, "error": "confirmation required"})
+                        self.assertEqual(asked, [tool])
+                    action = "denied" if effect == "deny" else "needs confirmation"
+                    want = f"index {len(history)}: policy-violation: tool '{tool}' {action} by rule {rule_id}: {reason}"
+                gate._recorder.close()  # type: ignore[union-attr]
+                code, out, err = self.scope(record)
+                lines = out.split("\n")
+                found = [line for line in lines if line.startswith(f"index {len(history)}: ")]
+                self.assertEqual(found, [] if want is None else [want])
+                self.assertEqual(err, "")
+                self.assertEqual(lines[-2], "not checked: rule pace: a rate needs the time of each call, "
+                                            "which a record does not carry")
+
+
+class GuardTest(Harness):
+    def test_rate_counts_calls_in_the_window(self) -> None:
+        now = [0.0]
+        gate, ran = self.gate(clock=lambda: now[0])
+        for second in (0.0, 1.0, 2.0):
+            now[0] = second
+            self.assertEqual(gate.call("echo", {"v": second}), {"ok": True})
+        now[0] = 9.0
+        self.assertEqual(gate.call("echo", {"v": 9}),
+                         {"ok": False, "error": "denied by rule pace: at most 3 calls in 10 seconds"})
+        now[0] = 10.5  # the calls at 0 s left the window
+        self.assertEqual(gate.call("echo", {"v": 10}), {"ok": True})
+        self.assertEqual(len(ran), 4)
+
+    def test_precedence_deny_over_ask_over_allow(self) -> None:
+        gate, ran = self.gate(confirm=lambda tool, args: True)
+        self.assertEqual(gate.call("refund", {"amount": 2000}),
+                         {"ok": False, "error": "denied by rule refund-cap: no refund above 1,000"})
+        asked: list[str] = []
+        gate, ran = self.gate(confirm=lambda tool, args: asked.append(tool) or True)
+        self.assertEqual(gate.call("refund", {"amount": 500}), {"ok": True})
+        self.assertEqual(gate.call("refund", {"amount": 5}), {"ok": True})
+        self.assertEqual(asked, ["refund"])  # the allow rule spared the small refund the question
+
+    def test_ask_rule_error_asks_and_allow_rule_error_falls_back_to_write_tools(self) -> None:
+        policy = dict(POLICY, rules=[
+            {"id": "ask-big", "tools": ["echo"], "effect": "ask", "reason": "big", "when": [{"arg": "n", "gt": 9}]},
+            {"id": "free", "tools": ["refund"], "effect": "allow", "reason": "x", "when": [{"arg": "n", "lt": 9}]}])
+        self.policy = load_policy(self.write("p2.json", json.dumps(policy)))
+        asked: list[tuple[str, dict[str, Any]]] = []
+        gate, ran = self.gate(confirm=lambda tool, args: asked.append((tool, args)) or False)
+        self.assertEqual(gate.call("echo", {"n": "ten"}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("refund", {}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("refund", {"n": 1}), {"ok": True})
+        self.assertEqual(asked, [("echo", {"n": "ten"}), ("refund", {})])
+
+    def test_a_refused_confirmation_does_not_count_as_executed(self) -> None:
+        answers = iter([False, True])
+        policy = dict(POLICY, write_tools=["get_order"])
+        self.policy = load_policy(self.write("p4.json", json.dumps(policy)))
+        gate, ran = self.gate(confirm=lambda tool, args: next(answers))
+        # the person refuses the get_order: it did not execute, so the cancel after it is denied
+        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 7}),
+                         {"ok": False, "error": "denied by rule look-first: get_order of that order first"})
+        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": True})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 7}), {"ok": True})
+        self.assertEqual(ran, ["get_order", "cancel_order"])
+
+    def test_a_resumed_record_counts_for_the_rules(self) -> None:
+        record = os.path.join(self.directory, "resumed.jsonl")
+        gate, _ = self.gate(record)
+        self.assertEqual(gate.call("get_order", {"order_id": 3}), {"ok": True})
+        self.assertEqual(gate.call("search", {"q": "a"}), {"ok": True})
+        self.assertEqual(gate.call("get_order", {"order_id": 4, "x": 1}), {"ok": True})
+        gate._recorder.close()  # type: ignore[union-attr]
+        with open(record, "a", encoding="utf-8") as handle:  # a refusal on record did not run
+            handle.write('{"index": 3, "tool": "get_order", "args": {"order_id": 5}, '
+                         '"response": {"ok": false, "error": "budget exceeded: time"}}\n')
+        gate, ran = self.gate(record)  # a restarted host continues the same record
+        self.assertEqual(gate.call("cancel_order", {"order_id": 3}), {"ok": True})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 5}),
+                         {"ok": False, "error": "denied by rule look-first: get_order of that order first"})
+        self.assertEqual(gate.call("search", {"q": "b"}), {"ok": True})
+        self.assertEqual(gate.call("search", {"q": "c"}),
+                         {"ok": False, "error": "denied by rule search-budget: at most 2 searches"})
+        self.assertEqual(ran, ["cancel_order", "search"])
+
+    def test_count_holds_under_racing_threads(self) -> None:
+        import threading
+        policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five echoes",
+                                      "unless": [{"count": "echo", "max": 5}]}])
+        self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
+        gate, ran = self.gate(clock=lambda: 0.0)
+        start = threading.Barrier(32)
+
+        def worker(n: int) -> None:
+            start.wait()
+            gate.call("echo", {"v": n})
+
+        threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.assertEqual(len(ran), 5)
+
+    def test_rules_come_after_the_allowlist(self) -> None:
+        gate, ran = self.gate()
+        self.assertEqual(gate.call("rm", {}), {"ok": False, "error": "tool not allowed: rm"})
+
+
+class BacktestTest(Harness):
+    def session(self, lines: list[str]) -> str:
+        return self.write("s.jsonl", "".join(f'{{"index": {i}, {line}}}\n' for i, line in enumerate(lines)))
+
+    def test_numbers_in_their_written_forms(self) -> None:
+        session = self.session([
+            '"tool": "set_flag", "args": {"flag": {"value": 1e3}}, "response": {}',
+            '"tool": "set_flag", "args": {"flag": {"value": 1000.0}}, "response": {}',
+            '"tool": "set_flag", "args": {"flag": {"value": 10E2}}, "response": {}',
+            '"tool": "set_flag", "args": {"flag": {"value": 1000.5}}, "response": {}',
+            '"tool": "refund", "args": {"amount": 1e3}, "response": {}',
+            '"tool": "refund", "args": {"amount": 1e4}, "response": {}',
+        ])
+        code, out, err = self.scope(session)
+        self.assertEqual((code, err), (1, ""))
+        self.assertEqual(out.split("\n")[2:5], [
+            "index 3: policy-violation: tool 'set_flag' denied by rule flag-value: the flag is 1000",
+            "index 4: policy-violation: tool 'refund' needs confirmation by rule refund-review: "
+            "a person checks refunds above 100",
+            "index 5: policy-violation: tool 'refund' denied by rule refund-cap: no refund above 1,000"])
+
+    def test_a_recorded_refusal_did_not_execute(self) -> None:
+        session = self.session([
+            '"tool": "get_order", "args": {"order_id": 1}, "response": {"ok": false, "error": "budget exceeded: time"}',
+            '"tool": "cancel_order", "args": {"order_id": 1}, "response": {"ok": true}',
+            '"tool": "get_order", "args": {"order_id": 2}, "response": {"ok": false, "error": "not found"}',
+            '"tool": "cancel_order", "args": {"order_id": 2}, "response": {"ok": true}',
+        ])
+        code, out, _ = self.scope(session)
+        self.assertEqual(out, "calls: 4\nfindings: 1\nindex 1: policy-violation: tool 'cancel_order' denied by rule "
+                              "look-first: get_order of that order first\nnot checked: rule pace: a rate needs the "
+                              "time of each call, which a record does not carry\n")
+
+    def test_order_at_one_index_and_json_rule_field(self) -> None:
+        policy = dict(POLICY, rules=[
+            {"id": "b", "tools": ["echo"], "effect": "deny", "reason": "second", "when": [{"arg": "v", "gt": 1}]},
+            {"id": "a", "tools": ["*"], "effect": "deny", "reason": "first", "when": [{"arg": "v", "gt": 2}]},
+            {"id": "c", "tools": ["echo"], "effect": "ask", "reason": "ask", "when": [{"arg": "v", "gt": 0}]}])
+        self.policy_path = self.write("p3.json", json.dumps(policy))
+        session = self.session(['"tool": "echo", "args": {"v": 3}, "response": {}',
+                                '"tool": "rm", "args": {"v": 3}, "response": {}',
+                                '"tool": "echo", "args": {"v": 1}, "response": {}'])
+        code, out, _ = self.scope(session)
+        self.assertEqual(out, "calls: 3\nfindings: 4\n"
+                              "index 0: policy-violation: tool 'echo' denied by rule b: second\n"
+                              "index 0: policy-violation: tool 'echo' denied by rule a: first\n"
+                              "index 1: permission-overreach: tool 'rm' is not in the declared scope for agent "
+                              "'rules-test'\n"
+                              "index 2: policy-violation: tool 'echo' needs confirmation by rule c: ask\n")
+        code, out, _ = self.scope(session, "--format", "json")
+        document = json.loads(out)
+        self.assertEqual(document["unchecked_rules"], [])
+        self.assertEqual([(f["kind"], f.get("rule", "absent")) for f in document["findings"]],
+                         [("policy-violation", "b"), ("policy-violation", "a"),
+                          ("permission-overreach", "absent"), ("policy-violation", "c")])
+        self.assertEqual(list(document["findings"][0]),
+                         ["index", "kind", "tool", "rule", "related_index", "message"])
+
+    def test_parallel_reader_gives_the_same_report(self) -> None:
+        lines = []
+        for i in range(3000):
+            lines.append(f'"tool": "get_order", "args": {{"order_id": {i % 7}}}, "response": {{"pad": "{"x" * 200}"}}')
+            lines.append(f'"tool": "cancel_order", "args": {{"order_id": {i % 11}}}, "response": {{}}')
+        session = self.session(lines)
+        rules = [rule for rule in POLICY["rules"] if rule["id"] != "session-budget"]
+        self.policy_path = self.write("p5.json", json.dumps(dict(POLICY, rules=rules)))
+        self.policy = load_policy(self.policy_path)
+        code, serial, _ = self.scope(session, "--jobs", "1")
+        facts = read_facts(session, rule_fact_extractor(self.policy), jobs=2, chunk_bytes=64 << 10,
+                           min_parallel_bytes=0)
+        self.assertTrue(scope_text(audit_rule_facts(facts, self.policy)) == serial)  # no 100 kB diff
+        self.assertEqual(serial[:27], "calls: 6000\nfindings: 1089\n")
+
+
+class MatcherTest(unittest.TestCase):
+    def test_path_segments(self) -> None:
+        for path, segments in [("docs/a", ("docs", "a")), ("./docs//a/", ("docs", "a")), ("a/../b", ("b",)),
+                               ("..", None), ("a/../..", None), ("/x", None), ("\\x", None), ("C:x", None),
+                               ("~/x", None), ("", None), ("a\x00", None), (".", ())]:
+            with self.subTest(path=path):
+                self.assertEqual(path_segments(path), segments)
+
+    def test_url_host(self) -> None:
+        for url, host in [("https://API.Example.com./x", "api.example.com"), ("http://[::1]:80/", "[::1]"),
+                          ("http://a.test:0/", "a.test"), ("http://u:p@a.test/", None), ("https:a.test", None),
+                          ("https://a.test /", None), ("javascript://a.test/", None), ("http:///x", None),
+                          ("https://a.test:port/", None)]:
+            with self.subTest(url=url):
+                self.assertEqual(url_host(url), host)
+
+
+BAD_RULES: list[tuple[str, Any, str]] = [
+    ("not an array", {}, 'field "rules" must be an array of rules'),
+    ("rule not object", [1], "rule 1: must be an object, not 1"),
+    ("missing id", [{}], 'rule 1: missing field "id"'),
+    ("bad id", [{"id": "a b"}], 'rule 1: field "id" must be letters, digits, "_", "." or "-", not "a b"'),
+    ("duplicate id", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r"}] * 2,
+     'rule "a": the id is used by an earlier rule'),
+    ("unknown field", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "if": []}],
+     'rule "a": unknown field "if" in a rule (known: id, tools, effect, reason, when, unless)'),
+    ("tool not allowed", [{"id": "a", "tools": ["ghost"], "effect": "deny", "reason": "r"}],
+     'rule "a": field "tools" names tool "ghost", which is not in allowed_tools'),
+    ("star with names", [{"id": "a", "tools": ["*", "echo"], "effect": "deny", "reason": "r"}],
+     'rule "a": field "tools" is either ["*"] or a list of tool names'),
+    ("bad effect", [{"id": "a", "tools": ["echo"], "effect": "block", "reason": "r"}],
+     'rule "a": field "effect" must be one of deny, ask, allow, not "block"'),
+    ("empty reason", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": ""}],
+     'rule "a": field "reason" must be a non-empty string'),
+    ("empty when", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "when": []}],
+     'rule "a": "when" must be a non-empty array of conditions'),
+    ("unknown operator", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                           "when": [{"arg": "x", "lte": 1}]}],
+     'rule "a": "when" condition 1: unknown operator "lte" (known: under, glob, regex, host, eq, in, lt, le, gt, '
+     'ge, max_length, min_length)'),
+    ("two operators", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                        "when": [{"arg": "x", "lt": 1, "gt": 0}]}],
+     'rule "a": "when" condition 1: an argument condition has "arg" and exactly one operator'),
+    ("bad regex", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                    "unless": [{"arg": "x", "regex": "(unclosed"}]}],
+     'rule "a": "unless" condition 1: operator "regex": bad regular expression "(unclosed": '
+     'missing ), unterminated subpattern at position 0'),
+    ("number operand true", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                              "when": [{"arg": "x", "gt": True}]}],
+     'rule "a": "when" condition 1: operator "gt" must be a number'),
+    ("length operand 2.0", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                             "when": [{"arg": "x", "max_length": 2.0}]}],
+     'rule "a": "when" condition 1: operator "max_length" must be an integer of at least 0'),
+    ("under escapes", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                        "when": [{"arg": "x", "under": ["../x"]}]}],
+     'rule "a": "when" condition 1: operator "under": folder "../x" must be a relative path inside the working '
+     'folder'),
+    ("bad host", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                   "when": [{"arg": "x", "host": ["https://a.test"]}]}],
+     'rule "a": "when" condition 1: operator "host": "https://a.test" is not a host name or "*." followed by one'),
+    ("after unknown tool", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                             "unless": [{"after": "ghost"}]}],
+     'rule "a": "unless" condition 1: "after" names tool "ghost", which is not in allowed_tools'),
+    ("count 1e2", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                    "unless": [{"count": "*", "max": 1e2}]}],
+     'rule "a": "unless" condition 1: "max" must be an integer of at least 0'),
+    ("rate huge seconds", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                            "unless": [{"rate": "*", "max": 1, "seconds": 10**400}]}],
+     'rule "a": "unless" condition 1: "seconds" is too large: 1000000000000000000000000000000000000...'),
+    ("no subject", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "when": [{"x": 1}]}],
+     'rule "a": "when" condition 1: a condition needs one of "arg", "after", "count", "rate", not {"x": 1}'),
+]
+
+
+class LoadTest(Harness):
+    def check(self, text: str, message: str) -> None:
+        path = self.write("bad.json", text)
+        io = IO.memory()
+        self.assertEqual(main(["scope", self.write("s.jsonl", ""), path], io), 2)
+        self.assertEqual((io.out(), io.err()), ("", f"error: {path}: {message}\n"))
+
+    def test_bad_rules(self) -> None:
+        for case, rules, message in BAD_RULES:
+            with self.subTest(case=case):
+                self.check(json.dumps({"agent": "a", "allowed_tools": ["echo"], "rules": rules}), message)
+
+    def test_strict_fields(self) -> None:
+        base = '{"agent": "a", "allowed_tools": ["echo"], '
+        for text, message in [
+            (base + '"write_tools": ["refund"]}',
+             'write tool "refund" is not in allowed_tools (a write tool must be allowed to be confirmed)'),
+            (base + '"limits": {"max_steps": 2.0}}', 'limit "max_steps" must be a positive integer'),
+            (base + '"limits": {"max_steps": 5.0}}', 'limit "max_steps" must be a positive integer'),
+            (base + '"limits": {"max_result_bytes": 1e2}}', 'limit "max_result_bytes" must be a positive integer'),
+            (base + '"limits": {"max_steps": true}}', 'limit "max_steps" must be a positive integer'),
+            (base + '"limits": {"max_seconds": 1' + "0" * 400 + '}}',
+             'limit "max_seconds" is too large: 1000000000000000000000000000000000000...'),
+        ]:
+            with self.subTest(text=text[:80]):
+                self.check(text, message)
+
+    def test_lone_surrogate(self) -> None:
+        message = "string holds a lone surrogate (invalid Unicode escape)"
+        path = self.write("bad.json", '{"agent": "a",\n "allowed_tools": ["\\ud800"]}')
+        io = IO.memory()
+        self.assertEqual(main(["scope", self.write("s.jsonl", ""), path], io), 2)
+        self.assertEqual(io.err(), f"error: {path}:2: {message}\n")
+        for text in ('{"agent": "\\udc00x", "allowed_tools": []}', '{"agent": "\\ud83d\\ud83d", "allowed_tools": []}'):
+            with self.subTest(text=text):
+                path = self.write("bad.json", text)
+                io = IO.memory()
+                self.assertEqual(main(["scope", self.write("s.jsonl", ""), path], io), 2)
+                self.assertEqual(io.err(), f"error: {path}:1: {message}\n")
+        suite = self.write("suite.json", '{"name": "s",\n "cases": [],\n "x": "\\udfff"}')
+        with self.assertRaises(InputError) as caught:
+            read_json_file(suite)  # every JSON file the tool reads: eval suites too
+        self.assertEqual(str(caught.exception), f"{suite}:3: {message}")
+        ok = self.write("ok.json", '{"agent": "\\\\ud800 \\ud83d\\ude00", "allowed_tools": []}')
+        self.assertEqual(load_policy(ok).agent, "\\ud800 \U0001f600")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,65 @@
+"""The Dask engine: the fleet audit's batches run on a Dask distributed cluster (`pip install toolreplay[dask]`).
+
+Only this module knows Dask, and it imports `distributed` when an audit starts, never at import time.
+The client sends each batch (a list of paths and the options, a few KB) as one task; a worker opens
+the files itself, audits them with the same function as the local engine and sends back the small
+results. Workers must be able to import toolreplay and to read the paths (a shared file system).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
+
+from toolreplay.audit.engines import batched, map_in_order
+from toolreplay.errors import ToolReplayError, UsageError
+
+__all__ = ["DaskEngine"]
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class DaskEngine:
+    """A Dask distributed cluster reached through its scheduler's address (`tcp://HOST:PORT`)."""
+
+    def __init__(self, address: str, batch_size: int = 64, timeout: float = 30.0) -> None:
+        self.address = address
+        self.batch_size = batch_size
+        self.timeout = timeout
+
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+                    argument: Any) -> Iterator[R]:
+        """Results of every job, in the order of `jobs`; four batches in flight per worker thread, so a worker
+        always has the next batch at hand while the scheduler and the client trade messages."""
+        try:
+            distributed: Any = importlib.import_module("distributed")  # Any: the package is not typed
+        except ImportError:
+            raise UsageError("the dask engine needs the distributed package: pip install 'toolreplay[dask]'") from None
+        try:
+            client = distributed.Client(self.address, timeout=self.timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
+        with client:
+            threads = sum(client.nthreads().values()) or 1
+            pending: list[Any] = []
+
+            def submit(batch: list[J]) -> Any:
+                future = client.submit(function, batch, argument, pure=False)
+                pending.append(future)
+                return future
+
+            def result(future: Any) -> list[R]:
+                try:
+                    done: list[R] = future.result()
+                except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
+                    raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
+                pending.remove(future)
+                return done
+
+            try:
+                yield from map_in_order(submit, result, batched(jobs, self.batch_size), 4 * threads)
+            finally:
+                if pending:
+                    client.cancel(pending)

@@ -1,0 +1,102 @@
+"""Where a fleet audit runs: an engine maps a module-level function over batches of jobs, results in order.
+
+Every engine gives the same results in the same order, so the report's bytes do not depend on the
+engine or on the number of workers. Jobs go out in batches (one task per batch, not per session) with
+a bounded number of batches in flight, and results come back as they complete but are handed on in
+submission order, so the caller can stream them into a report without holding the fleet.
+
+`LocalEngine` uses this machine's cores (forked worker processes; `jobs=1` runs in this process).
+`toolreplay.audit.dask_engine.DaskEngine` runs the same batches on a Dask distributed cluster.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from toolreplay.format.chunks import _fork_context, default_jobs
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+__all__ = ["Engine", "LocalEngine", "batched", "map_in_order"]
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+class Engine(Protocol):
+    """Runs `function(batch, argument)` for each batch, somewhere; yields each batch's results in order."""
+
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+                    argument: Any) -> Iterator[R]:
+        """Results of every job, in the order of `jobs`."""
+        ...
+
+
+def batched(items: Iterable[J], size: int) -> Iterator[list[J]]:
+    """Consecutive lists of `size` items (the last may be shorter)."""
+    batch: list[J] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def map_in_order(submit: Callable[[list[J]], Any], result: Callable[[Any], list[R]], batches: Iterator[list[J]],
+                 in_flight: int) -> Iterator[R]:
+    """Keep `in_flight` batches submitted; yield their results in submission order.
+
+    `submit(batch)` returns a handle (a future), `result(handle)` waits for that batch's list.
+    """
+    pending: deque[Any] = deque()
+    for batch in batches:
+        pending.append(submit(batch))
+        if len(pending) >= in_flight:
+            yield from result(pending.popleft())
+    while pending:
+        yield from result(pending.popleft())
+
+
+class LocalEngine:
+    """This machine: `jobs` forked worker processes, or this process alone when `jobs` is 1."""
+
+    def __init__(self, jobs: int | None = None, batch_size: int = 16) -> None:
+        self.jobs = default_jobs() if jobs is None else jobs
+        self.batch_size = batch_size
+
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+                    argument: Any) -> Iterator[R]:
+        """Results of every job, in the order of `jobs`."""
+        batches = batched(jobs, self.batch_size)
+        first = list(itertools.islice(batches, 2))
+        batches = itertools.chain(first, batches)
+        context = _fork_context() if self.jobs > 1 and len(first) > 1 else None
+        if context is None:  # one worker asked for, no fork, or a single batch: not worth starting workers
+            for batch in batches:
+                yield from function(batch, argument)
+            return
+        from concurrent.futures import ProcessPoolExecutor
+
+        executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context)
+        pending: list[Future[list[R]]] = []
+        try:
+            def submit(batch: list[J]) -> Future[list[R]]:
+                future = executor.submit(function, batch, argument)
+                pending.append(future)
+                return future
+
+            def result(future: Future[list[R]]) -> list[R]:
+                pending.remove(future)
+                return future.result()
+
+            yield from map_in_order(submit, result, batches, 2 * self.jobs)
+        finally:
+            for future in pending:
+                future.cancel()
+            executor.shutdown(wait=True, cancel_futures=True)

@@ -1,0 +1,288 @@
+"""Fleet audit: many sessions in one run, each audited by a pure function whose small result is merged in order.
+
+`audit_session` reads one session file and returns a `SessionResult`: counts, the first findings, the
+chain status of a sealed file, or the `PATH:LINE` message of a session that cannot be read. It needs
+nothing but a path and the options, and its result pickles small, so any engine (this machine's
+cores, a Dask cluster) can run it anywhere the path can be read. `FleetSummary` folds the results, in
+path order, into the totals of the report; it keeps bounded tables, so its memory does not grow with
+the number of sessions.
+"""
+
+from __future__ import annotations
+
+import glob
+import heapq
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts
+from toolreplay.audit.findings import Finding
+from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+from toolreplay.errors import InputError, ToolReplayError, UsageError
+from toolreplay.format.records import Record, read_links, read_session
+from toolreplay.policy.model import Policy
+
+__all__ = ["SessionOptions", "SessionJob", "SessionResult", "FleetSummary", "audit_session", "audit_batch",
+           "find_sessions", "finding_rule", "open_session", "ranked_counts", "FINDINGS_LISTED", "TOP_SESSIONS",
+           "LISTED_PROBLEMS", "CALL_BUCKETS"]
+
+FINDINGS_LISTED = 1000  # findings carried per session; the counts are always exact
+TOP_SESSIONS = 10  # the "most findings" table
+LISTED_PROBLEMS = 1000  # unreadable files and broken chains named in the summary; the counts are exact
+# Upper bounds of the calls-per-session histogram's buckets (the last is open-ended).
+CALL_BUCKETS = (0, 5, 10, 20, 50, 100, 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    """What every session is audited with: replay's mutators, and the policy for scope (None: no scope)."""
+
+    mutators: frozenset[str] = DEFAULT_MUTATORS
+    policy: Policy | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SessionJob:
+    """One session to audit: the path a worker opens, and the path the report shows."""
+
+    path: str
+    display: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionResult:
+    """What the audit of one session found; small, picklable, and the same wherever it was computed."""
+
+    path: str
+    calls: int = 0
+    sealed: bool = False
+    divergence: int | None = None
+    finding_count: int = 0
+    findings: tuple[Finding, ...] = ()  # the first FINDINGS_LISTED, in report order
+    by_kind: tuple[tuple[str, int], ...] = ()
+    by_tool: tuple[tuple[str, int], ...] = ()
+    by_rule: tuple[tuple[str, int], ...] = ()
+    chain: ChainReport | None = None  # for a sealed file
+    error: str | None = None  # `PATH:LINE: message` when the session could not be read
+
+    @property
+    def found(self) -> bool:
+        """Whether this session has anything to report: a finding or a broken chain."""
+        return self.finding_count > 0 or (self.chain is not None and not self.chain.intact)
+
+
+def finding_rule(finding: Finding) -> str | None:
+    """The id of the policy rule a finding came from, when its kind carries one."""
+    return finding.rule
+
+
+def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted(counter.items()))
+
+
+def _merge_findings(*groups: Sequence[Finding]) -> list[Finding]:
+    """Findings of several checks in report order: by index, then kind name (stable within a kind)."""
+    merged = [finding for group in groups for finding in group]
+    if len(groups) > 1:
+        merged.sort(key=lambda f: (f.index, f.kind))
+    return merged
+
+
+def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
+    """Audit one session file: replay, scope when a policy is given, and the chain of a sealed file."""
+    calls = 0
+    sealed = False
+    scope_facts: list[Any] = []
+    policy = options.policy
+    scope_fact: Callable[[Record], Any] | None = None
+    if policy is not None:
+        scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
+
+    def facts() -> Iterator[tuple[int, str, bytes, int]]:
+        nonlocal calls, sealed
+        with open_session(job) as handle:
+            for record in read_session(handle, job.display):
+                if calls == 0:
+                    sealed = record.prev is not None
+                calls += 1
+                if scope_fact is not None:
+                    scope_facts.append(scope_fact(record))
+                yield call_fact(record)
+
+    error: str | None = None
+    groups: list[Sequence[Finding]] = []
+    divergence: int | None = None
+    try:
+        replay = audit_call_facts(facts(), options.mutators)
+        divergence = replay.divergence
+        groups.append(replay.findings)
+        if policy is not None:  # the same check as `scope`, names only or with the policy's rules
+            scope = audit_rule_facts(scope_facts, policy) if policy.rules else audit_tool_facts(scope_facts, policy)
+            groups.append(scope.findings)
+    except ToolReplayError as exc:
+        error = _located(exc, job.display)
+    except RecursionError:
+        error = f"{job.display}: input nested too deeply"
+    chain: ChainReport | None = None
+    if sealed:
+        try:
+            with open_session(job) as handle:
+                chain = verify_link_facts(map(link_fact, read_links(handle, job.display)))
+        except ToolReplayError as exc:
+            error = error or _located(exc, job.display)
+    if error is not None:
+        return SessionResult(job.display, calls, sealed, chain=chain, error=error)
+    findings = _merge_findings(*groups)
+    kinds: Counter[str] = Counter()
+    tools_found: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
+    for finding in findings:
+        kinds[finding.kind] += 1
+        tools_found[finding.tool] += 1
+        rule = finding_rule(finding)
+        if rule is not None:
+            rules[rule] += 1
+    return SessionResult(job.display, calls, sealed, divergence, len(findings), tuple(findings[:FINDINGS_LISTED]),
+                         _counted(kinds), _counted(tools_found), _counted(rules), chain)
+
+
+@contextmanager
+def open_session(job: SessionJob) -> Iterator[IO[bytes]]:
+    """Open a session file for reading; a file that cannot be opened is an InputError naming its display path."""
+    try:
+        handle = open(job.path, "rb")
+    except OSError as exc:
+        raise InputError(job.display, None, f"cannot read: {exc.strerror or exc}") from None
+    with handle:
+        yield handle
+
+
+def _located(exc: ToolReplayError, display: str) -> str:
+    """The error as the report shows it: `PATH:LINE: message` already names the file; a bare message gets it."""
+    text = str(exc)
+    return text if text.startswith(display) else f"{display}: {text}"
+
+
+def audit_batch(jobs: Sequence[SessionJob], options: SessionOptions) -> list[SessionResult]:
+    """`audit_session` over a batch, so an engine pays its per-task overhead once per batch."""
+    return [audit_session(job, options) for job in jobs]
+
+
+def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
+    """Session files named by files, folders (every `*.jsonl` below, recursively) and globs; sorted, unique.
+
+    A pattern that names nothing is a UsageError. The display path is the path as found from the
+    pattern (relative stays relative); workers open the absolute path.
+    """
+    found: set[str] = set()
+    for pattern in patterns:
+        matches = [pattern] if os.path.exists(pattern) else sorted(glob.glob(pattern, recursive=True))
+        if not matches:
+            raise UsageError(f"no such file, folder or match: {pattern}")
+        for match in matches:
+            if os.path.isdir(match):
+                found.update(_walk(match))
+            else:
+                found.add(os.path.normpath(match))
+    return [SessionJob(os.path.abspath(path), path) for path in sorted(found)]
+
+
+def _walk(folder: str) -> Iterator[str]:
+    for directory, subdirectories, files in os.walk(folder):
+        subdirectories.sort()
+        for name in sorted(files):
+            if name.endswith(".jsonl"):
+                yield os.path.normpath(os.path.join(directory, name))
+
+
+@dataclass(order=True, frozen=True, slots=True)
+class _Ranked:
+    """A session in the "most findings" table; the heap keeps the largest, ties by the earlier path."""
+
+    findings: int
+    reverse_path: tuple[int, ...]  # a later path ranks lower
+    path: str = field(compare=False)
+    calls: int = field(compare=False)
+    by_kind: tuple[tuple[str, int], ...] = field(compare=False)
+
+
+def _reverse_key(path: str) -> tuple[int, ...]:
+    return tuple(-ord(ch) for ch in path) + (1,)
+
+
+class FleetSummary:
+    """The totals of a fleet audit, folded from results in path order; bounded memory.
+
+    `top` is how many of the sessions with the most findings it remembers.
+    """
+
+    def __init__(self, top: int = TOP_SESSIONS) -> None:
+        self.sessions = 0
+        self.calls = 0
+        self.sessions_with_findings = 0
+        self.findings = 0
+        self.sealed = 0
+        self.by_kind: Counter[str] = Counter()
+        self.by_tool: Counter[str] = Counter()
+        self.by_rule: Counter[str] = Counter()
+        self.unreadable = 0
+        self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
+        self.broken = 0
+        self.broken_listed: list[tuple[str, int]] = []  # (path, first broken link)
+        self.histogram = [0] * (len(CALL_BUCKETS) + 1)
+        self._top: list[_Ranked] = []
+        self._top_size = top
+
+    def add(self, result: SessionResult) -> None:
+        """Fold one session's result into the totals."""
+        self.sessions += 1
+        self.sealed += result.sealed
+        if result.chain is not None and not result.chain.intact:
+            self.broken += 1
+            if len(self.broken_listed) < LISTED_PROBLEMS:
+                self.broken_listed.append((result.path, result.chain.broken_at or 0))
+        if result.error is not None:
+            self.unreadable += 1
+            if len(self.unreadable_listed) < LISTED_PROBLEMS:
+                self.unreadable_listed.append(result.error)
+            return
+        self.calls += result.calls
+        self.histogram[_bucket(result.calls)] += 1
+        if not result.finding_count:
+            return
+        self.sessions_with_findings += 1
+        self.findings += result.finding_count
+        self.by_kind.update(dict(result.by_kind))
+        self.by_tool.update(dict(result.by_tool))
+        self.by_rule.update(dict(result.by_rule))
+        ranked = _Ranked(result.finding_count, _reverse_key(result.path), result.path, result.calls, result.by_kind)
+        if len(self._top) < self._top_size:
+            heapq.heappush(self._top, ranked)
+        elif ranked > self._top[0]:
+            heapq.heapreplace(self._top, ranked)
+
+    def top_sessions(self) -> list[tuple[str, int, int, tuple[tuple[str, int], ...]]]:
+        """(path, findings, calls, findings by kind) of the sessions with the most findings, most first."""
+        return [(r.path, r.findings, r.calls, r.by_kind) for r in sorted(self._top, reverse=True)]
+
+    @property
+    def found(self) -> bool:
+        """Whether anything was found: a finding or a broken chain."""
+        return self.findings > 0 or self.broken > 0
+
+
+def _bucket(calls: int) -> int:
+    for position, bound in enumerate(CALL_BUCKETS):
+        if calls <= bound:
+            return position
+    return len(CALL_BUCKETS)
+
+
+def ranked_counts(counter: Counter[str]) -> list[tuple[str, int]]:
+    """A counter's items, most first, ties by name: the order every report lists them in."""
+    return sorted(counter.items(), key=lambda item: (-item[1], item[0]))

@@ -1,0 +1,113 @@
+"""Text and JSON renderings of a fleet audit, streamed: a line (or JSON item) per session, then the summary.
+
+Each renderer takes the results as they come and the `FleetSummary` they are folded into (see
+`fold`); the summary is complete when the results are exhausted, so it is rendered last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from toolreplay.audit.findings import Finding
+from toolreplay.audit.fleet import FleetSummary, SessionResult, finding_rule, ranked_counts
+from toolreplay.format.text import escape_text
+
+__all__ = ["fold", "iter_fleet_text", "iter_fleet_json", "finding_json", "summary_json"]
+
+
+def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[SessionResult]:
+    """Pass the results on, folding each into `summary` first."""
+    for result in results:
+        summary.add(result)
+        yield result
+
+
+def _session_head(result: SessionResult) -> str:
+    path = escape_text(result.path)
+    if result.error is not None:
+        return f"{path}: unreadable: {escape_text(result.error)}\n"
+    parts = [f"calls {result.calls}", f"findings {result.finding_count}"]
+    if result.divergence is not None:
+        parts.append(f"divergence index {result.divergence}")
+    if result.chain is not None:
+        parts.append("chain intact" if result.chain.intact else f"chain broken at index {result.chain.broken_at}")
+    return f"{path}: {', '.join(parts)}\n"
+
+
+def iter_fleet_text(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[str]:
+    """One line per session (its findings indented below it), a blank line, then the summary."""
+    for result in results:
+        yield _session_head(result)
+        for f in result.findings:
+            yield f"  index {f.index}: {f.kind}: {escape_text(f.message)}\n"
+        left = result.finding_count - len(result.findings)
+        if left:
+            yield f"  ... {left} more findings not listed\n"
+    yield "\n"
+    yield from _summary_text(summary)
+
+
+def _summary_text(summary: FleetSummary) -> Iterator[str]:
+    yield (f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\ncalls: {summary.calls}\n"
+           f"sessions with findings: {summary.sessions_with_findings}\nfindings: {summary.findings}\n"
+           f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n")
+    for title, counter in (("kind", summary.by_kind), ("tool", summary.by_tool), ("rule", summary.by_rule)):
+        if counter:
+            yield f"findings by {title}:\n"
+            for name, count in ranked_counts(counter):
+                yield f"  {escape_text(name)}: {count}\n"
+    top = summary.top_sessions()
+    if top:
+        yield "most findings:\n"
+        for path, findings, calls, _kinds in top:
+            yield f"  {findings} in {calls} calls: {escape_text(path)}\n"
+
+
+def finding_json(finding: Finding) -> dict[str, Any]:
+    """A finding as the JSON reports show it (`rule` only for a kind that carries one)."""
+    item: dict[str, Any] = {"index": finding.index, "kind": finding.kind, "tool": finding.tool,
+                            "related_index": finding.related_index, "message": finding.message}
+    rule = finding_rule(finding)
+    if rule is not None:
+        item["rule"] = rule
+    return item
+
+
+def _session_json(result: SessionResult) -> dict[str, Any]:
+    chain = None if result.chain is None else ("intact" if result.chain.intact else "broken")
+    return {"path": result.path, "error": result.error, "calls": result.calls, "sealed": result.sealed,
+            "chain": chain, "first_broken_index": None if result.chain is None else result.chain.broken_at,
+            "divergence": result.divergence, "findings_total": result.finding_count,
+            "findings": [finding_json(f) for f in result.findings]}
+
+
+def summary_json(summary: FleetSummary) -> dict[str, Any]:
+    """The summary's facts as one JSON object."""
+    return {
+        "sessions": summary.sessions, "unreadable": summary.unreadable, "calls": summary.calls,
+        "sessions_with_findings": summary.sessions_with_findings, "findings": summary.findings,
+        "sealed": summary.sealed, "broken_chains": summary.broken,
+        "findings_by_kind": dict(ranked_counts(summary.by_kind)),
+        "findings_by_tool": dict(ranked_counts(summary.by_tool)),
+        "findings_by_rule": dict(ranked_counts(summary.by_rule)),
+        "most_findings": [{"path": path, "findings": findings, "calls": calls}
+                          for path, findings, calls, _kinds in summary.top_sessions()],
+        "unreadable_files": summary.unreadable_listed,
+        "broken_chain_files": [{"path": path, "first_broken_index": at} for path, at in summary.broken_listed],
+    }
+
+
+def _indented(document: Any, depth: int) -> str:
+    return json.dumps(document, indent=2, ensure_ascii=False).replace("\n", "\n" + " " * depth)
+
+
+def iter_fleet_json(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[str]:
+    """One JSON document: `sessions` (one object per session, in path order), then `summary`."""
+    yield '{\n  "command": "audit",\n  "sessions": ['
+    first = True
+    for result in results:
+        yield ("\n    " if first else ",\n    ") + _indented(_session_json(result), 4)
+        first = False
+    yield ("]" if first else "\n  ]") + ',\n  "summary": ' + _indented(summary_json(summary), 2) + "\n}\n"

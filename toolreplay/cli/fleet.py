@@ -1,0 +1,151 @@
+"""`toolreplay audit PATH...`: every session of a fleet, on this machine's cores or a Dask cluster.
+
+Exit codes: 0 nothing found; 1 a finding or a broken chain in any session; 2 a usage error, or any
+session that could not be read (each is still reported, and named on stderr) unless
+`--allow-unreadable` is given, in which case unreadable sessions are reported and do not count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from toolreplay.audit.detail import FLEET_LIMITS, SessionDetail, detail_batch
+from toolreplay.audit.engines import Engine, LocalEngine
+from toolreplay.audit.fleet import FleetSummary, SessionJob, SessionOptions, SessionResult, audit_batch, find_sessions
+from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
+from toolreplay.audit.replay import DEFAULT_MUTATORS
+from toolreplay.cli._io import IO
+from toolreplay.cli.audit import _positive_int, read_mutators_file
+from toolreplay.errors import UsageError
+from toolreplay.format.text import escape_text
+from toolreplay.policy.model import load_policy
+from toolreplay.report.pages import RowSpool, iter_fleet_page
+
+__all__ = ["register"]
+
+DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls
+_EXIT_CODES = """exit codes:
+  0  every session read, nothing found
+  1  a finding or a broken chain in any session
+  2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
+     reports it without this exit code)"""
+
+
+def _options(args: argparse.Namespace) -> SessionOptions:
+    mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
+    for path in args.mutators or ():
+        mutators.update(read_mutators_file(path))
+    policy = load_policy(args.policy) if args.policy else None
+    return SessionOptions(frozenset(mutators), policy)
+
+
+def _engine(args: argparse.Namespace) -> Engine:
+    if args.engine == "dask":
+        if not args.scheduler:
+            raise UsageError("--engine dask needs --scheduler ADDRESS (e.g. tcp://10.0.0.5:8786)")
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        return DaskEngine(args.scheduler)
+    if args.scheduler:
+        raise UsageError("--scheduler is for --engine dask")
+    return LocalEngine(args.jobs)
+
+
+def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: SessionOptions, engine: Engine,
+          summary: FleetSummary) -> Iterator[str]:
+    spool = RowSpool()
+    try:
+        for result in fold(results, summary):
+            spool.add(result)
+        chosen = {path for path, *_ in summary.top_sessions()}
+        wanted = [job for job in jobs if job.display in chosen]
+        details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
+        details.sort(key=lambda d: [path for path, *_ in summary.top_sessions()].index(d.path))
+        base = _common_folder(jobs)
+        subtitle = f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with replay"
+        if options.policy is not None:
+            subtitle += f" and scope for agent {options.policy.agent!r}"
+        yield from iter_fleet_page(summary, spool.rows(), details, subtitle, base)
+    finally:
+        spool.close()
+
+
+def _common_folder(jobs: list[SessionJob]) -> str:
+    """The folder (with its trailing `/`) every session's display path is in, or "" when there is none."""
+    if not jobs:
+        return ""
+    first, last = jobs[0].display, jobs[-1].display  # sorted: their common prefix is everyone's
+    folder = os.path.commonprefix([first, last]).rpartition("/")[0]
+    return folder + "/" if folder else ("/" if first.startswith("/") else "")
+
+
+def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
+    """To stdout, or to a file written whole: a temporary file beside it, renamed when complete."""
+    if not output:
+        io.stdout.writelines(pieces)
+        return
+    directory = os.path.dirname(os.path.abspath(output))
+    try:
+        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or removed below
+            "w", encoding="utf-8", newline="\n", dir=directory, prefix=".toolreplay-audit-", suffix=".tmp",
+            delete=False)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    try:
+        with handle:
+            handle.writelines(pieces)
+        os.chmod(handle.name, 0o644)
+        os.replace(handle.name, output)
+    except OSError as exc:
+        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    finally:
+        if os.path.exists(handle.name):
+            os.unlink(handle.name)
+
+
+def _run_audit(args: argparse.Namespace, io: IO) -> int:
+    options = _options(args)
+    engine = _engine(args)
+    jobs = find_sessions(args.paths)
+    results = engine.map_batches(audit_batch, jobs, options)
+    if args.format == "html":
+        summary = FleetSummary(top=DETAILED_SESSIONS)
+        pieces = _html(results, jobs, options, engine, summary)
+    else:
+        summary = FleetSummary()
+        render = iter_fleet_json if args.format == "json" else iter_fleet_text
+        pieces = render(fold(results, summary), summary)
+    _write(pieces, args.output, io)
+    for message in summary.unreadable_listed:
+        io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {escape_text(message)}\n")
+    if summary.unreadable > len(summary.unreadable_listed):
+        io.stderr.write(f"... and {summary.unreadable - len(summary.unreadable_listed)} more unreadable files\n")
+    if summary.unreadable and not args.allow_unreadable:
+        return 2
+    return 1 if summary.found else 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the `audit` command to the command line."""
+    parser = subparsers.add_parser("audit", help="audit many sessions: replay, scope and chains, with a summary",
+                                   formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EXIT_CODES)
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="session files, folders (every *.jsonl below) or glob patterns")
+    parser.add_argument("--policy", metavar="FILE", help="permission file: check every session's calls against it")
+    parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
+    parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
+    parser.add_argument("--format", choices=("text", "json", "html"), default="text",
+                        help="report format (default: text)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
+    parser.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
+    parser.add_argument("--engine", choices=("local", "dask"), default="local",
+                        help="where sessions are audited: this machine (default) or a Dask cluster")
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.5:8786")
+    parser.add_argument("--allow-unreadable", action="store_true",
+                        help="report unreadable sessions without making the exit code 2")
+    parser.set_defaults(run=_run_audit)

@@ -1,0 +1,116 @@
+"""The MCP commands: mcp-proxy (guard and record a stdio MCP server) and mcp-pins (review pinned tools)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from typing import Any
+
+from toolreplay.cli._io import IO
+from toolreplay.errors import UsageError
+from toolreplay.format.text import escape_text
+from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
+from toolreplay.guard.mcp_proxy import McpProxy
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import load_policy
+
+__all__ = ["register"]
+
+_STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
+_PROXY_EXIT_CODES = """exit codes:
+  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
+  1  the server ended on its own with a failure
+  2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
+_PINS_EXIT_CODES = """exit codes:
+  0  done; for show: nothing waits for review
+  1  show: tool definitions wait for review (accept them with: toolreplay mcp-pins accept PINS)
+  2  usage error (bad arguments, an unreadable pins file)"""
+
+
+def _run_proxy(args: argparse.Namespace, io: IO) -> int:
+    command = args.server[1:] if args.server[:1] == ["--"] else args.server
+    if not command:
+        raise UsageError("mcp-proxy needs the server command after --")
+    policy = load_policy(args.policy)
+    pins = ToolPins(args.pins) if args.pins else None
+    recorder = SessionRecorder.open(args.record, sealed=True) if args.record else None
+    try:
+        io.stdout.flush()
+        proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
+                         diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
+                         read_cache=not args.no_read_cache)
+        previous = _on_stop_signals(proxy)
+        try:
+            status = proxy.run()
+        finally:
+            for name, handler in previous.items():
+                signal.signal(getattr(signal, name), handler)
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
+    """Let SIGTERM, SIGINT and SIGHUP end the session cleanly (only the main thread may set handlers)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {}
+    for name in _STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        if number is not None:
+            previous[name] = signal.signal(number, lambda signum, frame: proxy.stop("signal"))
+    return previous
+
+
+def _run_pins_show(args: argparse.Namespace, io: IO) -> int:
+    pinned = read_pins(args.pins) if os.path.exists(args.pins) else {}
+    pending_file = pending_path(args.pins)
+    pending = read_pins(pending_file) if os.path.exists(pending_file) else {}
+    for name in sorted(pinned):
+        io.stdout.write(f"pinned {escape_text(name)} {pinned[name]['sha256'][:16]}\n")
+    for name in sorted(pending):
+        what = "changed" if name in pinned else "new"
+        io.stdout.write(f"pending {escape_text(name)} {pending[name]['sha256'][:16]} ({what})\n")
+    return 1 if pending else 0
+
+
+def _run_pins_accept(args: argparse.Namespace, io: IO) -> int:
+    accepted = accept_pending(args.pins, args.tool)
+    if not accepted:
+        io.stdout.write(f"nothing pending for {escape_text(args.pins)}\n")
+    for check in accepted:
+        io.stdout.write("accepted " + escape_text(check.describe()) + "\n")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the MCP commands to the command line."""
+    parser = subparsers.add_parser(
+        "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] -- SERVER_COMMAND [ARGS...]",
+        epilog=_PROXY_EXIT_CODES)
+    parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
+    parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
+    parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
+    parser.add_argument("--mutator", action="append", metavar="NAME",
+                        help="a tool that changes state without needing confirmation: runs once per identical "
+                             "call and empties the read cache (repeatable)")
+    parser.add_argument("--no-read-cache", action="store_true",
+                        help="run every read, even one identical to an earlier read with no write between")
+    parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
+    parser.set_defaults(run=_run_proxy)
+
+    parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions",
+                                   epilog=_PINS_EXIT_CODES)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", parser_class=type(parser))
+    actions.required = True
+    show = actions.add_parser("show", help="list pinned tools and definitions waiting for review (exit 1 if any)")
+    show.add_argument("pins", help="pins file")
+    show.set_defaults(run=_run_pins_show)
+    accept = actions.add_parser("accept", help="pin the definitions waiting for review")
+    accept.add_argument("pins", help="pins file")
+    accept.add_argument("--tool", action="append", metavar="NAME", help="accept only this tool (repeatable)")
+    accept.set_defaults(run=_run_pins_accept)

@@ -1,0 +1,1 @@
+"""Rich renderings of audit reports: self-contained HTML pages for one session or a whole fleet."""
