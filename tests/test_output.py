@@ -114,6 +114,19 @@ class TargetsTest(unittest.TestCase):
         self.assertEqual(run("seal", CLEAN, "-o", null), (0, "", ""))
         self.assertTrue(stat.S_ISCHR(os.stat(null).st_mode))
 
+    def test_every_command_with_an_output_file_leaves_a_device_a_device(self) -> None:
+        null = self.device("null", 3)
+        sessions = os.path.join(self.folder.name, "sessions")
+        os.mkdir(sessions)
+        with open(CLEAN, "rb") as source, open(os.path.join(sessions, "s.jsonl"), "wb") as copy:
+            copy.write(source.read())
+        for argv in (["seal", CLEAN, "-o", null], ["import", "openai-chat", OPENAI, "-o", null],
+                     ["audit", sessions, "-o", null], ["demo", "injection", "--record", null]):
+            with self.subTest(argv[0]):
+                self.assertEqual(run(*argv)[0] in (0, 1), True)
+                self.assertTrue(stat.S_ISCHR(os.stat(null).st_mode))
+        self.assertEqual(sorted(os.listdir(self.folder.name)), ["null", "sessions"])
+
     def test_a_named_pipe_is_written_directly(self) -> None:
         import threading
 
