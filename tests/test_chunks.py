@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
+import time
 import unittest
+from unittest import mock
 
 from toolreplay.audit.chain import link_fact, seal_fact, seal_records
 from toolreplay.audit.replay import call_fact
 from toolreplay.audit.scope import tool_fact
 from toolreplay.errors import InputError
-from toolreplay.format.chunks import _fork_context, read_facts
+from toolreplay.format.chunks import CHANGED_MESSAGE, _fork_context, read_facts
 from toolreplay.format.records import read_session
 
 
@@ -136,6 +142,198 @@ class ParallelMatchesSerialTest(unittest.TestCase):
             links = b"".join(seal_records(read_session(handle, path))).splitlines(keepends=True)
         links[3], links[20] = links[20], links[3]
         self.assertEqual(len(self.assert_same(b"".join(links), link_fact, links=True)), 30)  # type: ignore[arg-type]
+
+    def test_a_chunk_that_starts_with_a_link_missing_its_digest(self) -> None:
+        lines = [_record(i) for i in range(40)]
+        for position in range(1, 40):
+            damaged = list(lines)
+            damaged[position] = damaged[position].replace(b', "response"', b', "prev": "' + b"0" * 64
+                                                          + b'", "response"')
+            outcome = self.assert_same(b"".join(damaged))
+            self.assertTrue(str(outcome).endswith(f':{position + 1}: unknown field "prev"'), outcome)
+
+    def test_an_index_error_after_chunks_of_blank_lines(self) -> None:
+        for blanks in (b"\n" * 400, b"   \r\n" * 200):
+            for start in (0, 3):
+                lines = [_record(i) for i in range(start)] + [blanks, _record(start + 1)]
+                outcome = self.assert_same(b"".join(lines))
+                wanted = "index must start at 0, got 1" if start == 0 else f"index {start + 1} out of order: " \
+                    f"expected {start}"
+                self.assertTrue(str(outcome).endswith(wanted), outcome)
+
+    def test_nesting_at_the_limit_in_workers_and_past_it(self) -> None:
+        deep = b'{"index": 5, "tool": "t", "args": {"x": ' + b"[" * 510 + b"]" * 510 + b'}, "response": {}}\n'
+        lines = [_record(i) for i in range(40)]
+        lines[5] = deep
+        for extract in (call_fact, seal_fact, tool_fact):
+            self.assertEqual(len(self.assert_same(b"".join(lines), extract)), 40)  # type: ignore[arg-type]
+        lines[5] = deep.replace(b"[", b"[[", 1).replace(b"]", b"]]", 1)
+        self.assertEqual(self.assert_same(b"".join(lines)), f"{self.folder.name}/s.jsonl:6: nesting deeper than 512")
+
+    def test_workers_are_bounded_by_the_chunks(self) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        path = self.write(_session(4))  # about 400 bytes: three chunks of 150
+        with mock.patch("concurrent.futures.ProcessPoolExecutor", wraps=ProcessPoolExecutor) as pool:
+            facts = list(read_facts(path, call_fact, jobs=300, chunk_bytes=150, min_parallel_bytes=0))
+        self.assertEqual(len(facts), 4)
+        self.assertLessEqual(pool.call_args.kwargs["max_workers"], 3)
+        with mock.patch("concurrent.futures.ProcessPoolExecutor", wraps=ProcessPoolExecutor) as pool:
+            self.assertEqual(list(read_facts(path, call_fact, jobs=3_000_000_000, chunk_bytes=150,
+                                             min_parallel_bytes=0)), facts)
+
+    def test_a_failed_fork_falls_back_to_the_serial_reader(self) -> None:
+        path = self.write(_session(40))
+        serial = list(read_facts(path, call_fact, jobs=1))
+        real_fork = os.fork
+        calls = []
+
+        def failing_fork() -> int:
+            calls.append(1)
+            if len(calls) > 1:
+                raise BlockingIOError(11, "Resource temporarily unavailable")
+            return real_fork()
+
+        with mock.patch("os.fork", failing_fork):
+            self.assertEqual(list(read_facts(path, call_fact, jobs=2, chunk_bytes=150, min_parallel_bytes=0)),
+                             serial)
+        self.assertEqual(len(calls), 2)
+
+
+@unittest.skipIf(_fork_context() is None, "the parallel reader needs fork (Linux)")
+class FileChangedDuringReadTest(unittest.TestCase):
+    """A log rotated, truncated or appended to while it is read is an error, never a mixed answer."""
+
+    def setUp(self) -> None:
+        self.folder = tempfile.TemporaryDirectory()
+        self.addCleanup(self.folder.cleanup)
+        self.path = os.path.join(self.folder.name, "s.jsonl")
+        with open(self.path, "wb") as handle:
+            handle.write(_session(400))
+
+    def read_while(self, change: object, jobs: int) -> str:
+        facts = read_facts(self.path, call_fact, jobs=jobs, chunk_bytes=150, min_parallel_bytes=0)
+        next(facts)
+        change()  # type: ignore[operator]
+        with self.assertRaises(InputError) as caught:
+            list(facts)
+        return str(caught.exception)
+
+    def rotate(self) -> None:
+        other = os.path.join(self.folder.name, "new.jsonl")
+        with open(other, "wb") as handle:
+            handle.write(_session(400).replace(b'"r', b'"R'))
+        os.replace(other, self.path)
+
+    def append(self) -> None:
+        with open(self.path, "ab") as handle:
+            handle.write(_record(400))
+
+    def truncate(self) -> None:
+        os.truncate(self.path, 2000)
+
+    def test_each_change_in_each_reader(self) -> None:
+        for change in (self.rotate, self.append, self.truncate):
+            for jobs in (1, 2):
+                with self.subTest(change=change.__name__, jobs=jobs):
+                    self.setUp()
+                    self.assertEqual(self.read_while(change, jobs), f"{self.path}: {CHANGED_MESSAGE}")
+
+    def test_the_command_line_reports_it(self) -> None:
+        from toolreplay.cli import main
+        from toolreplay.cli._io import IO
+
+        facts = read_facts  # the command reads through read_facts; change the file after its first fact
+
+        def reading(path: str, extract: object, **options: object) -> object:
+            iterator = facts(path, extract, chunk_bytes=150, min_parallel_bytes=0, **options)  # type: ignore
+            yield next(iterator)
+            self.rotate()
+            yield from iterator
+
+        for command in ("seal", "replay", "scope"):
+            self.setUp()
+            out = os.path.join(self.folder.name, "out.sealed")
+            argv = {"seal": ["seal", self.path, "-o", out], "replay": ["replay", self.path],
+                    "scope": ["scope", self.path, os.path.join(os.path.dirname(__file__), "..", "samples",
+                                                               "scope.json")]}[command]
+            io = IO.memory()
+            with mock.patch("toolreplay.cli.audit.read_facts", reading):
+                code = main([*argv, "--jobs", "2"], io)
+            self.assertEqual((code, io.out(), io.err()), (2, "", f"error: {self.path}: {CHANGED_MESSAGE}\n"))
+            self.assertEqual(os.listdir(self.folder.name), ["s.jsonl"])
+
+
+_KILLED_READER = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[2])
+    from toolreplay.format.chunks import read_facts
+
+    def slow(record):
+        time.sleep(0.05)
+        return record.index
+
+    if __name__ == "__main__":
+        facts = read_facts(sys.argv[1], slow, jobs=2, chunk_bytes=150, min_parallel_bytes=0)
+        next(facts)
+        print("reading", flush=True)
+        for _ in facts:
+            pass
+""")
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+class KilledParentTest(unittest.TestCase):
+    def test_workers_die_with_a_killed_parent(self) -> None:
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            with self.subTest(signal=sig.name):
+                self.kill_parent(sig)
+
+    def kill_parent(self, sig: int) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            session = os.path.join(folder, "s.jsonl")
+            with open(session, "wb") as handle:
+                handle.write(_session(400))
+            script = os.path.join(folder, "reader.py")
+            with open(script, "w", encoding="utf-8") as handle:
+                handle.write(_KILLED_READER)
+            root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            parent = subprocess.Popen([sys.executable, script, session, root], stdout=subprocess.PIPE)
+            self.assertEqual(parent.stdout.readline(), b"reading\n")  # type: ignore[union-attr]
+            workers = _children(parent.pid)
+            self.assertEqual(len(workers), 2)
+            parent.send_signal(sig)
+            parent.wait()
+            parent.stdout.close()  # type: ignore[union-attr]
+            deadline = time.monotonic() + 10
+            while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            left = [pid for pid in workers if _alive(pid)]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            self.assertEqual(left, [])
 
 
 if __name__ == "__main__":

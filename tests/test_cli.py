@@ -167,7 +167,7 @@ class ReplayCommandTest(TempDirTest):
             + b"]" * 100000
             + b'}, "response": {}}\n',
         )
-        self.assertEqual(run("replay", path), (2, "", f"error: {path}:2: JSON nested too deeply\n"))
+        self.assertEqual(run("replay", path), (2, "", f"error: {path}:2: nesting deeper than 512\n"))
 
     def test_mutators_add_to_defaults(self) -> None:
         session = self.write(

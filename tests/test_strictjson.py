@@ -36,7 +36,12 @@ BAD = [
     ("1e400", "1e400", "number 1e400 overflows a double", None),
     ("-1.5e999", "[-1.5e999]", "number -1.5e999 overflows a double", None),
     ("long overflowing number", "1" * 400 + ".0", "number " + "1" * 40 + " overflows a double", None),
-    ("100,000 nested arrays", "[" * 100000 + "]" * 100000, "JSON nested too deeply", None),
+    ("100,000 nested arrays", "[" * 100000 + "]" * 100000, "nesting deeper than 512", 1),
+    ("513 nested arrays", "[" * 513 + "]" * 513, "nesting deeper than 512", 1),
+    ("too deep on line 2", "[\n" + "[" * 512 + "]" * 513, "nesting deeper than 512", 2),
+    ("ends early, at the end of the line", '{"a": 1\n', "invalid JSON: Expecting ',' delimiter (column 8)", 1),
+    ("ends early after CRLF", '{"a":\r\n', "invalid JSON: Expecting value (column 6)", 1),
+    ("ends early on line 2", '{\n"a": [1\n\n', "invalid JSON: Expecting ',' delimiter (column 8)", 2),
 ]
 
 
@@ -48,6 +53,13 @@ class LoadsTest(unittest.TestCase):
                     StrictLoader().loads(text)
                 self.assertEqual(str(caught.exception), message)
                 self.assertEqual(caught.exception.lineno, lineno)
+
+    def test_512_levels_parse(self) -> None:
+        value = StrictLoader().loads("[" * 512 + "]" * 512 + "\n")
+        for _ in range(511):
+            value = value[0]
+        self.assertEqual(value, [])
+        self.assertEqual(StrictLoader().loads('["' + "[" * 600 + '"]'), ["[" * 600])
 
     def test_error_is_value_error(self) -> None:
         self.assertTrue(issubclass(JSONLineError, ValueError))

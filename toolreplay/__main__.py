@@ -1,7 +1,5 @@
 """Allow `python -m toolreplay`."""
 
-import sys
+from toolreplay.cli import entry_point
 
-from toolreplay.cli import main
-
-sys.exit(main())
+entry_point()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from dataclasses import dataclass, field
 from toolreplay.audit.chain import ChainReport, ChainWalk, LinkFact, walk_link_facts
 from toolreplay.audit.signers import AllowedSigner, HmacKey, SshSigner, check_key_name, ssh_verify, sshsig_public_key
 from toolreplay.errors import InputError, UsageError
+from toolreplay.format import output
 
 __all__ = ["KIND", "Checkpoint", "SignatureLine", "Keys", "SignatureCheck", "CheckpointFinding", "CheckpointReport",
            "note_text", "format_checkpoint", "parse_checkpoint", "read_checkpoint", "check_origin", "check_checkpoint",
@@ -343,27 +343,10 @@ def verify_checkpoints(facts: Iterable[LinkFact], checkpoint: Checkpoint, keys: 
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    """Write a whole file or nothing: a new file beside it (umask respected), renamed over it (its mode kept)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{os.path.basename(path)}.{os.urandom(6).hex()}.tmp")
-    try:
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(handle, view):]
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-        try:
-            os.chmod(temporary, os.stat(path).st_mode & 0o7777)
-        except FileNotFoundError:
-            pass
-        os.replace(temporary, path)
-    except OSError as exc:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    """Write a whole file or nothing (`toolreplay.format.output.write_atomically`: the umask respected for
+    a new file, the mode of a replaced one kept)."""
+    with output.write_atomically(path) as target:
+        target.write(data)
 
 
 class CheckpointWriter:

@@ -9,9 +9,11 @@ from typing import overload
 
 __all__ = ["Finding", "FindingList", "KINDS"]
 
-# Sorted by name: findings at one index are listed in this order.
-# Several policy-violation findings at one index follow the order of the rules in the policy file.
-KINDS = ("non-determinism", "permission-overreach", "policy-violation", "redundant-call")
+# Sorted by name: findings at one index are listed in this order. `changed-after-write` and
+# `retry-after-error` come only from `replay --state-aware`. Several policy-violation findings at one
+# index follow the order of the rules in the policy file.
+KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "policy-violation", "redundant-call",
+         "retry-after-error")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,11 +29,18 @@ class Finding:
     rule: str | None = None
 
 
-def _message(kind: str, tool: str, related: int | None, context: str, verdict: tuple[str, str, str] | None) -> str:
+def _message(kind: str, tool: str, related: int | None, context: str, verdict: tuple[str, str, str] | None,
+             earlier: int | None = None) -> str:
     if verdict is not None:
         rule_id, effect, reason = verdict
         action = "denied" if effect == "deny" else "needs confirmation"
         return f"tool '{tool}' {action} by rule {rule_id}: {reason}"
+    if kind == "changed-after-write":
+        return (f"tool '{tool}' returned a different response than the identical call at index {earlier} "
+                f"after the state-changing call at index {related}")
+    if kind == "retry-after-error":
+        return (f"tool '{tool}' returned a different response than the identical call at index {related}, "
+                "which returned an error (a retry)")
     if kind == "redundant-call":
         return f"tool '{tool}' repeats the identical call at index {related} with no state change between them"
     if kind == "non-determinism":
@@ -48,6 +57,7 @@ class FindingList(Sequence[Finding]):
         self._kind = array("b")
         self._related = array("q")
         self._tool = array("l")
+        self._earlier: dict[int, int] = {}  # position -> earlier identical call, for changed-after-write
         self._tool_ids: dict[str, int] = {}
         self._tools: list[str] = []
         self._verdict = array("l")  # for policy-violation: position in _verdicts, else -1
@@ -64,8 +74,12 @@ class FindingList(Sequence[Finding]):
         self.append(index, "policy-violation", tool)
         self._verdict[-1] = verdict_id
 
-    def append(self, index: int, kind: str, tool: str, related_index: int | None = None) -> None:
-        """Record a finding; callers append in report order (index, then kind name)."""
+    def append(self, index: int, kind: str, tool: str, related_index: int | None = None,
+               earlier_index: int | None = None) -> None:
+        """Record a finding; callers append in report order (index, then kind name). `earlier_index`:
+        the identical call a changed-after-write compares with (`related_index` is the write)."""
+        if earlier_index is not None:
+            self._earlier[len(self._index)] = earlier_index
         tool_id = self._tool_ids.get(tool)
         if tool_id is None:
             tool_id = self._tool_ids[tool] = len(self._tools)
@@ -87,7 +101,7 @@ class FindingList(Sequence[Finding]):
         verdict_id = self._verdict[position]
         verdict = None if verdict_id < 0 else self._verdicts[verdict_id]
         return Finding(self._index[position], kind, tool, related_index,
-                       _message(kind, tool, related_index, self._context, verdict),
+                       _message(kind, tool, related_index, self._context, verdict, self._earlier.get(position)),
                        None if verdict is None else verdict[0])
 
     @overload

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.replay import ReplayReport
+from toolreplay.audit.mutators import Candidate
+from toolreplay.audit.replay import ReplayReport, counted_findings
 from toolreplay.audit.scope import ScopeReport
 from toolreplay.format.text import escape_text
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:  # the checkpoint module (and its subprocess import) loads onl
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
            "checkpoint_text", "checkpoint_json",
-           "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json"]
+           "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json", "mutators_text"]
 
 
 def _finding_lines(findings: Iterable[Finding]) -> Iterator[str]:
@@ -53,14 +54,21 @@ def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> It
 def iter_replay_text(report: ReplayReport) -> Iterator[str]:
     """The exact documented text (docs/commands.md), in pieces."""
     divergence = "none" if report.divergence is None else f"index {report.divergence}"
-    yield f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
+    if report.state_aware:  # changed-after-write is listed as information, not counted as a finding
+        yield (f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {counted_findings(report)}\n"
+               f"information: {report.information}\n")
+    else:
+        yield f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {len(report.findings)}\n"
     yield from _finding_lines(report.findings)
 
 
 def iter_replay_json(report: ReplayReport) -> Iterator[str]:
     """The same facts as the replay text, as one JSON document, in pieces."""
-    yield from _json_with_findings({"command": "replay", "calls": report.calls, "divergence": report.divergence},
-                                   report.findings)
+    head: dict[str, Any] = {"command": "replay", "calls": report.calls, "divergence": report.divergence}
+    if report.state_aware:
+        head.update({"state_aware": True, "counted_findings": counted_findings(report),
+                     "information": report.information})
+    yield from _json_with_findings(head, report.findings)
 
 
 def iter_scope_text(report: ScopeReport) -> Iterator[str]:
@@ -164,3 +172,19 @@ def checkpoint_json(result: CheckpointVerification) -> str:
         document["previous"] = _checkpoint_document(result.previous)
     document["findings"] = [{"kind": f.kind, "message": f.message} for f in result.findings]
     return _json(document)
+
+
+def mutators_text(candidates: Sequence[Candidate], sessions: int) -> str:
+    """Proposed mutators as a mutators file to review: one tool a line, the evidence in a comment."""
+    lines = [f"# {len(candidates)} candidate mutators from {sessions} session{'s' if sessions != 1 else ''}. "
+             "Review: keep the tools that change state,\n",
+             "# delete the others, save the file and pass it to `toolreplay replay --state-aware --mutators FILE`.\n",
+             "# name: the write verb in the tool's name; after it: identical calls that returned a different\n",
+             "# response / the same response when this tool ran between them.\n"]
+    for c in candidates:
+        shown = escape_text(c.tool)
+        usable = shown == c.tool and "#" not in c.tool and not any(ch.isspace() for ch in c.tool)
+        evidence = (f"name: {c.verb or '-'}; after it: {c.changed} different, {c.unchanged} same; "
+                    f"calls: {c.calls}")
+        lines.append(f"{shown}  # {evidence}\n" if usable else f"# (not a valid name line) {shown}  # {evidence}\n")
+    return "".join(lines)

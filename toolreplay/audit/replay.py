@@ -6,12 +6,14 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from hashlib import sha256
+from typing import Any
 
 from toolreplay.audit.findings import FindingList
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import Record
 
-__all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "audit_replay", "audit_call_facts", "call_fact"]
+__all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "StateFact", "audit_replay", "audit_call_facts",
+           "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
@@ -63,6 +65,29 @@ class _CallTable:
                 return earlier
             position = position + 1 if position + 1 < slots else 0
 
+    def swap(self, key: bytes, response: int, flags: int, index: int) -> tuple[int, int, int] | None:
+        """Record a call at `index` as the call's latest; return the latest before it (response, flags,
+        index), or None for a first call. The same 32 bytes a call as `visit`, used the other way."""
+        if index > _MAX_INDEX:
+            raise ToolReplayError(f"replay supports sessions of up to {_MAX_INDEX + 1} calls")
+        part = key[0]
+        table = self._tables[part]
+        slots = len(table) // _SIZE
+        position = _POSITION.unpack_from(key, 1)[0] % slots
+        while True:
+            offset = position * _SIZE
+            if not table[offset + 15]:
+                _SLOT.pack_into(table, offset, key, response, flags, index)
+                self._used[part] += 1
+                if self._used[part] * 4 > slots * 3:
+                    self._grow(part, 2 * slots if slots < _DOUBLING_LIMIT else slots + slots // 2)
+                return None
+            if table.startswith(key, offset):
+                latest: tuple[int, int, int] = _VALUE.unpack_from(table, offset + 16)
+                _VALUE.pack_into(table, offset + 16, response, flags, index)
+                return latest
+            position = position + 1 if position + 1 < slots else 0
+
     def _grow(self, part: int, slots: int) -> None:
         old = self._tables[part]
         table = self._tables[part] = bytearray(slots * _SIZE)
@@ -81,6 +106,13 @@ class ReplayReport:
     calls: int
     divergence: int | None
     findings: FindingList
+    state_aware: bool = False
+    information: int = 0  # changed-after-write findings, listed but not counted unless asked
+
+
+def counted_findings(report: ReplayReport, count_changes: bool = False) -> int:
+    """The findings that decide the exit code: all but changed-after-write, unless `count_changes`."""
+    return len(report.findings) - (0 if count_changes else report.information)
 
 
 CallFact = tuple[int, str, bytes, int]
@@ -124,3 +156,62 @@ def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAUL
         if tool in mutator_set:
             last_mutation = index
     return ReplayReport(calls, divergence, findings)
+
+
+StateFact = tuple[int, str, bytes, int, bool]
+
+
+def is_error_response(response: dict[str, Any]) -> bool:
+    """Whether a response reports an error by the importers' conventions: an `error` field that is
+    not null or false (`"error": true`, a message, an object), `"ok": false`, MCP's `"isError": true`,
+    or a `text` field that starts with `Error:` (any case), as tau-bench tools answer."""
+    error = response.get("error")
+    if error is not None and error is not False:
+        return True
+    if response.get("ok") is False or response.get("isError") is True:
+        return True
+    text = response.get("text")
+    return isinstance(text, str) and text[:6].lower() == "error:"
+
+
+def state_fact(record: Record) -> StateFact:
+    """`call_fact` and whether the response is an error: what `replay --state-aware` keeps of a record."""
+    return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
+            hash(record.canonical_response) & _HASH_MASK, is_error_response(record.response))
+
+
+def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
+    """Replay with a model of state: each call is compared with the most recent identical call.
+
+    A different response is `changed-after-write` when a mutator ran since that call (the mutator's
+    index is the related index; a repeated mutator counts as the write before itself), else
+    `retry-after-error` when that call's response was an error, else `non-determinism`. Redundant
+    calls are found as in the default mode. Divergence is the first non-determinism.
+    """
+    mutator_set = frozenset(mutators)
+    swap = _CallTable().swap
+    findings = FindingList()
+    divergence: int | None = None
+    last_mutation = -1
+    calls = 0
+    information = 0
+    for index, tool, call_key, response_key, error in facts:
+        calls += 1
+        earlier = swap(call_key, response_key, 1 if error else 0, index)
+        if earlier is not None:
+            previous_response, previous_error, previous = earlier
+            changed = previous_response != response_key
+            if changed and last_mutation >= previous:
+                findings.append(index, "changed-after-write", tool, last_mutation, previous)
+                information += 1
+            elif changed and not previous_error:
+                findings.append(index, "non-determinism", tool, previous)
+                if divergence is None:
+                    divergence = index
+            if last_mutation <= previous:
+                findings.append(index, "redundant-call", tool, previous)
+            if changed and previous_error and last_mutation < previous:
+                findings.append(index, "retry-after-error", tool, previous)
+        if tool in mutator_set:
+            last_mutation = index
+    return ReplayReport(calls, divergence, findings, True, information)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -23,7 +25,7 @@ __all__ = ["EXIT_CODES", "ArgumentError", "main", "entry_point"]
 # One module per family of commands; each adds its own subcommands (named here so that a run of one
 # command imports only its own module: `replay` has no use for the evaluator or the importers).
 _COMMAND_MODULES = {
-    "toolreplay.cli.audit": ("version", "replay", "scope", "seal", "verify"),
+    "toolreplay.cli.audit": ("version", "replay", "mutators", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.diff": ("diff",),
     "toolreplay.cli.evaluate": ("eval",),
@@ -94,8 +96,17 @@ def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> arg
         parser = commands[0].choices[chosen]
 
 
+# Exit codes beyond 0, 1 and 2: a reader of the output went away (standard output is a closed pipe,
+# as in `toolreplay replay big.jsonl | head -1`): 141, what a shell reports for a process ended by
+# SIGPIPE, with nothing on stderr; stopped by Ctrl-C: 130; by SIGTERM: 143 (after cleaning up).
+EXIT_BROKEN_PIPE = 141
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+
 def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
-    """Run one command; return its exit code (0 clean, 1 findings, 2 usage or input error)."""
+    """Run one command; return its exit code (0 clean, 1 findings, 2 usage or input error, or an
+    unwritable output; 141 when standard output is a closed pipe)."""
     io = io or IO.from_sys()
     try:
         arguments = list(sys.argv[1:] if argv is None else argv)
@@ -104,6 +115,7 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
         if extra:  # name the (sub)command whose usage was not followed, not the top level
             _innermost(parser, args).error("unrecognized arguments: " + " ".join(extra))
         code: int = args.run(args, io)
+        io.stdout.flush()
         return code
     except ArgumentError as exc:
         io.stderr.write(f"error: {escape_text(str(exc))}\n{exc.usage}Try '{exc.prog} --help' for more information.\n")
@@ -116,11 +128,41 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         io.stderr.write("error: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        return 1
+        _discard_stdout(io)
+        return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        # Files are checked where they are opened; an error without a file name is writing the report.
+        if exc.filename is not None:
+            io.stderr.write(f"error: {exc.filename}: {exc.strerror or exc}\n")
+            return 2
+        _discard_stdout(io)
+        io.stderr.write(f"error: cannot write standard output: {exc.strerror or exc}\n")
+        return 2
+
+
+def _discard_stdout(io: IO) -> None:
+    """Drop what could not be written, so that the interpreter's last flush does not fail again."""
+    stdout = io.stdout
+    try:
+        fileno = stdout.fileno()
+    except (OSError, ValueError, AttributeError):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fileno)
+        os.close(devnull)
+    except OSError:  # pragma: no cover - no null device: the interpreter reports the last flush
+        pass
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise SystemExit(EXIT_TERMINATED)
 
 
 def entry_point() -> None:
-    """Console-script entry point for `toolreplay`."""
+    """Console-script entry point for `toolreplay`: SIGTERM ends the command cleanly (temporary
+    files removed, workers stopped), with exit code 143."""
+    signal.signal(signal.SIGTERM, _terminate)
     sys.exit(main())

@@ -14,6 +14,7 @@ from toolreplay import __version__
 from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
 from toolreplay.audit.detail import SESSION_LIMITS, build_detail
 from toolreplay.audit.fleet import SessionJob
+from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -23,13 +24,22 @@ from toolreplay.audit.render import (
     iter_replay_text,
     iter_scope_json,
     iter_scope_text,
+    mutators_text,
 )
-from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.audit.replay import (
+    DEFAULT_MUTATORS,
+    audit_call_facts,
+    audit_state_facts,
+    call_fact,
+    counted_findings,
+    state_fact,
+)
 from toolreplay.audit.scope import ScopeReport, audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
-from toolreplay.format.chunks import read_facts
+from toolreplay.format.chunks import read_facts, usable_cores
+from toolreplay.format.output import Output, write_atomically
 from toolreplay.format.records import STDIN_NAME
 from toolreplay.policy.model import Policy, load_policy
 from toolreplay.report.pages import session_page
@@ -66,15 +76,28 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
+    audit: Any = audit_state_facts if args.state_aware else audit_call_facts
+    extract: Any = state_fact if args.state_aware else call_fact
     if args.format == "html":
         with _session_file(args.session, io) as job:
-            report = audit_call_facts(read_facts(job.path, call_fact, jobs=args.jobs), mutators)
+            report = audit(read_facts(job.path, extract, jobs=args.jobs), mutators)
             detail = build_detail(job, report.calls, report.divergence, report.findings, SESSION_LIMITS)
         io.stdout.writelines(session_page(detail, "replay"))
-        return 1 if report.findings else 0
-    report = audit_call_facts(read_facts(args.session, call_fact, jobs=args.jobs, stdin=io.stdin), mutators)
+        return 1 if counted_findings(report, args.count_changes) else 0
+    report = audit(read_facts(args.session, extract, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
-    return 1 if report.findings else 0
+    return 1 if counted_findings(report, args.count_changes) else 0
+
+
+def _run_mutators(args: argparse.Namespace, io: IO) -> int:
+    known: set[str] = set(DEFAULT_MUTATORS)
+    for path in args.mutators or ():
+        known.update(read_mutators_file(path))
+    evidence = MutatorEvidence()
+    for session in args.sessions:
+        collect_evidence(read_facts(session, state_fact, jobs=args.jobs, stdin=io.stdin), evidence)
+    io.stdout.write(mutators_text(propose_mutators(evidence, known), len(args.sessions)))
+    return 0
 
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
@@ -115,45 +138,43 @@ def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
-    # The chain goes to a temporary file first, so an input error on any line leaves no partial output.
+    # The chain is complete (and its checkpoint signed) before any byte reaches the output: an input
+    # error on any line, or a failed signature, leaves none.
     signers = checkpoint_cli.seal_signers(args)
     facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
     lines: Iterable[bytes] = seal_facts(facts)
     tally = _Tally(lines) if signers else None
-    directory = os.path.dirname(os.path.abspath(args.output)) if args.output else None
-    try:
-        spool = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-            "wb", dir=directory, prefix=".toolreplay-seal-", suffix=".tmp", delete=False)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.output or 'a temporary file'}: {exc.strerror or exc}") from None
-    try:
-        with spool:
-            write = spool.write
+    checkpoint = None
+    if args.output:
+        with write_atomically(args.output) as output:
             for line in tally or lines:
-                write(line)
-        checkpoint = None
-        if tally is not None:
-            from toolreplay.audit.checkpoint import format_checkpoint
+                output.write(line)
+            checkpoint = _sign(args, tally, signers)
+    else:
+        with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
+            output = Output(spool, "a temporary file")
+            for line in tally or lines:
+                output.write(line)
+            output.flush()
+            checkpoint = _sign(args, tally, signers)
+            spool.seek(0)
+            io.stdout.flush()
+            _copy_to_stdout(spool, io)
+    if checkpoint is not None:
+        from toolreplay.audit.checkpoint import write_atomically as write_checkpoint
 
-            checkpoint = format_checkpoint(args.origin, tally.count, tally.head, signers)
-        if args.output:
-            os.chmod(spool.name, 0o644)
-            try:
-                os.replace(spool.name, args.output)
-            except OSError as exc:
-                raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
-        else:
-            with open(spool.name, "rb") as done:
-                io.stdout.flush()
-                _copy_to_stdout(done, io)
-        if checkpoint is not None:
-            from toolreplay.audit.checkpoint import write_atomically
-
-            write_atomically(args.checkpoint, checkpoint)
-    finally:
-        if os.path.exists(spool.name):
-            os.unlink(spool.name)
+        write_checkpoint(args.checkpoint, checkpoint)
     return 0
+
+
+def _sign(args: argparse.Namespace, tally: _Tally | None, signers: Any) -> bytes | None:
+    """The signed checkpoint of the chain just written, when signers were given."""
+    if tally is None:
+        return None
+    from toolreplay.audit.checkpoint import format_checkpoint
+
+    checkpoint: bytes = format_checkpoint(args.origin, tally.count, tally.head, signers)
+    return checkpoint
 
 
 class _Tally:
@@ -199,14 +220,16 @@ def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:
 
 
 def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
+    """A positive worker count; more than the cores this process may use is taken as that many."""
+    if not text.isascii() or not text.isdigit() or len(text) > 12 or int(text) < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}")
-    return int(text)
+    return min(int(text), usable_cores())
 
 
 def _jobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
-                        help="worker processes for large files (default: one per core; 1 = no workers)")
+                        help="worker processes for large files (default: one per core, at most 8; "
+                             "at most one per core; 1 = no workers)")
 
 
 def register(subparsers: Any) -> None:
@@ -219,9 +242,26 @@ def register(subparsers: Any) -> None:
                         help="session file (JSON Lines, plain or sealed); - for standard input")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
+    parser.add_argument("--state-aware", action="store_true",
+                        help="compare each call with its most recent identical call: a change after a "
+                             "mutator is changed-after-write (information), a change after an error "
+                             "retry-after-error, anything else non-determinism")
+    parser.add_argument("--count-changes", action="store_true",
+                        help="with --state-aware: count changed-after-write as findings for the exit code")
     _format_option(parser, html=True)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
+
+    parser = subparsers.add_parser(
+        "mutators", help="propose candidate mutators from sessions, for review (nothing is applied)",
+        description="Print the tools that look like they change state: a write verb in the name, or identical "
+                    "calls whose responses changed after the tool ran. The output is a mutators file to review "
+                    "and pass to `replay --mutators`. Exit codes: 0 done, 2 usage or input error.")
+    parser.add_argument("sessions", nargs="+", metavar="SESSION", help="session files (plain or sealed)")
+    parser.add_argument("--mutators", action="append", metavar="FILE",
+                        help="mutators already declared, left out of the proposal")
+    _jobs_option(parser)
+    parser.set_defaults(run=_run_mutators)
 
     parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")

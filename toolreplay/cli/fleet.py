@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -21,6 +20,7 @@ from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli._io import IO
 from toolreplay.cli.audit import _positive_int, read_mutators_file
 from toolreplay.errors import UsageError
+from toolreplay.format.output import write_atomically
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
 from toolreplay.report.pages import RowSpool, iter_fleet_page
@@ -84,27 +84,13 @@ def _common_folder(jobs: list[SessionJob]) -> str:
 
 
 def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
-    """To stdout, or to a file written whole: a temporary file beside it, renamed when complete."""
+    """To stdout, or to a file written whole (`toolreplay.format.output`: a device stays a device)."""
     if not output:
         io.stdout.writelines(pieces)
         return
-    directory = os.path.dirname(os.path.abspath(output))
-    try:
-        handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or removed below
-            "w", encoding="utf-8", newline="\n", dir=directory, prefix=".toolreplay-audit-", suffix=".tmp",
-            delete=False)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-    try:
-        with handle:
-            handle.writelines(pieces)
-        os.chmod(handle.name, 0o644)
-        os.replace(handle.name, output)
-    except OSError as exc:
-        raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(handle.name):
-            os.unlink(handle.name)
+    with write_atomically(output) as target:
+        for piece in pieces:
+            target.write(piece.encode("utf-8"))
 
 
 def _run_audit(args: argparse.Namespace, io: IO) -> int:

@@ -12,6 +12,7 @@ from typing import Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
+from toolreplay.format.output import write_atomically
 from toolreplay.format.records import STDIN_NAME, open_input
 from toolreplay.format.text import escape_text
 from toolreplay.importers import FORMATS, ImportResult, import_file
@@ -21,25 +22,9 @@ __all__ = ["register", "write_file"]
 
 def write_file(path: str, text: str | Iterable[str]) -> None:
     """Write a text file (given whole or in pieces) whole or not at all."""
-    # Temp file beside the target, then one rename: the file is written whole or not at all.
-    directory = os.path.dirname(os.path.abspath(path))
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed or renamed below
-        "w",
-        encoding="utf-8",
-        newline="\n",
-        dir=directory,
-        prefix=".toolreplay-import-",
-        suffix=".tmp",
-        delete=False,
-    )
-    try:
-        with handle:
-            handle.writelines([text] if isinstance(text, str) else text)
-        os.chmod(handle.name, 0o644)
-        os.replace(handle.name, path)
-    finally:
-        if os.path.exists(handle.name):
-            os.unlink(handle.name)
+    with write_atomically(path) as output:
+        for piece in [text] if isinstance(text, str) else text:
+            output.write(piece.encode("utf-8"))
 
 
 def _check_split_target(path: str) -> None:
@@ -93,6 +78,8 @@ def _write_sessions(args: argparse.Namespace, result: ImportResult, io: IO) -> N
 def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.split is not None:
         _check_split_target(args.split)
+    if args.mutators_out is not None and args.input == "-":
+        raise UsageError("--mutators-out reads the log twice: give a log file, not standard input")
     shown = STDIN_NAME if args.input == "-" else args.input
     with open_input(args.input, io.stdin) as handle:
         result = import_file(handle, args.format, shown)
@@ -104,6 +91,11 @@ def _run_import(args: argparse.Namespace, io: IO) -> int:
     if args.format == "auto":
         io.stderr.write(f"detected format: {result.format}\n")
     _write_sessions(args, result, io)
+    if args.mutators_out is not None:
+        from toolreplay.importers.hints import hints_mutators_text, read_tool_hints
+
+        with open_input(args.input) as handle:
+            write_file(args.mutators_out, hints_mutators_text(read_tool_hints(handle)))
     for warning in result.warnings:
         io.stderr.write(f"warning: {escape_text(str(warning))}\n")
     return 0
@@ -125,4 +117,6 @@ def register(subparsers: Any) -> None:
         metavar="DIR",
         help="write one session per conversation into DIR (new or empty): 0000.jsonl, ...",
     )
+    parser.add_argument("--mutators-out", metavar="FILE",
+                        help="also write a mutators file from the log's tool hints (MCP tools/list annotations)")
     parser.set_defaults(run=_run_import)

@@ -16,8 +16,8 @@ from typing import Any, TextIO
 
 from toolreplay.audit.render import scope_text
 from toolreplay.audit.scope import audit_scope
-from toolreplay.errors import UsageError
 from toolreplay.format.canonical import canonical_json
+from toolreplay.format.output import replace_atomically
 from toolreplay.format.records import read_session
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
@@ -146,22 +146,8 @@ def run(out: TextIO, record: str | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="toolreplay-demo-") as directory:
             _play(out, os.path.join(directory, "injection.jsonl"))
         return 0
-    directory = os.path.dirname(os.path.abspath(record))
-    try:
-        handle, spool = tempfile.mkstemp(dir=directory, prefix=".toolreplay-demo-", suffix=".tmp")
-    except OSError as exc:
-        raise UsageError(f"cannot write {record}: {exc.strerror or exc}") from None
-    os.close(handle)
     report = io.StringIO()  # shown only once the record is in place: no partial output
-    try:
+    with replace_atomically(record) as spool:
         _play(report, spool)
-        try:
-            os.chmod(spool, 0o644)
-            os.replace(spool, record)
-        except OSError as exc:
-            raise UsageError(f"cannot write {record}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(spool):
-            os.unlink(spool)
     out.write(report.getvalue() + f"record written to {record}\n")
     return 0

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from toolreplay.errors import UsageError
+from toolreplay.format.output import write_atomically
 from toolreplay.format.records import format_record
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
@@ -52,16 +53,9 @@ def agent_directory(root: str, name: str) -> str:
 
 
 def _write_whole(path: str, lines: Iterable[str]) -> None:
-    temporary = _temporary(path)
-    try:
-        with open(temporary, "w", encoding="utf-8", newline="\n") as handle:
-            for line in lines:
-                handle.write(line)
-        os.replace(temporary, path)
-    except OSError as exc:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    with write_atomically(path) as output:
+        for line in lines:
+            output.write(line.encode("utf-8"))
 
 
 def write_scope(directory: str, policy: Policy) -> None:

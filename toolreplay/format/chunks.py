@@ -6,43 +6,58 @@ A file is cut at line breaks into chunks of about `chunk_bytes`; each worker par
 same strict reader as the serial path and turns every record into a small picklable *fact* with an
 `extract` function (a digest per call for replay, the canonical parts for seal). The caller receives
 the facts in file order, and any input error exactly as the serial reader would report it: the first
-one in the file, with its absolute line number.
+one in the file, with its absolute line number (a chunk holding an error is read again in the calling
+process, which knows what the lines before it established, so the wording is the serial reader's).
 
-Standard input, small files and platforms without `fork` take the serial path; so does `jobs=1`.
-At most two chunks per worker are in flight, so memory stays bounded whatever the file size.
+Every reader reads the one file the command opened: the workers are forked with its descriptor and
+read their chunks with `os.pread`, never by name. A file that changes while it is read (replaced or
+removed under its name, truncated, appended to, rewritten) is an input error, in both readers.
+Workers ignore Ctrl-C (the caller stops them) and are killed by the kernel when the caller dies.
+
+Standard input, small files and platforms without `fork` take the serial path; so does `jobs=1`, and
+so does a run whose workers cannot be started. Workers are bounded by the number of chunks and the
+cores; at most two chunks per worker are in flight, so memory stays bounded whatever the file size.
 """
 
 from __future__ import annotations
 
 import io
 import os
+import signal
+import stat
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from toolreplay.errors import InputError
-from toolreplay.format.records import LINK_IN_PLAIN, PLAIN_IN_SEALED, STDIN_NAME, Record, iter_records, open_input
+from toolreplay.errors import InputError, ToolReplayError
+from toolreplay.format.records import STDIN_NAME, Record, iter_records, open_input
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["read_facts", "default_jobs", "PARALLEL_MIN_BYTES", "CHUNK_BYTES"]
+__all__ = ["read_facts", "default_jobs", "usable_cores", "PARALLEL_MIN_BYTES", "CHUNK_BYTES", "CHANGED_MESSAGE"]
 
 T = TypeVar("T")
 
 PARALLEL_MIN_BYTES = 8 << 20  # below this, starting workers costs more than it saves
 CHUNK_BYTES = 2 << 20
+CHANGED_MESSAGE = "file changed while it was read (replaced, removed, truncated or written to); read it again"
+_PR_SET_PDEATHSIG = 1
+
+
+def usable_cores() -> int:
+    """The number of cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def default_jobs() -> int:
     """Worker processes to use: one per core this process may run on, at most 8."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return max(1, min(cores, 8))
+    return min(usable_cores(), 8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,19 +70,34 @@ class _Chunk:
     first_index: int | None
     last_index: int | None
     sealed: bool | None
-    error: tuple[int, str] | None  # (line, message) of the first input error in the chunk
+    error: bool  # the chunk holds an input error (the caller reads it again for the exact message)
+    short: bool  # the file ended before the chunk did: it changed while it was read
 
 
-def _read_chunk(path: str, start: int, end: int, first_chunk: bool, links: bool,
+def _pread(fd: int, start: int, end: int) -> bytes:
+    parts = []
+    while start < end:
+        data = os.pread(fd, end - start, start)
+        if not data:
+            break
+        parts.append(data)
+        start += len(data)
+    return b"".join(parts)
+
+
+def _count_lines(data: bytes) -> int:
+    return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
                 extract: Callable[[Record], object]) -> _Chunk:
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        data = handle.read(end - start)
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+    data = _pread(fd, start, end)
+    if len(data) != end - start:
+        return _Chunk([], 0, None, None, None, None, False, True)
     facts: list[object] = []
     first: Record | None = None
     last_index: int | None = None
-    error: tuple[int, str] | None = None
+    error = False
     try:
         for record in iter_records(io.BytesIO(data), path, check_sequence=not links, require_sealed=links,
                                    first_chunk=first_chunk):
@@ -75,24 +105,31 @@ def _read_chunk(path: str, start: int, end: int, first_chunk: bool, links: bool,
                 first = record
             last_index = record.index
             facts.append(extract(record))
-    except InputError as exc:
-        error = (exc.line or 0, exc.message)
-    return _Chunk(facts, lines, None if first is None else first.line, None if first is None else first.index,
-                  last_index, None if first is None else first.prev is not None, error)
+    except InputError:
+        error = True
+    return _Chunk(facts, _count_lines(data), None if first is None else first.line,
+                  None if first is None else first.index, last_index,
+                  None if first is None else first.prev is not None, error, False)
 
 
-def _boundaries(path: str, chunk_bytes: int) -> Iterator[tuple[int, int]]:
+def _boundaries(fd: int, size: int, chunk_bytes: int) -> Iterator[tuple[int, int]]:
     """Byte ranges of about chunk_bytes that start and end at line breaks."""
-    size = os.path.getsize(path)
-    with open(path, "rb") as handle:
-        start = 0
-        while start < size:
-            handle.seek(min(start + chunk_bytes, size))
-            if handle.tell() < size:
-                handle.readline()
-            end = max(handle.tell(), start + 1)
-            yield start, end
-            start = end
+    start = 0
+    while start < size:
+        end = min(start + chunk_bytes, size)
+        while end < size:
+            window = os.pread(fd, 1 << 16, end)
+            if not window:
+                end = size
+                break
+            found = window.find(b"\n")
+            if found >= 0:
+                end += found + 1
+                break
+            end += len(window)
+        end = min(max(end, start + 1), size)
+        yield start, end
+        start = end
 
 
 def _fork_context() -> Any:
@@ -106,9 +143,38 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
+def _start_worker(parent: int) -> None:
+    """In each worker: die with the parent (Linux's parent-death signal), leave Ctrl-C to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
 def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Record], T]) -> Iterator[T]:
     for record in iter_records(handle, display, check_sequence=not links, require_sealed=links):
         yield extract(record)
+
+
+class _ForkFailed(Exception):
+    """The workers could not be started; nothing was read yet."""
+
+
+def _unchanged(path: str, fd: int, before: os.stat_result) -> bool:
+    """Whether the open file is still the file at `path`, with the size and modification time it had."""
+    now = os.fstat(fd)
+    try:
+        named = os.stat(path)
+    except OSError:
+        return False
+    return ((now.st_size, now.st_mtime_ns, now.st_dev, now.st_ino) ==
+            (before.st_size, before.st_mtime_ns, named.st_dev, named.st_ino)
+            and (before.st_dev, before.st_ino) == (named.st_dev, named.st_ino))
 
 
 def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False, jobs: int | None = None,
@@ -117,58 +183,114 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
     """Yield extract(record) for each record of a session (`links`: of a sealed file), in file order.
 
     `extract` must be a module-level function (workers receive it by name). Errors are those of
-    `read_session` / `read_links`, raised once every fact before the bad line has been yielded.
+    `read_session` / `read_links`, raised once every fact before the bad line has been yielded; a
+    regular file that changed while it was read is an InputError without a line.
     """
-    jobs = default_jobs() if jobs is None else jobs
-    parallel = (path != "-" and jobs > 1 and os.path.isfile(path) and os.path.getsize(path) >= min_parallel_bytes)
-    context = _fork_context() if parallel else None
-    parallel = parallel and context is not None
-    if not parallel:
+    if path == "-":
         with open_input(path, stdin) as handle:
-            yield from _serial(handle, STDIN_NAME if path == "-" else path, links, extract)
+            yield from _serial(handle, STDIN_NAME, links, extract)
         return
-    with open_input(path) as _:  # the same error as the serial path for an unreadable file
-        pass
-    yield from _parallel(path, extract, links, jobs, chunk_bytes, context)
+    with open_input(path) as handle:
+        fd = handle.fileno()
+        before = os.fstat(fd)
+        regular = stat.S_ISREG(before.st_mode)
+        try:
+            yield from _read_open_file(path, handle, before, extract, links, jobs, chunk_bytes, min_parallel_bytes)
+        except InputError:
+            if regular and not _unchanged(path, fd, before):
+                raise InputError(path, None, CHANGED_MESSAGE) from None
+            raise
+        if regular and not _unchanged(path, fd, before):
+            raise InputError(path, None, CHANGED_MESSAGE)
 
 
-def _parallel(path: str, extract: Callable[[Record], T], links: bool, jobs: int, chunk_bytes: int,
-              context: Any) -> Iterator[T]:
+def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extract: Callable[[Record], T],
+                    links: bool, jobs: int | None, chunk_bytes: int, min_parallel_bytes: int) -> Iterator[T]:
+    size = before.st_size
+    workers = default_jobs() if jobs is None else jobs
+    # Bounded by the work (one worker a chunk) and the cores (at least two, so that a machine with
+    # one core still runs, and tests, the parallel reader when asked to).
+    workers = min(workers, -(-size // max(chunk_bytes, 1)), max(usable_cores(), 2))
+    if workers > 1 and stat.S_ISREG(before.st_mode) and size >= min_parallel_bytes:
+        context = _fork_context()
+        if context is not None:
+            try:
+                yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context)
+                return
+            except _ForkFailed:
+                pass
+    yield from _serial(handle, path, links, extract)
+
+
+def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
+            extract: Callable[[Record], T], state: tuple[bool | None, int | None], line_offset: int) -> Iterator[T]:
+    """Read a chunk in this process, knowing what the lines before established: the serial reader's
+    facts and first error, at its absolute line."""
+    try:
+        for record in iter_records(io.BytesIO(_pread(fd, start, end)), path, check_sequence=not links,
+                                   require_sealed=links, first_chunk=first_chunk, resume=state):
+            yield extract(record)
+    except InputError as exc:
+        raise InputError(path, None if exc.line is None else line_offset + exc.line, exc.message) from None
+
+
+def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], links: bool, jobs: int,
+              chunk_bytes: int, context: Any) -> Iterator[T]:
     from concurrent.futures import ProcessPoolExecutor
 
-    executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context)
-    pending: deque[Future[_Chunk]] = deque()
-    ranges = _boundaries(path, chunk_bytes)
+    executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
+                                   initargs=(os.getpid(),))
+    pending: deque[tuple[int, int, bool, Future[_Chunk]]] = deque()
+    ranges = _boundaries(fd, size, chunk_bytes)
     first = True
     try:
         def submit() -> None:
             nonlocal first
             for start, end in ranges:
-                pending.append(executor.submit(_read_chunk, path, start, end, first, links, extract))
+                future = executor.submit(_read_chunk, fd, path, start, end, first, links, extract)
+                pending.append((start, end, first, future))
                 first = False
                 return
 
-        for _ in range(2 * jobs):
+        try:
+            submit()  # forks every worker
+        except OSError:
+            for process in list(getattr(executor, "_processes", {}).values()):
+                process.terminate()
+                process.join()
+            raise _ForkFailed from None
+        for _ in range(2 * jobs - 1):
             submit()
         line_offset = 0
         sealed: bool | None = True if links else None
-        expected: int | None = 0
+        expected: int | None = None if links else 0
         while pending:
-            chunk = pending.popleft().result()
+            start, end, first_chunk, future = pending.popleft()
+            chunk = _result(future)
             submit()
+            if chunk.short:
+                raise InputError(path, None, CHANGED_MESSAGE)
+            if chunk.error or (chunk.first_line is not None and (
+                    (sealed is not None and chunk.sealed != sealed)
+                    or (expected is not None and chunk.first_index != expected))):
+                yield from _reread(fd, path, start, end, first_chunk, links, extract, (sealed, expected), line_offset)
+                raise AssertionError("a chunk read again gave no error")  # pragma: no cover
             if chunk.first_line is not None:
-                where = line_offset + chunk.first_line
-                if sealed is not None and chunk.sealed != sealed:
-                    raise InputError(path, where, PLAIN_IN_SEALED if sealed else LINK_IN_PLAIN)
                 sealed = chunk.sealed
-                if not links and expected is not None and chunk.first_index != expected:
-                    raise InputError(path, where, f"index {chunk.first_index} out of order: expected {expected}")
-                expected = None if chunk.last_index is None else chunk.last_index + 1
+                if not links and chunk.last_index is not None:
+                    expected = chunk.last_index + 1
             yield from chunk.facts  # type: ignore[misc]
-            if chunk.error is not None:
-                raise InputError(path, line_offset + chunk.error[0], chunk.error[1])
             line_offset += chunk.lines
     finally:
-        for future in pending:
+        for *_, future in pending:
             future.cancel()
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _result(future: Future[_Chunk]) -> _Chunk:
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        raise ToolReplayError("a worker process died while reading; try again, or with --jobs 1") from None

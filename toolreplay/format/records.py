@@ -144,14 +144,17 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
-                 first_chunk: bool = True) -> Iterator[Record]:
+                 first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None) -> Iterator[Record]:
     """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
-    sequence starts at the first record's index (the caller checks it against the chunk before)."""
+    sequence starts at the first record's index (the caller checks it against the chunk before), unless
+    `resume` gives what the lines before established: (sealed or not or None, the next expected index)."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
-    plain_fields = _LINK_SET if require_sealed else _RECORD_SET
     expected_index: int | None = 0 if first_chunk else None
+    if resume is not None:
+        sealed, expected_index = resume
+    plain_fields = _LINK_SET if sealed or require_sealed else _RECORD_SET
     lineno = 0
     for raw in handle:
         lineno += 1

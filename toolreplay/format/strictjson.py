@@ -18,7 +18,17 @@ from typing import Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 
-__all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file"]
+__all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "MAX_NESTING",
+           "NESTING_MESSAGE", "nesting_depth"]
+
+# Arrays and objects nest at most this deep in anything ToolReplay reads: sessions, sealed files, logs
+# to import, permission files, suites. Fixed, so that the verdict never depends on the command, on
+# the worker that parsed a line or on how deep the interpreter's stack already is (every parser and
+# encoder here recurses once a level, well within Python's default limit of 1000 frames).
+MAX_NESTING = 512
+NESTING_MESSAGE = f"nesting deeper than {MAX_NESTING}"
+# A string literal (skipped: brackets inside it do not nest) or a bracket.
+_NESTING_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # CPython stores a string with 1, 2 or 4 bytes a character, 4 only when one lies beyond U+FFFF; its
@@ -148,6 +158,42 @@ def _lone_surrogate_line(text: str) -> int | None:
     return None
 
 
+def _check_nesting(text: str) -> None:
+    """Reject a text whose arrays and objects nest deeper than MAX_NESTING (brackets in strings do not count)."""
+    depth = 0
+    for match in _NESTING_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > MAX_NESTING:
+                raise JSONLineError(NESTING_MESSAGE, text.count("\n", 0, match.start()) + 1)
+        elif token in "]}":
+            depth -= 1
+
+
+def nesting_depth(value: Any) -> int:
+    """How deep arrays and objects nest in a parsed value (0 for a scalar), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        members = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if members is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((member, depth + 1) for member in members if isinstance(member, (dict, list)))
+    return deepest
+
+
+def _position(text: str, pos: int) -> tuple[int, int]:
+    """Line and column (from 1) of an error at `pos`; an error past the last line break of the text
+    (the text ended early) is placed at the end of the line before it, not at column 1 of an empty line."""
+    end = len(text.rstrip("\r\n"))
+    if pos > end:
+        pos = end
+    return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+
+
 def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
@@ -192,6 +238,8 @@ class StrictLoader:
     def loads(self, text: str) -> Any:
         """Parse one JSON text (usually one line), strictly."""
         self.exotic = False
+        if text.count("[") + text.count("{") > MAX_NESTING:
+            _check_nesting(text)
         try:
             try:
                 start = 0 if text[:1] == "{" else _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
@@ -202,9 +250,10 @@ class StrictLoader:
                 raise json.JSONDecodeError("Extra data", text, _WHITESPACE.match(text, end).end())  # type: ignore
             return value
         except json.JSONDecodeError as exc:
-            raise JSONLineError(f"invalid JSON: {exc.msg} (column {exc.colno})", exc.lineno) from None
+            lineno, column = _position(text, exc.pos)
+            raise JSONLineError(f"invalid JSON: {exc.msg} (column {column})", lineno) from None
         except RecursionError:
-            raise JSONLineError("JSON nested too deeply") from None
+            raise JSONLineError(NESTING_MESSAGE) from None
         except ValueError as exc:  # e.g. an integer longer than the interpreter converts
             if isinstance(exc, JSONLineError):
                 raise
@@ -217,4 +266,4 @@ class StrictLoader:
         except UnicodeEncodeError:
             raise JSONLineError("string holds a lone surrogate (invalid Unicode escape)") from None
         except RecursionError:
-            raise JSONLineError("JSON nested too deeply") from None
+            raise JSONLineError(NESTING_MESSAGE) from None

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record
+from toolreplay.format.strictjson import MAX_NESTING, NESTING_MESSAGE, nesting_depth
 from toolreplay.importers.conversations import Conversation, MessageStream, read_conversations
 from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
@@ -75,8 +76,12 @@ class ImportResult:
 
 
 def _check_unicode(conversation: Conversation, calls: list[ImportedCall]) -> None:
-    # A lone surrogate escape would make a session that `replay` rejects: refuse it here instead.
+    # A lone surrogate escape, or values nested deeper than a session line may be, would make a
+    # session that `replay` rejects: refuse it here instead.
     for index, call in enumerate(calls):
+        if 1 + max(nesting_depth(call.args), nesting_depth(call.response)) > MAX_NESTING:
+            raise InputError(conversation.path, conversation.line,
+                             f"conversation {conversation.position}, call {index}: {NESTING_MESSAGE}")
         try:
             json.dumps([call.tool, call.args, call.response], ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
