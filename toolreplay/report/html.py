@@ -302,6 +302,8 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
     meta.append(_chain_text(detail))
     meta.append(_checkpoint_text(detail))
+    # The findings of calls: a checkpoint's findings are counted in finding_count and shown in the line above.
+    listed = detail.finding_count - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0)
     yield f'<p class="meta">{" · ".join(part for part in meta if part)}</p>\n'
     if detail.error is not None:
         yield f'<p class="err mono">{text(detail.error)}</p>\n'
@@ -313,10 +315,10 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
         rows = "".join(f'<tr><td class="n"><a href="#{prefix}c{f.index}">{f.index}</a></td><td>{kind_badge(f.kind)}'
                        f'</td><td>{text(f.message)}</td></tr>' for f in detail.findings)
         yield (f'<details class="list"{" open" if findings_open else ""}><summary>Findings '
-               f'({_shown(len(detail.findings), detail.finding_count)})</summary>'
+               f'({_shown(len(detail.findings), listed)})</summary>'
                '<table class="findings"><thead><tr><th class="n">Index</th>'
                f'<th>Kind</th><th>Finding</th></tr></thead><tbody>{rows}</tbody></table></details>\n')
-    left = detail.finding_count - len(detail.findings)
+    left = listed - len(detail.findings)
     if left > 0:
         yield (f'<p class="note">{number(left)} more findings are not shown here; '
                f'<code>toolreplay replay --format json</code> lists them all.</p>\n')
