@@ -296,10 +296,6 @@ class DaskEngineTest(unittest.TestCase):
                     self.assertEqual(one.read(), other.read())
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 SSH_KEYGEN = shutil.which("ssh-keygen")
 CHECKPOINT_FLEET_TEXT = """\
 fleet/anchored.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-1, size 4)
@@ -480,3 +476,17 @@ class CheckpointFleetTest(unittest.TestCase):
         document = json.loads(run("audit", "fleet/ssh.jsonl", "--allowed-signers", "allowed_signers",
                                   "--format", "json")[1])
         self.assertEqual(document["sessions"][0]["checkpoint"]["signed_by"], ["alice@example.com"])
+
+    def test_a_dask_cluster_gives_the_local_bytes(self) -> None:
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        from distributed import LocalCluster
+
+        keys = ("--hmac-key", "ci", "ci.secret")
+        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+            for fmt in ("text", "json"):
+                self.assertEqual(run("audit", "fleet", *keys, "--format", fmt, "--engine", "dask", "--scheduler",
+                                     cluster.scheduler_address), run("audit", "fleet", *keys, "--format", fmt), fmt)
+
+
+if __name__ == "__main__":
+    unittest.main()
