@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import unittest
 from dataclasses import dataclass
@@ -293,6 +294,198 @@ class DaskEngineTest(unittest.TestCase):
                                      "--scheduler", cluster.scheduler_address)[0], 2)
                 with open(local_page, "rb") as one, open(dask_page, "rb") as other:
                     self.assertEqual(one.read(), other.read())
+
+
+SSH_KEYGEN = shutil.which("ssh-keygen")
+CHECKPOINT_FLEET_TEXT = """\
+fleet/anchored.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-1, size 4)
+fleet/cut.jsonl: calls 3, findings 1, chain intact, checkpoint failed (example.com/run-2, size 4)
+  checkpoint: truncated: the checkpoint commits to 4 links, the file has 3
+fleet/forged.jsonl: calls 4, findings 1, chain intact, checkpoint failed (example.com/run-3, size 4)
+  checkpoint: rewritten: the link at 3 does not match the head of the checkpoint
+fleet/grown.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-4, size 2, 2 links not \
+yet anchored)
+fleet/plain.jsonl: calls 4, findings 0
+
+sessions: 5
+unreadable: 0
+calls: 19
+sessions with findings: 2
+findings: 2
+sealed: 4
+broken chains: 0
+checkpoints: 4
+sessions anchored: 2
+failed checkpoints: 2
+unverified checkpoints: 0
+findings by kind:
+  rewritten: 1
+  truncated: 1
+most findings:
+  1 in 3 calls: fleet/cut.jsonl
+  1 in 4 calls: fleet/forged.jsonl
+"""
+UNVERIFIED_WARNING = ("warning: 4 checkpoints not verified: give --allowed-signers FILE or --hmac-key NAME "
+                      "SECRET_FILE to check them\n")
+
+
+class CheckpointFleetTest(unittest.TestCase):
+    """Checkpoints beside sealed sessions (SESSION.checkpoint), signed with an HMAC key: anchored, cut, re-sealed,
+    grown since, and a session without one."""
+
+    def setUp(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self._tmp.cleanup)
+        cwd = os.getcwd()
+        os.chdir(self._tmp.name)
+        self.addCleanup(os.chdir, cwd)
+        os.mkdir("fleet")
+        with open(os.path.join(SAMPLES, "session-clean.jsonl"), encoding="utf-8") as handle:
+            self.records = handle.read().splitlines(keepends=True)
+        self.write("clean.jsonl", "".join(self.records))
+        self.write("ci.secret", "0123456789abcdef0123456789abcdef\n")
+        self.seal("clean.jsonl", "anchored", "example.com/run-1")
+        self.seal("clean.jsonl", "cut", "example.com/run-2")
+        self.write("fleet/cut.jsonl", "".join(self.read("fleet/cut.jsonl").splitlines(keepends=True)[:3]))
+        self.seal("clean.jsonl", "forged", "example.com/run-3")
+        self.write("edited.jsonl", "".join(self.records).replace('"count": 2,', '"count": 0,'))
+        self.assertEqual(run("seal", "edited.jsonl", "-o", "fleet/forged.jsonl")[0], 0)  # a whole new chain
+        self.write("early.jsonl", "".join(self.records[:2]))
+        self.seal("early.jsonl", "grown", "example.com/run-4")
+        self.assertEqual(run("seal", "clean.jsonl", "-o", "fleet/grown.jsonl")[0], 0)  # the same first 2 links
+        shutil.copy("clean.jsonl", "fleet/plain.jsonl")
+
+    def write(self, path: str, text: str) -> str:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    def read(self, path: str) -> str:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+
+    def seal(self, source: str, name: str, origin: str, *keys: str) -> None:
+        keys = keys or ("--hmac-key", "ci", "ci.secret")
+        self.assertEqual(run("seal", source, "-o", f"fleet/{name}.jsonl", "--checkpoint", f"fleet/{name}.checkpoint",
+                             "--origin", origin, *keys), (0, "", ""))
+
+    def test_text_report_anchored_truncated_rewritten_and_none(self) -> None:
+        self.assertEqual(run("audit", "fleet", "--hmac-key", "ci", "ci.secret"), (1, CHECKPOINT_FLEET_TEXT, ""))
+
+    def test_json_fields(self) -> None:
+        code, out, err = run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--format", "json")
+        self.assertEqual((code, err), (1, ""))
+        sessions = {s["path"]: s for s in json.loads(out)["sessions"]}
+        self.assertEqual(sessions["fleet/grown.jsonl"]["checkpoint"], {
+            "path": "fleet/grown.checkpoint", "status": "anchored", "origin": "example.com/run-4", "size": 2,
+            "unanchored": 2, "signed_by": ["ci"], "findings": []})
+        self.assertEqual(sessions["fleet/cut.jsonl"]["checkpoint"], {
+            "path": "fleet/cut.checkpoint", "status": "failed", "origin": "example.com/run-2", "size": 4,
+            "unanchored": 0, "signed_by": ["ci"],
+            "findings": [{"kind": "truncated", "message": "the checkpoint commits to 4 links, the file has 3"}]})
+        self.assertEqual(sessions["fleet/cut.jsonl"]["findings_total"], 1)
+        self.assertNotIn("checkpoint", sessions["fleet/plain.jsonl"])
+        summary = json.loads(out)["summary"]
+        self.assertEqual({key: summary[key] for key in ("checkpoints", "sessions_anchored", "failed_checkpoints",
+                                                         "unverified_checkpoints", "failed_checkpoint_files")}, {
+            "checkpoints": 4, "sessions_anchored": 2, "failed_checkpoints": 2, "unverified_checkpoints": 0,
+            "failed_checkpoint_files": [
+                {"path": "fleet/cut.jsonl",
+                 "first_finding": "truncated: the checkpoint commits to 4 links, the file has 3"},
+                {"path": "fleet/forged.jsonl",
+                 "first_finding": "rewritten: the link at 3 does not match the head of the checkpoint"}]})
+        self.assertEqual(summary["findings_by_kind"], {"rewritten": 1, "truncated": 1})
+
+    def test_html_shows_the_status(self) -> None:
+        code, out, _ = run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--format", "html")
+        self.assertEqual(code, 1)
+        self.assertIn('"grown.jsonl",4,0,[],"",null,null,null,true,"anchored"]', out)  # the sessions table's row
+        self.assertIn('"cut.jsonl",3,1,[["truncated",1]],"s0",null,null,null,true,"failed"]', out)
+        self.assertIn("<h2>Failed checkpoints (2)</h2>", out)
+        self.assertIn("failed checkpoints</", out)  # a card
+        self.assertIn('<span class="chain-broken">checkpoint failed (example.com/run-2, size 4)</span> '
+                      "(truncated: the checkpoint commits to 4 links, the file has 3)", out)  # the detail's line
+        self.assertNotIn("more findings are not shown", out)
+
+    def test_same_bytes_whatever_the_number_of_jobs(self) -> None:
+        for fmt in ("text", "json", "html"):
+            one = run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--format", fmt, "--jobs", "1")
+            self.assertEqual(run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--format", fmt, "--jobs", "2"),
+                             one, fmt)
+
+    def test_without_keys_checkpoints_are_unverified_and_found_nothing(self) -> None:
+        code, out, err = run("audit", "fleet/anchored.jsonl", "fleet/grown.jsonl", "fleet/cut.jsonl",
+                             "fleet/forged.jsonl")
+        self.assertEqual((code, err), (0, UNVERIFIED_WARNING))
+        self.assertEqual(out.split("\n")[:2], [
+            "fleet/anchored.jsonl: calls 4, findings 0, chain intact, checkpoint unverified",
+            "fleet/cut.jsonl: calls 3, findings 0, chain intact, checkpoint unverified"])
+        self.assertIn("checkpoints: 4\nsessions anchored: 0\nfailed checkpoints: 0\nunverified checkpoints: 4\n", out)
+
+    def test_a_key_that_signed_none_of_them_is_unknown_key(self) -> None:
+        self.write("other.secret", "another secret of enough bytes\n")
+        code, out, _ = run("audit", "fleet/anchored.jsonl", "--hmac-key", "other", "other.secret")
+        self.assertEqual(code, 1)
+        self.assertEqual(out.split("\n")[:2], [
+            "fleet/anchored.jsonl: calls 4, findings 1, chain intact, checkpoint failed",
+            "  checkpoint: unknown-key: the checkpoint has no signature from a known key"])
+        self.write("wrong.secret", "not the secret that ci signed with\n")  # the same name, another secret
+        self.assertEqual(run("audit", "fleet/anchored.jsonl", "--hmac-key", "ci", "wrong.secret")[1].split("\n")[1],
+                         "  checkpoint: unknown-key: the checkpoint has no signature from a known key")
+
+    def test_a_checkpoint_beside_an_unsealed_file_finds_it_truncated(self) -> None:
+        shutil.copy("fleet/anchored.checkpoint", "fleet/plain.checkpoint")
+        out = run("audit", "fleet/plain.jsonl", "--hmac-key", "ci", "ci.secret")[1]
+        self.assertEqual(out.split("\n")[:2], [
+            "fleet/plain.jsonl: calls 4, findings 1, checkpoint failed (example.com/run-1, size 4)",
+            "  checkpoint: truncated: the checkpoint commits to 4 links, the file has 0"])
+
+    def test_a_malformed_checkpoint_makes_the_session_unreadable(self) -> None:
+        self.write("fleet/plain.checkpoint", "toolreplay-hash-chain-v1 x\nfour\n")
+        code, out, err = run("audit", "fleet/plain.jsonl", "--hmac-key", "ci", "ci.secret")
+        self.assertEqual((code, err), (2, "error: fleet/plain.checkpoint:3: expected 3 text lines, a blank line and "
+                                          "a signature line\n"))
+        self.assertTrue(out.startswith("fleet/plain.jsonl: unreadable: fleet/plain.checkpoint:3: "), out)
+
+    def test_key_options_are_checked_before_any_work(self) -> None:
+        self.assertEqual(run("audit", "fleet", "--hmac-key", "ci", "missing.secret"),
+                         (2, "", "error: cannot read missing.secret: No such file or directory\n"))
+
+    def test_real_ssh_keys(self) -> None:
+        require(SSH_KEYGEN is not None, "ssh-keygen (OpenSSH) is not installed")
+        assert SSH_KEYGEN is not None
+        for name in ("alice", "mallory"):
+            subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", name], check=True)
+        public = " ".join(self.read("alice.pub").split()[:2])
+        self.write("allowed_signers", f"alice@example.com {public}\n")
+        self.seal("clean.jsonl", "ssh", "example.com/run-5", "--ssh-key", "alice@example.com", "alice")
+        self.seal("clean.jsonl", "mallory", "example.com/run-6", "--ssh-key", "mallory@example.com", "mallory")
+        self.seal("clean.jsonl", "cut-ssh", "example.com/run-7", "--ssh-key", "alice@example.com", "alice")
+        self.write("fleet/cut-ssh.jsonl", "".join(self.read("fleet/cut-ssh.jsonl").splitlines(keepends=True)[:2]))
+        paths = ("fleet/ssh.jsonl", "fleet/mallory.jsonl", "fleet/cut-ssh.jsonl")
+        code, out, err = run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "2")
+        self.assertEqual((code, err), (1, ""))
+        self.assertEqual(out.split("\n\n")[0].splitlines(), [
+            "fleet/cut-ssh.jsonl: calls 2, findings 1, chain intact, checkpoint failed (example.com/run-7, size 4)",
+            "  checkpoint: truncated: the checkpoint commits to 4 links, the file has 2",
+            "fleet/mallory.jsonl: calls 4, findings 1, chain intact, checkpoint failed",
+            "  checkpoint: unknown-key: the checkpoint has no signature from a known key",
+            "fleet/ssh.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-5, size 4)"])
+        self.assertEqual(run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "1"),
+                         (code, out, err))
+        document = json.loads(run("audit", "fleet/ssh.jsonl", "--allowed-signers", "allowed_signers",
+                                  "--format", "json")[1])
+        self.assertEqual(document["sessions"][0]["checkpoint"]["signed_by"], ["alice@example.com"])
+
+    def test_a_dask_cluster_gives_the_local_bytes(self) -> None:
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        from distributed import LocalCluster
+
+        keys = ("--hmac-key", "ci", "ci.secret")
+        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
+            for fmt in ("text", "json"):
+                self.assertEqual(run("audit", "fleet", *keys, "--format", fmt, "--engine", "dask", "--scheduler",
+                                     cluster.scheduler_address), run("audit", "fleet", *keys, "--format", fmt), fmt)
 
 
 if __name__ == "__main__":

@@ -147,16 +147,17 @@ def _signature_line(line: str, number: int, path: str) -> SignatureLine:
     return SignatureLine(name, signature[:4], signature[4:], number)
 
 
-def read_checkpoint(path: str) -> Checkpoint:
-    """Read and parse a checkpoint file."""
+def read_checkpoint(path: str, display: str | None = None) -> Checkpoint:
+    """Read and parse a checkpoint file; messages name it as `display` (default: `path`)."""
+    shown = path if display is None else display
     try:
         with open(path, "rb") as handle:
             data = handle.read(_MAX_BYTES + 1)
     except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot read {shown}: {exc.strerror or exc}") from None
     if len(data) > _MAX_BYTES:
-        raise InputError(path, None, "larger than 1 MiB: not a checkpoint")
-    return parse_checkpoint(data, path)
+        raise InputError(shown, None, "larger than 1 MiB: not a checkpoint")
+    return parse_checkpoint(data, shown)
 
 
 # --- signatures ------------------------------------------------------------------------------------------

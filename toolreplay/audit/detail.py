@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.fleet import SessionJob, SessionOptions, audit_session, open_session
+from toolreplay.audit.fleet import CheckpointStatus, SessionJob, SessionOptions, audit_session, open_session
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import read_session
 
@@ -62,6 +62,7 @@ class SessionDetail:
     sealed: bool = False
     error: str | None = None
     by_kind: tuple[tuple[str, int], ...] = ()  # every finding's kind counted, shown or not
+    checkpoint: CheckpointStatus | None = None  # the checkpoint beside the session (fleet audit)
 
 
 def _cut(data: bytes, limit: int) -> str:
@@ -96,7 +97,8 @@ def collect_calls(job: SessionJob, wanted: set[int], text_limit: int) -> tuple[C
 def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: Sequence[Finding],
                  limits: DetailLimits, chain: ChainReport | None = None, sealed: bool = False,
                  finding_count: int | None = None, error: str | None = None,
-                 by_kind: tuple[tuple[str, int], ...] | None = None) -> SessionDetail:
+                 by_kind: tuple[tuple[str, int], ...] | None = None,
+                 checkpoint: CheckpointStatus | None = None) -> SessionDetail:
     """The detail of a session already audited: its findings (the first `limits.findings`) and their calls.
 
     `findings` is every finding (counted by kind here) unless `finding_count` and `by_kind` say otherwise."""
@@ -104,7 +106,7 @@ def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: 
     if by_kind is None:
         by_kind = tuple(sorted(Counter(finding.kind for finding in findings).items()))
     return SessionDetail(job.display, calls, divergence, len(findings) if finding_count is None else finding_count,
-                         tuple(findings[:limits.findings]), shown, chain, sealed, error, by_kind)
+                         tuple(findings[:limits.findings]), shown, chain, sealed, error, by_kind, checkpoint)
 
 
 def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, DetailLimits]) -> list[SessionDetail]:
@@ -114,5 +116,6 @@ def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, Det
     for job in jobs:
         result = audit_session(job, options)
         details.append(build_detail(job, result.calls, result.divergence, result.findings, limits, result.chain,
-                                    result.sealed, result.finding_count, result.error, result.by_kind))
+                                    result.sealed, result.finding_count, result.error, result.by_kind,
+                                    result.checkpoint))
     return details

@@ -1,7 +1,8 @@
 """Fleet audit: many sessions in one run, each audited by a pure function whose small result is merged in order.
 
 `audit_session` reads one session file and returns a `SessionResult`: counts, the first findings, the
-chain status of a sealed file, or the `PATH:LINE` message of a session that cannot be read. It needs
+chain status of a sealed file, the status of the signed checkpoint beside it, or the `PATH:LINE`
+message of a session that cannot be read. It needs
 nothing but a path and the options, and its result pickles small, so any engine (this machine's
 cores, a Dask cluster) can run it anywhere the path can be read. `FleetSummary` folds the results, in
 path order, into the totals of the report; it keeps bounded tables, so its memory does not grow with
@@ -19,7 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts
+from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts, walk_link_facts
+from toolreplay.audit.checkpoint import Checkpoint, Keys, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import Finding
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
@@ -27,7 +29,8 @@ from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.records import Record, read_links, read_session
 from toolreplay.policy.model import Policy
 
-__all__ = ["SessionOptions", "SessionJob", "SessionResult", "FleetSummary", "audit_session", "audit_batch",
+__all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
+           "audit_session", "audit_batch",
            "find_sessions", "finding_rule", "open_session", "ranked_counts", "FINDINGS_LISTED", "TOP_SESSIONS",
            "LISTED_PROBLEMS", "CALL_BUCKETS"]
 
@@ -44,6 +47,7 @@ class SessionOptions:
 
     mutators: frozenset[str] = DEFAULT_MUTATORS
     policy: Policy | None = None
+    keys: Keys | None = None  # the keys checkpoints are verified with (None: checkpoints are not verified)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,28 @@ class SessionJob:
 
     path: str
     display: str
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointStatus:
+    """The checkpoint beside a session: anchored, failed (with its findings) or unverified (no keys given).
+
+    `origin`, `size` and `unanchored` are known only when a trusted key signed it (a note whose
+    signatures are not trusted is not read further).
+    """
+
+    path: str
+    status: str  # "anchored", "failed" or "unverified"
+    origin: str | None = None
+    size: int | None = None
+    unanchored: int | None = None
+    signed_by: tuple[str, ...] = ()
+    findings: tuple[tuple[str, str], ...] = ()  # (kind, message), in the order `verify --checkpoint` reports them
+
+
+def checkpoint_path(session: str) -> str:
+    """Where a session's checkpoint is: its path with `.jsonl` replaced by `.checkpoint` (appended otherwise)."""
+    return (session[:-len(".jsonl")] if session.endswith(".jsonl") else session) + ".checkpoint"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,10 +95,11 @@ class SessionResult:
     by_rule: tuple[tuple[str, int], ...] = ()
     chain: ChainReport | None = None  # for a sealed file
     error: str | None = None  # `PATH:LINE: message` when the session could not be read
+    checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
 
     @property
     def found(self) -> bool:
-        """Whether this session has anything to report: a finding or a broken chain."""
+        """Whether this session has anything to report: a finding (a checkpoint's too) or a broken chain."""
         return self.finding_count > 0 or (self.chain is not None and not self.chain.intact)
 
 
@@ -129,16 +156,17 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     except RecursionError:
         error = f"{job.display}: input nested too deeply"
     chain: ChainReport | None = None
-    if sealed:
-        try:
-            with open_session(job) as handle:
-                chain = verify_link_facts(map(link_fact, read_links(handle, job.display)))
-        except ToolReplayError as exc:
-            error = error or _located(exc, job.display)
+    status: CheckpointStatus | None = None
+    shown = checkpoint_path(job.display)
+    try:
+        checkpoint = _beside(job.path, shown) if error is None else None
+        chain, status = _check_chain(job, sealed, checkpoint, shown, options.keys)
+    except ToolReplayError as exc:
+        error = error or _located(exc, shown if str(exc).startswith(shown) else job.display)
     if error is not None:
         return SessionResult(job.display, calls, sealed, chain=chain, error=error)
     findings = _merge_findings(*groups)
-    kinds: Counter[str] = Counter()
+    kinds: Counter[str] = Counter(kind for kind, _ in status.findings) if status is not None else Counter()
     tools_found: Counter[str] = Counter()
     rules: Counter[str] = Counter()
     for finding in findings:
@@ -147,8 +175,41 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         rule = finding_rule(finding)
         if rule is not None:
             rules[rule] += 1
-    return SessionResult(job.display, calls, sealed, divergence, len(findings), tuple(findings[:FINDINGS_LISTED]),
-                         _counted(kinds), _counted(tools_found), _counted(rules), chain)
+    extra = len(status.findings) if status is not None else 0
+    return SessionResult(job.display, calls, sealed, divergence, len(findings) + extra,
+                         tuple(findings[:FINDINGS_LISTED]), _counted(kinds), _counted(tools_found), _counted(rules),
+                         chain, checkpoint=status)
+
+
+def _beside(path: str, shown: str) -> Checkpoint | None:
+    """The checkpoint beside a session file, when there is one (a malformed one is an InputError)."""
+    where = checkpoint_path(path)
+    return read_checkpoint(where, shown) if os.path.isfile(where) else None
+
+
+def _check_chain(job: SessionJob, sealed: bool, checkpoint: Checkpoint | None, shown: str,
+                 keys: Keys | None) -> tuple[ChainReport | None, CheckpointStatus | None]:
+    """The chain of a sealed file, and the checkpoint beside it checked against its links (none when unsealed)."""
+    if checkpoint is None or keys is None:
+        chain = None
+        if sealed:
+            with open_session(job) as handle:
+                chain = verify_link_facts(map(link_fact, read_links(handle, job.display)))
+        return chain, None if checkpoint is None else CheckpointStatus(shown, "unverified")
+    signatures = keys.check(checkpoint)
+    sizes = {checkpoint.size} if signatures.trusted else set()
+    if sealed:
+        with open_session(job) as handle:
+            walk = walk_link_facts(map(link_fact, read_links(handle, job.display)), sizes)
+    else:  # a checkpoint beside an unsealed file: it has no links to anchor
+        walk = walk_link_facts((), sizes)
+    report = check_checkpoint(checkpoint, signatures, walk)
+    trusted = report.trusted
+    status = CheckpointStatus(shown, "anchored" if report.verified else "failed",
+                              checkpoint.origin if trusted else None, checkpoint.size if trusted else None,
+                              report.unanchored if trusted else None, signatures.valid,
+                              tuple((f.kind, f.message) for f in report.findings))
+    return walk.report if sealed else None, status
 
 
 @contextmanager
@@ -234,6 +295,11 @@ class FleetSummary:
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
         self.broken = 0
         self.broken_listed: list[tuple[str, int]] = []  # (path, first broken link)
+        self.checkpoints = 0
+        self.anchored = 0
+        self.failed_checkpoints = 0
+        self.unverified = 0
+        self.failed_listed: list[tuple[str, str]] = []  # (session path, its checkpoint's first finding)
         self.histogram = [0] * (len(CALL_BUCKETS) + 1)
         self._top: list[_Ranked] = []
         self._top_size = top
@@ -246,6 +312,8 @@ class FleetSummary:
             self.broken += 1
             if len(self.broken_listed) < LISTED_PROBLEMS:
                 self.broken_listed.append((result.path, result.chain.broken_at or 0))
+        if result.checkpoint is not None:
+            self._add_checkpoint(result.path, result.checkpoint)
         if result.error is not None:
             self.unreadable += 1
             if len(self.unreadable_listed) < LISTED_PROBLEMS:
@@ -265,6 +333,18 @@ class FleetSummary:
             heapq.heappush(self._top, ranked)
         elif ranked > self._top[0]:
             heapq.heapreplace(self._top, ranked)
+
+    def _add_checkpoint(self, path: str, status: CheckpointStatus) -> None:
+        self.checkpoints += 1
+        if status.status == "anchored":
+            self.anchored += 1
+        elif status.status == "unverified":
+            self.unverified += 1
+        else:
+            self.failed_checkpoints += 1
+            if len(self.failed_listed) < LISTED_PROBLEMS:
+                kind, message = status.findings[0]
+                self.failed_listed.append((path, f"{kind}: {message}"))
 
     def top_sessions(self) -> list[tuple[str, int, int, tuple[tuple[str, int], ...]]]:
         """(path, findings, calls, findings by kind) of the sessions with the most findings, most first."""

@@ -11,10 +11,10 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.fleet import FleetSummary, SessionResult, finding_rule, ranked_counts
+from toolreplay.audit.fleet import CheckpointStatus, FleetSummary, SessionResult, finding_rule, ranked_counts
 from toolreplay.format.text import escape_text
 
-__all__ = ["fold", "iter_fleet_text", "iter_fleet_json", "finding_json", "summary_json"]
+__all__ = ["fold", "iter_fleet_text", "iter_fleet_json", "finding_json", "summary_json", "checkpoint_phrase"]
 
 
 def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[SessionResult]:
@@ -33,7 +33,20 @@ def _session_head(result: SessionResult) -> str:
         parts.append(f"divergence index {result.divergence}")
     if result.chain is not None:
         parts.append("chain intact" if result.chain.intact else f"chain broken at index {result.chain.broken_at}")
+    if result.checkpoint is not None:
+        parts.append(checkpoint_phrase(result.checkpoint))
     return f"{path}: {', '.join(parts)}\n"
+
+
+def checkpoint_phrase(status: CheckpointStatus) -> str:
+    """`checkpoint anchored (ORIGIN, size N[, K links not yet anchored])`, `checkpoint failed[ (...)]` or
+    `checkpoint unverified`: the origin and size only when a trusted key signed it."""
+    if status.origin is None:
+        return f"checkpoint {status.status}"
+    facts = [escape_text(status.origin), f"size {status.size}"]
+    if status.unanchored:
+        facts.append(f"{status.unanchored} link{'' if status.unanchored == 1 else 's'} not yet anchored")
+    return f"checkpoint {status.status} ({', '.join(facts)})"
 
 
 def iter_fleet_text(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[str]:
@@ -42,7 +55,10 @@ def iter_fleet_text(results: Iterable[SessionResult], summary: FleetSummary) -> 
         yield _session_head(result)
         for f in result.findings:
             yield f"  index {f.index}: {f.kind}: {escape_text(f.message)}\n"
-        left = result.finding_count - len(result.findings)
+        checkpoint_findings = result.checkpoint.findings if result.checkpoint is not None else ()
+        for kind, message in checkpoint_findings:
+            yield f"  checkpoint: {kind}: {escape_text(message)}\n"
+        left = result.finding_count - len(result.findings) - len(checkpoint_findings)
         if left:
             yield f"  ... {left} more findings not listed\n"
     yield "\n"
@@ -53,6 +69,9 @@ def _summary_text(summary: FleetSummary) -> Iterator[str]:
     yield (f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\ncalls: {summary.calls}\n"
            f"sessions with findings: {summary.sessions_with_findings}\nfindings: {summary.findings}\n"
            f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n")
+    if summary.checkpoints:
+        yield (f"checkpoints: {summary.checkpoints}\nsessions anchored: {summary.anchored}\n"
+               f"failed checkpoints: {summary.failed_checkpoints}\nunverified checkpoints: {summary.unverified}\n")
     for title, counter in (("kind", summary.by_kind), ("tool", summary.by_tool), ("rule", summary.by_rule)):
         if counter:
             yield f"findings by {title}:\n"
@@ -77,15 +96,23 @@ def finding_json(finding: Finding) -> dict[str, Any]:
 
 def _session_json(result: SessionResult) -> dict[str, Any]:
     chain = None if result.chain is None else ("intact" if result.chain.intact else "broken")
-    return {"path": result.path, "error": result.error, "calls": result.calls, "sealed": result.sealed,
-            "chain": chain, "first_broken_index": None if result.chain is None else result.chain.broken_at,
-            "divergence": result.divergence, "findings_total": result.finding_count,
-            "findings": [finding_json(f) for f in result.findings]}
+    document: dict[str, Any] = {
+        "path": result.path, "error": result.error, "calls": result.calls, "sealed": result.sealed, "chain": chain,
+        "first_broken_index": None if result.chain is None else result.chain.broken_at,
+        "divergence": result.divergence, "findings_total": result.finding_count,
+        "findings": [finding_json(f) for f in result.findings]}
+    status = result.checkpoint
+    if status is not None:  # only for a session with a checkpoint beside it
+        document["checkpoint"] = {"path": status.path, "status": status.status, "origin": status.origin,
+                                  "size": status.size, "unanchored": status.unanchored,
+                                  "signed_by": list(status.signed_by),
+                                  "findings": [{"kind": kind, "message": message} for kind, message in status.findings]}
+    return document
 
 
 def summary_json(summary: FleetSummary) -> dict[str, Any]:
-    """The summary's facts as one JSON object."""
-    return {
+    """The summary's facts as one JSON object (the checkpoint totals only when a session had a checkpoint)."""
+    document: dict[str, Any] = {
         "sessions": summary.sessions, "unreadable": summary.unreadable, "calls": summary.calls,
         "sessions_with_findings": summary.sessions_with_findings, "findings": summary.findings,
         "sealed": summary.sealed, "broken_chains": summary.broken,
@@ -97,6 +124,13 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
         "unreadable_files": summary.unreadable_listed,
         "broken_chain_files": [{"path": path, "first_broken_index": at} for path, at in summary.broken_listed],
     }
+    if summary.checkpoints:
+        document.update({"checkpoints": summary.checkpoints, "sessions_anchored": summary.anchored,
+                         "failed_checkpoints": summary.failed_checkpoints,
+                         "unverified_checkpoints": summary.unverified,
+                         "failed_checkpoint_files": [{"path": path, "first_finding": first}
+                                                     for path, first in summary.failed_listed]})
+    return document
 
 
 def _indented(document: Any, depth: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
@@ -10,9 +11,10 @@ from toolreplay.errors import UsageError
 
 if TYPE_CHECKING:
     from toolreplay.audit.chain import LinkFact
-    from toolreplay.audit.checkpoint import CheckpointVerification, Signer
+    from toolreplay.audit.checkpoint import CheckpointVerification, Keys, Signer
 
-__all__ = ["seal_options", "verify_options", "seal_signers", "verify_with_checkpoints"]
+__all__ = ["seal_options", "verify_options", "seal_signers", "verify_with_checkpoints", "trust_options",
+           "trusted_keys"]
 
 
 def _hmac_option(parser: argparse.ArgumentParser, what: str) -> None:
@@ -38,9 +40,30 @@ def verify_options(parser: argparse.ArgumentParser) -> None:
                         help="an older checkpoint of the same log: its head must still be in the chain at its size, "
                              "and the checkpoint must not be smaller")
     parser.add_argument("--origin", metavar="ORIGIN", help="the origin the checkpoint must name")
+    trust_options(parser)
+
+
+def trust_options(parser: argparse.ArgumentParser) -> None:
+    """Add the keys that checkpoints are verified with: `--allowed-signers` and `--hmac-key`."""
     parser.add_argument("--allowed-signers", metavar="FILE",
                         help="OpenSSH allowed_signers file of the keys to trust (ssh-keygen -Y verify)")
     _hmac_option(parser, "verify")
+
+
+def trusted_keys(args: argparse.Namespace) -> Keys | None:
+    """The keys given by `--allowed-signers` and `--hmac-key`, read and checked; None when none is given.
+
+    The allowed_signers path is made absolute, so a worker in another folder finds it."""
+    from toolreplay.audit.checkpoint import Keys
+    from toolreplay.audit.signers import find_ssh_keygen, read_allowed_signers, read_hmac_secret
+
+    if not args.allowed_signers and not args.hmac_key:
+        return None
+    allowed = tuple(read_allowed_signers(args.allowed_signers)) if args.allowed_signers else ()
+    if allowed:
+        find_ssh_keygen()
+    secrets = tuple(read_hmac_secret(name, path) for name, path in args.hmac_key or ())
+    return Keys(os.path.abspath(args.allowed_signers) if args.allowed_signers else None, allowed, secrets)
 
 
 def seal_signers(args: argparse.Namespace) -> list[Signer]:
@@ -70,8 +93,7 @@ def seal_signers(args: argparse.Namespace) -> list[Signer]:
 def verify_with_checkpoints(args: argparse.Namespace,
                             links: Callable[[], Iterable[LinkFact]]) -> CheckpointVerification:
     """Read the checkpoints and keys (any bad input stops here), then check them against the links."""
-    from toolreplay.audit.checkpoint import Keys, read_checkpoint, verify_checkpoints
-    from toolreplay.audit.signers import find_ssh_keygen, read_allowed_signers, read_hmac_secret
+    from toolreplay.audit.checkpoint import read_checkpoint, verify_checkpoints
 
     if not args.checkpoint:
         raise UsageError("--previous, --origin, --allowed-signers and --hmac-key go with --checkpoint FILE")
@@ -79,9 +101,6 @@ def verify_with_checkpoints(args: argparse.Namespace,
         raise UsageError("--checkpoint needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
     checkpoint = read_checkpoint(args.checkpoint)
     previous = read_checkpoint(args.previous) if args.previous else None
-    allowed = tuple(read_allowed_signers(args.allowed_signers)) if args.allowed_signers else ()
-    if allowed:
-        find_ssh_keygen()
-    secrets = tuple(read_hmac_secret(name, path) for name, path in args.hmac_key or ())
-    keys = Keys(args.allowed_signers, allowed, secrets)
+    keys = trusted_keys(args)
+    assert keys is not None
     return verify_checkpoints(links(), checkpoint, keys, previous=previous, origin=args.origin)

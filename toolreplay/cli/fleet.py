@@ -17,6 +17,7 @@ from toolreplay.audit.engines import Engine, LocalEngine
 from toolreplay.audit.fleet import FleetSummary, SessionJob, SessionOptions, SessionResult, audit_batch, find_sessions
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
+from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.cli.audit import _positive_int, read_mutators_file
 from toolreplay.errors import UsageError
@@ -30,7 +31,7 @@ __all__ = ["register"]
 DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls
 _EXIT_CODES = """exit codes:
   0  every session read, nothing found
-  1  a finding or a broken chain in any session
+  1  a finding, a broken chain or a failed checkpoint in any session
   2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
      reports it without this exit code)"""
 
@@ -40,7 +41,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
-    return SessionOptions(frozenset(mutators), policy)
+    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args))
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -110,6 +111,9 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
         io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {escape_text(message)}\n")
     if summary.unreadable > len(summary.unreadable_listed):
         io.stderr.write(f"... and {summary.unreadable - len(summary.unreadable_listed)} more unreadable files\n")
+    if summary.unverified:
+        io.stderr.write(f"warning: {summary.unverified} checkpoint{'' if summary.unverified == 1 else 's'} not "
+                        "verified: give --allowed-signers FILE or --hmac-key NAME SECRET_FILE to check them\n")
     if summary.unreadable and not args.allow_unreadable:
         return 2
     return 1 if summary.found else 0
@@ -134,4 +138,5 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--allow-unreadable", action="store_true",
                         help="report unreadable sessions without making the exit code 2")
+    checkpoint_cli.trust_options(parser)  # verify each SESSION.checkpoint beside a SESSION.jsonl with these keys
     parser.set_defaults(run=_run_audit)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 from toolreplay.audit.detail import CallView, SessionDetail
 from toolreplay.audit.findings import Finding
+from toolreplay.audit.fleet_render import checkpoint_phrase
 from toolreplay.format.text import escape_text
 
 __all__ = ["text", "path_text", "json_text", "kind_hue", "script_data", "page", "kind_badge", "stat_cards",
@@ -165,11 +166,12 @@ b.appendChild(el('b',null,num(p[1])));k.appendChild(b);});tr.appendChild(k);var 
 if(r[8]!==null){parts.push(['err','unreadable'],['mono',r[8]]);}
 else{if(r[6]!==null)parts.push(['','divergence at '+r[6]]);
 if(r[7]!==null)parts.push(['chain-broken','chain broken at '+r[7]]);else if(r[9])parts.push(['ok','chain intact']);
+if(r[10])parts.push([r[10]==='failed'?'chain-broken':r[10]==='anchored'?'ok':'','checkpoint '+r[10]]);
 if(!parts.length&&!r[3])parts.push(['ok','clean']);}
 parts.forEach(function(p,i){if(i)s.appendChild(document.createTextNode(r[8]!==null?' ':', '));
 s.appendChild(el('span',p[0],p[1]));});
 tr.appendChild(s);return tr;}
-function flagged(r){return r[3]>0||r[7]!==null||r[8]!==null;}
+function flagged(r){return r[3]>0||r[7]!==null||r[8]!==null||r[10]==='failed';}
 function render(){var end=Math.min(shown+STEP,list.length),f=document.createDocumentFragment();
 for(var i=shown;i<end;i++)f.appendChild(row(list[i]));body.appendChild(f);shown=end;more.hidden=shown>=list.length;
 count.textContent='showing '+num(shown)+' of '+num(list.length)+(list===rows?'':' matching');}
@@ -234,6 +236,19 @@ def _chain_text(detail: SessionDetail) -> str:
             f'found <code>{text(detail.chain.found or "")}</code>)')
 
 
+def _checkpoint_text(detail: SessionDetail) -> str:
+    status = detail.checkpoint
+    if status is None:
+        return ""
+    phrase = text(checkpoint_phrase(status))
+    if status.status == "anchored":
+        return f'<span class="ok">{phrase}</span>'
+    if status.status == "unverified":
+        return phrase
+    found = "; ".join(f"{kind}: {message}" for kind, message in status.findings)
+    return f'<span class="chain-broken">{phrase}</span> ({text(found)})'
+
+
 def _short(value: str) -> str:
     return text(value if len(value) <= 100 else value[:100] + "…")
 
@@ -286,6 +301,9 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
     if detail.divergence is not None:
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
     meta.append(_chain_text(detail))
+    meta.append(_checkpoint_text(detail))
+    # The findings of calls: a checkpoint's findings are counted in finding_count and shown in the line above.
+    listed = detail.finding_count - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0)
     yield f'<p class="meta">{" · ".join(part for part in meta if part)}</p>\n'
     if detail.error is not None:
         yield f'<p class="err mono">{text(detail.error)}</p>\n'
@@ -297,10 +315,10 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
         rows = "".join(f'<tr><td class="n"><a href="#{prefix}c{f.index}">{f.index}</a></td><td>{kind_badge(f.kind)}'
                        f'</td><td>{text(f.message)}</td></tr>' for f in detail.findings)
         yield (f'<details class="list"{" open" if findings_open else ""}><summary>Findings '
-               f'({_shown(len(detail.findings), detail.finding_count)})</summary>'
+               f'({_shown(len(detail.findings), listed)})</summary>'
                '<table class="findings"><thead><tr><th class="n">Index</th>'
                f'<th>Kind</th><th>Finding</th></tr></thead><tbody>{rows}</tbody></table></details>\n')
-    left = detail.finding_count - len(detail.findings)
+    left = listed - len(detail.findings)
     if left > 0:
         yield (f'<p class="note">{number(left)} more findings are not shown here; '
                f'<code>toolreplay replay --format json</code> lists them all.</p>\n')

@@ -51,7 +51,7 @@ def session_page(detail: SessionDetail, command: str, agent: str | None = None) 
     return page(f"{command}: {detail.path}", [*body, *session_view(detail), "</section>\n"])
 
 
-_Row = tuple[str, int, int, list[list[Any]], "int | None", "int | None", "str | None", bool]
+_Row = tuple[str, int, int, list[list[Any]], "int | None", "int | None", "str | None", bool, "str | None"]
 
 
 class RowSpool:
@@ -65,7 +65,7 @@ class RowSpool:
         """Spool one session's row."""
         broken = None if result.chain is None or result.chain.intact else result.chain.broken_at
         row = [result.path, result.calls, result.finding_count, result.by_kind, result.divergence, broken,
-               result.error, result.sealed]
+               result.error, result.sealed, None if result.checkpoint is None else result.checkpoint.status]
         self._file.write(json.dumps(row, ensure_ascii=False) + "\n")
         self.count += 1
 
@@ -73,8 +73,8 @@ class RowSpool:
         """The spooled rows, in the order they were added."""
         self._file.seek(0)
         for line in self._file:
-            path, calls, findings, kinds, divergence, broken, error, sealed = json.loads(line)
-            yield path, calls, findings, kinds, divergence, broken, error, sealed
+            path, calls, findings, kinds, divergence, broken, error, sealed, checkpoint = json.loads(line)
+            yield path, calls, findings, kinds, divergence, broken, error, sealed, checkpoint
 
     def close(self) -> None:
         """Delete the spool."""
@@ -110,7 +110,8 @@ def _overview(summary: FleetSummary, subtitle: str) -> Iterator[str]:
                        "bad" if summary.sessions_with_findings else "good"),
                       ("findings", summary.findings, "bad" if summary.findings else "good"),
                       ("broken chains", summary.broken, "bad" if summary.broken else ""),
-                      ("unreadable files", summary.unreadable, "bad" if summary.unreadable else "")])
+                      ("unreadable files", summary.unreadable, "bad" if summary.unreadable else ""),
+                      *_checkpoint_cards(summary)])
     yield '<div class="grid">\n'
     yield _panel("Findings by kind", bar_chart(ranked_counts(summary.by_kind), kinds=True))
     yield _panel("Findings by tool", bar_chart(_tool_rows(summary)))
@@ -118,6 +119,16 @@ def _overview(summary: FleetSummary, subtitle: str) -> Iterator[str]:
     if summary.by_rule:
         yield _panel("Findings by rule", bar_chart(ranked_counts(summary.by_rule), hue=290))
     yield "</div>\n"
+
+
+def _checkpoint_cards(summary: FleetSummary) -> list[tuple[str, int, str]]:
+    if not summary.checkpoints:
+        return []
+    cards = [("sessions anchored", summary.anchored, "good" if summary.anchored == summary.checkpoints else ""),
+             ("failed checkpoints", summary.failed_checkpoints, "bad" if summary.failed_checkpoints else "")]
+    if summary.unverified:
+        cards.append(("unverified checkpoints", summary.unverified, ""))
+    return cards
 
 
 def _panel(title: str, content: str) -> str:
@@ -146,6 +157,14 @@ def _problems(summary: FleetSummary, base: str) -> Iterator[str]:
             yield (f'<tr><td class="path">{path_text(path, base)}</td>'
                    f'<td class="chain-broken">first broken link: index {at}</td></tr>\n')
         yield "</tbody></table>" + _left_out(summary.broken - len(summary.broken_listed)) + "</section>\n"
+    if summary.failed_checkpoints:
+        yield (f'<h2>Failed checkpoints ({number(summary.failed_checkpoints)})</h2>\n'
+               '<section class="panel"><table><tbody>\n')
+        for path, first in summary.failed_listed:
+            yield (f'<tr><td class="path">{path_text(path, base)}</td>'
+                   f'<td class="chain-broken">{text(first)}</td></tr>\n')
+        yield ("</tbody></table>" + _left_out(summary.failed_checkpoints - len(summary.failed_listed))
+               + "</section>\n")
     if summary.unreadable:
         yield f'<h2>Unreadable files ({number(summary.unreadable)})</h2>\n<section class="panel"><table><tbody>\n'
         for message in summary.unreadable_listed:
@@ -158,12 +177,14 @@ def _left_out(count: int) -> str:
 
 
 def _row_json(row: _Row, anchors: dict[str, str], base: str) -> str:
-    path, calls, findings, kinds, divergence, broken, error, sealed = row
+    path, calls, findings, kinds, divergence, broken, error, sealed, checkpoint = row
     shown = path[len(base):] if path.startswith(base) else path
     folder, slash, name = shown.rpartition("/")
     fields = [escape_text(folder + slash), escape_text(name), calls, findings,
               [[escape_text(kind), count] for kind, count in kinds], anchors.get(path, ""), divergence, broken,
               None if error is None else escape_text(error), sealed]
+    if checkpoint is not None:  # the checkpoint's status, only for a session that has one
+        fields.append(checkpoint)
     return json.dumps(fields, separators=(",", ":"))
 
 
