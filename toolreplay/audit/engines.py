@@ -12,11 +12,12 @@ submission order, so the caller can stream them into a report without holding th
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from toolreplay.format.chunks import _fork_context, default_jobs
+from toolreplay.format.chunks import _fork_context, _start_worker, default_jobs
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -83,7 +84,9 @@ class LocalEngine:
             return
         from concurrent.futures import ProcessPoolExecutor
 
-        executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context)
+        # Workers die with this process (and leave Ctrl-C to it), as the session reader's do.
+        executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_start_worker,
+                                       initargs=(os.getpid(),))
         pending: list[Future[list[R]]] = []
         try:
             def submit(batch: list[J]) -> Future[list[R]]:

@@ -40,7 +40,8 @@ EXIT_CODES = """exit codes:
   0  clean: no findings, an intact chain
   1  findings, or a broken chain
   2  usage error (bad arguments, a missing or unreadable file), malformed input, or a failure
-     writing the output"""
+     writing the output
+  130 interrupted (Ctrl-C), 141 the reader closed the output pipe, 143 stopped by SIGTERM"""
 
 
 class ArgumentError(UsageError):
