@@ -67,7 +67,7 @@ def map_in_order(submit: Callable[[list[J]], Any], result: Callable[[Any], list[
 class LocalEngine:
     """This machine: `jobs` forked worker processes, or this process alone when `jobs` is 1."""
 
-    def __init__(self, jobs: int | None = None, batch_size: int = 16) -> None:
+    def __init__(self, jobs: int | None = None, batch_size: int = 64) -> None:
         self.jobs = default_jobs() if jobs is None else jobs
         self.batch_size = batch_size
 

@@ -24,7 +24,7 @@ _POSITION = struct.Struct("<Q")  # read from a key's bytes 1-8 (byte 0 picks the
 _SIZE = _SLOT.size
 _MAX_INDEX = (1 << 32) - 1
 _HASH_MASK = (1 << 64) - 1
-_FIRST_SLOTS = 128  # slots per part to start with: 1 MB in all
+_FIRST_SLOTS = 4  # slots per part to start with: 32 KB in all, doubling as the part fills
 _DOUBLING_LIMIT = 4096  # a part doubles while smaller (fewer rehashes), then grows by half (less memory)
 
 
