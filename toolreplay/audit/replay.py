@@ -67,7 +67,10 @@ class _CallTable:
 
     def swap(self, key: bytes, response: int, flags: int, index: int) -> tuple[int, int, int] | None:
         """Record a call at `index` as the call's latest; return the latest before it (response, flags,
-        index), or None for a first call. The same 32 bytes a call as `visit`, used the other way."""
+        index), or None for a first call. The same 32 bytes a call as `visit`, used the other way.
+
+        The probe loop repeats `visit`'s on purpose: it runs once per record, and a shared helper
+        would cost a Python call per record on replay's hottest path."""
         if index > _MAX_INDEX:
             raise ToolReplayError(f"replay supports sessions of up to {_MAX_INDEX + 1} calls")
         part = key[0]
