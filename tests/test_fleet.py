@@ -490,3 +490,26 @@ class CheckpointFleetTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class WorkerRenderingTest(unittest.TestCase):
+    """Sessions rendered by the workers give the bytes the writer would have made itself."""
+
+    def test_rendered_parts_equal_the_writers_own(self) -> None:
+        from dataclasses import replace as _replace
+
+        from toolreplay.audit.fleet import FleetSummary, SessionOptions, audit_batch, find_sessions
+        from toolreplay.policy import load_policy
+
+        jobs = find_sessions([SAMPLES])
+        plain = SessionOptions(policy=load_policy(os.path.join(SAMPLES, "scope.json")))
+        for form, render in (("json", iter_fleet_json), ("text", iter_fleet_text)):
+            with self.subTest(form=form):
+                outputs = []
+                for options in (plain, _replace(plain, render=form)):
+                    results = audit_batch(jobs, options)
+                    self.assertEqual(all(r.rendered is not None for r in results), options.render is not None)
+                    summary = FleetSummary()
+                    outputs.append("".join(render(fold(results, summary), summary)))
+                self.assertEqual(outputs[0], outputs[1])
+                self.assertIn("permission-overreach", outputs[0])

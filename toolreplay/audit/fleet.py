@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
 from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts, walk_link_facts
@@ -48,6 +48,7 @@ class SessionOptions:
     mutators: frozenset[str] = DEFAULT_MUTATORS
     policy: Policy | None = None
     keys: Keys | None = None  # the keys checkpoints are verified with (None: checkpoints are not verified)
+    render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +97,7 @@ class SessionResult:
     chain: ChainReport | None = None  # for a sealed file
     error: str | None = None  # `PATH:LINE: message` when the session could not be read
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
+    rendered: str | None = None  # this session's part of the report, when the options asked for one
 
     @property
     def found(self) -> bool:
@@ -230,8 +232,18 @@ def _located(exc: ToolReplayError, display: str) -> str:
 
 
 def audit_batch(jobs: Sequence[SessionJob], options: SessionOptions) -> list[SessionResult]:
-    """`audit_session` over a batch, so an engine pays its per-task overhead once per batch."""
-    return [audit_session(job, options) for job in jobs]
+    """`audit_session` over a batch, so an engine pays its per-task overhead once per batch.
+
+    With `options.render`, each session's part of the text or JSON report is rendered here, by the
+    worker, so the process that writes the report only joins the parts (rendering is pure: the bytes
+    are those the writer would make).
+    """
+    results = [audit_session(job, options) for job in jobs]
+    if options.render is None:
+        return results
+    from toolreplay.audit.fleet_render import render_session  # the renderer imports this module
+
+    return [replace(result, rendered=render_session(result, options.render)) for result in results]
 
 
 def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:

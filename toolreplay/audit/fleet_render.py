@@ -49,20 +49,35 @@ def checkpoint_phrase(status: CheckpointStatus) -> str:
     return f"checkpoint {status.status} ({', '.join(facts)})"
 
 
+def render_session(result: SessionResult, form: str) -> str:
+    """One session's part of the `text` or `json` fleet report."""
+    if form == "json":
+        return _indented(_session_json(result), 4)
+    return "".join(_session_text(result))
+
+
 def iter_fleet_text(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[str]:
     """One line per session (its findings indented below it), a blank line, then the summary."""
     for result in results:
-        yield _session_head(result)
-        for f in result.findings:
-            yield f"  index {f.index}: {f.kind}: {escape_text(f.message)}\n"
-        checkpoint_findings = result.checkpoint.findings if result.checkpoint is not None else ()
-        for kind, message in checkpoint_findings:
-            yield f"  checkpoint: {kind}: {escape_text(message)}\n"
-        left = result.finding_count - len(result.findings) - len(checkpoint_findings)
-        if left:
-            yield f"  ... {left} more findings not listed\n"
+        if result.rendered is not None:
+            yield result.rendered
+        else:
+            yield from _session_text(result)
     yield "\n"
     yield from _summary_text(summary)
+
+
+def _session_text(result: SessionResult) -> Iterator[str]:
+    """One session's lines of the text report: its head, then its findings indented."""
+    yield _session_head(result)
+    for f in result.findings:
+        yield f"  index {f.index}: {f.kind}: {escape_text(f.message)}\n"
+    checkpoint_findings = result.checkpoint.findings if result.checkpoint is not None else ()
+    for kind, message in checkpoint_findings:
+        yield f"  checkpoint: {kind}: {escape_text(message)}\n"
+    left = result.finding_count - len(result.findings) - len(checkpoint_findings)
+    if left:
+        yield f"  ... {left} more findings not listed\n"
 
 
 def _summary_text(summary: FleetSummary) -> Iterator[str]:
@@ -142,6 +157,7 @@ def iter_fleet_json(results: Iterable[SessionResult], summary: FleetSummary) -> 
     yield '{\n  "command": "audit",\n  "sessions": ['
     first = True
     for result in results:
-        yield ("\n    " if first else ",\n    ") + _indented(_session_json(result), 4)
+        part = result.rendered if result.rendered is not None else _indented(_session_json(result), 4)
+        yield ("\n    " if first else ",\n    ") + part
         first = False
     yield ("]" if first else "\n  ]") + ',\n  "summary": ' + _indented(summary_json(summary), 2) + "\n}\n"

@@ -41,7 +41,8 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
-    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args))
+    render = args.format if args.format in ("text", "json") else None  # rendered by the workers
+    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
