@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import ChainReport
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.mutators import Candidate
 from toolreplay.audit.replay import ReplayReport, counted_findings
-from toolreplay.audit.scope import ScopeReport
 from toolreplay.format.text import escape_text
 
 if TYPE_CHECKING:  # the checkpoint module (and its subprocess import) loads only when a checkpoint is checked
     from toolreplay.audit.checkpoint import CheckpointReport, CheckpointVerification
+    from toolreplay.audit.mutators import Candidate
+    from toolreplay.audit.scope import ScopeReport
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
            "checkpoint_text", "checkpoint_json",

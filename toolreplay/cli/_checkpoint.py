@@ -68,15 +68,14 @@ def trusted_keys(args: argparse.Namespace) -> Keys | None:
 
 def seal_signers(args: argparse.Namespace) -> list[Signer]:
     """The signers `seal` was given, checked before any work; none without `--checkpoint`."""
-    # Imported here: replay and scope share this module and have no use for signing.
-    from toolreplay.audit.checkpoint import check_origin
-    from toolreplay.audit.signers import SshSigner, check_key_name, find_ssh_keygen, read_hmac_secret
-
     keys = [*(args.ssh_key or ()), *(args.hmac_key or ())]
     if not args.checkpoint:
         if keys or args.origin:
             raise UsageError("--origin, --ssh-key and --hmac-key go with --checkpoint FILE")
         return []
+    # Imported only now: a seal without a checkpoint, like replay and scope, has no use for signing.
+    from toolreplay.audit.checkpoint import check_origin
+    from toolreplay.audit.signers import SshSigner, check_key_name, find_ssh_keygen, read_hmac_secret
     if not args.origin:
         raise UsageError("--checkpoint needs --origin ORIGIN (the name of this log)")
     check_origin(args.origin)

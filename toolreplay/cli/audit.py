@@ -8,13 +8,10 @@ import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay import __version__
 from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
-from toolreplay.audit.detail import SESSION_LIMITS, build_detail
-from toolreplay.audit.fleet import SessionJob
-from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -34,15 +31,17 @@ from toolreplay.audit.replay import (
     counted_findings,
     state_fact,
 )
-from toolreplay.audit.scope import ScopeReport, audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts, usable_cores
 from toolreplay.format.output import Output, write_atomically
 from toolreplay.format.records import STDIN_NAME
-from toolreplay.policy.model import Policy, load_policy
-from toolreplay.report.pages import session_page
+
+if TYPE_CHECKING:  # imported by the commands that use them: `seal` and `verify` start faster without
+    from toolreplay.audit.fleet import SessionJob
+    from toolreplay.audit.scope import ScopeReport
+    from toolreplay.policy.model import Policy
 
 __all__ = ["register", "read_mutators_file"]
 
@@ -79,10 +78,8 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     audit: Any = audit_state_facts if args.state_aware else audit_call_facts
     extract: Any = state_fact if args.state_aware else call_fact
     if args.format == "html":
-        with _session_file(args.session, io) as job:
-            report = audit(read_facts(job.path, extract, jobs=args.jobs), mutators)
-            detail = build_detail(job, report.calls, report.divergence, report.findings, SESSION_LIMITS)
-        io.stdout.writelines(session_page(detail, "replay"))
+        report = _html_page(args.session, io, "replay", lambda path: audit(read_facts(path, extract, jobs=args.jobs),
+                                                                         mutators))
         return 1 if counted_findings(report, args.count_changes) else 0
     report = audit(read_facts(args.session, extract, jobs=args.jobs, stdin=io.stdin), mutators)
     io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
@@ -90,6 +87,8 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_mutators(args: argparse.Namespace, io: IO) -> int:
+    from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
+
     known: set[str] = set(DEFAULT_MUTATORS)
     for path in args.mutators or ():
         known.update(read_mutators_file(path))
@@ -101,12 +100,12 @@ def _run_mutators(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_scope(args: argparse.Namespace, io: IO) -> int:
+    from toolreplay.policy.model import load_policy
+
     policy = load_policy(args.scope)
     if args.format == "html":
-        with _session_file(args.session, io) as job:
-            scope = _scope_report(job.path, policy, args.jobs, io)
-            detail = build_detail(job, scope.calls, None, scope.findings, SESSION_LIMITS)
-        io.stdout.writelines(session_page(detail, "scope", policy.agent))
+        scope = _html_page(args.session, io, "scope", lambda path: _scope_report(path, policy, args.jobs, io),
+                           policy.agent)
         return 1 if scope.findings else 0
     report = _scope_report(args.session, policy, args.jobs, io)
     io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
@@ -114,9 +113,24 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
 
 def _scope_report(path: str, policy: Policy, jobs: int | None, io: IO) -> ScopeReport:
+    from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+
     if policy.rules:
         return audit_rule_facts(read_facts(path, rule_fact_extractor(policy), jobs=jobs, stdin=io.stdin), policy)
     return audit_tool_facts(read_facts(path, tool_fact, jobs=jobs, stdin=io.stdin), policy)
+
+
+def _html_page(session: str, io: IO, command: str, run: Any, agent: str | None = None) -> Any:
+    """Write the HTML page of one session's report; return the report `run(path)` made."""
+    from toolreplay.audit.detail import SESSION_LIMITS, build_detail
+    from toolreplay.report.pages import session_page
+
+    with _session_file(session, io) as job:
+        report = run(job.path)
+        detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings,
+                              SESSION_LIMITS)
+    io.stdout.writelines(session_page(detail, command, agent))
+    return report
 
 
 @contextmanager
@@ -124,6 +138,8 @@ def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
     """The session as a file that can be read twice (the page needs the calls behind the findings).
 
     Standard input is copied to a temporary file first, and errors still name `<stdin>`."""
+    from toolreplay.audit.fleet import SessionJob
+
     if path != "-":
         yield SessionJob(path, path)
         return
