@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
+from toolreplay.format.strictjson import json_type_name
 from toolreplay.policy.matchers import host_matches, is_under, url_host
 
 __all__ = ["ArgCondition", "AfterCondition", "CountCondition", "RateCondition", "Condition", "Rule",
@@ -147,15 +148,9 @@ class Ruling:
 # ---- argument tests -------------------------------------------------------------------------------
 
 def _type_name(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "an array" if isinstance(value, (list, tuple)) else "an object"
+    """`a string`, `an array`, `null`: the JSON type of an argument, for a rule error's reason."""
+    name = "array" if isinstance(value, tuple) else json_type_name(value)
+    return name if name == "null" else ("an " if name[0] in "aeiou" else "a ") + name
 
 
 def _wrong_type(condition: ArgCondition, value: Any, wanted: str) -> str:
