@@ -14,6 +14,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import call_id as _call_id
 
 __all__ = ["read_events", "content_event"]
 
@@ -28,9 +29,6 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
         raise conversation.error(position, '"content" must be a string or an array of content blocks')
     return message
 
-
-def _call_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _is_error_content(content: Any) -> bool:

@@ -13,6 +13,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import call_id as _call_id
 
 __all__ = ["read_events", "is_placeholder"]
 
@@ -22,9 +23,6 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
         raise conversation.error(position, 'not an OpenAI chat message (an object with a "role" string)')
     return message
 
-
-def _call_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def is_placeholder(function_call: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, Note, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import call_id as _call_id
 
 __all__ = ["read_events"]
 
@@ -31,9 +32,6 @@ def _item(conversation: Conversation, position: int, item: Any) -> dict[str, Any
         raise conversation.error(position, 'an item\'s "type" must be a string')
     return item
 
-
-def _call_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _call(conversation: Conversation, position: int, item: dict[str, Any]) -> ToolCall:

@@ -17,6 +17,7 @@ from toolreplay.importers.conversations import Conversation, JSONTextError, pars
 
 __all__ = [
     "CallId",
+    "call_id",
     "NameKey",
     "Event",
     "ToolCall",
@@ -104,6 +105,11 @@ class ConversionWarning:
         if self.line is None:
             return f"{self.path}: {self.message}"
         return f"{self.path}:{self.line}: {self.message}"
+
+
+def call_id(value: Any) -> str | None:
+    """A call or reply id as the log gives it; None when it is missing, empty or not a string (pairs by order)."""
+    return value if isinstance(value, str) and value else None
 
 
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str | None]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, reply_response
+from toolreplay.importers.pairing import call_id as _call_id
 
 __all__ = ["read_events"]
 
@@ -24,9 +25,6 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
         raise conversation.error(position, 'not a SWE-agent history message (an object with a "role" string)')
     return message
 
-
-def _call_id(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
 
 
 def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[ToolCall]:
