@@ -11,13 +11,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import ChainReport
-from toolreplay.audit.findings import Finding
-from toolreplay.audit.replay import ReplayReport, counted_findings
 from toolreplay.format.text import escape_text
 
-if TYPE_CHECKING:  # the checkpoint module (and its subprocess import) loads only when a checkpoint is checked
+if TYPE_CHECKING:  # modules load when their command runs: `seal` and `verify` need none of these
     from toolreplay.audit.checkpoint import CheckpointReport, CheckpointVerification
+    from toolreplay.audit.findings import Finding
     from toolreplay.audit.mutators import Candidate
+    from toolreplay.audit.replay import ReplayReport
     from toolreplay.audit.scope import ScopeReport
 
 __all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
@@ -55,6 +55,8 @@ def iter_replay_text(report: ReplayReport) -> Iterator[str]:
     """The exact documented text (docs/commands.md), in pieces."""
     divergence = "none" if report.divergence is None else f"index {report.divergence}"
     if report.state_aware:  # changed-after-write is listed as information, not counted as a finding
+        from toolreplay.audit.replay import counted_findings
+
         yield (f"calls: {report.calls}\ndivergence: {divergence}\nfindings: {counted_findings(report)}\n"
                f"information: {report.information}\n")
     else:
@@ -66,6 +68,8 @@ def iter_replay_json(report: ReplayReport) -> Iterator[str]:
     """The same facts as the replay text, as one JSON document, in pieces."""
     head: dict[str, Any] = {"command": "replay", "calls": report.calls, "divergence": report.divergence}
     if report.state_aware:
+        from toolreplay.audit.replay import counted_findings
+
         head.update({"state_aware": True, "counted_findings": counted_findings(report),
                      "information": report.information})
     yield from _json_with_findings(head, report.findings)

@@ -23,14 +23,6 @@ from toolreplay.audit.render import (
     iter_scope_text,
     mutators_text,
 )
-from toolreplay.audit.replay import (
-    DEFAULT_MUTATORS,
-    audit_call_facts,
-    audit_state_facts,
-    call_fact,
-    counted_findings,
-    state_fact,
-)
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
@@ -72,6 +64,15 @@ def _run_version(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_replay(args: argparse.Namespace, io: IO) -> int:
+    from toolreplay.audit.replay import (
+        DEFAULT_MUTATORS,
+        audit_call_facts,
+        audit_state_facts,
+        call_fact,
+        counted_findings,
+        state_fact,
+    )
+
     mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
     for path in args.mutators or ():
         mutators.update(read_mutators_file(path))
@@ -88,6 +89,7 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 
 def _run_mutators(args: argparse.Namespace, io: IO) -> int:
     from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
+    from toolreplay.audit.replay import DEFAULT_MUTATORS, state_fact
 
     known: set[str] = set(DEFAULT_MUTATORS)
     for path in args.mutators or ():
