@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import tempfile
 import unittest
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tests.support import require
@@ -253,6 +255,9 @@ class SummaryTest(unittest.TestCase):
         for path, count in (("c", 1), ("b", 3), ("a", 3), ("d", 2)):
             summary.add(SessionResult(path, 10, finding_count=count))
         self.assertEqual([top[:2] for top in summary.top_sessions()], [("a", 3), ("b", 3)])
+        nothing_kept = FleetSummary(top=0)
+        nothing_kept.add(SessionResult("a", 10, finding_count=1))
+        self.assertEqual((nothing_kept.top_sessions(), nothing_kept.findings), ([], 1))
 
     def test_an_empty_fleet_in_json(self) -> None:
         summary = FleetSummary()
@@ -488,10 +493,6 @@ class CheckpointFleetTest(unittest.TestCase):
                                      cluster.scheduler_address), run("audit", "fleet", *keys, "--format", fmt), fmt)
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 class WorkerRenderingTest(unittest.TestCase):
     """Sessions rendered by the workers give the bytes the writer would have made itself."""
 
@@ -509,7 +510,40 @@ class WorkerRenderingTest(unittest.TestCase):
                 for options in (plain, _replace(plain, render=form)):
                     results = audit_batch(jobs, options)
                     self.assertEqual(all(r.rendered is not None for r in results), options.render is not None)
+                    # what a worker sends back carries its part of the report instead of its findings
+                    self.assertEqual(any(r.findings for r in results), options.render is None)
                     summary = FleetSummary()
                     outputs.append("".join(render(fold(results, summary), summary)))
                 self.assertEqual(outputs[0], outputs[1])
                 self.assertIn("permission-overreach", outputs[0])
+
+
+def _times_three(batch: Sequence[int], argument: int) -> list[int]:
+    return [item * argument for item in batch]
+
+
+class EngineTest(unittest.TestCase):
+    def test_batch_size_follows_the_fleet_and_the_workers(self) -> None:
+        from toolreplay.audit.engines import batch_size
+
+        # (jobs, workers) -> jobs a batch: about eight batches a worker, at most 256 jobs a batch
+        cases = {(0, 2): 1, (50, 2): 4, (1228, 2): 77, (20_000, 2): 256, (20_000, 16): 157, (5, 0): 1}
+        self.assertEqual({case: batch_size(*case) for case in cases}, cases)
+
+    def test_results_come_in_order_whatever_the_batches(self) -> None:
+        from toolreplay.audit.engines import LocalEngine
+
+        jobs = list(range(100))
+        for engine in (LocalEngine(1), LocalEngine(2), LocalEngine(2, batch_size=1), LocalEngine(2, batch_size=64)):
+            with self.subTest(jobs=engine.jobs, batch_size=engine.batch_size):
+                self.assertEqual(list(engine.map_batches(_times_three, jobs, 3)), [job * 3 for job in jobs])
+
+    def test_a_result_pickles_to_an_equal_result(self) -> None:
+        job = SessionJob(os.path.join(SAMPLES, "session-dirty.jsonl"), "dirty.jsonl")
+        result = audit_session(job, SessionOptions())
+        self.assertTrue(result.findings)
+        self.assertEqual(pickle.loads(pickle.dumps(result)), result)
+
+
+if __name__ == "__main__":
+    unittest.main()

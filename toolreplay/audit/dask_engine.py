@@ -9,10 +9,10 @@ results. Workers must be able to import toolreplay and to read the paths (a shar
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from toolreplay.audit.engines import batched, map_in_order
+from toolreplay.audit.engines import batch_size, batched, map_in_order
 from toolreplay.errors import ToolReplayError, UsageError
 
 __all__ = ["DaskEngine"]
@@ -22,14 +22,18 @@ R = TypeVar("R")
 
 
 class DaskEngine:
-    """A Dask distributed cluster reached through its scheduler's address (`tcp://HOST:PORT`)."""
+    """A Dask distributed cluster reached through its scheduler's address (`tcp://HOST:PORT`).
 
-    def __init__(self, address: str, batch_size: int = 64, timeout: float = 30.0) -> None:
+    `batch_size` fixes the jobs a task; None (the default) sizes batches from the number of jobs and the
+    cluster's worker threads (`toolreplay.audit.engines.batch_size`).
+    """
+
+    def __init__(self, address: str, batch_size: int | None = None, timeout: float = 30.0) -> None:
         self.address = address
         self.batch_size = batch_size
         self.timeout = timeout
 
-    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Sequence[J],
                     argument: Any) -> Iterator[R]:
         """Results of every job, in the order of `jobs`; four batches in flight per worker thread, so a worker
         always has the next batch at hand while the scheduler and the client trade messages."""
@@ -59,7 +63,8 @@ class DaskEngine:
                 return done
 
             try:
-                yield from map_in_order(submit, result, batched(jobs, self.batch_size), 4 * threads)
+                size = self.batch_size or batch_size(len(jobs), threads)
+                yield from map_in_order(submit, result, batched(jobs, size), 4 * threads)
             finally:
                 if pending:
                     client.cancel(pending)

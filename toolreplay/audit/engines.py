@@ -22,19 +22,28 @@ from toolreplay.format.chunks import _fork_context, _start_worker, default_jobs
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-__all__ = ["Engine", "LocalEngine", "batched", "map_in_order"]
+__all__ = ["Engine", "LocalEngine", "batch_size", "batched", "map_in_order"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+
+LARGEST_BATCH = 256  # jobs a task at most: a 2-20 call session takes about 0.7 ms, so a full batch ~0.2 s
+BATCHES_PER_WORKER = 8  # at least this many batches a worker when there are jobs enough, so all end together
 
 
 class Engine(Protocol):
     """Runs `function(batch, argument)` for each batch, somewhere; yields each batch's results in order."""
 
-    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Sequence[J],
                     argument: Any) -> Iterator[R]:
         """Results of every job, in the order of `jobs`."""
         ...
+
+
+def batch_size(jobs: int, workers: int, largest: int = LARGEST_BATCH) -> int:
+    """Jobs a batch: about BATCHES_PER_WORKER batches for each worker, so the last ones end close together
+    (a big fleet's per-task overhead is then paid once for `largest` sessions), and never more than `largest`."""
+    return max(1, min(largest, -(-jobs // (BATCHES_PER_WORKER * max(workers, 1)))))
 
 
 def batched(items: Iterable[J], size: int) -> Iterator[list[J]]:
@@ -65,16 +74,19 @@ def map_in_order(submit: Callable[[list[J]], Any], result: Callable[[Any], list[
 
 
 class LocalEngine:
-    """This machine: `jobs` forked worker processes, or this process alone when `jobs` is 1."""
+    """This machine: `jobs` forked worker processes, or this process alone when `jobs` is 1.
 
-    def __init__(self, jobs: int | None = None, batch_size: int = 64) -> None:
+    `batch_size` fixes the jobs a task; None (the default) sizes batches from the number of jobs (`batch_size()`).
+    """
+
+    def __init__(self, jobs: int | None = None, batch_size: int | None = None) -> None:
         self.jobs = default_jobs() if jobs is None else jobs
         self.batch_size = batch_size
 
-    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Iterable[J],
+    def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Sequence[J],
                     argument: Any) -> Iterator[R]:
         """Results of every job, in the order of `jobs`."""
-        batches = batched(jobs, self.batch_size)
+        batches = batched(jobs, self.batch_size or batch_size(len(jobs), self.jobs))
         first = list(itertools.islice(batches, 2))
         batches = itertools.chain(first, batches)
         context = _fork_context() if self.jobs > 1 and len(first) > 1 else None

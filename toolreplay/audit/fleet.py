@@ -90,7 +90,7 @@ class SessionResult:
     sealed: bool = False
     divergence: int | None = None
     finding_count: int = 0
-    findings: tuple[Finding, ...] = ()  # the first FINDINGS_LISTED, in report order
+    findings: tuple[Finding, ...] = ()  # the first FINDINGS_LISTED, in report order; () when `rendered` has them
     by_kind: tuple[tuple[str, int], ...] = ()
     by_tool: tuple[tuple[str, int], ...] = ()
     by_rule: tuple[tuple[str, int], ...] = ()
@@ -103,6 +103,11 @@ class SessionResult:
     def found(self) -> bool:
         """Whether this session has anything to report: a finding (a checkpoint's too) or a broken chain."""
         return self.finding_count > 0 or (self.chain is not None and not self.chain.intact)
+
+    def __reduce__(self) -> tuple[type[SessionResult], tuple[Any, ...]]:
+        # A call of the class with the fields in order: half the time of a frozen dataclass's default pickling,
+        # which counts when every session's result crosses a pipe or the network.
+        return SessionResult, tuple(getattr(self, name) for name in self.__slots__)
 
 
 def finding_rule(finding: Finding) -> str | None:
@@ -236,14 +241,15 @@ def audit_batch(jobs: Sequence[SessionJob], options: SessionOptions) -> list[Ses
 
     With `options.render`, each session's part of the text or JSON report is rendered here, by the
     worker, so the process that writes the report only joins the parts (rendering is pure: the bytes
-    are those the writer would make).
+    are those the writer would make); the results then carry the parts instead of their findings.
     """
     results = [audit_session(job, options) for job in jobs]
     if options.render is None:
         return results
     from toolreplay.audit.fleet_render import render_session  # the renderer imports this module
 
-    return [replace(result, rendered=render_session(result, options.render)) for result in results]
+    # The rendered part carries the findings: the result sent back keeps only the counts the summary needs.
+    return [replace(result, rendered=render_session(result, options.render), findings=()) for result in results]
 
 
 def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
@@ -337,11 +343,15 @@ class FleetSummary:
             return
         self.sessions_with_findings += 1
         self.findings += result.finding_count
-        self.by_kind.update(dict(result.by_kind))
-        self.by_tool.update(dict(result.by_tool))
-        self.by_rule.update(dict(result.by_rule))
+        for counter, counts in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
+                                (self.by_rule, result.by_rule)):
+            for name, count in counts:  # a loop: Counter.update's checks cost more than the adding, per session
+                counter[name] += count
+        full = len(self._top) >= self._top_size
+        if full and (not self._top or result.finding_count < self._top[0].findings):
+            return  # fewer findings than every session kept: no need for the (costly) tie-break key
         ranked = _Ranked(result.finding_count, _reverse_key(result.path), result.path, result.calls, result.by_kind)
-        if len(self._top) < self._top_size:
+        if not full:
             heapq.heappush(self._top, ranked)
         elif ranked > self._top[0]:
             heapq.heapreplace(self._top, ranked)
