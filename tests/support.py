@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import time
 import unittest
 
-__all__ = ["IN_CI", "require"]
+__all__ = ["IN_CI", "require", "kill_parent"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -17,3 +19,41 @@ def require(available: bool, reason: str) -> None:
     if IN_CI:
         raise AssertionError(f"required in CI but missing: {reason}")
     raise unittest.SkipTest(reason)
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (Linux: read from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def kill_parent(parent: subprocess.Popen[bytes], sig: int) -> tuple[int, list[int]]:
+    """Send `sig` to a running parent: how many child processes it had, and those still alive 10 s later
+    (killed then, so a failing test leaves nothing behind). Linux only."""
+    workers = _children(parent.pid)
+    parent.send_signal(sig)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = [pid for pid in workers if _alive(pid)]
+    for pid in left:
+        os.kill(pid, 9)
+    return len(workers), left

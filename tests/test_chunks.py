@@ -8,10 +8,10 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import time
 import unittest
 from unittest import mock
 
+from tests.support import kill_parent
 from toolreplay.audit.chain import link_fact, seal_fact, seal_records
 from toolreplay.audit.replay import call_fact
 from toolreplay.audit.scope import tool_fact
@@ -282,36 +282,14 @@ _KILLED_READER = textwrap.dedent("""
 """)
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
 class KilledParentTest(unittest.TestCase):
     def test_workers_die_with_a_killed_parent(self) -> None:
         for sig in (signal.SIGKILL, signal.SIGTERM):
             with self.subTest(signal=sig.name):
-                self.kill_parent(sig)
+                self.killed_while_reading(sig)
 
-    def kill_parent(self, sig: int) -> None:
+    def killed_while_reading(self, sig: int) -> None:
         with tempfile.TemporaryDirectory() as folder:
             session = os.path.join(folder, "s.jsonl")
             with open(session, "wb") as handle:
@@ -322,18 +300,8 @@ class KilledParentTest(unittest.TestCase):
             root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
             parent = subprocess.Popen([sys.executable, script, session, root], stdout=subprocess.PIPE)
             self.assertEqual(parent.stdout.readline(), b"reading\n")  # type: ignore[union-attr]
-            workers = _children(parent.pid)
-            self.assertEqual(len(workers), 2)
-            parent.send_signal(sig)
-            parent.wait()
+            self.assertEqual(kill_parent(parent, sig), (2, []))
             parent.stdout.close()  # type: ignore[union-attr]
-            deadline = time.monotonic() + 10
-            while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            left = [pid for pid in workers if _alive(pid)]
-            for pid in left:
-                os.kill(pid, signal.SIGKILL)
-            self.assertEqual(left, [])
 
 
 if __name__ == "__main__":

@@ -7,13 +7,16 @@ import json
 import os
 import pickle
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
+import textwrap
 import unittest
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from tests.support import require
+from tests.support import kill_parent, require
 from toolreplay.audit.fleet import (
     FleetSummary,
     SessionJob,
@@ -25,6 +28,7 @@ from toolreplay.audit.fleet import (
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.format.chunks import _fork_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -543,6 +547,38 @@ class EngineTest(unittest.TestCase):
         result = audit_session(job, SessionOptions())
         self.assertTrue(result.findings)
         self.assertEqual(pickle.loads(pickle.dumps(result)), result)
+
+
+_KILLED_AUDIT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, sys.argv[1])
+    from toolreplay.audit.engines import LocalEngine
+
+    def slow(batch, argument):
+        time.sleep(0.05)
+        return list(batch)
+
+    if __name__ == "__main__":
+        results = LocalEngine(2, batch_size=1).map_batches(slow, list(range(400)), None)
+        next(results)
+        print("auditing", flush=True)
+        for _ in results:
+            pass
+""")
+
+
+@unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+class KilledFleetParentTest(unittest.TestCase):
+    def test_fleet_workers_die_with_a_killed_parent(self) -> None:
+        for sig in (signal.SIGKILL, signal.SIGTERM):
+            with self.subTest(signal=sig.name), tempfile.TemporaryDirectory() as folder:
+                script = os.path.join(folder, "audit.py")
+                with open(script, "w", encoding="utf-8") as handle:
+                    handle.write(_KILLED_AUDIT)
+                parent = subprocess.Popen([sys.executable, script, ROOT], stdout=subprocess.PIPE)
+                self.assertEqual(parent.stdout.readline(), b"auditing\n")  # type: ignore[union-attr]
+                self.assertEqual(kill_parent(parent, sig), (2, []))
+                parent.stdout.close()  # type: ignore[union-attr]
 
 
 if __name__ == "__main__":
