@@ -228,6 +228,74 @@ class AuditCommandTest(FleetDirTest):
         self.assertNotIn("\x1b", out)
 
 
+CHANGED = ('{"index": 0, "tool": "search", "args": {"q": "a"}, "response": {"hits": 1}}\n'
+           '{"index": 1, "tool": "write_file", "args": {"path": "x"}, "response": {"ok": true}}\n'
+           '{"index": 2, "tool": "search", "args": {"q": "a"}, "response": {"hits": 2}}\n')
+STATE_AWARE_TEXT = """\
+changed/a.jsonl: calls 3, findings 0, information 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+changed/b.jsonl: calls 3, findings 0, information 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+
+sessions: 2
+unreadable: 0
+calls: 6
+sessions with findings: 0
+findings: 0
+information: 2
+sealed: 0
+broken chains: 0
+findings by kind:
+  changed-after-write: 2
+findings by tool:
+  search: 2
+most findings:
+  1 in 3 calls: changed/a.jsonl
+  1 in 3 calls: changed/b.jsonl
+"""
+
+
+class StateAwareAuditTest(FleetDirTest):
+    """`audit --state-aware` replays each session as `replay --state-aware` does, with its exit-code rule."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        os.makedirs("changed")
+        for name in ("a", "b"):
+            self.write(f"changed/{name}.jsonl", CHANGED)
+
+    def test_a_change_after_a_write_is_information(self) -> None:
+        self.assertEqual(run("audit", "changed", "--state-aware"), (0, STATE_AWARE_TEXT, ""))
+        self.assertEqual(run("audit", "changed", "--state-aware", "--count-changes"), (1, STATE_AWARE_TEXT, ""))
+        # without --state-aware the same sessions are non-deterministic, and the report says nothing of information
+        code, out, _ = run("audit", "changed")
+        self.assertEqual((code, out.splitlines()[0]), (1, "changed/a.jsonl: calls 3, findings 1, divergence index 2"))
+        self.assertNotIn("information", out)
+
+    def test_json_and_the_local_and_serial_engines_agree(self) -> None:
+        code, out, _ = run("audit", "changed", "fleet", "--state-aware", "--format", "json", "--allow-unreadable")
+        document = json.loads(out)
+        self.assertEqual(code, 1)  # the redundant call of the dirty samples still counts
+        self.assertEqual([s.get("information") for s in document["sessions"]], [1, 1, 1, 1, 0, None, 0])
+        self.assertEqual((document["summary"]["findings"], document["summary"]["information"]), (3, 4))
+        self.assertEqual(run("audit", "changed", "fleet", "--state-aware", "--format", "json", "--allow-unreadable",
+                             "--jobs", "1"), (code, out, _))
+
+    def test_each_session_is_what_replay_state_aware_says(self) -> None:
+        code, out, _ = run("audit", "fleet/a-dirty.jsonl", "--state-aware", "--format", "json")
+        session = json.loads(out)["sessions"][0]
+        replay = json.loads(run("replay", "fleet/a-dirty.jsonl", "--state-aware", "--format", "json")[1])
+        self.assertEqual((session["findings"], session["information"]), (replay["findings"], replay["information"]))
+
+    def test_the_html_page_says_state_aware(self) -> None:
+        code, out, _ = run("audit", "changed", "--state-aware", "--format", "html")
+        self.assertEqual(code, 0)
+        self.assertIn("audited with state-aware replay", out)
+        self.assertIn("changed-after-write", out)
+
+
 @dataclass(frozen=True)
 class _RuleFinding:
     """A finding of a kind this module has never heard of, carrying a rule id (as policy rules will)."""

@@ -23,7 +23,7 @@ from typing import IO, Any
 from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import Finding
-from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, call_fact
+from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.records import Record, read_links, read_session
@@ -49,6 +49,7 @@ class SessionOptions:
     policy: Policy | None = None
     keys: Keys | None = None  # the keys checkpoints are verified with (None: checkpoints are not verified)
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
+    state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,11 +99,13 @@ class SessionResult:
     error: str | None = None  # `PATH:LINE: message` when the session could not be read
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
     rendered: str | None = None  # this session's part of the report, when the options asked for one
+    information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
 
     @property
     def found(self) -> bool:
-        """Whether this session has anything to report: a finding (a checkpoint's too) or a broken chain."""
-        return self.finding_count > 0 or (self.chain is not None and not self.chain.intact)
+        """Whether this session has anything to report: a finding (a checkpoint's too, not information) or a broken
+        chain."""
+        return self.finding_count > (self.information or 0) or (self.chain is not None and not self.chain.intact)
 
     def __reduce__(self) -> tuple[type[SessionResult], tuple[Any, ...]]:
         # A call of the class with the fields in order: half the time of a frozen dataclass's default pickling,
@@ -137,7 +140,9 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     if policy is not None:
         scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
 
-    def facts() -> Iterator[tuple[int, str, bytes, int]]:
+    extract: Callable[[Record], Any] = state_fact if options.state_aware else call_fact
+
+    def facts() -> Iterator[Any]:
         nonlocal calls, sealed
         with open_session(job) as handle:
             for record in read_session(handle, job.display):
@@ -146,14 +151,16 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
                 calls += 1
                 if scope_fact is not None:
                     scope_facts.append(scope_fact(record))
-                yield call_fact(record)
+                yield extract(record)
 
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
+    information: int | None = None
     try:
-        replay = audit_call_facts(facts(), options.mutators)
+        replay = (audit_state_facts if options.state_aware else audit_call_facts)(facts(), options.mutators)
         divergence = replay.divergence
+        information = replay.information if options.state_aware else None
         groups.append(replay.findings)
         if policy is not None:  # the same check as `scope`, names only or with the policy's rules
             scope = audit_rule_facts(scope_facts, policy) if policy.rules else audit_tool_facts(scope_facts, policy)
@@ -185,7 +192,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     extra = len(status.findings) if status is not None else 0
     return SessionResult(job.display, calls, sealed, divergence, len(findings) + extra,
                          tuple(findings[:FINDINGS_LISTED]), _counted(kinds), _counted(tools_found), _counted(rules),
-                         chain, checkpoint=status)
+                         chain, checkpoint=status, information=information)
 
 
 def _beside(path: str, shown: str) -> Checkpoint | None:
@@ -297,10 +304,15 @@ def _reverse_key(path: str) -> tuple[int, ...]:
 class FleetSummary:
     """The totals of a fleet audit, folded from results in path order; bounded memory.
 
-    `top` is how many of the sessions with the most findings it remembers.
+    `top` is how many of the sessions with the most findings it remembers. With `state_aware`, the
+    changed-after-write findings are information: listed and added up apart, and they make `found`
+    true only with `count_changes`.
     """
 
-    def __init__(self, top: int = TOP_SESSIONS) -> None:
+    def __init__(self, top: int = TOP_SESSIONS, state_aware: bool = False, count_changes: bool = False) -> None:
+        self.state_aware = state_aware
+        self.count_changes = count_changes
+        self.information = 0
         self.sessions = 0
         self.calls = 0
         self.sessions_with_findings = 0
@@ -341,8 +353,9 @@ class FleetSummary:
         self.histogram[_bucket(result.calls)] += 1
         if not result.finding_count:
             return
-        self.sessions_with_findings += 1
+        self.sessions_with_findings += result.finding_count > (result.information or 0)
         self.findings += result.finding_count
+        self.information += result.information or 0
         for counter, counts in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
                                 (self.by_rule, result.by_rule)):
             for name, count in counts:  # a loop: Counter.update's checks cost more than the adding, per session
@@ -374,8 +387,8 @@ class FleetSummary:
 
     @property
     def found(self) -> bool:
-        """Whether anything was found: a finding or a broken chain."""
-        return self.findings > 0 or self.broken > 0
+        """Whether anything was found: a finding (information only with `count_changes`) or a broken chain."""
+        return self.findings > (0 if self.count_changes else self.information) or self.broken > 0
 
 
 def _bucket(calls: int) -> int:

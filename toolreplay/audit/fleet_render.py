@@ -28,7 +28,9 @@ def _session_head(result: SessionResult) -> str:
     path = escape_text(result.path)
     if result.error is not None:
         return f"{path}: unreadable: {escape_text(result.error)}\n"
-    parts = [f"calls {result.calls}", f"findings {result.finding_count}"]
+    parts = [f"calls {result.calls}", f"findings {result.finding_count - (result.information or 0)}"]
+    if result.information:
+        parts.append(f"information {result.information}")
     if result.divergence is not None:
         parts.append(f"divergence index {result.divergence}")
     if result.chain is not None:
@@ -82,8 +84,11 @@ def _session_text(result: SessionResult) -> Iterator[str]:
 
 def _summary_text(summary: FleetSummary) -> Iterator[str]:
     yield (f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\ncalls: {summary.calls}\n"
-           f"sessions with findings: {summary.sessions_with_findings}\nfindings: {summary.findings}\n"
-           f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n")
+           f"sessions with findings: {summary.sessions_with_findings}\n"
+           f"findings: {summary.findings - summary.information}\n")
+    if summary.state_aware:  # as replay --state-aware: changed-after-write apart, not in the findings above
+        yield f"information: {summary.information}\n"
+    yield f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n"
     if summary.checkpoints:
         yield (f"checkpoints: {summary.checkpoints}\nsessions anchored: {summary.anchored}\n"
                f"failed checkpoints: {summary.failed_checkpoints}\nunverified checkpoints: {summary.unverified}\n")
@@ -116,6 +121,8 @@ def _session_json(result: SessionResult) -> dict[str, Any]:
         "first_broken_index": None if result.chain is None else result.chain.broken_at,
         "divergence": result.divergence, "findings_total": result.finding_count,
         "findings": [finding_json(f) for f in result.findings]}
+    if result.information is not None:  # state-aware: findings_total counts them, they are not counted findings
+        document["information"] = result.information
     status = result.checkpoint
     if status is not None:  # only for a session with a checkpoint beside it
         document["checkpoint"] = {"path": status.path, "status": status.status, "origin": status.origin,
@@ -129,7 +136,7 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
     """The summary's facts as one JSON object (the checkpoint totals only when a session had a checkpoint)."""
     document: dict[str, Any] = {
         "sessions": summary.sessions, "unreadable": summary.unreadable, "calls": summary.calls,
-        "sessions_with_findings": summary.sessions_with_findings, "findings": summary.findings,
+        "sessions_with_findings": summary.sessions_with_findings, "findings": summary.findings - summary.information,
         "sealed": summary.sealed, "broken_chains": summary.broken,
         "findings_by_kind": dict(ranked_counts(summary.by_kind)),
         "findings_by_tool": dict(ranked_counts(summary.by_tool)),
@@ -139,6 +146,8 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
         "unreadable_files": summary.unreadable_listed,
         "broken_chain_files": [{"path": path, "first_broken_index": at} for path, at in summary.broken_listed],
     }
+    if summary.state_aware:
+        document["information"] = summary.information
     if summary.checkpoints:
         document.update({"checkpoints": summary.checkpoints, "sessions_anchored": summary.anchored,
                          "failed_checkpoints": summary.failed_checkpoints,

@@ -31,7 +31,8 @@ __all__ = ["register"]
 DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls
 _EXIT_CODES = """exit codes:
   0  every session read, nothing found
-  1  a finding, a broken chain or a failed checkpoint in any session
+  1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
+     changed-after-write counts only with --count-changes)
   2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
      reports it without this exit code)"""
 
@@ -42,7 +43,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
         mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
-    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render)
+    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -68,7 +69,8 @@ def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: Ses
         details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
         details.sort(key=lambda d: [path for path, *_ in summary.top_sessions()].index(d.path))
         base = _common_folder(jobs)
-        subtitle = f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with replay"
+        subtitle = (f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with "
+                    + ("state-aware replay" if options.state_aware else "replay"))
         if options.policy is not None:
             subtitle += f" and scope for agent {options.policy.agent!r}"
         yield from iter_fleet_page(summary, spool.rows(), details, subtitle, base)
@@ -101,10 +103,10 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
     jobs = find_sessions(args.paths)
     results = engine.map_batches(audit_batch, jobs, options)
     if args.format == "html":
-        summary = FleetSummary(top=DETAILED_SESSIONS)
+        summary = FleetSummary(DETAILED_SESSIONS, args.state_aware, args.count_changes)
         pieces = _html(results, jobs, options, engine, summary)
     else:
-        summary = FleetSummary()
+        summary = FleetSummary(state_aware=args.state_aware, count_changes=args.count_changes)
         render = iter_fleet_json if args.format == "json" else iter_fleet_text
         pieces = render(fold(results, summary), summary)
     _write(pieces, args.output, io)
@@ -129,6 +131,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--policy", metavar="FILE", help="permission file: check every session's calls against it")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
+    parser.add_argument("--state-aware", action="store_true",
+                        help="replay as replay --state-aware: a change after a mutator is changed-after-write "
+                             "(information, not counted), a change after an error retry-after-error")
+    parser.add_argument("--count-changes", action="store_true",
+                        help="with --state-aware: count changed-after-write as findings for the exit code")
     parser.add_argument("--format", choices=("text", "json", "html"), default="text",
                         help="report format (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
