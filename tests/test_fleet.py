@@ -293,6 +293,9 @@ class StateAwareAuditTest(FleetDirTest):
         code, out, _ = run("audit", "changed", "--state-aware", "--format", "html")
         self.assertEqual(code, 0)
         self.assertIn("audited with state-aware replay", out)
+        # the cards count as the text report does: no findings, two pieces of information
+        self.assertIn('<div class="card good"><div class="v">0</div><div class="l">findings', out)
+        self.assertIn('<div class="card "><div class="v">2</div><div class="l">information', out)
         self.assertIn("changed-after-write", out)
 
 

@@ -102,10 +102,14 @@ class SessionResult:
     information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
 
     @property
+    def counted(self) -> int:
+        """The findings that count (a checkpoint's too): all but the state-aware information."""
+        return self.finding_count - (self.information or 0)
+
+    @property
     def found(self) -> bool:
-        """Whether this session has anything to report: a finding (a checkpoint's too, not information) or a broken
-        chain."""
-        return self.finding_count > (self.information or 0) or (self.chain is not None and not self.chain.intact)
+        """Whether this session has anything to report: a counted finding or a broken chain."""
+        return self.counted > 0 or (self.chain is not None and not self.chain.intact)
 
     def __reduce__(self) -> tuple[type[SessionResult], tuple[Any, ...]]:
         # A call of the class with the fields in order: half the time of a frozen dataclass's default pickling,
@@ -353,7 +357,7 @@ class FleetSummary:
         self.histogram[_bucket(result.calls)] += 1
         if not result.finding_count:
             return
-        self.sessions_with_findings += result.finding_count > (result.information or 0)
+        self.sessions_with_findings += result.counted > 0
         self.findings += result.finding_count
         self.information += result.information or 0
         for counter, counts in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
@@ -386,9 +390,14 @@ class FleetSummary:
         return [(r.path, r.findings, r.calls, r.by_kind) for r in sorted(self._top, reverse=True)]
 
     @property
+    def counted(self) -> int:
+        """The findings that count: all but the state-aware information (the reports' `findings`)."""
+        return self.findings - self.information
+
+    @property
     def found(self) -> bool:
         """Whether anything was found: a finding (information only with `count_changes`) or a broken chain."""
-        return self.findings > (0 if self.count_changes else self.information) or self.broken > 0
+        return (self.findings if self.count_changes else self.counted) > 0 or self.broken > 0
 
 
 def _bucket(calls: int) -> int:

@@ -28,7 +28,7 @@ def _session_head(result: SessionResult) -> str:
     path = escape_text(result.path)
     if result.error is not None:
         return f"{path}: unreadable: {escape_text(result.error)}\n"
-    parts = [f"calls {result.calls}", f"findings {result.finding_count - (result.information or 0)}"]
+    parts = [f"calls {result.calls}", f"findings {result.counted}"]
     if result.information:
         parts.append(f"information {result.information}")
     if result.divergence is not None:
@@ -85,7 +85,7 @@ def _session_text(result: SessionResult) -> Iterator[str]:
 def _summary_text(summary: FleetSummary) -> Iterator[str]:
     yield (f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\ncalls: {summary.calls}\n"
            f"sessions with findings: {summary.sessions_with_findings}\n"
-           f"findings: {summary.findings - summary.information}\n")
+           f"findings: {summary.counted}\n")
     if summary.state_aware:  # as replay --state-aware: changed-after-write apart, not in the findings above
         yield f"information: {summary.information}\n"
     yield f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n"
@@ -136,7 +136,7 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
     """The summary's facts as one JSON object (the checkpoint totals only when a session had a checkpoint)."""
     document: dict[str, Any] = {
         "sessions": summary.sessions, "unreadable": summary.unreadable, "calls": summary.calls,
-        "sessions_with_findings": summary.sessions_with_findings, "findings": summary.findings - summary.information,
+        "sessions_with_findings": summary.sessions_with_findings, "findings": summary.counted,
         "sealed": summary.sealed, "broken_chains": summary.broken,
         "findings_by_kind": dict(ranked_counts(summary.by_kind)),
         "findings_by_tool": dict(ranked_counts(summary.by_tool)),

@@ -14,7 +14,15 @@ from typing import Any
 
 from toolreplay.audit.detail import FLEET_LIMITS, SessionDetail, detail_batch
 from toolreplay.audit.engines import Engine, LocalEngine
-from toolreplay.audit.fleet import FleetSummary, SessionJob, SessionOptions, SessionResult, audit_batch, find_sessions
+from toolreplay.audit.fleet import (
+    TOP_SESSIONS,
+    FleetSummary,
+    SessionJob,
+    SessionOptions,
+    SessionResult,
+    audit_batch,
+    find_sessions,
+)
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli import _checkpoint as checkpoint_cli
@@ -102,11 +110,11 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
     engine = _engine(args)
     jobs = find_sessions(args.paths)
     results = engine.map_batches(audit_batch, jobs, options)
+    summary = FleetSummary(DETAILED_SESSIONS if args.format == "html" else TOP_SESSIONS, args.state_aware,
+                           args.count_changes)
     if args.format == "html":
-        summary = FleetSummary(DETAILED_SESSIONS, args.state_aware, args.count_changes)
         pieces = _html(results, jobs, options, engine, summary)
     else:
-        summary = FleetSummary(state_aware=args.state_aware, count_changes=args.count_changes)
         render = iter_fleet_json if args.format == "json" else iter_fleet_text
         pieces = render(fold(results, summary), summary)
     _write(pieces, args.output, io)

@@ -108,7 +108,8 @@ def _overview(summary: FleetSummary, subtitle: str) -> Iterator[str]:
     yield stat_cards([("sessions", summary.sessions, ""), ("calls", summary.calls, ""),
                       ("sessions with findings", summary.sessions_with_findings,
                        "bad" if summary.sessions_with_findings else "good"),
-                      ("findings", summary.findings, "bad" if summary.findings else "good"),
+                      ("findings", summary.counted, "bad" if summary.counted else "good"),
+                      *([("information", summary.information, "")] if summary.state_aware else []),
                       ("broken chains", summary.broken, "bad" if summary.broken else ""),
                       ("unreadable files", summary.unreadable, "bad" if summary.unreadable else ""),
                       *_checkpoint_cards(summary)])
