@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
+import operator
 import os
 import pickle
 import shutil
@@ -15,6 +17,7 @@ import textwrap
 import unittest
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tests.support import kill_parent, require
 from toolreplay.audit.fleet import (
@@ -28,6 +31,7 @@ from toolreplay.audit.fleet import (
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.errors import ToolReplayError
 from toolreplay.format.chunks import _fork_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -356,24 +360,50 @@ class SummaryTest(unittest.TestCase):
 class DaskEngineTest(unittest.TestCase):
     """A real `distributed.LocalCluster` with two worker processes gives the local engine's bytes."""
 
-    def test_dask_output_equals_local_output(self) -> None:
-        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
-        from distributed import LocalCluster
+    cluster: Any = None
 
+    @classmethod
+    def setUpClass(cls) -> None:
+        if distributed_available():
+            from distributed import LocalCluster
+
+            # silence_logs: the failing task of a test below would print the worker's traceback
+            cls.cluster = LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0",
+                                       silence_logs=logging.CRITICAL)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if cls.cluster is not None:
+            cls.cluster.close()
+
+    def setUp(self) -> None:
+        require(self.cluster is not None, "the distributed package is not installed (pip install 'dask[distributed]')")
+
+    def test_dask_output_equals_local_output(self) -> None:
         paths = [CORPUS] if os.path.isdir(CORPUS) else [SAMPLES]
-        with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0") as cluster:
-            for fmt in ("json",):
-                local = run("audit", *paths, "--format", fmt, "--allow-unreadable")
-                dask = run("audit", *paths, "--format", fmt, "--allow-unreadable", "--engine", "dask",
-                           "--scheduler", cluster.scheduler_address)
-                self.assertEqual(dask, local, fmt)
-            with tempfile.TemporaryDirectory() as folder:
-                local_page, dask_page = os.path.join(folder, "local.html"), os.path.join(folder, "dask.html")
-                self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", local_page)[0], 2)
-                self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", dask_page, "--engine", "dask",
-                                     "--scheduler", cluster.scheduler_address)[0], 2)
-                with open(local_page, "rb") as one, open(dask_page, "rb") as other:
-                    self.assertEqual(one.read(), other.read())
+        address = self.cluster.scheduler_address
+        for fmt in ("json",):
+            local = run("audit", *paths, "--format", fmt, "--allow-unreadable")
+            dask = run("audit", *paths, "--format", fmt, "--allow-unreadable", "--engine", "dask", "--scheduler", address)
+            self.assertEqual(dask, local, fmt)
+        with tempfile.TemporaryDirectory() as folder:
+            local_page, dask_page = os.path.join(folder, "local.html"), os.path.join(folder, "dask.html")
+            self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", local_page)[0], 2)
+            self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", dask_page, "--engine", "dask",
+                                 "--scheduler", address)[0], 2)
+            with open(local_page, "rb") as one, open(dask_page, "rb") as other:
+                self.assertEqual(one.read(), other.read())
+
+    def test_results_come_in_order_and_a_failed_task_is_named(self) -> None:
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        engine = DaskEngine(self.cluster.scheduler_address, batch_size=7)  # 15 batches, 8 in flight
+        jobs = [f"job {number}" for number in range(100)]
+        self.assertEqual(list(engine.map_batches(operator.add, jobs, [])), jobs)  # each batch comes back as it went
+        with self.assertRaises(ToolReplayError) as caught:
+            list(engine.map_batches(operator.add, jobs, None))  # list + None raises on the worker
+        self.assertEqual(str(caught.exception),
+                         'a Dask task failed: TypeError: can only concatenate list (not "NoneType") to list')
 
 
 SSH_KEYGEN = shutil.which("ssh-keygen")

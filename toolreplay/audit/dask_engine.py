@@ -9,6 +9,7 @@ results. Workers must be able to import toolreplay and to read the paths (a shar
 from __future__ import annotations
 
 import importlib
+import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -19,6 +20,12 @@ __all__ = ["DaskEngine"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+
+
+def _pickled(function: Callable[[Sequence[J], Any], list[R]], batch: Sequence[J], argument: Any) -> bytes:
+    """`function(batch, argument)` pickled on the worker: Dask then moves one bytes object, where a list of
+    results would be serialized element by element (most of a worker's own CPU, and the client's)."""
+    return pickle.dumps(function(batch, argument), protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class DaskEngine:
@@ -50,13 +57,13 @@ class DaskEngine:
             pending: list[Any] = []
 
             def submit(batch: list[J]) -> Any:
-                future = client.submit(function, batch, argument, pure=False)
+                future = client.submit(_pickled, function, batch, argument, pure=False)
                 pending.append(future)
                 return future
 
             def result(future: Any) -> list[R]:
                 try:
-                    done: list[R] = future.result()
+                    done: list[R] = pickle.loads(future.result())
                 except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
                     raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
                 pending.remove(future)
