@@ -2,8 +2,9 @@
 
 Only this module knows Dask, and it imports `distributed` when an audit starts, never at import time.
 The client sends each batch (a list of paths and the options, a few KB) as one task; a worker opens
-the files itself, audits them with the same function as the local engine and sends back the small
-results. Workers must be able to import toolreplay and to read the paths (a shared file system).
+the files itself, audits them with the same function as the local engine and sends back the batch's
+small results pickled as one bytes object. Workers must be able to import toolreplay and to read the
+paths (a shared file system).
 """
 
 from __future__ import annotations
