@@ -64,10 +64,11 @@ class DaskEngine:
 
             def result(future: Any) -> list[R]:
                 try:
-                    done: list[R] = pickle.loads(future.result())
+                    payload: bytes = future.result()
                 except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
                     raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
                 pending.remove(future)
+                done: list[R] = pickle.loads(payload)
                 return done
 
             try:
