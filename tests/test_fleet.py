@@ -394,6 +394,21 @@ class DaskEngineTest(unittest.TestCase):
             with open(local_page, "rb") as one, open(dask_page, "rb") as other:
                 self.assertEqual(one.read(), other.read())
 
+    def test_the_command_ends_with_its_whole_output_and_exit_code(self) -> None:
+        # The console entry point skips the interpreter's teardown after Dask: what it printed must all be there.
+        local = run("audit", SAMPLES, "--allow-unreadable")
+        for stdout in (subprocess.PIPE, None):
+            with tempfile.TemporaryDirectory() as folder:
+                report = os.path.join(folder, "report.txt")
+                argv = [sys.executable, "-m", "toolreplay", "audit", SAMPLES, "--allow-unreadable", "--engine", "dask",
+                        "--scheduler", self.cluster.scheduler_address] + ([] if stdout else ["-o", report])
+                done = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), stdout=stdout or
+                                      subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+                if stdout is None:
+                    with open(report, encoding="utf-8") as handle:
+                        done.stdout = handle.read()
+                self.assertEqual((done.returncode, done.stdout, done.stderr), local)
+
     def test_results_come_in_order_and_a_failed_task_is_named(self) -> None:
         from toolreplay.audit.dask_engine import DaskEngine
 
