@@ -382,10 +382,9 @@ class DaskEngineTest(unittest.TestCase):
     def test_dask_output_equals_local_output(self) -> None:
         paths = [CORPUS] if os.path.isdir(CORPUS) else [SAMPLES]
         address = self.cluster.scheduler_address
-        for fmt in ("json",):
-            local = run("audit", *paths, "--format", fmt, "--allow-unreadable")
-            dask = run("audit", *paths, "--format", fmt, "--allow-unreadable", "--engine", "dask", "--scheduler", address)
-            self.assertEqual(dask, local, fmt)
+        local = run("audit", *paths, "--format", "json", "--allow-unreadable")
+        dask = run("audit", *paths, "--format", "json", "--allow-unreadable", "--engine", "dask", "--scheduler", address)
+        self.assertEqual(dask, local)
         with tempfile.TemporaryDirectory() as folder:
             local_page, dask_page = os.path.join(folder, "local.html"), os.path.join(folder, "dask.html")
             self.assertEqual(run("audit", SAMPLES, "--format", "html", "-o", local_page)[0], 2)

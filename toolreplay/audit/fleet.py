@@ -144,7 +144,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     if policy is not None:
         scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
 
-    extract: Callable[[Record], Any] = state_fact if options.state_aware else call_fact
+    extract: Callable[[Record], Any]
+    extract, audit_facts = (state_fact, audit_state_facts) if options.state_aware else (call_fact, audit_call_facts)
 
     def facts() -> Iterator[Any]:
         nonlocal calls, sealed
@@ -162,7 +163,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     divergence: int | None = None
     information: int | None = None
     try:
-        replay = (audit_state_facts if options.state_aware else audit_call_facts)(facts(), options.mutators)
+        replay = audit_facts(facts(), options.mutators)
         divergence = replay.divergence
         information = replay.information if options.state_aware else None
         groups.append(replay.findings)

@@ -72,10 +72,10 @@ def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: Ses
     try:
         for result in fold(results, summary):
             spool.add(result)
-        chosen = {path for path, *_ in summary.top_sessions()}
-        wanted = [job for job in jobs if job.display in chosen]
+        rank = {path: place for place, (path, *_) in enumerate(summary.top_sessions())}
+        wanted = [job for job in jobs if job.display in rank]
         details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
-        details.sort(key=lambda d: [path for path, *_ in summary.top_sessions()].index(d.path))
+        details.sort(key=lambda d: rank[d.path])
         base = _common_folder(jobs)
         subtitle = (f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with "
                     + ("state-aware replay" if options.state_aware else "replay"))
