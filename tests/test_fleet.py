@@ -420,6 +420,32 @@ class DaskEngineTest(unittest.TestCase):
                          'a Dask task failed: TypeError: can only concatenate list (not "NoneType") to list')
 
 
+class AuditClusterSettingsTest(unittest.TestCase):
+    """docs/audit.md's settings for an audit cluster are real Dask settings, and the benchmark measures those."""
+
+    def documented(self) -> dict[str, str]:
+        with open(os.path.join(ROOT, "docs", "audit.md"), encoding="utf-8") as handle:
+            exports = [line.split()[1:] for line in handle if line.strip().startswith("export DASK_")]
+        self.assertEqual(len(exports), 1)
+        return dict(item.split("=", 1) for item in exports[0])
+
+    def test_the_benchmark_runs_a_cluster_with_the_documented_settings(self) -> None:
+        spec = importlib.util.spec_from_file_location("benchmark_fleet", os.path.join(ROOT, "benchmarks", "fleet.py"))
+        assert spec is not None and spec.loader is not None
+        benchmark = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(benchmark)
+        self.assertEqual(benchmark.AUDIT_SETTINGS, self.documented())
+
+    def test_dask_reads_them_as_the_profiler_off_and_a_500_ms_tick(self) -> None:
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        import dask.config
+        from dask.utils import parse_timedelta
+
+        with dask.config.set(dask.config.collect_env(self.documented())):
+            self.assertIs(dask.config.get("distributed.worker.profile.enabled"), False)
+            self.assertEqual(parse_timedelta(dask.config.get("distributed.admin.tick.interval")), 0.5)
+
+
 SSH_KEYGEN = shutil.which("ssh-keygen")
 CHECKPOINT_FLEET_TEXT = """\
 fleet/anchored.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-1, size 4)
