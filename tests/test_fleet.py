@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import logging
@@ -420,30 +421,69 @@ class DaskEngineTest(unittest.TestCase):
                          'a Dask task failed: TypeError: can only concatenate list (not "NoneType") to list')
 
 
+def documented_settings() -> dict[str, str]:
+    """The environment docs/audit.md gives the scheduler and the workers of an audit cluster (its `export` line)."""
+    with open(os.path.join(ROOT, "docs", "audit.md"), encoding="utf-8") as handle:
+        exports = [line.split()[1:] for line in handle if line.strip().startswith("export DASK_")]
+    if len(exports) != 1:
+        raise AssertionError(f"docs/audit.md has {len(exports)} export lines of Dask settings, not 1")
+    return dict(item.split("=", 1) for item in exports[0])
+
+
 class AuditClusterSettingsTest(unittest.TestCase):
     """docs/audit.md's settings for an audit cluster are real Dask settings, and the benchmark measures those."""
-
-    def documented(self) -> dict[str, str]:
-        with open(os.path.join(ROOT, "docs", "audit.md"), encoding="utf-8") as handle:
-            exports = [line.split()[1:] for line in handle if line.strip().startswith("export DASK_")]
-        self.assertEqual(len(exports), 1)
-        return dict(item.split("=", 1) for item in exports[0])
 
     def test_the_benchmark_runs_a_cluster_with_the_documented_settings(self) -> None:
         spec = importlib.util.spec_from_file_location("benchmark_fleet", os.path.join(ROOT, "benchmarks", "fleet.py"))
         assert spec is not None and spec.loader is not None
         benchmark = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(benchmark)
-        self.assertEqual(benchmark.AUDIT_SETTINGS, self.documented())
+        self.assertEqual(benchmark.AUDIT_SETTINGS, documented_settings())
 
     def test_dask_reads_them_as_the_profiler_off_and_a_500_ms_tick(self) -> None:
         require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
         import dask.config
         from dask.utils import parse_timedelta
 
-        with dask.config.set(dask.config.collect_env(self.documented())):
+        with dask.config.set(dask.config.collect_env(documented_settings())):
             self.assertIs(dask.config.get("distributed.worker.profile.enabled"), False)
             self.assertEqual(parse_timedelta(dask.config.get("distributed.admin.tick.interval")), 0.5)
+
+    def test_a_cluster_started_as_documented_audits_with_the_local_bytes(self) -> None:
+        # `dask scheduler` and `dask worker` with the settings in their environment, as docs/audit.md says.
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        from distributed import Client
+
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, True)
+        address_file = os.path.join(folder, "scheduler.json")
+        env = dict(os.environ, PYTHONPATH=ROOT, **documented_settings())
+        for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1"]):
+            process = subprocess.Popen([sys.executable, "-m", "dask", *role, "--no-dashboard", "--scheduler-file",
+                                        address_file], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+            self.addCleanup(stop_group, process)
+        with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            address = client.scheduler.address
+            settings = client.run(lambda dask_worker: (dask_worker._tick_interval,
+                                                       "profile" in dask_worker.periodic_callbacks))
+            self.assertEqual(list(settings.values()), [(0.5, False)])
+            self.assertEqual(client.run_on_scheduler(lambda dask_scheduler: dask_scheduler._tick_interval), 0.5)
+        local = run("audit", SAMPLES, "--format", "json", "--allow-unreadable")
+        self.assertEqual(run("audit", SAMPLES, "--format", "json", "--allow-unreadable", "--engine", "dask",
+                             "--scheduler", address), local)
+
+
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """Ends a process started in a session of its own, and what it started (a worker's nanny starts the worker)."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 SSH_KEYGEN = shutil.which("ssh-keygen")
