@@ -31,8 +31,7 @@ so that start-up decides its ratios; they are printed, not judged.
 
 Targets (issue 12), judged on the generated fleet: local engine >= 1.7x the sessions/s of --jobs 1;
 Dask's time within 1.3x of the local engine's (with the audit settings; the stock cluster's ratio is printed
-beside it); driver peak memory on N sessions within 10 MB of that on
-N/10. Exit 1 on a miss.
+beside it); driver peak memory on N sessions within 10 MB of that on N/10. Exit 1 on a miss.
 """
 
 from __future__ import annotations
@@ -164,13 +163,18 @@ Plan = list[tuple[str, list[str], Callable[[list[str]], Sample]]]  # label, the 
 
 
 def engine_plan(folder: str, clusters: dict[str, Cluster]) -> Plan:
-    """(label, the command, how to run it) for each engine."""
-    plan: Plan = [
-        ("--jobs 1", audit_argv(folder, "--jobs", "1"), _run_once),
-        ("local, 2 cores", audit_argv(folder, "--jobs", "2"), _run_once)]
-    plan += [(label, audit_argv(folder, "--engine", "dask", "--scheduler", cluster.address), cluster.run)
-             for label, cluster in clusters.items()]
-    return plan
+    """(label, the command, how to run it) for each engine, in the order they take turns: the two runs of each judged
+    ratio (jobs 1 and local, local and Dask with the audit settings) next to each other, either way round."""
+    def dask(label: str) -> Plan:
+        cluster = clusters.get(label)
+        if cluster is None:
+            return []
+        return [(label, audit_argv(folder, "--engine", "dask", "--scheduler", cluster.address), cluster.run)]
+
+    return [*dask(STOCK),
+            ("--jobs 1", audit_argv(folder, "--jobs", "1"), _run_once),
+            ("local, 2 cores", audit_argv(folder, "--jobs", "2"), _run_once),
+            *dask(FOR_AUDITS)]
 
 
 # The machine's own reference: the same pure-Python loop, BURN_LOOPS turns in all, in one process or split
@@ -227,7 +231,8 @@ def measure_fleet(name: str, folder: str, runs: int, clusters: dict[str, Cluster
     lines = [f"{name}: {sessions:,} sessions, {runs} runs of each, taking turns\n",
              f"  {'engine':<16} {'best s':>7} {'median s':>9} {'start s':>8} {'sessions/s':>11} {'vs jobs 1':>10} "
              f"{'cpu s':>7} {'driver MB':>10}\n"]
-    for label, kept in samples.items():
+    rows = ["--jobs 1", "local, 2 cores", STOCK, FOR_AUDITS]  # not the order of the turns
+    for label, kept in sorted(samples.items(), key=lambda item: rows.index(item[0])):
         lines.append(f"  {label:<16} {best[label]:>7.2f} {statistics.median(seconds[label]):>9.2f} "
                      f"{startup[label]:>8.2f} {sessions / best[label]:>11.0f} {best['--jobs 1'] / best[label]:>9.2f}x "
                      f"{min(s[1] for s in kept):>7.2f} {max(s[2] for s in kept):>10.1f}\n")
@@ -311,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
             if importlib.util.find_spec("distributed") is None:
                 sys.stderr.write("distributed is not installed: the Dask engine is not measured\n")
             else:
-                clusters = {STOCK: Cluster({}), FOR_AUDITS: Cluster(AUDIT_SETTINGS)}
+                clusters[STOCK] = Cluster({})  # one at a time: the finally below closes what has started
+                clusters[FOR_AUDITS] = Cluster(AUDIT_SETTINGS)
         for cluster in clusters.values():  # the workers' first task imports toolreplay: not what is measured
             checked(cluster.run(audit_argv(small, "--engine", "dask", "--scheduler", cluster.address)))
         startup = {label: min(s[0] for s in kept)
