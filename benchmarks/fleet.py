@@ -121,7 +121,8 @@ with LocalCluster(n_workers=2, processes=True, threads_per_worker=1, dashboard_a
 # What docs/audit.md recommends for the scheduler and workers of an audit cluster, as environment variables.
 AUDIT_SETTINGS = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False",
                   "DASK_DISTRIBUTED__ADMIN__TICK__INTERVAL": "500ms"}
-STOCK, FOR_AUDITS = "dask, stock", "dask, for audits"
+JOBS_1, LOCAL, STOCK, FOR_AUDITS = "--jobs 1", "local, 2 cores", "dask, stock", "dask, for audits"
+ROWS = [JOBS_1, LOCAL, STOCK, FOR_AUDITS]  # the table's order, not the order of the turns
 
 
 class Cluster:
@@ -172,8 +173,8 @@ def engine_plan(folder: str, clusters: dict[str, Cluster]) -> Plan:
         return [(label, audit_argv(folder, "--engine", "dask", "--scheduler", cluster.address), cluster.run)]
 
     return [*dask(STOCK),
-            ("--jobs 1", audit_argv(folder, "--jobs", "1"), _run_once),
-            ("local, 2 cores", audit_argv(folder, "--jobs", "2"), _run_once),
+            (JOBS_1, audit_argv(folder, "--jobs", "1"), _run_once),
+            (LOCAL, audit_argv(folder, "--jobs", "2"), _run_once),
             *dask(FOR_AUDITS)]
 
 
@@ -231,10 +232,9 @@ def measure_fleet(name: str, folder: str, runs: int, clusters: dict[str, Cluster
     lines = [f"{name}: {sessions:,} sessions, {runs} runs of each, taking turns\n",
              f"  {'engine':<16} {'best s':>7} {'median s':>9} {'start s':>8} {'sessions/s':>11} {'vs jobs 1':>10} "
              f"{'cpu s':>7} {'driver MB':>10}\n"]
-    rows = ["--jobs 1", "local, 2 cores", STOCK, FOR_AUDITS]  # not the order of the turns
-    for label, kept in sorted(samples.items(), key=lambda item: rows.index(item[0])):
+    for label, kept in sorted(samples.items(), key=lambda item: ROWS.index(item[0])):
         lines.append(f"  {label:<16} {best[label]:>7.2f} {statistics.median(seconds[label]):>9.2f} "
-                     f"{startup[label]:>8.2f} {sessions / best[label]:>11.0f} {best['--jobs 1'] / best[label]:>9.2f}x "
+                     f"{startup[label]:>8.2f} {sessions / best[label]:>11.0f} {best[JOBS_1] / best[label]:>9.2f}x "
                      f"{min(s[1] for s in kept):>7.2f} {max(s[2] for s in kept):>10.1f}\n")
 
     def ratio_line(title: str, numerator: str, denominator: str, target: str | None = None,
@@ -250,12 +250,12 @@ def measure_fleet(name: str, folder: str, runs: int, clusters: dict[str, Cluster
 
     if judged:  # the control loops ran: what two processes of Python got here in these minutes
         ratio_line("this machine's own speed-up, a pure-Python loop in 2 processes", ONE_PROCESS, TWO_PROCESSES)
-    passed = ratio_line("local speed-up over jobs 1", "--jobs 1", "local, 2 cores", f">= {LOCAL_TARGET}x",
+    passed = ratio_line("local speed-up over jobs 1", JOBS_1, LOCAL, f">= {LOCAL_TARGET}x",
                         lambda ratio: ratio >= LOCAL_TARGET)
     if STOCK in clusters:
-        ratio_line("dask time / local time, stock settings (not judged)", STOCK, "local, 2 cores")
+        ratio_line("dask time / local time, stock settings (not judged)", STOCK, LOCAL)
     if FOR_AUDITS in clusters:
-        passed = ratio_line("dask time / local time, audit settings", FOR_AUDITS, "local, 2 cores",
+        passed = ratio_line("dask time / local time, audit settings", FOR_AUDITS, LOCAL,
                             f"<= {DASK_TARGET}", lambda ratio: ratio <= DASK_TARGET) and passed
     return lines, passed
 
