@@ -412,7 +412,7 @@ class DaskEngineTest(unittest.TestCase):
     def test_results_come_in_order_and_a_failed_task_is_named(self) -> None:
         from toolreplay.audit.dask_engine import DaskEngine
 
-        engine = DaskEngine(self.cluster.scheduler_address, batch_size=7)  # 15 batches, 8 in flight
+        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)  # 34 batches in 5 groups, 2 in flight
         jobs = [f"job {number}" for number in range(100)]
         self.assertEqual(list(engine.map_batches(operator.add, jobs, [])), jobs)  # each batch comes back as it went
         with self.assertRaises(ToolReplayError) as caught:

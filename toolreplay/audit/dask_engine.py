@@ -2,8 +2,9 @@
 
 Only this module knows Dask, and it imports `distributed` when an audit starts, never at import time.
 The client sends each batch (a list of paths and the options, a few KB) as one task, pickled as one
-bytes object; a worker opens the files itself, audits them with the same function as the local engine
-and sends back the batch's small results pickled as one bytes object too. Workers must be able to
+bytes object, several batches a message to the scheduler; a worker opens the files itself, audits them
+with the same function as the local engine and sends back the batch's small results pickled as one
+bytes object too. Workers must be able to
 import toolreplay and to read the paths (a shared file system).
 """
 
@@ -21,6 +22,8 @@ __all__ = ["DaskEngine"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+
+LARGEST_GROUP = 16  # batches a message to the scheduler carries at most; the command holds a group's results at once
 
 
 def _pickled(task: bytes) -> bytes:
@@ -47,8 +50,12 @@ class DaskEngine:
 
     def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Sequence[J],
                     argument: Any) -> Iterator[R]:
-        """Results of every job, in the order of `jobs`; four batches in flight per worker thread, so a worker
-        always has the next batch at hand while the scheduler and the client trade messages."""
+        """Results of every job, in the order of `jobs`; at least four batches in flight per worker thread, so a
+        worker always has the next batch at hand while the scheduler and the client trade messages.
+
+        Batches travel in groups: one message to the scheduler submits a group (`client.map`), one gathers its
+        results. Submitted and gathered one by one, the 79 batches of 20,000 sessions took the scheduler 0.43 to
+        0.50 s of CPU and the command 1.15 to 1.35 s; in groups of 8, 0.27 to 0.39 s and 1.02 to 1.20 s."""
         try:
             distributed: Any = importlib.import_module("distributed")  # Any: the package is not typed
         except ImportError:
@@ -61,24 +68,25 @@ class DaskEngine:
             threads = sum(client.nthreads().values()) or 1
             pending: list[Any] = []
 
-            def submit(batch: list[J]) -> Any:
-                task = pickle.dumps((function, batch, argument), protocol=pickle.HIGHEST_PROTOCOL)
-                future = client.submit(_pickled, task, pure=False)
-                pending.append(future)
-                return future
+            def submit(group: list[list[J]]) -> list[Any]:
+                tasks = [pickle.dumps((function, batch, argument), protocol=pickle.HIGHEST_PROTOCOL) for batch in group]
+                futures: list[Any] = client.map(_pickled, tasks, pure=False)
+                pending.extend(futures)
+                return futures
 
-            def result(future: Any) -> list[R]:
+            def results(futures: list[Any]) -> list[R]:
                 try:
-                    payload: bytes = future.result()
+                    payloads: list[bytes] = client.gather(futures)
                 except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
                     raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
-                pending.remove(future)
-                done: list[R] = pickle.loads(payload)
-                return done
+                del pending[:len(futures)]  # groups are gathered in the order they were submitted
+                return [done for payload in payloads for done in pickle.loads(payload)]
 
             try:
                 size = self.batch_size or batch_size(len(jobs), threads)
-                yield from map_in_order(submit, result, batched(jobs, size), 4 * threads)
+                group = min(4 * threads, LARGEST_GROUP)
+                groups = batched(batched(jobs, size), group)
+                yield from map_in_order(submit, results, groups, -(-4 * threads // group) + 1)
             finally:
                 if pending:
                     client.cancel(pending)
