@@ -23,7 +23,7 @@ __all__ = ["DaskEngine"]
 J = TypeVar("J")
 R = TypeVar("R")
 
-LARGEST_GROUP = 16  # batches a message to the scheduler carries at most; the command holds a group's results at once
+LARGEST_GROUP = 16  # batches a message to the scheduler carries at most; the command holds a group's pickled results
 
 
 def _pickled(task: bytes) -> bytes:
@@ -74,13 +74,14 @@ class DaskEngine:
                 pending.extend(futures)
                 return futures
 
-            def results(futures: list[Any]) -> list[R]:
+            def results(futures: list[Any]) -> Iterator[R]:
                 try:
                     payloads: list[bytes] = client.gather(futures)
                 except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
                     raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
                 del pending[:len(futures)]  # groups are gathered in the order they were submitted
-                return [done for payload in payloads for done in pickle.loads(payload)]
+                for payload in payloads:  # one batch unpickled at a time
+                    yield from pickle.loads(payload)
 
             try:
                 size = self.batch_size or batch_size(len(jobs), threads)

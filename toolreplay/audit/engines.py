@@ -58,7 +58,7 @@ def batched(items: Iterable[J], size: int) -> Iterator[list[J]]:
         yield batch
 
 
-def map_in_order(submit: Callable[[list[J]], Any], result: Callable[[Any], list[R]], batches: Iterator[list[J]],
+def map_in_order(submit: Callable[[list[J]], Any], result: Callable[[Any], Iterable[R]], batches: Iterator[list[J]],
                  in_flight: int) -> Iterator[R]:
     """Keep `in_flight` batches submitted; yield their results in submission order.
 
