@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import time
 import unittest
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["IN_CI", "require", "kill_parent"]
+__all__ = ["IN_CI", "require", "kill_parent", "end_worker", "kill_process"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -57,3 +60,20 @@ def kill_parent(parent: subprocess.Popen[bytes], sig: int) -> tuple[int, list[in
     for pid in left:
         os.kill(pid, 9)
     return len(workers), left
+
+
+def end_worker(batch: Sequence[Any], flag: str | None) -> list[Any]:
+    """A batch function for engine tests: ends the process that runs it at once (a worker dying mid-run), every
+    time when `flag` is None, else only the first time anywhere (creating `flag`); otherwise returns its batch."""
+    if flag is not None:
+        try:
+            os.close(os.open(flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return list(batch)
+    os._exit(1)
+
+
+def kill_process(batch: Sequence[Any], pid: int) -> list[Any]:
+    """A batch function for engine tests: kills process `pid` (a Dask scheduler, say), then returns its batch."""
+    os.kill(pid, signal.SIGKILL)
+    return list(batch)

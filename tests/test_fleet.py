@@ -16,11 +16,12 @@ import sys
 import tempfile
 import textwrap
 import unittest
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
-from tests.support import kill_parent, require
+from tests.support import end_worker, kill_parent, require
 from toolreplay.audit.fleet import (
     FleetSummary,
     SessionJob,
@@ -358,6 +359,20 @@ class SummaryTest(unittest.TestCase):
         self.assertEqual(found, sorted(found))
 
 
+class HalfwayFailureTest(unittest.TestCase):
+    def test_a_run_that_fails_half_way_prints_none_of_its_report(self) -> None:
+        # An engine that stops after the first session (a lost scheduler, say): one error line, nothing else.
+        class HalfwayEngine:
+            def map_batches(self, function: Any, jobs: Sequence[Any], argument: Any) -> Iterator[Any]:
+                yield from function(jobs[:1], argument)
+                raise ToolReplayError("lost the connection to the Dask scheduler at tcp://127.0.0.1:1 (CommClosedError)")
+
+        with mock.patch("toolreplay.cli.fleet._engine", return_value=HalfwayEngine()):
+            for form in ("text", "json", "html"):
+                self.assertEqual(run("audit", SAMPLES, "--format", form), (2, "", "error: lost the connection to the "
+                                 "Dask scheduler at tcp://127.0.0.1:1 (CommClosedError)\n"), form)
+
+
 class DaskEngineTest(unittest.TestCase):
     """A real `distributed.LocalCluster` with two worker processes gives the local engine's bytes."""
 
@@ -420,6 +435,28 @@ class DaskEngineTest(unittest.TestCase):
         self.assertEqual(str(caught.exception),
                          'a Dask task failed: TypeError: can only concatenate list (not "NoneType") to list')
 
+    def test_a_worker_that_dies_mid_run_changes_nothing(self) -> None:
+        # The first task ends its worker's process; Dask runs it again elsewhere, and every batch comes back in order.
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        with tempfile.TemporaryDirectory() as folder:
+            flag = os.path.join(folder, "died")
+            engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)
+            jobs = [f"job {number}" for number in range(100)]
+            self.assertEqual(list(engine.map_batches(end_worker, jobs, flag)), jobs)
+            self.assertTrue(os.path.exists(flag))
+        self.cluster.wait_for_workers(2, timeout=60)  # the nanny has started another worker
+
+    def test_a_batch_that_kills_every_worker_stops_the_run(self) -> None:
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)
+        with self.assertRaises(ToolReplayError) as caught:
+            list(engine.map_batches(end_worker, list(range(10)), None))
+        self.assertRegex(str(caught.exception), r"\Aa Dask task failed: KilledWorker: Attempted to run task "
+                         r"'_pickled-[-0-9a-f]+' on 4 different workers, but all those workers died while running it")
+        self.cluster.wait_for_workers(2, timeout=60)
+
 
 def documented_settings() -> dict[str, str]:
     """The environment docs/audit.md gives the scheduler and the workers of an audit cluster (its `export` line)."""
@@ -454,15 +491,7 @@ class AuditClusterSettingsTest(unittest.TestCase):
         require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
         from distributed import Client
 
-        folder = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, folder, True)
-        address_file = os.path.join(folder, "scheduler.json")
-        env = dict(os.environ, PYTHONPATH=ROOT, **documented_settings())
-        for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1"]):
-            process = subprocess.Popen([sys.executable, "-m", "dask", *role, "--no-dashboard", "--scheduler-file",
-                                        address_file], cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True)
-            self.addCleanup(stop_group, process)
+        address_file, _scheduler = start_dask_cluster(self, documented_settings())
         with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
             client.wait_for_workers(1, timeout=60)
             address = client.scheduler.address
@@ -473,6 +502,50 @@ class AuditClusterSettingsTest(unittest.TestCase):
         local = run("audit", SAMPLES, "--format", "json", "--allow-unreadable")
         self.assertEqual(run("audit", SAMPLES, "--format", "json", "--allow-unreadable", "--engine", "dask",
                              "--scheduler", address), local)
+
+
+class LostSchedulerTest(unittest.TestCase):
+    def test_a_lost_scheduler_is_one_error_line(self) -> None:
+        # The first task kills the scheduler: the run stops with one line of ours, none of Dask's log lines.
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+        from distributed import Client
+
+        address_file, scheduler = start_dask_cluster(self, {})
+        with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
+            client.wait_for_workers(1, timeout=60)
+            address = client.scheduler.address
+        script = textwrap.dedent("""
+            import sys
+            from tests.support import kill_process
+            from toolreplay.audit.dask_engine import DaskEngine
+            from toolreplay.errors import ToolReplayError
+            try:
+                list(DaskEngine(sys.argv[1]).map_batches(kill_process, list(range(100)), int(sys.argv[2])))
+            except ToolReplayError as exc:
+                sys.exit(f"error: {exc}")
+            """)
+        done = subprocess.run([sys.executable, "-c", script, address, str(scheduler.pid)], cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120,
+                              check=False)
+        self.assertEqual((done.returncode, done.stdout), (1, ""))
+        self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
+
+
+def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
+    """`dask scheduler` and one `dask worker` (one thread), in sessions of their own, ended when `test` ends, with
+    `settings` in their environment: the scheduler file's path and the scheduler's process."""
+    folder = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, folder, True)
+    address_file = os.path.join(folder, "scheduler.json")
+    env = dict(os.environ, PYTHONPATH=ROOT, **settings)
+    processes = []
+    for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1"]):
+        process = subprocess.Popen([sys.executable, "-m", "dask", *role, "--no-dashboard", "--scheduler-file",
+                                    address_file], cwd=folder, env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL, start_new_session=True)
+        test.addCleanup(stop_group, process)
+        processes.append(process)
+    return address_file, processes[0]
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:

@@ -10,7 +10,9 @@ import toolreplay and to read the paths (a shared file system).
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
 import pickle
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -64,7 +66,7 @@ class DaskEngine:
             client = distributed.Client(self.address, timeout=self.timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
-        with client:
+        with _dask_logs_quiet(), client:
             threads = sum(client.nthreads().values()) or 1
             pending: list[Any] = []
 
@@ -77,8 +79,11 @@ class DaskEngine:
             def results(futures: list[Any]) -> Iterator[R]:
                 try:
                     payloads: list[bytes] = client.gather(futures)
-                except Exception as exc:  # raised on a worker: often toolreplay missing or another version there
-                    raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
+                except Exception as exc:
+                    if any(future.status == "error" for future in futures):  # raised on a worker, or workers killed
+                        raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
+                    raise ToolReplayError(f"lost the connection to the Dask scheduler at {self.address} "
+                                          f"({type(exc).__name__})") from None
                 del pending[:len(futures)]  # groups are gathered in the order they were submitted
                 for payload in payloads:  # one batch unpickled at a time
                     yield from pickle.loads(payload)
@@ -90,4 +95,27 @@ class DaskEngine:
                 yield from map_in_order(submit, results, groups, -(-4 * threads // group) + 1)
             finally:
                 if pending:
-                    client.cancel(pending)
+                    with contextlib.suppress(Exception):  # with the scheduler gone there is nothing to cancel
+                        client.cancel(pending)
+
+
+@contextlib.contextmanager
+def _dask_logs_quiet() -> Iterator[None]:
+    """Keep Dask's own log lines below CRITICAL off the command's stderr while it audits.
+
+    When the scheduler goes away, the client logs a traceback as it gives up reconnecting; a worker lost and
+    replaced logs warnings. The command reports what matters itself, as one error line (`distributed` gives
+    its loggers handlers of their own, so the filter goes on each of them)."""
+    def loud(record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.CRITICAL
+
+    handlers = {handler for name, logger in logging.root.manager.loggerDict.items()
+                if isinstance(logger, logging.Logger) and (name == "distributed" or name.startswith("distributed."))
+                for handler in logger.handlers}
+    for handler in handlers:
+        handler.addFilter(loud)
+    try:
+        yield
+    finally:
+        for handler in handlers:
+            handler.removeFilter(loud)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -27,9 +28,9 @@ from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, read_mutators_file
+from toolreplay.cli.audit import _copy_to_stdout, _positive_int, read_mutators_file
 from toolreplay.errors import UsageError
-from toolreplay.format.output import write_atomically
+from toolreplay.format.output import Output, write_atomically
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
 from toolreplay.report.pages import RowSpool, iter_fleet_page
@@ -96,13 +97,22 @@ def _common_folder(jobs: list[SessionJob]) -> str:
 
 
 def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
-    """To stdout, or to a file written whole (`toolreplay.format.output`: a device stays a device)."""
-    if not output:
-        io.stdout.writelines(pieces)
+    """To a file written whole (`toolreplay.format.output`: a device stays a device), or to stdout once the
+    report is complete: the report goes to an unnamed temporary file first, so a run that fails half-way (a
+    lost Dask scheduler, a killed worker) prints none of it, and memory does not grow with the fleet."""
+    if output:
+        with write_atomically(output) as target:
+            for piece in pieces:
+                target.write(piece.encode("utf-8"))
         return
-    with write_atomically(output) as target:
+    with tempfile.TemporaryFile() as spool:
+        sink = Output(spool, "a temporary file")
         for piece in pieces:
-            target.write(piece.encode("utf-8"))
+            sink.write(piece.encode("utf-8"))
+        sink.flush()
+        spool.seek(0)
+        io.stdout.flush()
+        _copy_to_stdout(spool, io)
 
 
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
