@@ -821,6 +821,40 @@ _KILLED_AUDIT = textwrap.dedent("""
 """)
 
 
+# The worker given job 0 dies; the other is then about to send a result larger than a pipe holds.
+_KILLED_WORKER = textwrap.dedent("""
+    import os, signal, sys, time
+    sys.path.insert(0, sys.argv[1])
+    from toolreplay.audit.engines import LocalEngine
+    from toolreplay.cli import _terminate
+    from toolreplay.errors import ToolReplayError
+
+    signal.signal(signal.SIGTERM, _terminate)  # as the command does
+
+    def die_or_bulk(batch, argument):
+        if 0 in batch:
+            time.sleep(0.1)
+            os._exit(1)
+        time.sleep(0.5)
+        return [b"x" * (1 << 20) for _ in batch]
+
+    try:
+        list(LocalEngine(2, batch_size=1).map_batches(die_or_bulk, list(range(4)), None))
+    except ToolReplayError as exc:
+        sys.exit(f"error: {exc}")
+""")
+
+
+@unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+class KilledFleetWorkerTest(unittest.TestCase):
+    def test_a_killed_worker_stops_the_run_with_one_error_line(self) -> None:
+        # The command then waited for ever for the other worker, blocked sending its result (see _start_worker).
+        done = subprocess.run([sys.executable, "-c", _KILLED_WORKER, ROOT], capture_output=True, text=True,
+                              timeout=60, check=False)
+        self.assertEqual((done.returncode, done.stdout, done.stderr),
+                         (1, "", "error: a worker process died while auditing; try again, or with --jobs 1\n"))
+
+
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
 class KilledFleetParentTest(unittest.TestCase):
     def test_fleet_workers_die_with_a_killed_parent(self) -> None:

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from toolreplay.errors import ToolReplayError
 from toolreplay.format.chunks import _fork_context, _start_worker, default_jobs
 
 if TYPE_CHECKING:
@@ -95,6 +96,7 @@ class LocalEngine:
                 yield from function(batch, argument)
             return
         from concurrent.futures import ProcessPoolExecutor
+        from concurrent.futures.process import BrokenProcessPool
 
         # Workers die with this process (and leave Ctrl-C to it), as the session reader's do.
         executor = ProcessPoolExecutor(max_workers=self.jobs, mp_context=context, initializer=_start_worker,
@@ -107,8 +109,12 @@ class LocalEngine:
                 return future
 
             def result(future: Future[list[R]]) -> list[R]:
+                try:
+                    done = future.result()
+                except BrokenProcessPool:
+                    raise ToolReplayError("a worker process died while auditing; try again, or with --jobs 1") from None
                 pending.remove(future)
-                return future.result()
+                return done
 
             yield from map_in_order(submit, result, batches, 2 * self.jobs)
         finally:

@@ -144,8 +144,12 @@ def _fork_context() -> Any:
 
 
 def _start_worker(parent: int) -> None:
-    """In each worker: die with the parent (Linux's parent-death signal), leave Ctrl-C to the parent."""
+    """In each worker: die with the parent (Linux's parent-death signal), leave Ctrl-C to the parent, and let
+    SIGTERM end the worker at once. A forked worker inherits the command's SIGTERM handler, which raises
+    SystemExit; the pool stops the other workers with SIGTERM when one dies, and a worker blocked sending a
+    result turned that SystemExit into a result to send, and blocked again: the command waited for ever."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     try:
         import ctypes
 
