@@ -4,8 +4,8 @@ Only this module knows Dask, and it imports `distributed` when an audit starts, 
 The client sends each batch (a list of paths and the options, a few KB) as one task, pickled as one
 bytes object, several batches a message to the scheduler; a worker opens the files itself, audits them
 with the same function as the local engine and sends back the batch's small results pickled as one
-bytes object too. Workers must be able to
-import toolreplay and to read the paths (a shared file system).
+bytes object too. Workers must be able to import toolreplay and to read the paths (a shared file
+system).
 """
 
 from __future__ import annotations
