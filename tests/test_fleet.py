@@ -491,10 +491,8 @@ class AuditClusterSettingsTest(unittest.TestCase):
         require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
         from distributed import Client
 
-        address_file, _scheduler = start_dask_cluster(self, documented_settings())
-        with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(1, timeout=60)
-            address = client.scheduler.address
+        address, _scheduler, _worker = start_dask_cluster(self, documented_settings())
+        with Client(address, timeout=60, set_as_default=False) as client:
             settings = client.run(lambda dask_worker: (dask_worker._tick_interval,
                                                        "profile" in dask_worker.periodic_callbacks))
             self.assertEqual(list(settings.values()), [(0.5, False)])
@@ -504,16 +502,51 @@ class AuditClusterSettingsTest(unittest.TestCase):
                              "--scheduler", address), local)
 
 
-class LostSchedulerTest(unittest.TestCase):
+class DaskFaultTest(unittest.TestCase):
+    """A cluster that fails the run: each ends it with one error line, never a wait without end."""
+
+    def setUp(self) -> None:
+        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
+
+    def test_a_scheduler_without_workers_is_named_after_the_timeout(self) -> None:
+        from distributed import LocalCluster
+
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
+            address = cluster.scheduler_address
+            with self.assertRaises(ToolReplayError) as caught:
+                list(DaskEngine(address, timeout=1).map_batches(operator.add, ["job"], []))
+        self.assertEqual(str(caught.exception),
+                         f"the Dask scheduler at {address} has had no worker for 1 s; start one: dask worker {address}")
+
+    def test_a_cluster_that_loses_its_last_worker_mid_run_stops_the_run(self) -> None:
+        # A worker without a nanny, killed after the first result: nobody starts another, and the results it held
+        # are gone. The script ends as the command does after Dask, without the interpreter's teardown.
+        address, _scheduler, worker = start_dask_cluster(self, {}, "--no-nanny")
+        script = textwrap.dedent("""
+            import operator, os, signal, sys
+            from toolreplay.audit.dask_engine import DaskEngine
+            from toolreplay.errors import ToolReplayError
+            results = DaskEngine(sys.argv[1], batch_size=1, timeout=2).map_batches(operator.add, list(range(40)), [])
+            print(next(results), flush=True)
+            os.kill(int(sys.argv[2]), signal.SIGKILL)
+            try:
+                list(results)
+            except ToolReplayError as exc:
+                print(f"error: {exc}", file=sys.stderr, flush=True)
+                os._exit(2)
+            """)
+        done = subprocess.run([sys.executable, "-c", script, address, str(worker.pid)], cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120,
+                              check=False)
+        self.assertEqual((done.returncode, done.stdout, done.stderr),
+                         (2, "0\n", f"error: the Dask scheduler at {address} has had no worker for 2 s; start one: "
+                                    f"dask worker {address}\n"))
+
     def test_a_lost_scheduler_is_one_error_line(self) -> None:
         # The first task kills the scheduler: the run stops with one line of ours, none of Dask's log lines.
-        require(distributed_available(), "the distributed package is not installed (pip install 'dask[distributed]')")
-        from distributed import Client
-
-        address_file, scheduler = start_dask_cluster(self, {})
-        with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
-            client.wait_for_workers(1, timeout=60)
-            address = client.scheduler.address
+        address, scheduler, _worker = start_dask_cluster(self, {})
         script = textwrap.dedent("""
             import sys
             from tests.support import kill_process
@@ -531,21 +564,28 @@ class LostSchedulerTest(unittest.TestCase):
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
 
 
-def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str]) -> tuple[str, subprocess.Popen[bytes]]:
-    """`dask scheduler` and one `dask worker` (one thread), in sessions of their own, ended when `test` ends, with
-    `settings` in their environment: the scheduler file's path and the scheduler's process."""
+def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str],
+                       *worker_options: str) -> tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    """`dask scheduler` and one `dask worker` (one thread, `worker_options`), in sessions of their own, ended when
+    `test` ends, with `settings` in their environment: the scheduler's address once the worker has joined, the
+    scheduler's process and the worker's."""
+    from distributed import Client
+
     folder = tempfile.mkdtemp()
     test.addCleanup(shutil.rmtree, folder, True)
     address_file = os.path.join(folder, "scheduler.json")
     env = dict(os.environ, PYTHONPATH=ROOT, **settings)
     processes = []
-    for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1"]):
+    for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1", *worker_options]):
         process = subprocess.Popen([sys.executable, "-m", "dask", *role, "--no-dashboard", "--scheduler-file",
                                     address_file], cwd=folder, env=env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)
         test.addCleanup(stop_group, process)
         processes.append(process)
-    return address_file, processes[0]
+    with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
+        client.wait_for_workers(1, timeout=60)
+        address: str = client.scheduler.address
+    return address, processes[0], processes[1]
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:

@@ -67,6 +67,8 @@ class DaskEngine:
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
         with _dask_logs_quiet(), client:
+            if not client.nthreads():
+                self._wait_for_a_worker(client)
             threads = sum(client.nthreads().values()) or 1
             pending: list[Any] = []
 
@@ -76,12 +78,40 @@ class DaskEngine:
                 pending.extend(futures)
                 return futures
 
+            def settle(futures: list[Any]) -> None:
+                """Until every task of the group is done, however long that takes while the cluster has a worker;
+                a cluster left without one stops the run (Dask would wait for a worker for ever)."""
+                while futures:
+                    try:
+                        for _ in distributed.as_completed(futures, loop=client.loop, timeout=self.timeout):
+                            pass
+                        return
+                    except TimeoutError:  # still at work, or no worker is left to do it
+                        futures = [future for future in futures if not future.done()]
+                    if not client.nthreads():
+                        self._wait_for_a_worker(client)
+
+            def gather(futures: list[Any]) -> list[bytes]:
+                """The results of a settled group. A worker lost meanwhile takes its results with it and Dask runs
+                those tasks again, or waits for ever when no worker is left; `client.gather` takes no time limit,
+                so this calls what it calls with one, as `Future.result(timeout)` does."""
+                while True:
+                    try:
+                        payloads: list[bytes] = client.sync(client._gather, futures, callback_timeout=self.timeout)
+                        return payloads
+                    except TimeoutError:
+                        if not client.nthreads():
+                            self._wait_for_a_worker(client)
+
             def results(futures: list[Any]) -> Iterator[R]:
                 try:
-                    payloads: list[bytes] = client.gather(futures)
+                    settle(futures)
+                    payloads = gather(futures)
+                except ToolReplayError:
+                    raise
                 except Exception as exc:
                     if any(future.status == "error" for future in futures):  # raised on a worker, or workers killed
-                        raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {exc}") from None
+                        raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {_one_line(exc)}") from None
                     raise ToolReplayError(f"lost the connection to the Dask scheduler at {self.address} "
                                           f"({type(exc).__name__})") from None
                 del pending[:len(futures)]  # groups are gathered in the order they were submitted
@@ -98,6 +128,18 @@ class DaskEngine:
                     with contextlib.suppress(Exception):  # with the scheduler gone there is nothing to cancel
                         client.cancel(pending)
 
+    def _wait_for_a_worker(self, client: Any) -> None:
+        try:
+            client.wait_for_workers(1, timeout=self.timeout)
+        except TimeoutError:
+            raise ToolReplayError(f"the Dask scheduler at {self.address} has had no worker for {self.timeout:g} s; "
+                                  f"start one: dask worker {self.address}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    """Dask's messages run over several lines; an error line of the command holds one."""
+    return " ".join(str(error).split())
+
 
 @contextlib.contextmanager
 def _dask_logs_quiet() -> Iterator[None]:
@@ -112,10 +154,13 @@ def _dask_logs_quiet() -> Iterator[None]:
     handlers = {handler for name, logger in logging.root.manager.loggerDict.items()
                 if isinstance(logger, logging.Logger) and (name == "distributed" or name.startswith("distributed."))
                 for handler in logger.handlers}
+    event_loop = logging.getLogger("asyncio")  # a gather given up leaves tasks whose errors nobody retrieves
+    event_loop.addFilter(loud)
     for handler in handlers:
         handler.addFilter(loud)
     try:
         yield
     finally:
+        event_loop.removeFilter(loud)
         for handler in handlers:
             handler.removeFilter(loud)
