@@ -24,6 +24,7 @@ __all__ = ["DaskEngine"]
 
 J = TypeVar("J")
 R = TypeVar("R")
+T = TypeVar("T")
 
 LARGEST_GROUP = 16  # batches a message to the scheduler carries at most; the command holds a group's pickled results
 
@@ -67,8 +68,7 @@ class DaskEngine:
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
         with _dask_logs_quiet(), client:
-            if not client.nthreads():
-                self._wait_for_a_worker(client)
+            self._wait_for_a_worker(client)
             threads = sum(client.nthreads().values()) or 1
             pending: list[Any] = []
 
@@ -78,35 +78,24 @@ class DaskEngine:
                 pending.extend(futures)
                 return futures
 
-            def settle(futures: list[Any]) -> None:
-                """Until every task of the group is done, however long that takes while the cluster has a worker;
-                a cluster left without one stops the run (Dask would wait for a worker for ever)."""
-                while futures:
-                    try:
-                        for _ in distributed.as_completed(futures, loop=client.loop, timeout=self.timeout):
-                            pass
-                        return
-                    except TimeoutError:  # still at work, or no worker is left to do it
-                        futures = [future for future in futures if not future.done()]
-                    if not client.nthreads():
-                        self._wait_for_a_worker(client)
-
-            def gather(futures: list[Any]) -> list[bytes]:
-                """The results of a settled group. A worker lost meanwhile takes its results with it and Dask runs
-                those tasks again, or waits for ever when no worker is left; `client.gather` takes no time limit,
-                so this calls what it calls with one, as `Future.result(timeout)` does."""
+            def patiently(wait: Callable[[], T]) -> T:
+                """`wait()`, which gives up after the timeout, again and again while the cluster has a worker: a
+                slow group is not an error, a cluster left without a worker is (Dask would wait for ever)."""
                 while True:
                     try:
-                        payloads: list[bytes] = client.sync(client._gather, futures, callback_timeout=self.timeout)
-                        return payloads
+                        return wait()
                     except TimeoutError:
                         if not client.nthreads():
                             self._wait_for_a_worker(client)
 
             def results(futures: list[Any]) -> Iterator[R]:
                 try:
-                    settle(futures)
-                    payloads = gather(futures)
+                    # Until the whole group is done, then its results. A worker lost in between takes its results
+                    # with it, for Dask to compute again; `client.gather` takes no time limit, so the gather is the
+                    # call it makes, given one, as `Future.result(timeout)` does.
+                    patiently(lambda: list(distributed.as_completed(futures, loop=client.loop, timeout=self.timeout)))
+                    payloads: list[bytes] = patiently(
+                        lambda: client.sync(client._gather, futures, callback_timeout=self.timeout))
                 except ToolReplayError:
                     raise
                 except Exception as exc:

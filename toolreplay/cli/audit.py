@@ -162,22 +162,10 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
     facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
     lines: Iterable[bytes] = seal_facts(facts)
     tally = _Tally(lines) if signers else None
-    checkpoint = None
-    if args.output:
-        with write_atomically(args.output) as output:
-            for line in tally or lines:
-                output.write(line)
-            checkpoint = _sign(args, tally, signers)
-    else:
-        with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
-            output = Output(spool, "a temporary file")
-            for line in tally or lines:
-                output.write(line)
-            output.flush()
-            checkpoint = _sign(args, tally, signers)
-            spool.seek(0)
-            io.stdout.flush()
-            _copy_to_stdout(spool, io)
+    with output_whole(args.output, io) as output:
+        for line in tally or lines:
+            output.write(line)
+        checkpoint = _sign(args, tally, signers)
     if checkpoint is not None:
         from toolreplay.audit.checkpoint import write_atomically as write_checkpoint
 
@@ -210,6 +198,24 @@ class _Tally:
             yield line
         if self.count:
             self.head = line_digest(line)
+
+
+@contextmanager
+def output_whole(path: str | None, io: IO) -> Iterator[Output]:
+    """Yield an Output for `path` (written atomically) or, with no path, for stdout: the bytes go to an unnamed
+    temporary file first and reach stdout only when the block ends without an error, so a command that fails
+    half-way prints none of its output, and memory does not grow with it."""
+    if path:
+        with write_atomically(path) as output:
+            yield output
+        return
+    with tempfile.TemporaryFile() as spool:  # unnamed where the platform allows: nothing to clean up
+        output = Output(spool, "a temporary file")
+        yield output
+        output.flush()
+        spool.seek(0)
+        io.stdout.flush()
+        _copy_to_stdout(spool, io)
 
 
 def _copy_to_stdout(source: Any, io: IO) -> None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -28,9 +27,8 @@ from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _copy_to_stdout, _positive_int, read_mutators_file
+from toolreplay.cli.audit import _positive_int, output_whole, read_mutators_file
 from toolreplay.errors import UsageError
-from toolreplay.format.output import Output, write_atomically
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
 from toolreplay.report.pages import RowSpool, iter_fleet_page
@@ -98,21 +96,10 @@ def _common_folder(jobs: list[SessionJob]) -> str:
 
 def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
     """To a file written whole (`toolreplay.format.output`: a device stays a device), or to stdout once the
-    report is complete: the report goes to an unnamed temporary file first, so a run that fails half-way (a
-    lost Dask scheduler, a killed worker) prints none of it, and memory does not grow with the fleet."""
-    if output:
-        with write_atomically(output) as target:
-            for piece in pieces:
-                target.write(piece.encode("utf-8"))
-        return
-    with tempfile.TemporaryFile() as spool:
-        sink = Output(spool, "a temporary file")
+    report is complete, so a run that fails half-way (a lost Dask scheduler, a killed worker) prints none of it."""
+    with output_whole(output, io) as target:
         for piece in pieces:
-            sink.write(piece.encode("utf-8"))
-        sink.flush()
-        spool.seek(0)
-        io.stdout.flush()
-        _copy_to_stdout(spool, io)
+            target.write(piece.encode("utf-8"))
 
 
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
