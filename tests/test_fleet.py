@@ -564,6 +564,28 @@ class DaskFaultTest(unittest.TestCase):
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
 
 
+    def test_a_scheduler_lost_while_waiting_for_a_worker_is_named(self) -> None:
+        # A scheduler without workers, killed as the command starts to wait for one: the connection lost, said so
+        # (an error Dask gives without a file name read as "cannot write standard output" before).
+        address, scheduler, _file = start_dask_scheduler(self, {})
+        script = textwrap.dedent("""
+            import os, signal, sys
+            import distributed
+            from toolreplay.cli import main
+            waiting = distributed.Client.wait_for_workers
+            def killed_first(client, *args, **options):
+                os.kill(int(sys.argv[2]), signal.SIGKILL)
+                return waiting(client, *args, **options)
+            distributed.Client.wait_for_workers = killed_first
+            sys.exit(main(["audit", "samples", "--engine", "dask", "--scheduler", sys.argv[1]]))
+            """)
+        done = subprocess.run([sys.executable, "-c", script, address, str(scheduler.pid)], cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=180,
+                              check=False)
+        self.assertEqual((done.returncode, done.stdout), (2, ""))
+        self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
+
+
 def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str],
                        *worker_options: str) -> tuple[str, subprocess.Popen[bytes], subprocess.Popen[bytes]]:
     """`dask scheduler` and one `dask worker` (one thread, `worker_options`), in sessions of their own, ended when
@@ -571,21 +593,38 @@ def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str],
     scheduler's process and the worker's."""
     from distributed import Client
 
+    address, scheduler, address_file = start_dask_scheduler(test, settings)
+    worker = start_dask_process(test, settings, os.path.dirname(address_file), "worker", "--nworkers", "1",
+                                "--nthreads", "1", *worker_options, "--scheduler-file", address_file)
+    with Client(address, timeout=60, set_as_default=False) as client:
+        client.wait_for_workers(1, timeout=60)
+    return address, scheduler, worker
+
+
+def start_dask_scheduler(test: unittest.TestCase,
+                         settings: dict[str, str]) -> tuple[str, subprocess.Popen[bytes], str]:
+    """`dask scheduler` alone, as `start_dask_cluster` starts it: its address once it answers, its process and the
+    file that holds its address."""
+    from distributed import Client
+
     folder = tempfile.mkdtemp()
     test.addCleanup(shutil.rmtree, folder, True)
     address_file = os.path.join(folder, "scheduler.json")
-    env = dict(os.environ, PYTHONPATH=ROOT, **settings)
-    processes = []
-    for role in (["scheduler", "--port", "0"], ["worker", "--nworkers", "1", "--nthreads", "1", *worker_options]):
-        process = subprocess.Popen([sys.executable, "-m", "dask", *role, "--no-dashboard", "--scheduler-file",
-                                    address_file], cwd=folder, env=env, stdout=subprocess.DEVNULL,
-                                   stderr=subprocess.DEVNULL, start_new_session=True)
-        test.addCleanup(stop_group, process)
-        processes.append(process)
+    scheduler = start_dask_process(test, settings, folder, "scheduler", "--port", "0", "--scheduler-file", address_file)
     with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
-        client.wait_for_workers(1, timeout=60)
         address: str = client.scheduler.address
-    return address, processes[0], processes[1]
+    return address, scheduler, address_file
+
+
+def start_dask_process(test: unittest.TestCase, settings: dict[str, str], folder: str,
+                       *arguments: str) -> subprocess.Popen[bytes]:
+    """`python -m dask ARGUMENTS --no-dashboard` in `folder`, in a session of its own, with `settings` in its
+    environment, ended when `test` ends."""
+    process = subprocess.Popen([sys.executable, "-m", "dask", *arguments, "--no-dashboard"], cwd=folder,
+                               env=dict(os.environ, PYTHONPATH=ROOT, **settings), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+    test.addCleanup(stop_group, process)
+    return process
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:

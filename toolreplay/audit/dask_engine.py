@@ -68,8 +68,13 @@ class DaskEngine:
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
         with _dask_logs_quiet(), client:
-            self._wait_for_a_worker(client)
-            threads = sum(client.nthreads().values()) or 1
+            try:
+                self._wait_for_a_worker(client)
+                threads = sum(client.nthreads().values()) or 1
+            except ToolReplayError:
+                raise
+            except Exception as exc:  # the scheduler went away while the command waited for a worker
+                raise self._lost(exc) from None
             pending: list[Any] = []
 
             def submit(group: list[list[J]]) -> list[Any]:
@@ -101,8 +106,7 @@ class DaskEngine:
                 except Exception as exc:
                     if any(future.status == "error" for future in futures):  # raised on a worker, or workers killed
                         raise ToolReplayError(f"a Dask task failed: {type(exc).__name__}: {_one_line(exc)}") from None
-                    raise ToolReplayError(f"lost the connection to the Dask scheduler at {self.address} "
-                                          f"({type(exc).__name__})") from None
+                    raise self._lost(exc) from None
                 del pending[:len(futures)]  # groups are gathered in the order they were submitted
                 for payload in payloads:  # one batch unpickled at a time
                     yield from pickle.loads(payload)
@@ -116,6 +120,9 @@ class DaskEngine:
                 if pending:
                     with contextlib.suppress(Exception):  # with the scheduler gone there is nothing to cancel
                         client.cancel(pending)
+
+    def _lost(self, error: Exception) -> ToolReplayError:
+        return ToolReplayError(f"lost the connection to the Dask scheduler at {self.address} ({type(error).__name__})")
 
     def _wait_for_a_worker(self, client: Any) -> None:
         try:
