@@ -133,7 +133,12 @@ class TargetsTest(unittest.TestCase):
         fifo = os.path.join(self.folder.name, "fifo")
         os.mkfifo(fifo)
         received: list[bytes] = []
-        reader = threading.Thread(target=lambda: received.append(open(fifo, "rb").read()))  # noqa: SIM115
+
+        def read() -> None:
+            with open(fifo, "rb") as pipe:
+                received.append(pipe.read())
+
+        reader = threading.Thread(target=read)
         reader.start()
         self.assertEqual(run("seal", CLEAN, "-o", fifo), (0, "", ""))
         reader.join()
