@@ -17,7 +17,7 @@ takes on an empty page) is printed as well.
 
 With the generated fleet, the same pure-Python loop runs in one process and split between two, taking turns
 with the audits: what two processes of Python get from this machine in those minutes, the reference for the
-local engine's speed-up (on these shared 2-core machines single pairs have ranged from 1.15x to 2.47x).
+local engine's speed-up (on these shared 2-core machines single pairs have ranged from 1.15x to 2.48x).
 
 Two Dask clusters run: one with Dask's stock settings, and one with the settings docs/audit.md gives for an
 audit cluster (AUDIT_SETTINGS: the workers' statistical profiler off and their event-loop health check every

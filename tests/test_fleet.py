@@ -537,9 +537,7 @@ class DaskFaultTest(unittest.TestCase):
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 os._exit(2)
             """)
-        done = subprocess.run([sys.executable, "-c", script, address, str(worker.pid)], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120,
-                              check=False)
+        done = run_script(script, address, worker.pid)
         self.assertEqual((done.returncode, done.stdout, done.stderr),
                          (2, "0\n", f"error: the Dask scheduler at {address} has had no worker for 2 s; start one: "
                                     f"dask worker {address}\n"))
@@ -557,12 +555,9 @@ class DaskFaultTest(unittest.TestCase):
             except ToolReplayError as exc:
                 sys.exit(f"error: {exc}")
             """)
-        done = subprocess.run([sys.executable, "-c", script, address, str(scheduler.pid)], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=120,
-                              check=False)
+        done = run_script(script, address, scheduler.pid)
         self.assertEqual((done.returncode, done.stdout), (1, ""))
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
-
 
     def test_a_scheduler_lost_while_waiting_for_a_worker_is_named(self) -> None:
         # A scheduler without workers, killed as the command starts to wait for one: the connection lost, said so
@@ -579,11 +574,16 @@ class DaskFaultTest(unittest.TestCase):
             distributed.Client.wait_for_workers = killed_first
             sys.exit(main(["audit", "samples", "--engine", "dask", "--scheduler", sys.argv[1]]))
             """)
-        done = subprocess.run([sys.executable, "-c", script, address, str(scheduler.pid)], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=180,
-                              check=False)
+        done = run_script(script, address, scheduler.pid)
         self.assertEqual((done.returncode, done.stdout), (2, ""))
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
+
+
+def run_script(script: str, address: str, pid: int) -> subprocess.CompletedProcess[str]:
+    """`python -c SCRIPT ADDRESS PID` from the project's root, as a command would run: its exit code and output."""
+    return subprocess.run([sys.executable, "-c", script, address, str(pid)], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=180,
+                          check=False)
 
 
 def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str],
