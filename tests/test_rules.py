@@ -228,8 +228,8 @@ class TableTest(Harness):
                 found = [line for line in lines if line.startswith(f"index {len(history)}: ")]
                 self.assertEqual(found, [] if want is None else [want])
                 self.assertEqual(err, "")
-                self.assertEqual(lines[-2], "not checked: rule pace: a rate needs the time of each call, "
-                                            "which a record does not carry")
+                self.assertEqual(lines[-2], "not checked: rule pace: a rate needs the time of each call (meta.ts), "
+                                            "which this record does not carry")
 
 
 class GuardTest(Harness):
@@ -355,7 +355,7 @@ class BacktestTest(Harness):
         code, out, _ = self.scope(session)
         self.assertEqual(out, "calls: 4\nfindings: 1\nindex 1: policy-violation: tool 'cancel_order' denied by rule "
                               "look-first: get_order of that order first\nnot checked: rule pace: a rate needs the "
-                              "time of each call, which a record does not carry\n")
+                              "time of each call (meta.ts), which this record does not carry\n")
 
     def test_order_at_one_index_and_json_rule_field(self) -> None:
         policy = dict(POLICY, rules=[

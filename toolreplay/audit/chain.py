@@ -20,21 +20,25 @@ def link_digest(prev: str, canonical_record: bytes) -> str:
     return hashlib.sha256(prev.encode("ascii") + canonical_record).hexdigest()
 
 
-def _link_bytes(index: int, tool: bytes, args: bytes, response: bytes, prev: str, digest: str) -> bytes:
+def _link_bytes(index: int, tool: bytes, args: bytes, response: bytes, prev: str, digest: str,
+                meta: bytes | None = None) -> bytes:
+    middle = response if meta is None else response + b',"meta":' + meta
     return (b'{"index":' + str(index).encode() + b',"tool":' + tool + b',"args":' + args + b',"response":'
-            + response + b',"prev":"' + prev.encode("ascii") + b'","digest":"' + digest.encode("ascii") + b'"}\n')
+            + middle + b',"prev":"' + prev.encode("ascii") + b'","digest":"' + digest.encode("ascii") + b'"}\n')
 
 
-def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str) -> tuple[bytes, str]:
-    """One link line (with its newline) from canonical parts, chained after `prev`; and its digest."""
-    digest = link_digest(prev, canonical_record_bytes(index, tool, args, response))
-    return _link_bytes(index, tool, args, response, prev, digest), digest
+def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str,
+              meta: bytes | None = None) -> tuple[bytes, str]:
+    """One link line (with its newline) from canonical parts (`meta`: None for a format-1.0 record),
+    chained after `prev`; and its digest."""
+    digest = link_digest(prev, canonical_record_bytes(index, tool, args, response, meta))
+    return _link_bytes(index, tool, args, response, prev, digest, meta), digest
 
 
 def format_link(record: Record, prev: str, digest: str) -> bytes:
     """One link line (with its newline): the record in canonical form, then prev and digest."""
     return _link_bytes(record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
-                       prev, digest)
+                       prev, digest, record.canonical_meta)
 
 
 def line_digest(line: bytes) -> str:
@@ -42,13 +46,14 @@ def line_digest(line: bytes) -> str:
     return line[-67:-3].decode("ascii")
 
 
-SealFact = tuple[int, bytes, bytes, bytes]
+SealFact = tuple[int, bytes, bytes, bytes, "bytes | None"]
 LinkFact = tuple[bytes, "str | None", "str | None"]
 
 
 def seal_fact(record: Record) -> SealFact:
-    """What sealing needs of a record: its index and the canonical tool, args and response."""
-    return record.index, record.canonical_tool, record.canonical_args, record.canonical_response
+    """What sealing needs of a record: its index and the canonical tool, args, response and meta."""
+    return (record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
+            None if record.meta is None else record.canonical_meta)
 
 
 def link_fact(record: Record) -> LinkFact:
@@ -63,8 +68,8 @@ def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[byt
 
 def seal_facts(facts: Iterable[SealFact], prev: str = GENESIS) -> Iterator[bytes]:
     """`seal_records` over facts already extracted from the records (see `seal_fact`)."""
-    for index, tool, args, response in facts:
-        line, prev = link_line(index, tool, args, response, prev)
+    for index, tool, args, response, meta in facts:
+        line, prev = link_line(index, tool, args, response, prev, meta)
         yield line
 
 

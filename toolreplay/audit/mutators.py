@@ -72,7 +72,9 @@ def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> N
     swap = _CallTable().swap
     last_call: dict[str, int] = {}
     verbs: dict[str, str | None] = {}
-    for index, tool, call_key, response_key, error in facts:
+    for index, tool, call_key, response_key, error, outcome in facts:
+        if outcome:  # no new answer of the tool (docs/format.md): no evidence either way
+            continue
         earlier = swap(call_key, response_key, 1 if error else 0, index)
         if earlier is not None:
             previous_response, previous_error, previous = earlier

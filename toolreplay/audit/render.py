@@ -80,7 +80,8 @@ def iter_scope_text(report: ScopeReport) -> Iterator[str]:
     yield f"calls: {report.calls}\nfindings: {len(report.findings)}\n"
     yield from _finding_lines(report.findings)
     for rule_id in report.unchecked_rules:
-        yield f"not checked: rule {rule_id}: a rate needs the time of each call, which a record does not carry\n"
+        yield (f"not checked: rule {rule_id}: a rate needs the time of each call (meta.ts), "
+               "which this record does not carry\n")
 
 
 def iter_scope_json(report: ScopeReport) -> Iterator[str]:

@@ -13,7 +13,8 @@ from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import Record
 
 __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "StateFact", "audit_replay", "audit_call_facts",
-           "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings"]
+           "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings", "outcome_code",
+           "RAN", "CACHED", "NOT_RUN", "UNKNOWN"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
@@ -118,18 +119,31 @@ def counted_findings(report: ReplayReport, count_changes: bool = False) -> int:
     return len(report.findings) - (0 if count_changes else report.information)
 
 
-CallFact = tuple[int, str, bytes, int]
+CallFact = tuple[int, str, bytes, int, int]
+
+# What a record's `meta.outcome` means to replay (docs/format.md): the tool answered (0); the answer is
+# an earlier one repeated, no new answer and no state change (CACHED); no answer and no state change
+# (NOT_RUN: refused, cancelled); no answer, and a write may have taken effect (UNKNOWN).
+RAN, CACHED, NOT_RUN, UNKNOWN = 0, 1, 2, 3
+_OUTCOME_CODES = {"ran": RAN, "cached": CACHED, "refused": NOT_RUN, "cancelled": NOT_RUN, "unknown": UNKNOWN}
+
+
+def outcome_code(record: Record) -> int:
+    """The record's outcome as replay reads it: RAN, CACHED, NOT_RUN or UNKNOWN."""
+    meta = record.meta
+    return RAN if meta is None else _OUTCOME_CODES[meta.get("outcome", "ran")]
 
 
 def call_fact(record: Record) -> CallFact:
-    """What replay keeps of a record: index, tool, a 16-byte key of the call and a 64-bit digest of the response.
+    """What replay keeps of a record: index, tool, a 16-byte key of the call, a 64-bit digest of the
+    response and the outcome code.
 
     The key is 120 bits of the canonical call's SHA-256 and a marker byte. The response digest is
     Python's own 64-bit hash of the canonical bytes: it is only compared within one run, and the
     worker processes are forked, so they share the hash key of the process that merges their facts.
     """
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
-            hash(record.canonical_response) & _HASH_MASK)
+            hash(record.canonical_response) & _HASH_MASK, RAN if record.meta is None else outcome_code(record))
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
@@ -145,8 +159,16 @@ def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAUL
     divergence: int | None = None
     last_mutation = -1
     calls = 0
-    for index, tool, call_key, response_key in facts:
+    for index, tool, call_key, response_key, outcome in facts:
         calls += 1
+        if outcome:  # the record says the tool did not answer this request itself
+            if outcome == CACHED:
+                earlier = visit(call_key, response_key, index)
+                if earlier is not None and last_mutation <= earlier[2]:
+                    findings.append(index, "redundant-call", tool, earlier[2])
+            elif outcome == UNKNOWN and tool in mutator_set:
+                last_mutation = index
+            continue
         earlier = visit(call_key, response_key, index)
         if earlier is not None:
             first_response, first, previous = earlier
@@ -161,7 +183,7 @@ def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAUL
     return ReplayReport(calls, divergence, findings)
 
 
-StateFact = tuple[int, str, bytes, int, bool]
+StateFact = tuple[int, str, bytes, int, bool, int]
 
 
 def is_error_response(response: dict[str, Any]) -> bool:
@@ -180,7 +202,8 @@ def is_error_response(response: dict[str, Any]) -> bool:
 def state_fact(record: Record) -> StateFact:
     """`call_fact` and whether the response is an error: what `replay --state-aware` keeps of a record."""
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
-            hash(record.canonical_response) & _HASH_MASK, is_error_response(record.response))
+            hash(record.canonical_response) & _HASH_MASK, is_error_response(record.response),
+            RAN if record.meta is None else outcome_code(record))
 
 
 def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
@@ -198,8 +221,16 @@ def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFA
     last_mutation = -1
     calls = 0
     information = 0
-    for index, tool, call_key, response_key, error in facts:
+    for index, tool, call_key, response_key, error, outcome in facts:
         calls += 1
+        if outcome:  # as in `audit_call_facts`: no new answer of the tool
+            if outcome == CACHED:
+                earlier = swap(call_key, response_key, 1 if error else 0, index)
+                if earlier is not None and last_mutation <= earlier[2]:
+                    findings.append(index, "redundant-call", tool, earlier[2])
+            elif outcome == UNKNOWN and tool in mutator_set:
+                last_mutation = index
+            continue
         earlier = swap(call_key, response_key, 1 if error else 0, index)
         if earlier is not None:
             previous_response, previous_error, previous = earlier

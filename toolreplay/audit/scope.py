@@ -2,8 +2,9 @@
 
 With rules, scope is a backtest: it evaluates them over the recorded calls in order, as the guard
 would have (`toolreplay.policy.rules`). A call the rules deny, or that the record shows the guard
-refused, did not execute: it does not count for later `after` and `count` conditions. `rate` rules
-are listed as not checked, since a record carries no time. See docs/policy.md.
+refused, did not execute: it does not count for later `after` and `count` conditions. A record's
+`meta` (docs/format.md) says more: its outcome says what ran, and its `ts` lets `rate` rules be checked;
+without times they are listed as not checked. See docs/policy.md.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from functools import partial
 from typing import Any
 
 from toolreplay.audit.findings import FindingList
-from toolreplay.format.records import Record
+from toolreplay.format.records import Record, ts_seconds
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact", "rule_fact_extractor",
-           "audit_rule_facts"]
+           "audit_rule_facts", "ToolFact", "RuleFact"]
 
 @dataclass(frozen=True, slots=True)
 class ScopeReport:
@@ -33,17 +34,37 @@ class ScopeReport:
     unchecked_rules: tuple[str, ...] = ()
 
 
-def tool_fact(record: Record) -> tuple[int, str]:
-    """What scope keeps of a record: its index and tool name."""
-    return record.index, record.tool
+ToolFact = tuple[int, str, bool]
+RuleFact = tuple[int, str, Any, int, "float | None"]
+
+# What a record's outcome means to a backtest (docs/policy.md): the guard refused it (REFUSED: no
+# finding, not counted), it did not run (NOT_COUNTED: cached or cancelled, checked but not counted), it
+# ran or may have (COUNTED).
+COUNTED, NOT_COUNTED, REFUSED = 0, 1, 2
+_BACKTEST_CODES = {"ran": COUNTED, "unknown": COUNTED, "cached": NOT_COUNTED, "cancelled": NOT_COUNTED,
+                   "refused": REFUSED}
 
 
-def _rule_fact(rules: RuleSet, record: Record) -> tuple[int, str, Any, bool]:
-    return record.index, record.tool, rules.prepare(record.tool, record.args), is_refusal(record.response)
+def tool_fact(record: Record) -> ToolFact:
+    """What scope keeps of a record: its index, its tool name, and whether the record says the guard refused it."""
+    meta = record.meta
+    return record.index, record.tool, meta is not None and meta.get("outcome") == "refused"
 
 
-def rule_fact_extractor(policy: Policy) -> Callable[[Record], tuple[int, str, Any, bool]]:
-    """What a rules backtest keeps of a record: index, tool, what the call alone decides, refused.
+def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
+    meta = record.meta
+    if meta is None:
+        return (record.index, record.tool, rules.prepare(record.tool, record.args),
+                NOT_COUNTED if is_refusal(record.response) else COUNTED, None)
+    code = _BACKTEST_CODES[meta.get("outcome", "ran")]
+    prepared = None if code == REFUSED else rules.prepare(record.tool, record.args)
+    ts = meta.get("ts")
+    return record.index, record.tool, prepared, code, None if ts is None else ts_seconds(ts)
+
+
+def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:
+    """What a rules backtest keeps of a record: index, tool, what the call alone decides, whether it
+    counts as run, and its time.
 
     The argument tests run here, in the reader's worker processes; only the history is left to the
     caller."""
@@ -57,37 +78,47 @@ def audit_scope(records: Iterable[Record], policy: Policy) -> ScopeReport:
     return audit_tool_facts(map(tool_fact, records), policy)
 
 
-def audit_tool_facts(facts: Iterable[tuple[int, str]], policy: Policy) -> ScopeReport:
-    """`audit_scope` by names only, over (index, tool) facts already extracted from the records."""
+def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:
+    """`audit_scope` by names only, over the facts of `tool_fact`."""
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     calls = 0
-    for index, tool in facts:
+    for index, tool, refused in facts:
         calls += 1
-        if tool not in allowed:
+        if tool not in allowed and not refused:
             findings.append(index, "permission-overreach", tool)
     return ScopeReport(policy.agent, calls, findings)
 
 
-def audit_rule_facts(facts: Iterable[tuple[int, str, Any, bool]], policy: Policy) -> ScopeReport:
-    """`audit_scope` with the rules, over the facts of `rule_fact_extractor`, in record order."""
+def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
+    """`audit_scope` with the rules, over the facts of `rule_fact_extractor`, in record order.
+
+    A call the record says the guard refused is no violation and does not count; a cached or cancelled
+    call is checked but does not count; `rate` rules are checked on calls with a time, and listed as
+    not checked when a call without one is counted."""
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     rules = RuleSet(policy.rules)
     state = RuleState(rules, offline=True)
     calls = 0
-    for index, tool, prepared, refused in facts:
+    untimed = False
+    for index, tool, prepared, code, now in facts:
         calls += 1
+        if code == REFUSED:
+            continue
         if tool not in allowed:  # the guard refuses it before the rules
             findings.append(index, "permission-overreach", tool)
             continue
+        if now is None:
+            untimed = True
         if prepared is None:  # no rule has anything to say about this call
-            if not refused:
-                state.note(tool)
+            if code == COUNTED:
+                state.note(tool, now)
             continue
-        ruling = state.check(tool, prepared)
+        ruling = state.check(tool, prepared, now)
         for rule_id, reason in ruling.denials or ruling.asks:
             findings.append_violation(index, tool, rule_id, "deny" if ruling.denials else "ask", reason)
-        if refused:
+        if code != COUNTED:
             state.withdraw(ruling)
-    return ScopeReport(policy.agent, calls, findings, True, rules.unchecked_offline)
+    unchecked = rules.unchecked_offline if untimed or not calls else ()
+    return ScopeReport(policy.agent, calls, findings, True, unchecked)

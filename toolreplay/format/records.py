@@ -7,6 +7,7 @@ checks and the chain never re-encode. A sealed file (docs/format.md: every line 
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
 import sys
@@ -19,12 +20,19 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
-           "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
+           "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "RECORD_FIELDS", "LINK_FIELDS",
+           "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
 _RECORD_SET = frozenset(RECORD_FIELDS)
 _LINK_SET = frozenset(LINK_FIELDS)
+_RECORD_META_SET = _RECORD_SET | {"meta"}
+_LINK_META_SET = _LINK_SET | {"meta"}
+META_KEYS = ("ts", "duration_ms", "call_id", "turn", "outcome")
+OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
+_TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
+_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
@@ -50,6 +58,12 @@ class Record:
     prev: str | None = None
     digest: str | None = None
     fast_canonical: bool = False
+    meta: dict[str, Any] | None = None
+
+    @property
+    def outcome(self) -> str:
+        """What happened to the request (`meta.outcome`); a record without one ran."""
+        return meta_outcome(self.meta)
 
     @property
     def canonical_tool(self) -> bytes:
@@ -72,15 +86,88 @@ class Record:
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
 
     @property
+    def canonical_meta(self) -> bytes | None:
+        """Canonical bytes of `meta`, or None for a format-1.0 record."""
+        return None if self.meta is None else canonical_value(self.meta, self.fast_canonical)
+
+    @property
     def canonical_record(self) -> bytes:
-        """Canonical bytes of the four-field record, as hashed by the chain."""
-        return canonical_record_bytes(self.index, self.canonical_tool, self.canonical_args, self.canonical_response)
+        """Canonical bytes of the record (four fields, or five with `meta`), as hashed by the chain."""
+        return canonical_record_bytes(self.index, self.canonical_tool, self.canonical_args, self.canonical_response,
+                                      self.canonical_meta)
 
 
-def canonical_record_bytes(index: int, tool: bytes, args: bytes, response: bytes) -> bytes:
-    """The canonical four-field record from the canonical forms of its parts (keys in sorted order)."""
-    return (b'{"args":' + args + b',"index":' + str(index).encode() + b',"response":' + response + b',"tool":'
-            + tool + b"}")
+def canonical_record_bytes(index: int, tool: bytes, args: bytes, response: bytes, meta: bytes | None = None) -> bytes:
+    """The canonical record from the canonical forms of its parts (keys in sorted order; `meta` when given)."""
+    if meta is None:
+        return (b'{"args":' + args + b',"index":' + str(index).encode() + b',"response":' + response + b',"tool":'
+                + tool + b"}")
+    return (b'{"args":' + args + b',"index":' + str(index).encode() + b',"meta":' + meta + b',"response":'
+            + response + b',"tool":' + tool + b"}")
+
+
+def meta_outcome(meta: dict[str, Any] | None) -> str:
+    """The outcome a record's `meta` states; `ran` when it states none (format 1.0)."""
+    if meta is None:
+        return "ran"
+    outcome: str = meta.get("outcome", "ran")
+    return outcome
+
+
+def ts_seconds(ts: str) -> float:
+    """Seconds since the Unix epoch of a `meta.ts` already checked by `check_meta`."""
+    match = _TIMESTAMP.fullmatch(ts)
+    assert match is not None
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    fraction = match.group(7)
+    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    return whole + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+
+
+def _check_timestamp(value: Any) -> None:
+    if not isinstance(value, str):
+        raise JSONLineError(f"meta field \"ts\" must be a string, not {json_type_name(value)}")
+    match = _TIMESTAMP.fullmatch(value)
+    if match is None:
+        raise JSONLineError(f"meta field \"ts\" must be an RFC 3339 time in UTC ending in Z "
+                            f"(2026-12-01T16:00:00.123Z), got {json.dumps(value[:40])}")
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    if (not 1 <= month <= 12 or not 1 <= day <= _DAYS[month - 1] or (month == 2 and day == 29 and not leap)
+            or hour > 23 or minute > 59 or second > 60):
+        raise JSONLineError(f"meta field \"ts\" is not a valid date and time: {json.dumps(value)}")
+
+
+def check_meta(meta: Any) -> None:
+    """Check a record's `meta` object (docs/format.md); raise JSONLineError naming what is wrong."""
+    if type(meta) is not dict:
+        raise JSONLineError(f"field \"meta\" must be an object, not {json_type_name(meta)}")
+    for key, value in meta.items():
+        if key == "ts":
+            _check_timestamp(value)
+        elif key == "duration_ms":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise JSONLineError(f"meta field \"duration_ms\" must be a number, not {json_type_name(value)}")
+            if value < 0:
+                raise JSONLineError(f"meta field \"duration_ms\" must not be negative, got {value}")
+        elif key == "call_id":
+            if not isinstance(value, str):
+                raise JSONLineError(f"meta field \"call_id\" must be a string, not {json_type_name(value)}")
+            if not value:
+                raise JSONLineError("meta field \"call_id\" must not be empty")
+        elif key == "turn":
+            if type(value) is not int:
+                shown = "a number with a fraction or exponent" if isinstance(value, (int, float)) and not isinstance(
+                    value, bool) else json_type_name(value)
+                raise JSONLineError(f"meta field \"turn\" must be an integer, not {shown}")
+            if value < 0:
+                raise JSONLineError(f"meta field \"turn\" must not be negative, got {value}")
+        elif key == "outcome":
+            if value not in OUTCOMES or not isinstance(value, str):
+                raise JSONLineError(f"meta field \"outcome\" must be one of {', '.join(OUTCOMES)}, "
+                                    f"got {json.dumps(value) if isinstance(value, str) else json_type_name(value)}")
+        elif not key.startswith("x-"):
+            raise JSONLineError(f"unknown meta field {json.dumps(key)} (own keys start with x-)")
 
 
 @contextmanager
@@ -102,12 +189,12 @@ def _check_fields(obj: Any, sealed: bool | None) -> bool:
     if not isinstance(obj, dict):
         raise JSONLineError(f"record must be a JSON object, not {json_type_name(obj)}")
     keys = obj.keys()
-    if keys == _LINK_SET:
+    if keys == _LINK_SET or keys == _LINK_META_SET:
         is_link = True
-    elif keys == _RECORD_SET:
+    elif keys == _RECORD_SET or keys == _RECORD_META_SET:
         is_link = False
     else:
-        allowed = _LINK_SET if sealed else _RECORD_SET
+        allowed = _LINK_META_SET if sealed else _RECORD_META_SET
         unknown = [key for key in obj if key not in allowed]
         if unknown and not (sealed is None and set(unknown) <= {"prev", "digest"}):
             raise JSONLineError(f"unknown field {json.dumps(unknown[0])}")
@@ -141,6 +228,8 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
             value = obj[field]
             if not isinstance(value, str) or not _HEX64.fullmatch(value):
                 raise JSONLineError(f"field \"{field}\" must be 64 lower-case hex characters")
+    if "meta" in obj:
+        check_meta(obj["meta"])
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
@@ -175,12 +264,14 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                     sealed = is_link
                     plain_fields = _LINK_SET if is_link else _RECORD_SET
                 _check_types(obj, is_link)
-            elif sealed is None:
-                sealed = require_sealed
-            index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
-            if (type(index) is not int or type(tool) is not str or not tool or type(args) is not dict
-                    or type(response) is not dict or index < 0 or sealed):
-                _check_types(obj, bool(sealed))
+                index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+            else:
+                if sealed is None:
+                    sealed = require_sealed
+                index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+                if (type(index) is not int or type(tool) is not str or not tool or type(args) is not dict
+                        or type(response) is not dict or index < 0 or sealed):
+                    _check_types(obj, bool(sealed))
             if check_sequence and index != expected_index and expected_index is not None:
                 if expected_index == 0:
                     raise JSONLineError(f"index must start at 0, got {index}")
@@ -189,7 +280,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             if "\\ud" in text or "\\uD" in text:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"),
-                            not loader.exotic)
+                            not loader.exotic, obj.get("meta"))
         except JSONLineError as exc:
             raise InputError(path, lineno, str(exc)) from None
         yield record
@@ -205,6 +296,10 @@ def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
     return iter_records(handle, path, check_sequence=False, require_sealed=True)
 
 
-def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any]) -> str:
-    """One session line (without the newline), in the documented field order."""
-    return json.dumps({"index": index, "tool": tool, "args": args, "response": response}, allow_nan=False)
+def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any],
+                  meta: dict[str, Any] | None = None) -> str:
+    """One session line (without the newline), in the documented field order; `meta` last, when given."""
+    if meta is None:
+        return json.dumps({"index": index, "tool": tool, "args": args, "response": response}, allow_nan=False)
+    return json.dumps({"index": index, "tool": tool, "args": args, "response": response, "meta": meta},
+                      allow_nan=False)

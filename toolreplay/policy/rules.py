@@ -365,7 +365,8 @@ class RuleState:
     """The history a session's rules need: executed-call keys, counts and times. Thread-safe."""
 
     def __init__(self, rules: RuleSet, *, offline: bool = False) -> None:
-        """`offline`: rates cannot be checked (records carry no times) and count as holding."""
+        """`offline`: a backtest over a record, whose calls carry a time (`meta.ts`) or not; a call checked
+        with `now=None` has no time, so rates cannot be checked on it and count as holding."""
         self._rules = rules
         self._offline = offline
         self._seen: list[dict[bytes, int]] = [{} for _ in range(rules.slot_count)]
@@ -374,14 +375,18 @@ class RuleState:
         self._times: list[deque[float]] = [deque() for _ in range(rules.rate_slots)]
         self._lock = threading.Lock()
 
-    def note(self, tool: str) -> None:
+    def note(self, tool: str, now: float | None = None) -> None:
         """Offline, the same as `check` for an executed call that `prepare` found nothing to say about."""
         with self._lock:
             self._counts[tool] = self._counts.get(tool, 0) + 1
             self._total += 1
+            if self._rules.rate_slots and now is not None:
+                for slot in self._rules.rate_slots_of(tool):
+                    self._times[slot].append(now)
 
-    def check(self, tool: str, prepared: tuple[Any, ...] | None, now: float = 0.0) -> Ruling:
-        """The ruling on a call; unless it is denied, the call is counted as executed."""
+    def check(self, tool: str, prepared: tuple[Any, ...] | None, now: float | None = 0.0) -> Ruling:
+        """The ruling on a call at time `now` (seconds; None: not known); unless it is denied, the call is
+        counted as executed."""
         ruling = Ruling()
         rules = self._rules.rules
         with self._lock:
@@ -419,13 +424,13 @@ class RuleState:
                     self._seen[slot][key] = left
                 else:
                     del self._seen[slot][key]
-            for slot in () if self._offline else self._rules.rate_slots_of(tool):
+            for slot in () if now is None else self._rules.rate_slots_of(tool):
                 try:
                     self._times[slot].remove(now)
                 except ValueError:  # already aged out of the window
                     pass
 
-    def _outcome(self, condition: Condition, prepared: Any, tool: str, now: float) -> Outcome:
+    def _outcome(self, condition: Condition, prepared: Any, tool: str, now: float | None) -> Outcome:
         if isinstance(condition, ArgCondition):
             return prepared  # type: ignore[no-any-return]
         if isinstance(condition, AfterCondition):
@@ -436,21 +441,21 @@ class RuleState:
             if condition.tool is None:
                 return self._total + 1 <= condition.limit
             return self._counts.get(condition.tool, 0) + (condition.tool == tool) <= condition.limit
-        if self._offline:
+        if now is None:
             return True
         times = self._times[condition.slot]
         while times and times[0] <= now - condition.seconds:
             times.popleft()
         return len(times) + (condition.tool in (None, tool)) <= condition.limit
 
-    def _reserve(self, tool: str, prepared: tuple[Any, ...] | None, now: float) -> tuple[Any, ...]:
+    def _reserve(self, tool: str, prepared: tuple[Any, ...] | None, now: float | None) -> tuple[Any, ...]:
         self._counts[tool] = self._counts.get(tool, 0) + 1
         self._total += 1
         keys: tuple[tuple[int, bytes], ...] = () if prepared is None else prepared[2]
         for slot, key in keys:
             table = self._seen[slot]
             table[key] = table.get(key, 0) + 1
-        if self._rules.rate_slots and not self._offline:
+        if self._rules.rate_slots and now is not None:
             for slot in self._rules.rate_slots_of(tool):
                 self._times[slot].append(now)
         return tool, keys, now
