@@ -24,20 +24,27 @@ SESSION = (
     b'{"index": 1, "tool": "refund", "args": {"order_id": "1042", "amount": 20.0}, "response": {"ok": false, '
     b'"error": "tool not allowed: refund"}}\n'
 )
+ROOT_SPAN = (
+    '{"traceId": "94f7c075090550cd48dac3128cd1e9bd", "spanId": "77dbb006651d70f1", "name": "invoke_agent", '
+    '"kind": 1, "startTimeUnixNano": "0", "endTimeUnixNano": "2000000", "attributes": [{"key": '
+    '"gen_ai.operation.name", "value": {"stringValue": "invoke_agent"}}]}'
+)
 SPAN_0 = (
-    '{"traceId": "94f7c075090550cd48dac3128cd1e9bd", "spanId": "b65bd6684bd2effb", "name": "execute_tool '
-    'get_order", "kind": 1, "startTimeUnixNano": "0", "endTimeUnixNano": "1000000", "attributes": [{"key": '
-    '"gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "gen_ai.tool.name", "value": '
-    '{"stringValue": "get_order"}}, {"key": "gen_ai.tool.type", "value": {"stringValue": "function"}}, '
-    '{"key": "gen_ai.tool.call.id", "value": {"stringValue": "call_0"}}]}'
+    '{"traceId": "94f7c075090550cd48dac3128cd1e9bd", "spanId": "b65bd6684bd2effb", "parentSpanId": '
+    '"77dbb006651d70f1", "name": "execute_tool get_order", "kind": 1, "startTimeUnixNano": "0", '
+    '"endTimeUnixNano": "1000000", "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": '
+    '"execute_tool"}}, {"key": "gen_ai.tool.name", "value": {"stringValue": "get_order"}}, {"key": '
+    '"gen_ai.tool.type", "value": {"stringValue": "function"}}, {"key": "toolreplay.placed_time", "value": '
+    '{"boolValue": true}}]}'
 )
 SPAN_1 = (
-    '{"traceId": "94f7c075090550cd48dac3128cd1e9bd", "spanId": "276ac52faf5cb499", "name": "execute_tool '
-    'refund", "kind": 1, "startTimeUnixNano": "1000000", "endTimeUnixNano": "2000000", "attributes": [{"key": '
-    '"gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "gen_ai.tool.name", "value": '
-    '{"stringValue": "refund"}}, {"key": "gen_ai.tool.type", "value": {"stringValue": "function"}}, {"key": '
-    '"gen_ai.tool.call.id", "value": {"stringValue": "call_1"}}, {"key": "error.type", "value": '
-    '{"stringValue": "tool not allowed: refund"}}], "status": {"code": 2, "message": "tool not allowed: refund"}}'
+    '{"traceId": "94f7c075090550cd48dac3128cd1e9bd", "spanId": "276ac52faf5cb499", "parentSpanId": '
+    '"77dbb006651d70f1", "name": "execute_tool refund", "kind": 1, "startTimeUnixNano": "1000000", '
+    '"endTimeUnixNano": "2000000", "attributes": [{"key": "gen_ai.operation.name", "value": {"stringValue": '
+    '"execute_tool"}}, {"key": "gen_ai.tool.name", "value": {"stringValue": "refund"}}, {"key": '
+    '"gen_ai.tool.type", "value": {"stringValue": "function"}}, {"key": "toolreplay.placed_time", "value": '
+    '{"boolValue": true}}, {"key": "error.type", "value": {"stringValue": "tool not allowed: refund"}}], '
+    '"status": {"code": 2, "message": "tool not allowed: refund"}}'
 )
 HEAD = (
     '{"resourceSpans": [{"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": '
@@ -72,13 +79,13 @@ def _sessions() -> list[bytes]:
 
 class ExportTest(unittest.TestCase):
     def test_exact_export_without_content(self) -> None:
-        self.assertEqual(_export(SESSION), (0, HEAD + SPAN_0 + ", " + SPAN_1 + "]}]}]}\n", ""))
+        self.assertEqual(_export(SESSION), (0, HEAD + ROOT_SPAN + ", " + SPAN_0 + ", " + SPAN_1 + "]}]}]}\n", ""))
 
     def test_content_only_with_the_flag(self) -> None:
         code, out, _ = _export(SESSION, "--with-content")
         attributes = {
-            item["key"]: item["value"]["stringValue"]
-            for item in json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"][1]["attributes"]
+            item["key"]: next(iter(item["value"].values()))
+            for item in json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"][2]["attributes"]
         }
         self.assertEqual(
             (attributes["gen_ai.tool.call.arguments"], attributes["gen_ai.tool.call.result"]),
@@ -98,7 +105,7 @@ class ExportTest(unittest.TestCase):
             b'{"index": 1, "tool": "b", "args": {}, "response": {"error": true, "text": "x"}}\n'
             b'{"index": 2, "tool": "c", "args": {}, "response": {"ok": false, "error": "budget exceeded: max_steps"}}\n'
         )
-        spans = json.loads(_export(session)[1])["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        spans = json.loads(_export(session)[1])["resourceSpans"][0]["scopeSpans"][0]["spans"][1:]
         found = [[a["value"]["stringValue"] for a in span["attributes"] if a["key"] == "error.type"] for span in spans]
         self.assertEqual(found, [["ValueError"], ["tool_error"], ["budget exceeded: max_steps"]])
 
@@ -118,10 +125,46 @@ class ExportTest(unittest.TestCase):
                 0,
                 '{"index": 0, "tool": "get_order", "args": {}, "response": {"error": "no recorded response"}}\n'
                 '{"index": 1, "tool": "refund", "args": {}, "response": {"error": "tool not allowed: refund"}}\n',
-                "warning: <stdin>: conversation 0, $.resourceSpans[0].scopeSpans[0].spans[0]: call 0 (get_order): "
+                "warning: <stdin>: conversation 0, $.resourceSpans[0].scopeSpans[0].spans[1]: call 0 (get_order): "
                 'no reply; response set to {"error": "no recorded response"}\n',
             ),
         )
+
+    def test_times_and_ids_come_from_meta(self) -> None:
+        session = (
+            b'{"index": 0, "tool": "a", "args": {}, "response": {}, "meta": {"ts": "2026-12-01T16:00:00.123456789Z", '
+            b'"duration_ms": 2.5, "call_id": "toolu_01", "turn": 0, "outcome": "ran", "x-host": "h1"}}\n'
+            b'{"index": 1, "tool": "b", "args": {}, "response": {}}\n'
+            b'{"index": 2, "tool": "c", "args": {}, "response": {}, "meta": {"ts": "2026-12-01T16:00:01Z"}}\n'
+        )
+        code, out, err = _export(session)
+        self.assertEqual((code, err), (0, ""))
+        root, first, second, third = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        start = 1796140800_123456789
+        self.assertEqual((first["startTimeUnixNano"], first["endTimeUnixNano"]), (str(start), str(start + 2_500_000)))
+        # Without ts: where the span before ended, 1 ms long, marked as placed.
+        self.assertEqual((second["startTimeUnixNano"], second["endTimeUnixNano"]),
+                         (str(start + 2_500_000), str(start + 3_500_000)))
+        self.assertEqual((third["startTimeUnixNano"], third["endTimeUnixNano"]),
+                         (str(1796140801_000000000), str(1796140801_001000000)))
+        self.assertEqual((root["startTimeUnixNano"], root["endTimeUnixNano"]),
+                         (str(start), str(1796140801_001000000)))
+        attributes = {item["key"]: next(iter(item["value"].values())) for item in first["attributes"]}
+        self.assertEqual((attributes["gen_ai.tool.call.id"], attributes["toolreplay.turn"],
+                          attributes["toolreplay.outcome"], attributes["toolreplay.meta"]),
+                         ("toolu_01", "0", "ran", '{"x-host": "h1"}'))
+        self.assertNotIn("toolreplay.placed_time", attributes)
+        self.assertEqual([item["key"] for item in second["attributes"]],
+                         ["gen_ai.operation.name", "gen_ai.tool.name", "gen_ai.tool.type", "toolreplay.placed_time"])
+
+    def test_start_places_records_without_ts(self) -> None:
+        code, out, _ = _export(SESSION, "--start", "2026-12-01T16:00:00Z")
+        spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        self.assertEqual([span["startTimeUnixNano"] for span in spans],
+                         ["1796140800000000000", "1796140800000000000", "1796140800001000000"])
+        self.assertEqual(_export(SESSION, "--start", "2026-12-01T16:00:00"),
+                         (2, "", "error: --start must be an RFC 3339 time in UTC ending in Z (2026-12-01T16:00:00Z), "
+                                 "got '2026-12-01T16:00:00'\n"))
 
     def test_output_file_and_bad_session(self) -> None:
         with tempfile.TemporaryDirectory() as tmp:
@@ -163,17 +206,18 @@ class OpenTelemetryPackagesTest(unittest.TestCase):
         exported = json.loads(_export(SESSION, "--with-content")[1])
         request = json_format.Parse(json.dumps(_otlp_to_proto3_json(exported)), ExportTraceServiceRequest())
         spans = request.resource_spans[0].scope_spans[0].spans
-        self.assertEqual([span.name for span in spans], ["execute_tool get_order", "execute_tool refund"])
+        self.assertEqual([span.name for span in spans], ["invoke_agent", "execute_tool get_order", "execute_tool refund"])
         self.assertEqual(spans[0].trace_id, bytes.fromhex("94f7c075090550cd48dac3128cd1e9bd"))
-        self.assertEqual(spans[1].span_id, bytes.fromhex("276ac52faf5cb499"))
+        self.assertEqual(spans[2].span_id, bytes.fromhex("276ac52faf5cb499"))
+        self.assertEqual((spans[1].parent_span_id, spans[2].parent_span_id), (spans[0].span_id, spans[0].span_id))
         self.assertEqual({span.kind for span in spans}, {Span.SpanKind.SPAN_KIND_INTERNAL})
-        self.assertEqual((spans[1].status.code, spans[1].status.message),
+        self.assertEqual((spans[2].status.code, spans[2].status.message),
                          (Status.StatusCode.STATUS_CODE_ERROR, "tool not allowed: refund"))
         self.assertEqual(
-            {kv.key: kv.value.string_value for kv in spans[1].attributes}["gen_ai.tool.call.arguments"],
+            {kv.key: kv.value.string_value for kv in spans[2].attributes}["gen_ai.tool.call.arguments"],
             '{"order_id": "1042", "amount": 20.0}',
         )
-        self.assertEqual(spans[1].start_time_unix_nano, 1_000_000)
+        self.assertEqual(spans[2].start_time_unix_nano, 1_000_000)
 
     def test_sdk_spans_import(self) -> None:
         require(

@@ -8,7 +8,7 @@ from typing import Any
 from toolreplay.cli._io import IO
 from toolreplay.cli.importing import write_file
 from toolreplay.errors import UsageError
-from toolreplay.format.records import STDIN_NAME, open_input
+from toolreplay.format.records import STDIN_NAME, check_meta, open_input, ts_nanoseconds
 from toolreplay.importers.otel_export import export_otel
 
 __all__ = ["register"]
@@ -17,7 +17,7 @@ __all__ = ["register"]
 def _run_export(args: argparse.Namespace, io: IO) -> int:
     shown = STDIN_NAME if args.session == "-" else args.session
     with open_input(args.session, io.stdin) as handle:
-        data = export_otel(handle, shown, args.with_content)
+        data = export_otel(handle, shown, args.with_content, _start(args.start))
     if args.output is None:
         io.write_bytes(data)
         return 0
@@ -26,6 +26,17 @@ def _run_export(args: argparse.Namespace, io: IO) -> int:
     except OSError as exc:
         raise UsageError(f"cannot write {args.output}: {exc.strerror or exc}") from None
     return 0
+
+
+def _start(value: str | None) -> int:
+    if value is None:
+        return 0
+    try:
+        check_meta({"ts": value})
+    except ValueError:
+        raise UsageError(f"--start must be an RFC 3339 time in UTC ending in Z (2026-12-01T16:00:00Z), "
+                         f"got {value!r}") from None
+    return ts_nanoseconds(value)
 
 
 def register(subparsers: Any) -> None:
@@ -49,5 +60,11 @@ def register(subparsers: Any) -> None:
         "--with-content",
         action="store_true",
         help="include arguments and results (gen_ai.tool.call.arguments/result); they may hold sensitive data",
+    )
+    otel.add_argument(
+        "--start",
+        metavar="TIME",
+        help="where records without meta.ts begin: an RFC 3339 time in UTC (2026-12-01T16:00:00Z); each such "
+             "record starts where the one before it ended; default the Unix epoch",
     )
     otel.set_defaults(run=_run_export)

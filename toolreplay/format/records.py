@@ -11,6 +11,7 @@ import calendar
 import json
 import re
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
-           "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "RECORD_FIELDS", "LINK_FIELDS",
+           "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
+           "format_ts", "RECORD_FIELDS", "LINK_FIELDS",
            "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
@@ -114,14 +116,28 @@ def meta_outcome(meta: dict[str, Any] | None) -> str:
     return outcome
 
 
+def ts_nanoseconds(ts: str) -> int:
+    """Nanoseconds since the Unix epoch of a `meta.ts` already checked by `check_meta` (exact)."""
+    match = _TIMESTAMP.fullmatch(ts)
+    if match is None:
+        raise ValueError(f"not an RFC 3339 time in UTC ending in Z: {ts!r}")
+    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
+    fraction = match.group(7) or ""
+    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    return whole * 1_000_000_000 + int(fraction.ljust(9, "0"))
+
+
 def ts_seconds(ts: str) -> float:
     """Seconds since the Unix epoch of a `meta.ts` already checked by `check_meta`."""
-    match = _TIMESTAMP.fullmatch(ts)
-    assert match is not None
-    year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
-    fraction = match.group(7)
-    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
-    return whole + (int(fraction) / 10 ** len(fraction) if fraction else 0.0)
+    return ts_nanoseconds(ts) / 1e9
+
+
+def format_ts(nanoseconds: int) -> str:
+    """A `meta.ts` for a time in nanoseconds since the Unix epoch, with millisecond precision or finer as needed."""
+    seconds, fraction = divmod(nanoseconds, 1_000_000_000)
+    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    digits = f"{fraction:09d}".rstrip("0")
+    return f"{text}.{digits.ljust(3, '0')}Z" if digits else f"{text}.000Z"
 
 
 def _check_timestamp(value: Any) -> None:
