@@ -440,3 +440,75 @@ class RecordCassetteTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ParallelTurnTest(unittest.TestCase):
+    """Several tool calls in one turn: run in order, recorded with one turn, matched as a set in strict
+    mode (agentevals' strict trajectory match compares the tool calls of one message as a set)."""
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.cassette = os.path.join(directory.name, "orders.jsonl")
+        with open(self.cassette, "wb") as handle:
+            handle.write(CASSETTE)
+
+    def run_turns(self, expected_tools: list[Any], *turns: Any, mode: str = "strict") -> Any:
+        suite = case_suite({"cassette": self.cassette}, expected_tools, match=mode)
+        steps = iter(turns)
+        seen: list[Conversation] = []
+
+        def agent(conversation: Conversation) -> Any:
+            seen.append(conversation)
+            return next(steps)
+
+        run = run_case(NamedAgent("parallel", "tests:parallel", agent), suite, suite.cases[0], mode=mode)
+        return run, seen
+
+    def test_two_calls_in_one_turn_match_a_group_in_either_order(self) -> None:
+        seven, eight = ToolCall("get_order", {"order_id": 7, "opts": {"full": True}}), ToolCall("get_order", {"order_id": 8})
+        expected = [[{"tool": "get_order", "args": {"order_id": 7}, "args_match": "subset"},
+                     {"tool": "get_order", "args": {"order_id": 8}}]]
+        for order in ((seven, eight), (eight, seven)):
+            with self.subTest(order=[call.args["order_id"] for call in order]):
+                run, seen = self.run_turns(expected, list(order), Answer("shipped"))
+                self.assertTrue(run.tool_match)
+                self.assertEqual(run.steps, 2)
+                self.assertEqual([call.turn for call in run.calls], [0, 0])
+                self.assertEqual([call.response for call in run.calls],
+                                 [{"status": "shipped"}, {"status": "lost"}] if order[0] is seven
+                                 else [{"status": "lost"}, {"status": "shipped"}])
+                self.assertEqual(len(seen[1].calls), 2)
+
+    def test_the_same_calls_in_two_turns_do_not_match_one_group_in_strict_mode(self) -> None:
+        seven, eight = ToolCall("get_order", {"order_id": 7, "opts": {"full": True}}), ToolCall("get_order", {"order_id": 8})
+        expected = [[{"tool": "get_order", "args": {"order_id": 7, "opts": {"full": True}}},
+                     {"tool": "get_order", "args": {"order_id": 8}}]]
+        run, _ = self.run_turns(expected, seven, eight, Answer("shipped"))
+        self.assertFalse(run.tool_match)
+        self.assertEqual([call.turn for call in run.calls], [0, 1])
+        # One turn expected per call: two turns match, one turn of two does not.
+        flat = [{"tool": "get_order", "args": {"order_id": 7, "opts": {"full": True}}},
+                {"tool": "get_order", "args": {"order_id": 8}}]
+        self.assertTrue(self.run_turns(flat, seven, eight, Answer("shipped"))[0].tool_match)
+        self.assertFalse(self.run_turns(flat, [seven, eight], Answer("shipped"))[0].tool_match)
+        # Unordered mode ignores turns.
+        self.assertTrue(self.run_turns(flat, [eight, seven], Answer("shipped"), mode="unordered")[0].tool_match)
+
+    def test_a_bad_list_fails_the_run_with_a_reason(self) -> None:
+        for step, reason in (([], "agent returned an empty list of tool calls"),
+                             ([ToolCall("get_order", {"order_id": 7}), "x"],
+                              "agent returned a list holding str, not only ToolCall"),
+                             ([ToolCall("", {})], "agent returned a ToolCall without a tool name")):
+            with self.subTest(reason):
+                run, _ = self.run_turns(["get_order"], step)
+                self.assertEqual((run.stop, run.calls), (reason, ()))
+
+    def test_a_group_in_the_suite_is_checked(self) -> None:
+        with self.assertRaises(Exception) as caught:
+            case_suite({"cassette": self.cassette}, [[]])
+        self.assertIn("cases[0].expected_tools[0]: a group of calls made in one turn must not be empty",
+                      str(caught.exception))
+        with self.assertRaises(Exception) as caught:
+            case_suite({"cassette": self.cassette}, [["get_order", ["get_order"]]])
+        self.assertIn("cases[0].expected_tools[0][1]: groups do not nest", str(caught.exception))

@@ -1,11 +1,13 @@
 """The agent protocol: a callable that sees the conversation so far and returns its next step.
 
-    def agent(conversation: Conversation) -> ToolCall | Answer: ...
+    def agent(conversation: Conversation) -> ToolCall | list[ToolCall] | Answer: ...
 
 `conversation.question` is the user's question, `conversation.calls` every earlier tool call with the
-response the agent saw (in order), `conversation.tools` the names it may call. Each call of the agent
-is one model turn: it returns either one `ToolCall` or the final `Answer`. An agent may also be an
-`async def`: each of its runs gets its own event loop, in the thread that runs it.
+response the agent saw (in order, each with the turn that asked for it), `conversation.tools` the
+names it may call. Each call of the agent is one model turn: it returns one `ToolCall`, several (a
+list or tuple: parallel tool calls of one turn, run in order and recorded with one turn), or the final
+`Answer`. An agent may also be an `async def`: each of its runs gets its own event loop, in the
+thread that runs it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any, TypeAlias
 
 from toolreplay.errors import UsageError
 
-__all__ = ["Agent", "Answer", "CallResult", "Conversation", "NamedAgent", "ToolCall", "import_callable",
+__all__ = ["Agent", "Step", "Answer", "CallResult", "Conversation", "NamedAgent", "ToolCall", "import_callable",
            "load_agent", "load_agents"]
 
 
@@ -43,6 +45,7 @@ class CallResult:
     tool: str
     args: dict[str, Any]
     response: dict[str, Any]
+    turn: int = 0  # the model turn (from 0) that asked for the call
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +57,8 @@ class Conversation:
     tools: tuple[str, ...] = ()
 
 
-Agent: TypeAlias = Callable[[Conversation], ToolCall | Answer | Awaitable[ToolCall | Answer]]
+Step: TypeAlias = ToolCall | list[ToolCall] | tuple[ToolCall, ...] | Answer
+Agent: TypeAlias = Callable[[Conversation], Step | Awaitable[Step]]
 
 
 @dataclass(frozen=True, slots=True)

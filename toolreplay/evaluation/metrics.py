@@ -121,11 +121,37 @@ def _matching_size(expected: Sequence[ExpectedCall], called: Sequence[tuple[str,
     return sum(augment(item, [False] * len(called)) for item in range(len(expected)))
 
 
-def tools_match(expected: Sequence[ExpectedCall], called: Sequence[tuple[str, str]], mode: str) -> bool:
-    """Whether the calls made, as (tool, canonical args) pairs, match the expected calls in this mode."""
+def _turn_groups(items: Sequence[Any], turns: Sequence[int] | None) -> list[list[Any]]:
+    """Items grouped by turn (consecutive items of one turn form a group); no turns: each its own group."""
+    if not turns:
+        return [[item] for item in items]
+    groups: list[list[Any]] = []
+    previous: int | None = None
+    for item, turn in zip(items, turns, strict=True):
+        if not groups or turn != previous:
+            groups.append([])
+        groups[-1].append(item)
+        previous = turn
+    return groups
+
+
+def tools_match(expected: Sequence[ExpectedCall], called: Sequence[tuple[str, str]], mode: str,
+                expected_turns: Sequence[int] | None = None, called_turns: Sequence[int] | None = None) -> bool:
+    """Whether the calls made, as (tool, canonical args) pairs, match the expected calls in this mode.
+
+    In `strict` mode the calls are compared turn by turn, as agentevals does: the same number of
+    turns, and in each the same calls in any order (calls of one turn may run in parallel). Turns are
+    the turn number of each call (`expected_turns`, `called_turns`); without them each call is its own
+    turn. The other modes ignore turns."""
     if mode == "strict":
-        return len(expected) == len(called) and all(
-            item.matches(tool, args) for item, (tool, args) in zip(expected, called, strict=True))
+        if not expected_turns and not called_turns:
+            return len(expected) == len(called) and all(
+                item.matches(tool, args) for item, (tool, args) in zip(expected, called, strict=True))
+        expected_groups = _turn_groups(expected, expected_turns)
+        called_groups = _turn_groups(called, called_turns)
+        return len(expected) == len(called) and len(expected_groups) == len(called_groups) and all(
+            len(want) == len(made) and _matching_size(want, made) == len(made)
+            for want, made in zip(expected_groups, called_groups, strict=True))
     if mode == "unordered":
         return len(expected) == len(called) and _matching_size(expected, called) == len(called)
     if mode == "subset":

@@ -139,6 +139,16 @@ class EvalReport:
 
 
 def _invalid_step(step: Any) -> str | None:
+    if isinstance(step, (list, tuple)):
+        if not step:
+            return "agent returned an empty list of tool calls"
+        for call in step:
+            if not isinstance(call, ToolCall):
+                return f"agent returned a list holding {type(call).__name__}, not only ToolCall"
+            problem = _invalid_step(call)
+            if problem is not None:
+                return problem
+        return None
     if isinstance(step, Answer):
         if not isinstance(step.text, str):
             return "agent returned an Answer whose text is not a string"
@@ -180,7 +190,7 @@ class _Guard:
         self.policy = policy
         self.gate = Gate(tools, policy, recorder=recorder, read_cache=False)
 
-    def call(self, tool: str, args: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    def call(self, tool: str, args: dict[str, Any], turn: int) -> tuple[dict[str, Any], str | None]:
         """The response to one request, and the limit that refused it (None when it was not refused)."""
         response = self.gate.call(tool, args)
         return response, self.gate.stop_reason
@@ -230,7 +240,9 @@ def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, 
     return CaseRun(
         case=case, position=position, trial=trial, mode=mode, calls=tuple(calls), answer=answer, steps=steps,
         missing=tuple(missing_information(answer, case.expected_answer)) if answer is not None else (),
-        tool_match=tools_match(case.expected_tools, called, mode), stop=stop, misses=tuple(misses),
+        tool_match=tools_match(case.expected_tools, called, mode, case.expected_turns,
+                               [call.turn for call in calls]),
+        stop=stop, misses=tuple(misses),
         redundant=sum(f.kind == "redundant-call" for f in audit_replay(records, DEFAULT_MUTATORS).findings),
         overreach=len(audit_scope(records, policy).findings), answered=tuple(answered), score=score,
         score_failure=score_failure,
@@ -276,15 +288,16 @@ def _converse(agent: NamedAgent, case: Case, guard: _Guard, tools: list[str], ma
                 return calls, answered, None, steps, problem
             if isinstance(step, Answer):
                 return calls, answered, step.text, steps, None
-            args = copy.deepcopy(step.args)
-            missed = len(misses)
-            response, reason = guard.call(step.tool, args)
-            calls.append(CallResult(step.tool, args, copy.deepcopy(response)))
-            refused = reason is not None or step.tool not in guard.policy.allowed_tools
-            answered.append(not refused and len(misses) == missed)
-            if reason is not None and response.get("error") == f"budget exceeded: {reason}":
-                stop = limit if reason == "max_steps" else f"stopped by the guard: {reason}"
-                return calls, answered, None, steps, stop
+            for call in (step if isinstance(step, (list, tuple)) else (step,)):
+                args = copy.deepcopy(call.args)
+                missed = len(misses)
+                response, reason = guard.call(call.tool, args, steps - 1)
+                calls.append(CallResult(call.tool, args, copy.deepcopy(response), steps - 1))
+                refused = reason is not None or call.tool not in guard.policy.allowed_tools
+                answered.append(not refused and len(misses) == missed)
+                if reason is not None and response.get("error") == f"budget exceeded: {reason}":
+                    stop = limit if reason == "max_steps" else f"stopped by the guard: {reason}"
+                    return calls, answered, None, steps, stop
         return calls, answered, None, max_steps + 1, limit
     finally:
         turns.close()

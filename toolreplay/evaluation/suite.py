@@ -70,6 +70,7 @@ class Case:
     expected_tools: tuple[ExpectedCall, ...]
     match: str | None = None
     scorer: Scorer | None = None
+    expected_turns: tuple[int, ...] = ()  # the turn of each expected call; () when each is its own turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,14 +184,27 @@ def _case(obj: Any, where: str, tools: frozenset[str], per_tool: dict[str, Argum
     if "match" in fields and match not in MATCH_MODES:
         raise _Invalid(f"{where}.match", f"must be one of {', '.join(MATCH_MODES)}, not {json.dumps(match)}")
     default = _argument_mode(fields["args_match"], f"{where}.args_match") if "args_match" in fields else None
+    calls: list[ExpectedCall] = []
+    turns: list[int] = []
+    for position, item in enumerate(expected_tools):
+        item_where = f"{where}.expected_tools[{position}]"
+        group = item if isinstance(item, list) else [item]
+        if isinstance(item, list) and not item:
+            raise _Invalid(item_where, "a group of calls made in one turn must not be empty")
+        for member, value in enumerate(group):
+            value_where = f"{item_where}[{member}]" if isinstance(item, list) else item_where
+            if isinstance(item, list) and isinstance(value, list):
+                raise _Invalid(value_where, "groups do not nest: list the calls of one turn in one array")
+            calls.append(_expected_call(value, value_where, tools, default, per_tool))
+            turns.append(position)
     return Case(
         id=case_id,
         question=question,
         expected_answer=expected_answer,
-        expected_tools=tuple(_expected_call(item, f"{where}.expected_tools[{position}]", tools, default, per_tool)
-                             for position, item in enumerate(expected_tools)),
+        expected_tools=tuple(calls),
         match=match,
         scorer=_scorer(fields, where),
+        expected_turns=tuple(turns) if len(turns) != len(expected_tools) else (),
     )
 
 
