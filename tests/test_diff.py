@@ -185,3 +185,49 @@ result: differ
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TimesTest(unittest.TestCase):
+    """Format 1.1: the times and durations of the records are shown next to the calls they concern."""
+
+    A = (b'{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"n": 1}, "meta": '
+         b'{"ts": "2026-12-01T16:00:00.100Z", "duration_ms": 12.5}}\n'
+         b'{"index": 1, "tool": "read", "args": {"p": "a"}, "response": {}, "meta": {"ts": "2026-12-01T16:00:01Z"}}\n')
+    B = (b'{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"n": 2}, "meta": {"duration_ms": 3}}\n'
+         b'{"index": 1, "tool": "write", "args": {"p": "a"}, "response": {}}\n')
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.a, self.b = os.path.join(folder.name, "a.jsonl"), os.path.join(folder.name, "b.jsonl")
+        for path, data in ((self.a, self.A), (self.b, self.B)):
+            with open(path, "wb") as handle:
+                handle.write(data)
+
+    def test_text(self) -> None:
+        self.assertEqual(run("diff", self.a, self.b), (1, (
+            f"a: {self.a} (2 calls)\nb: {self.b} (2 calls)\ncommon calls: 1\nfirst divergence: a index 0, b index 0\n"
+            'only in a: 1\n  index 1: read {"p":"a"} (at 2026-12-01T16:00:01Z)\n'
+            'only in b: 1\n  index 1: write {"p":"a"}\n'
+            'different responses: 1\n  a index 0, b index 0: search {"q":"x"} '
+            "(a: at 2026-12-01T16:00:00.100Z, 12.5 ms; b: 3 ms)\nresult: differ\n"), ""))
+
+    def test_json(self) -> None:
+        code, out, _ = run("diff", "--format", "json", self.a, self.b)
+        document = json.loads(out)
+        self.assertEqual(document["only_in_a"], [{"index": 1, "tool": "read", "args": {"p": "a"},
+                                                  "ts": "2026-12-01T16:00:01Z"}])
+        self.assertEqual(document["only_in_b"], [{"index": 1, "tool": "write", "args": {"p": "a"}}])
+        pair = document["different_responses"][0]
+        self.assertEqual((pair["a_ts"], pair["a_duration_ms"], pair["b_duration_ms"], "b_ts" in pair),
+                         ("2026-12-01T16:00:00.100Z", 12.5, 3, False))
+
+    def test_html_timeline(self) -> None:
+        code, out, _ = run("replay", "--format", "html", self.a)
+        self.assertEqual(code, 0)
+        self.assertIn('<span class="i">0</span><span class="w" title="2026-12-01T16:00:00.100Z">16:00:00.100 · '
+                      '12.5 ms</span><span class="t">search</span>', out)
+        self.assertIn('<span class="i">1</span><span class="w" title="2026-12-01T16:00:01Z">16:00:01</span>', out)
+        code, out, _ = run("replay", "--format", "html", self.b)
+        self.assertIn('<span class="i">0</span><span class="w">3 ms</span><span class="t">search</span>', out)
+        self.assertIn('<span class="i">1</span><span class="t">write</span>', out)

@@ -46,6 +46,8 @@ class CallView:
     response: str
     args_size: int
     response_size: int
+    ts: str | None = None  # meta.ts and meta.duration_ms, where the record has them
+    duration_ms: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +89,10 @@ def collect_calls(job: SessionJob, wanted: set[int], text_limit: int) -> tuple[C
             for record in read_session(handle, job.display):
                 if record.index in wanted:
                     args, response = record.canonical_args, record.canonical_response
+                    meta = record.meta or {}
                     shown.append(CallView(record.index, record.tool, _cut(args, text_limit),
-                                          _cut(response, text_limit), len(args), len(response)))
+                                          _cut(response, text_limit), len(args), len(response), meta.get("ts"),
+                                          meta.get("duration_ms")))
     except (ToolReplayError, RecursionError):
         pass  # the audit itself reports why the file cannot be read
     return tuple(shown)

@@ -45,6 +45,8 @@ class CallSide:
     tool: str
     call_key: bytes
     response_digest: bytes
+    ts: str | None = None  # meta.ts, when the record has it
+    duration_ms: float | None = None  # meta.duration_ms, when the record has it
 
     @property
     def args(self) -> dict[str, Any]:
@@ -108,8 +110,10 @@ def read_side(path: str) -> list[CallSide]:
     calls = []
     with open_input(path) as handle:
         for record in read_session(handle, path):
+            meta = record.meta or {}
             calls.append(CallSide(record.index, record.tool, record.canonical_call,
-                                  hashlib.sha256(record.canonical_response).digest()))
+                                  hashlib.sha256(record.canonical_response).digest(), meta.get("ts"),
+                                  meta.get("duration_ms")))
     return calls
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from toolreplay.audit.diff import CallSide, FolderDiff, SessionDiff
+from toolreplay.audit.diff import CallSide, FolderDiff, ResponsePair, SessionDiff
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.text import escape_text
 
@@ -13,7 +13,22 @@ __all__ = ["diff_json", "diff_text"]
 
 
 def _call(call: CallSide) -> str:
-    return f"{call.tool} {canonical_json(call.args)}"
+    when = _when(call)
+    return f"{call.tool} {canonical_json(call.args)}" + (f" ({when})" if when else "")
+
+
+def _when(call: CallSide) -> str:
+    """When the call ran and for how long, where the record says (format 1.1 `meta`)."""
+    parts = [] if call.ts is None else [f"at {call.ts}"]
+    if call.duration_ms is not None:
+        parts.append(f"{call.duration_ms:g} ms")
+    return ", ".join(parts)
+
+
+def _pair(a: CallSide, b: CallSide) -> str:
+    when_a, when_b = _when(a), _when(b)
+    times = f" (a: {when_a or 'no time'}; b: {when_b or 'no time'})" if when_a or when_b else ""
+    return f"{a.tool} {canonical_json(a.args)}{times}"
 
 
 def _position(position: int, length: int) -> str:
@@ -37,7 +52,7 @@ def _details(diff: SessionDiff) -> list[str]:
     lines.append(f"only in b: {len(diff.only_in_b)}")
     lines += [f"  index {call.index}: {_call(call)}" for call in diff.only_in_b]
     lines.append(f"different responses: {len(diff.different_responses)}")
-    lines += [f"  a index {pair.a.index}, b index {pair.b.index}: {_call(pair.a)}"
+    lines += [f"  a index {pair.a.index}, b index {pair.b.index}: {_pair(pair.a, pair.b)}"
               for pair in diff.different_responses]
     return lines
 
@@ -67,7 +82,12 @@ def diff_text(diff: SessionDiff | FolderDiff) -> str:
 
 
 def _side(call: CallSide) -> dict[str, Any]:
-    return {"index": call.index, "tool": call.tool, "args": call.args}
+    side: dict[str, Any] = {"index": call.index, "tool": call.tool, "args": call.args}
+    if call.ts is not None:
+        side["ts"] = call.ts
+    if call.duration_ms is not None:
+        side["duration_ms"] = call.duration_ms
+    return side
 
 
 def _session_object(diff: SessionDiff) -> dict[str, Any]:
@@ -79,9 +99,18 @@ def _session_object(diff: SessionDiff) -> dict[str, Any]:
             "first_divergence": first,
             "only_in_a": [_side(call) for call in diff.only_in_a],
             "only_in_b": [_side(call) for call in diff.only_in_b],
-            "different_responses": [{"a_index": pair.a.index, "b_index": pair.b.index, "tool": pair.a.tool,
-                                     "args": pair.a.args, "a_response": pair.a_response,
-                                     "b_response": pair.b_response} for pair in diff.different_responses]}
+            "different_responses": [_different(pair) for pair in diff.different_responses]}
+
+
+def _different(pair: ResponsePair) -> dict[str, Any]:
+    item = {"a_index": pair.a.index, "b_index": pair.b.index, "tool": pair.a.tool, "args": pair.a.args,
+            "a_response": pair.a_response, "b_response": pair.b_response}
+    for side, call in (("a", pair.a), ("b", pair.b)):
+        if call.ts is not None:
+            item[f"{side}_ts"] = call.ts
+        if call.duration_ms is not None:
+            item[f"{side}_duration_ms"] = call.duration_ms
+    return item
 
 
 def diff_json(diff: SessionDiff | FolderDiff) -> str:

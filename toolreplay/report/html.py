@@ -127,7 +127,8 @@ ol.timeline>li:target,ol.timeline>li.flash{background:var(--code)}
 li.gap{color:var(--muted);font-size:13px;font-style:italic;padding:6px 12px}
 .call>summary{cursor:pointer;display:flex;gap:10px;align-items:baseline;flex-wrap:wrap;padding:3px 0}
 .call .i{color:var(--muted);font-variant-numeric:tabular-nums;min-width:3.5em;text-align:right}
-.call .t{font-weight:600}.call .s{color:var(--muted);overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
+.call .t{font-weight:600}.call .w{color:var(--muted);font-variant-numeric:tabular-nums}
+.call .s{color:var(--muted);overflow:hidden;text-overflow:ellipsis;white-space:nowrap;
 max-width:32em}
 .call .body{padding:6px 0 10px 4.3em}
 .finding{border-left:3px solid hsl(var(--hue) 70% var(--l));background:hsl(var(--hue) 70% var(--bgl) / .5);
@@ -281,9 +282,20 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
     parts.append('<div class="pair">' + _json_block("args", call.args, call.args_size)
                  + _json_block("response", call.response, call.response_size) + "</div>")
     return (f'<li id="{anchor}" class="lazy{" hit" if findings else ""}"{hue}><details class="call"><summary>'
-            f'<span class="i">{call.index}</span><span class="t">{text(call.tool)}</span>'
+            f'<span class="i">{call.index}</span>{_when(call)}<span class="t">{text(call.tool)}</span>'
             f'<span class="s mono">{_short(call.args)}</span><span class="s mono">→ {_short(call.response)}</span>'
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')
+
+
+def _when(call: CallView) -> str:
+    """The call's time of day and duration where its record has them (format 1.1), the full time on hover."""
+    if call.ts is None and call.duration_ms is None:
+        return ""
+    parts = [] if call.ts is None else [call.ts[11:-1]]
+    if call.duration_ms is not None:
+        parts.append(f"{call.duration_ms:g} ms")
+    title = f' title="{text(call.ts)}"' if call.ts is not None else ""
+    return f'<span class="w"{title}>{text(" · ".join(parts))}</span>'
 
 
 def _shown(shown: int, total: int) -> str:
