@@ -439,3 +439,49 @@ class IntentFileTest(RecorderCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class MetaTest(RecorderCase):
+    """Format 1.1: the recorder writes a record's `meta`, sealed like the rest, or leaves it out on request."""
+
+    META = {"ts": "2026-12-01T16:00:00.123Z", "duration_ms": 4.5, "call_id": "7", "outcome": "ran"}
+
+    def test_plain_record_with_meta(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            recorder.append("t", {"a": 1}, {"ok": True}, meta=self.META)
+        self.assertEqual(self.read_bytes(path), (format_record(0, "t", {"a": 1}, {"ok": True}, self.META)
+                                                 + "\n").encode())
+
+    def test_sealed_record_with_meta_is_what_seal_writes(self) -> None:
+        plain, sealed = self.path("plain.jsonl"), self.path("sealed.jsonl")
+        for path, is_sealed in ((plain, False), (sealed, True)):
+            with SessionRecorder.open(path, sealed=is_sealed) as recorder:
+                recorder.append("t", {"a": 1}, {"ok": True}, meta=self.META)
+                recorder.append("t", {"a": 2}, {"ok": True})
+        code, out, err = cli("seal", plain)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(self.read_bytes(sealed).decode(), out)
+        self.assertEqual(cli("verify", sealed), (0, "chain: intact\n", ""))
+        # A continued record resumes after a record with meta.
+        with SessionRecorder.open(sealed, sealed=True) as recorder:
+            self.assertEqual(recorder.append("t", {"a": 3}, {}, meta={"outcome": "refused"}), 2)
+        self.assertEqual(cli("verify", sealed), (0, "chain: intact\n", ""))
+
+    def test_format_1_0_option_leaves_meta_out(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path, format_1_0=True) as recorder:
+            recorder.append("t", {"a": 1}, {"ok": True}, meta=self.META)
+        self.assertEqual(self.read_bytes(path), (format_record(0, "t", {"a": 1}, {"ok": True}) + "\n").encode())
+
+    def test_a_meta_the_format_does_not_allow_writes_nothing(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path) as recorder:
+            for meta, message in (({"ts": "yesterday"}, 'meta field "ts" must be an RFC 3339 time'),
+                                  ({"turn": -1}, 'meta field "turn" must not be negative'),
+                                  ({"mood": "calm"}, 'unknown meta field "mood"')):
+                with self.subTest(message), self.assertRaises(ValueError) as caught:
+                    recorder.append("t", {}, {}, meta=meta)
+                self.assertIn(message, str(caught.exception))
+            self.assertEqual(recorder.next_index, 0)
+        self.assertEqual(self.read_bytes(path), b"")

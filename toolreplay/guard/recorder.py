@@ -31,7 +31,8 @@ from toolreplay.audit.chain import GENESIS, link_digest, link_line
 from toolreplay.audit.checkpoint import CheckpointWriter
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
-from toolreplay.format.records import Record, format_record, read_session
+from toolreplay.format.records import Record, check_meta, format_record, read_session
+from toolreplay.format.strictjson import JSONLineError
 from toolreplay.guard.intents import Intent, IntentFile, read_intents
 
 __all__ = ["RecordingError", "SessionRecorder"]
@@ -53,10 +54,11 @@ class SessionRecorder:
 
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
                  needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
-                 checkpoints: CheckpointWriter | None = None) -> None:
+                 checkpoints: CheckpointWriter | None = None, format_1_0: bool = False) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
+        self.format_1_0 = format_1_0
         self.truncated_bytes = truncated_bytes
         self.previous_intents: tuple[Intent, ...] = tuple(intents or ())
         self.resumed_records = next_index
@@ -72,10 +74,12 @@ class SessionRecorder:
         self._checkpoints = checkpoints
 
     @classmethod
-    def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None) -> SessionRecorder:
+    def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
+             format_1_0: bool = False) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
+        `format_1_0` writes records without `meta`, for tools that read only format 1.0.
         """
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
@@ -90,7 +94,8 @@ class SessionRecorder:
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, **state)
+        return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, format_1_0=format_1_0,
+                   **state)
 
     @property
     def next_index(self) -> int:
@@ -141,27 +146,35 @@ class SessionRecorder:
                 yield record
 
     def append(self, tool: str, args: dict[str, Any], response: dict[str, Any], *,
-               intent: int | None = None) -> int:
+               intent: int | None = None, meta: dict[str, Any] | None = None) -> int:
         """Write one record and flush it; return its index; `intent` is settled once the line landed.
 
-        A value with no JSON form raises ValueError (nothing written); a failed write raises RecordingError.
+        `meta` is the record's format-1.1 `meta` (docs/format.md), left out when the recorder was opened
+        with `format_1_0`. A value with no JSON form, or a `meta` the format does not allow, raises
+        ValueError (nothing written); a failed write raises RecordingError.
         """
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict) or not isinstance(response, dict):
             raise ValueError("args and response must be JSON objects")
+        if self.format_1_0:
+            meta = None
         try:  # encode before taking the lock: a value with no JSON form is refused, nothing written
             tool_bytes, args_bytes, response_bytes = (canonical_bytes(tool), canonical_bytes(args),
                                                       canonical_bytes(response))
-        except (CanonicalError, RecursionError) as exc:
+            meta_bytes = None
+            if meta is not None:
+                check_meta(meta)
+                meta_bytes = canonical_bytes(meta)
+        except (CanonicalError, RecursionError, JSONLineError) as exc:
             raise ValueError(f"record has no JSON form: {exc}") from None
         with self._lock:
             self._check()
             index = self._next_index
             if self.sealed:
-                line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev)
+                line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev, meta_bytes)
             else:
-                line = (format_record(index, tool, args, response) + "\n").encode("ascii")
+                line = (format_record(index, tool, args, response, meta) + "\n").encode("ascii")
             if self._needs_newline:
                 line = b"\n" + line
             self._write(line)
