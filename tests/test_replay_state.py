@@ -61,11 +61,19 @@ class StateAwareTest(unittest.TestCase):
 
     def test_a_retry_after_an_error_then_a_success_then_a_different_success(self) -> None:
         report = _state(read("Error: 503 Service Unavailable"), read("A"), read("B"))
-        self.assertEqual(_facts(report), [(1, "redundant-call", 0), (1, "retry-after-error", 0),
+        self.assertEqual(_facts(report), [(1, "retry-after-error", 0),
                                           (2, "non-determinism", 1), (2, "redundant-call", 1)])
         self.assertEqual(report.divergence, 2)
-        self.assertEqual(report.findings[1].message, "tool 'search' returned a different response than the "
+        self.assertEqual(report.findings[0].message, "tool 'search' returned a different response than the "
                                                      "identical call at index 0, which returned an error (a retry)")
+
+    def test_repeating_a_failed_call_is_a_retry_not_a_redundant_call(self) -> None:
+        # The same error twice: no finding at all (a retry that failed again), and no waste.
+        self.assertEqual(_facts(_state(read("Error: 503"), read("Error: 503"))), [])
+        # The default mode still reports it: it knows no errors.
+        self.assertEqual(_facts(audit_replay(read_session(io.BytesIO(_session(read("Error: 503"),
+                                                                              read("Error: 503"))), "s"))),
+                         [(1, "redundant-call", 0)])
 
     def test_the_same_call_in_three_states(self) -> None:
         report = _state(read("A"), WRITE, read("B"), OTHER_WRITE, read("C"))

@@ -242,7 +242,7 @@ def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFA
                 findings.append(index, "non-determinism", tool, previous)
                 if divergence is None:
                     divergence = index
-            if last_mutation <= previous:
+            if last_mutation <= previous and not previous_error:  # repeating a failed call is a retry, not waste
                 findings.append(index, "redundant-call", tool, previous)
             if changed and previous_error and last_mutation < previous:
                 findings.append(index, "retry-after-error", tool, previous)
