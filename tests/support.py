@@ -10,7 +10,7 @@ import unittest
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["IN_CI", "require", "kill_parent", "end_worker", "kill_process"]
+__all__ = ["IN_CI", "require", "integration", "is_integration", "kill_parent", "end_worker", "kill_process"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 
@@ -22,6 +22,22 @@ def require(available: bool, reason: str) -> None:
     if IN_CI:
         raise AssertionError(f"required in CI but missing: {reason}")
     raise unittest.SkipTest(reason)
+
+
+def integration(cls: Any) -> Any:
+    """Mark a test class as part of the integration tier: it starts a real component (an MCP server, a
+    Dask cluster, a browser, OpenSSH), other processes, or reads the corpus. `tests.unit` leaves it out."""
+    cls.integration_tier = True
+    return cls
+
+
+def is_integration(test: unittest.TestCase) -> bool:
+    """Whether a test belongs to the integration tier: its class is marked, or its module sets
+    `INTEGRATION_TIER = True`."""
+    import sys
+
+    module = sys.modules.get(type(test).__module__)
+    return bool(getattr(type(test), "integration_tier", False) or getattr(module, "INTEGRATION_TIER", False))
 
 
 def _children(pid: int) -> list[int]:

@@ -13,7 +13,7 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from tests.support import require
+from tests.support import integration, require
 from toolreplay.audit.chain import seal_records
 from toolreplay.audit.checkpoint import (
     KIND,
@@ -280,6 +280,7 @@ class HmacCommandTest(Workspace):
             f"origin: {ORIGIN}\nanchored: 0 of 0 links\n"), ""))
 
 
+@integration
 class RecorderCheckpointTest(Workspace):
     CALLS = [("read_file", {"path": f"f{i}"}, {"text": str(i)}) for i in range(5)]
 
@@ -350,6 +351,7 @@ def _keygen(path: str, comment: str) -> str:
     return f"{keytype} {key}"
 
 
+@integration
 class SshCase(Workspace):
     """Real ssh-keygen: alice is trusted (allowed_signers), mallory is not."""
 

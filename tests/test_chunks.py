@@ -11,7 +11,7 @@ import textwrap
 import unittest
 from unittest import mock
 
-from tests.support import kill_parent
+from tests.support import integration, kill_parent
 from toolreplay.audit.chain import link_fact, seal_fact, seal_records
 from toolreplay.audit.replay import call_fact
 from toolreplay.audit.scope import tool_fact
@@ -32,6 +32,7 @@ def _session(count: int) -> bytes:
 
 
 @unittest.skipIf(_fork_context() is None, "the parallel reader needs fork (Linux)")
+@integration
 class ParallelMatchesSerialTest(unittest.TestCase):
     def setUp(self) -> None:
         self.folder = tempfile.TemporaryDirectory()
@@ -283,6 +284,7 @@ _KILLED_READER = textwrap.dedent("""
 
 
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+@integration
 class KilledParentTest(unittest.TestCase):
     def test_workers_die_with_a_killed_parent(self) -> None:
         for sig in (signal.SIGKILL, signal.SIGTERM):

@@ -11,6 +11,7 @@ import tempfile
 import unittest
 from unittest import mock
 
+from tests.support import integration
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.format.canonical import canonical_json
@@ -464,6 +465,7 @@ class JobsOptionTest(unittest.TestCase):
 
 
 
+@integration
 class HelpTest(unittest.TestCase):
     def test_version_flag(self) -> None:
         done = subprocess.run([sys.executable, "-m", "toolreplay", "--version"], cwd=ROOT, capture_output=True)

@@ -20,6 +20,7 @@ from toolreplay.cli._io import IO
 from toolreplay.cli.audit import read_mutators_file
 from toolreplay.format.records import read_links, read_session
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL = os.path.join(ROOT, "..", "shared", "corpus", "real")
 DOMAINS = ("airline", "retail", "telecom")

@@ -14,7 +14,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from tests.support import require
+from tests.support import integration, require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 
@@ -196,6 +196,7 @@ def _otlp_to_proto3_json(document: Any) -> Any:
     return document
 
 
+@integration
 class OpenTelemetryPackagesTest(unittest.TestCase):
     def test_the_export_parses_as_an_export_trace_service_request(self) -> None:
         require(_have("opentelemetry.proto", "google.protobuf"), "opentelemetry-proto is not installed")

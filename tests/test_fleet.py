@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
-from tests.support import end_worker, kill_parent, require
+from tests.support import end_worker, integration, kill_parent, require
 from toolreplay.audit.fleet import (
     FleetSummary,
     SessionJob,
@@ -373,6 +373,7 @@ class HalfwayFailureTest(unittest.TestCase):
                                  "Dask scheduler at tcp://127.0.0.1:1 (CommClosedError)\n"), form)
 
 
+@integration
 class DaskEngineTest(unittest.TestCase):
     """A real `distributed.LocalCluster` with two worker processes gives the local engine's bytes."""
 
@@ -467,6 +468,7 @@ def documented_settings() -> dict[str, str]:
     return dict(item.split("=", 1) for item in exports[0])
 
 
+@integration
 class AuditClusterSettingsTest(unittest.TestCase):
     """docs/audit.md's settings for an audit cluster are real Dask settings, and the benchmark measures those."""
 
@@ -502,6 +504,7 @@ class AuditClusterSettingsTest(unittest.TestCase):
                              "--scheduler", address), local)
 
 
+@integration
 class DaskFaultTest(unittest.TestCase):
     """A cluster that fails the run: each ends it with one error line, never a wait without end."""
 
@@ -671,6 +674,7 @@ UNVERIFIED_WARNING = ("warning: 4 checkpoints not verified: give --allowed-signe
                       "SECRET_FILE to check them\n")
 
 
+@integration
 class CheckpointFleetTest(unittest.TestCase):
     """Checkpoints beside sealed sessions (SESSION.checkpoint), signed with an HMAC key: anchored, cut, re-sealed,
     grown since, and a session without one."""
@@ -925,6 +929,7 @@ _KILLED_WORKER = textwrap.dedent("""
 
 
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+@integration
 class KilledFleetWorkerTest(unittest.TestCase):
     def test_a_killed_worker_stops_the_run_with_one_error_line(self) -> None:
         # The command then waited for ever for the other worker, blocked sending its result (see _start_worker).
@@ -935,6 +940,7 @@ class KilledFleetWorkerTest(unittest.TestCase):
 
 
 @unittest.skipUnless(sys.platform.startswith("linux") and _fork_context() is not None, "Linux with fork")
+@integration
 class KilledFleetParentTest(unittest.TestCase):
     def test_fleet_workers_die_with_a_killed_parent(self) -> None:
         for sig in (signal.SIGKILL, signal.SIGTERM):

@@ -17,6 +17,7 @@ from typing import Any
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(ROOT, "..", "shared")
 CORPUS = os.path.join(SHARED, "corpus")

@@ -16,6 +16,7 @@ import threading
 import unittest
 from typing import Any
 
+from tests.support import integration
 from tests.test_cli import run
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -98,6 +99,7 @@ class Proxy:
         self.watchdog.cancel()
 
 
+@integration
 class ProxyWireTest(unittest.TestCase):
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()

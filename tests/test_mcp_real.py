@@ -23,6 +23,7 @@ from typing import Any
 from tests.support import require
 from tests.test_cli import run
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
 TOOLS = os.environ.get("TOOLREPLAY_MCP_TOOLS") or os.path.expanduser("~/.cache/toolreplay-mcp")

@@ -15,7 +15,7 @@ import time
 import unittest
 from unittest import mock
 
-from tests.support import require
+from tests.support import integration, require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
@@ -175,6 +175,7 @@ def _mount_tmpfs(folder: str) -> bool:
                           capture_output=True).returncode == 0
 
 
+@integration
 class FullDiskTest(unittest.TestCase):
     """A full file system: a real small tmpfs where this process may mount one, else a simulated ENOSPC."""
 
@@ -238,6 +239,7 @@ def _command(*argv: str) -> list[str]:
     return [sys.executable, "-m", "toolreplay", *argv]
 
 
+@integration
 class StreamsTest(unittest.TestCase):
     """Real processes: standard output on a full device, a closed pipe, SIGTERM and SIGKILL mid-seal."""
 

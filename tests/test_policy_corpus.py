@@ -6,6 +6,7 @@ import os
 import sys
 import unittest
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = os.path.join(ROOT, "..", "shared", "corpus", "real")
 POLICY = os.path.join(ROOT, "samples", "airline-policy.json")

@@ -22,6 +22,7 @@ import tempfile
 import unittest
 from dataclasses import dataclass
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")

@@ -13,6 +13,7 @@ import unittest
 from typing import Any
 
 from tests.faults import FullDiskHandle, fill, small_tmpfs
+from tests.support import integration
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
@@ -225,6 +226,7 @@ class SealedTest(RecorderCase):
             self.assertEqual(str(caught.exception), f"{path}: {message}")
 
 
+@integration
 class CrashTest(RecorderCase):
     def test_torn_final_line_is_cut_off_on_resume(self) -> None:
         for sealed in (False, True):

@@ -18,6 +18,7 @@ from tests.support import require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 
+INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
