@@ -33,6 +33,7 @@ _RECORD_META_SET = _RECORD_SET | {"meta"}
 _LINK_META_SET = _LINK_SET | {"meta"}
 META_KEYS = ("ts", "duration_ms", "call_id", "turn", "outcome")
 OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
+_OUTCOME_SET = frozenset(OUTCOMES)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -159,8 +160,22 @@ def check_meta(meta: Any) -> None:
     if type(meta) is not dict:
         raise JSONLineError(f"field \"meta\" must be an object, not {json_type_name(meta)}")
     for key, value in meta.items():
+        # The common, valid values are told apart with a few comparisons; anything else takes the
+        # careful path below, which names what is wrong.
         if key == "ts":
+            if (type(value) is str and _TIMESTAMP.fullmatch(value) is not None and "01" <= value[5:7] <= "12"
+                    and "01" <= value[8:10] <= "28" and value[11:13] <= "23" and value[14:16] <= "59"
+                    and value[17:19] <= "59"):
+                continue
             _check_timestamp(value)
+        elif key == "outcome" and type(value) is str and value in _OUTCOME_SET:
+            continue
+        elif key == "call_id" and type(value) is str and value:
+            continue
+        elif key == "turn" and type(value) is int and value >= 0:
+            continue
+        elif key == "duration_ms" and (type(value) is float or type(value) is int) and value >= 0:
+            continue
         elif key == "duration_ms":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise JSONLineError(f"meta field \"duration_ms\" must be a number, not {json_type_name(value)}")
@@ -260,6 +275,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     if resume is not None:
         sealed, expected_index = resume
     plain_fields = _LINK_SET if sealed or require_sealed else _RECORD_SET
+    meta_fields = _LINK_META_SET if sealed or require_sealed else _RECORD_META_SET
     lineno = 0
     for raw in handle:
         lineno += 1
@@ -275,12 +291,23 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             obj = loads(text)
             # Fast path: the expected field set with the expected types; anything else gets a precise message.
             if type(obj) is not dict or obj.keys() != plain_fields:
-                is_link = _check_fields(obj, sealed)
-                if sealed is None:
-                    sealed = is_link
-                    plain_fields = _LINK_SET if is_link else _RECORD_SET
-                _check_types(obj, is_link)
-                index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+                if type(obj) is dict and obj.keys() == meta_fields:  # format 1.1: the same fast path, and meta
+                    if sealed is None:
+                        sealed = require_sealed
+                    index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+                    if (type(index) is not int or type(tool) is not str or not tool or type(args) is not dict
+                            or type(response) is not dict or index < 0 or sealed):
+                        _check_types(obj, bool(sealed))
+                    else:
+                        check_meta(obj["meta"])
+                else:
+                    is_link = _check_fields(obj, sealed)
+                    if sealed is None:
+                        sealed = is_link
+                        plain_fields = _LINK_SET if is_link else _RECORD_SET
+                        meta_fields = _LINK_META_SET if is_link else _RECORD_META_SET
+                    _check_types(obj, is_link)
+                    index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
             else:
                 if sealed is None:
                     sealed = require_sealed
