@@ -32,7 +32,7 @@ from toolreplay.audit.checkpoint import CheckpointWriter
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, format_record, read_session
-from toolreplay.guard.intents import Intent, IntentFile, read_intents
+from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents
 
 __all__ = ["RecordingError", "SessionRecorder"]
 
@@ -80,7 +80,7 @@ class SessionRecorder:
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
         try:
-            handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the recorder, closed by close()
+            handle = open(path, "a+b", buffering=0, opener=open_private)  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         try:
