@@ -288,7 +288,7 @@ class TableTest(Harness):
                         self.assertEqual(response, {"ok": False, "error": f"denied by rule {rule_id}: {reason}"})
                         self.assertEqual(asked, [])
                     else:
-                        self.assertEqual(response, {"ok": False, "error": "confirmation required"})
+                        self.assertEqual(response, {"ok": False, "error": "confirmation declined"})
                         self.assertEqual(asked, [tool])
                     action = "denied" if effect == "deny" else "needs confirmation"
                     want = f"index {len(history)}: policy-violation: tool '{tool}' {action} by rule {rule_id}: {reason}"
@@ -364,8 +364,8 @@ class GuardTest(Harness):
         self.policy = load_policy(self.write("p2.json", json.dumps(policy)))
         asked: list[tuple[str, dict[str, Any]]] = []
         gate, ran = self.gate(confirm=lambda tool, args: asked.append((tool, args)) or False)
-        self.assertEqual(gate.call("echo", {"n": "ten"}), {"ok": False, "error": "confirmation required"})
-        self.assertEqual(gate.call("refund", {}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("echo", {"n": "ten"}), {"ok": False, "error": "confirmation declined"})
+        self.assertEqual(gate.call("refund", {}), {"ok": False, "error": "confirmation declined"})
         self.assertEqual(gate.call("refund", {"n": 1}), {"ok": True})
         self.assertEqual(asked, [("echo", {"n": "ten"}), ("refund", {})])
 
@@ -375,7 +375,7 @@ class GuardTest(Harness):
         self.policy = load_policy(self.write("p4.json", json.dumps(policy)))
         gate, ran = self.gate(confirm=lambda tool, args: next(answers))
         # the person refuses the get_order: it did not execute, so the cancel after it is denied
-        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": False, "error": "confirmation declined"})
         self.assertEqual(gate.call("cancel_order", {"order_id": 7}),
                          {"ok": False, "error": "denied by rule look-first: get_order of that order first"})
         self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": True})

@@ -28,7 +28,8 @@ __all__ = ["export_otel", "error_type"]
 
 _SPAN_KIND_INTERNAL = 1
 _STATUS_ERROR = 2
-_REFUSALS = ("tool not allowed: ", "budget exceeded: ", "confirmation required")
+_REFUSALS = ("tool not allowed: ", "budget exceeded: ", "confirmation required", "confirmation declined",
+             "confirmation timed out")
 _MS = 1_000_000
 
 
