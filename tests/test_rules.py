@@ -20,6 +20,7 @@ from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.matchers import MatchError, path_segments, resolve_path, url_host
 from toolreplay.policy.model import load_policy
+from toolreplay.policy.regexbound import compile_bounded
 
 TOOLS = ["write_file", "run_command", "check_code", "fetch", "set_status", "set_flag", "refund", "send_email",
          "get_order", "cancel_order", "search", "echo", "read_file", "open_url"]
@@ -561,6 +562,26 @@ class MatcherTest(unittest.TestCase):
                     self.assertEqual(str(caught.exception), host)
                 else:
                     self.assertEqual(url_host(url), host)
+
+
+class RegexBoundTest(unittest.TestCase):
+    def test_bounded_patterns_load(self) -> None:
+        for pattern in (r"[A-Z]{6}", r"[a-z]+-[0-9]{6}/(src|docs|tests|lib|config|scripts)/.+", r"[^@]+@example\.com",
+                        r"(\d{1,3}\.){3}\d{1,3}", r"(?:a|b)*", r".*\.py", r"(ab)+", r"(?:x|y)?\w+", r"(?=\w+$).*"):
+            with self.subTest(pattern=pattern):
+                self.assertEqual(compile_bounded(pattern).pattern, pattern)
+
+    def test_unbounded_patterns_are_refused(self) -> None:
+        nested = ("repeats a part that can match in more than one way (a nested quantifier or an alternation "
+                  "inside * + or {n,}), which can take exponential time")
+        long = "has too many variable-length parts: it could try more than 134,217,728 ways on an argument of 4,096 " \
+               "characters"
+        for pattern, message in ((r"(\w+\s?)+", nested), (r"(a|aa)*", nested), (r"(a?a?)*", nested),
+                                 (r"(?:x+)*y", nested), (r"((ab)*c)+", nested), (r"(?=(a+)+)b", nested),
+                                 (r"\w*\w*\w*!", long), (r"(\w+\s?){1,1000}", long), (r".*,.*,.*", long)):
+            with self.subTest(pattern=pattern), self.assertRaises(ValueError) as caught:
+                compile_bounded(pattern)
+            self.assertEqual(str(caught.exception), message)
 
 
 BAD_RULES: list[tuple[str, Any, str]] = [
