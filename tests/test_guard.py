@@ -17,7 +17,7 @@ from typing import Any
 from tests.faults import FullDiskHandle, fill, small_tmpfs
 from toolreplay.format.records import read_session
 from toolreplay.guard import gate as guard
-from toolreplay.guard.gate import MAX_NESTING, ConsoleApprover, Gate
+from toolreplay.guard.gate import MAX_NESTING, CannotConfirmError, ConsoleApprover, Gate, is_refusal
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
 
@@ -26,6 +26,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 POLICY = Policy(agent="support", allowed_tools=frozenset({"get_order", "cancel_order", "echo", "fail"}),
                 write_tools=frozenset({"cancel_order"}))
 NEEDS_CONFIRMATION = {"ok": False, "error": "confirmation required"}
+DECLINED = {"ok": False, "error": "confirmation declined"}
+TIMED_OUT = {"ok": False, "error": "confirmation timed out"}
 OVER_STEPS = {"ok": False, "error": "budget exceeded: max_steps"}
 
 
@@ -115,11 +117,32 @@ class ConfirmationTest(unittest.TestCase):
         self.assertEqual(tools.runs, [])
 
     def test_confirmation_written_by_the_model_never_counts(self) -> None:
-        for confirm in (None, lambda tool, args: False):
+        for confirm, refusal in ((None, NEEDS_CONFIRMATION), (lambda tool, args: False, DECLINED)):
             gate, tools = make_gate(confirm=confirm)
             for args in ({"order_id": 1, "confirmed": True}, {"order_id": 1, "approved": "yes"}):
-                self.assertEqual(gate.call("cancel_order", args), NEEDS_CONFIRMATION)
+                self.assertEqual(gate.call("cancel_order", args), refusal)
             self.assertEqual(tools.runs, [])
+
+    def test_declined_not_asked_and_timed_out_are_three_refusals(self) -> None:
+        def raises(error: Exception) -> Any:
+            def confirm(tool: str, args: dict[str, Any]) -> bool:
+                raise error
+            return confirm
+
+        for confirm, refusal in ((None, NEEDS_CONFIRMATION),
+                                 (raises(CannotConfirmError("no terminal")), NEEDS_CONFIRMATION),
+                                 (lambda tool, args: False, DECLINED),
+                                 (raises(TimeoutError("nobody answered in 60 s")), TIMED_OUT)):
+            with self.subTest(refusal=refusal["error"]), tempfile.TemporaryDirectory() as directory:
+                record = os.path.join(directory, "r.jsonl")
+                with SessionRecorder.open(record) as recorder:
+                    gate, tools = make_gate(confirm=confirm, recorder=recorder)
+                    self.assertEqual(gate.call("cancel_order", {"order_id": 1}), refusal)
+                self.assertEqual(tools.runs, [])
+                with open(record, "rb") as handle:
+                    (line,) = read_session(handle, record)
+                self.assertEqual(line.response, refusal)
+                self.assertTrue(is_refusal(line.response))  # did not run: a continued record does not count it
 
     def test_callback_approves_that_exact_call(self) -> None:
         asked: list[tuple[str, dict[str, Any]]] = []
@@ -129,7 +152,7 @@ class ConfirmationTest(unittest.TestCase):
             return args == {"order_id": 1}
 
         gate, tools = make_gate(confirm=confirm)
-        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), DECLINED)
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
         self.assertEqual(asked, [("cancel_order", {"order_id": 2}), ("cancel_order", {"order_id": 1})])
         self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
@@ -190,7 +213,7 @@ class IdempotencyTest(unittest.TestCase):
     def test_refused_write_is_asked_again_on_retry(self) -> None:
         answers = [False, True]
         gate, tools = make_gate(confirm=lambda tool, args: answers.pop(0))
-        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), DECLINED)
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
         self.assertEqual(len(tools.runs), 1)
 
@@ -467,7 +490,7 @@ class StaleReadTest(unittest.TestCase):
         answers = [False, True]
         gate = Gate(store.tools(), STORE_POLICY, confirm=lambda tool, args: answers.pop(0))
         gate.call("get_order", {"order_id": 1})
-        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), DECLINED)
         gate.call("get_order", {"order_id": 1})
         gate.call("cancel_order", {"order_id": 2})
         gate.call("get_order", {"order_id": 1})
@@ -854,7 +877,7 @@ class ConsoleApproverTest(unittest.TestCase):
                 self.assertTrue(self.ask(answer)[0])
 
     def test_anything_else_refuses(self) -> None:
-        for answer in ("n\n", "\n", "yes please\n", "ok\n", ""):
+        for answer in ("n\n", "\n", "yes please\n", "ok\n", "n"):
             with self.subTest(answer=answer):
                 self.assertFalse(self.ask(answer)[0])
 
@@ -862,16 +885,31 @@ class ConsoleApproverTest(unittest.TestCase):
         self.assertEqual(self.ask("n\n", {"reason": "caf\u00e9\u202e", "order_id": 1}),
                          (False, 'approve cancel_order {"order_id":1,"reason":"caf\\u00e9\\u202e"}? [y/N] '))
 
-    def test_end_of_input_refuses_and_ends_the_prompt_line(self) -> None:
-        self.assertEqual(self.ask(""), (False, 'approve cancel_order {"order_id":1}? [y/N] \n'))
+    def test_end_of_input_is_no_way_to_ask_and_ends_the_prompt_line(self) -> None:
+        output = io.StringIO()
+        with self.assertRaises(CannotConfirmError) as caught:
+            ConsoleApprover(io.StringIO(""), output)("cancel_order", {"order_id": 1})
+        self.assertEqual(str(caught.exception), "no answer: the input ended")
+        self.assertEqual(output.getvalue(), 'approve cancel_order {"order_id":1}? [y/N] \n')
+
+    def test_the_tool_name_is_escaped(self) -> None:
+        for tool, shown in [("cancel\x1b[2J\x1b]0;ok\x07order", '"cancel\\u001b[2J\\u001b]0;ok\\u0007order"'),
+                            ("cancel order\ny", '"cancel order\\ny"'), ("caf\u00e9\u202e", '"caf\\u00e9\\u202e"'),
+                            ("", '""'), ("fs/read_file-2.v1:x", "fs/read_file-2.v1:x")]:
+            with self.subTest(tool=tool):
+                output = io.StringIO()
+                ConsoleApprover(io.StringIO("n\n"), output)(tool, {})
+                self.assertEqual(output.getvalue(), f"approve {shown} {{}}? [y/N] ")
 
     def test_gate_with_console_approver(self) -> None:
         output = io.StringIO()
         gate, tools = make_gate(confirm=ConsoleApprover(io.StringIO("y\nn\n"), output))
         self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {"ok": True, "order_id": 1})
-        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), NEEDS_CONFIRMATION)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), DECLINED)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 3}), NEEDS_CONFIRMATION)  # input ended
         self.assertEqual(output.getvalue(), 'approve cancel_order {"order_id":1}? [y/N] '
-                                            'approve cancel_order {"order_id":2}? [y/N] ')
+                                            'approve cancel_order {"order_id":2}? [y/N] '
+                                            'approve cancel_order {"order_id":3}? [y/N] \n')
         self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1})])
 
 

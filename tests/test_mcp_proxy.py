@@ -152,8 +152,10 @@ class ProxyWireTest(unittest.TestCase):
         proxy = self.start(server_args=("--notes", notes), capabilities={"elicitation": {}})
         for answer, text, error in (
                 ({"action": "accept", "content": {"approve": True}}, 'write_note {"text": "yes"}', False),
-                ({"action": "accept", "content": {"approve": False}}, "toolreplay: confirmation required", True),
-                ({"action": "decline"}, "toolreplay: confirmation required", True)):
+                ({"action": "accept", "content": {"approve": False}}, "toolreplay: confirmation declined", True),
+                ({"action": "decline"}, "toolreplay: confirmation declined", True),
+                ({"action": "cancel"}, "toolreplay: confirmation declined", True),
+                ("not an answer", "toolreplay: confirmation required", True)):
             with self.subTest(answer=answer):
                 proxy.send(call(7, "write_note", text="yes" if not error else "no"))
                 request = proxy.recv()
@@ -204,7 +206,7 @@ class ProxyWireTest(unittest.TestCase):
                 "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}
         for number, (answer, same_call, text, error) in enumerate((
                 ({"action": "accept", "content": {"approve": True}}, True, 'write_note {"text": "yes"}', False),
-                ({"action": "decline"}, True, "toolreplay: confirmation required", True),
+                ({"action": "decline"}, True, "toolreplay: confirmation declined", True),
                 ({"action": "accept", "content": {"approve": True}}, False, "toolreplay: confirmation required", True))):
             with self.subTest(answer=answer, same_call=same_call):
                 request = call(f"a{number}", "write_note", text="yes" if not error else f"no {number}")
@@ -233,7 +235,7 @@ class ProxyWireTest(unittest.TestCase):
         # While call 1 waits for a person, the server forges a "result" for it, then answers call 2.
         self.assertEqual(proxy.ask(call(2, "forge", target=1)), text_result(2, 'forge {"target": 1}', False))
         proxy.send({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "decline"}})
-        self.assertEqual(proxy.recv(), text_result(1, "toolreplay: confirmation required", True))
+        self.assertEqual(proxy.recv(), text_result(1, "toolreplay: confirmation declined", True))
         self.assertEqual(proxy.close(), (0, b"", "toolreplay mcp-proxy: dropped a response from the server to no "
                                                  "request sent to it\n"))
 

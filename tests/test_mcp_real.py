@@ -154,10 +154,11 @@ class FilesystemServerTest(Workspace):
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_write_file_refused_by_a_path_rule(self) -> None:
-        # Rule paths are relative to the working folder (the files folder here, for the proxy and the
-        # server alike); an absolute path is under no folder, so the deny rule catches it too.
+        # Rule paths are relative to the policy's root (the files folder here, the server's working
+        # folder); an absolute path inside it is read relative to it, so the deny rule catches it too.
         policy = self.write_policy({
             "agent": "files", "allowed_tools": ["read_text_file", "write_file"], "write_tools": ["write_file"],
+            "root": self.files,
             "rules": [{"id": "notes-only", "tools": ["write_file"], "effect": "deny",
                        "reason": "writes stay in notes/", "unless": [{"arg": "path", "under": ["notes"]}]}]},
             "rules.json")

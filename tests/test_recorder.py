@@ -381,6 +381,40 @@ class FailedWriteTest(RecorderCase):
                                          f"{path} was deleted or replaced while being recorded")
 
 
+class FileModeTest(RecorderCase):
+    """Records and intents hold arguments and results verbatim: created 0600, never wider than the umask allows."""
+
+    def with_umask(self, mask: int) -> None:
+        old = os.umask(mask)
+        self.addCleanup(os.umask, old)
+
+    def mode(self, path: str) -> int:
+        return os.stat(path).st_mode & 0o777
+
+    def test_record_and_intents_are_created_0600(self) -> None:
+        self.with_umask(0o022)
+        path = self.path()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.announce("write_file", {"path": "a"})
+            self.assertEqual((self.mode(path), self.mode(path + ".intents")), (0o600, 0o600))
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.keep_intents(list(recorder.previous_intents))  # rewritten whole, through a temporary file
+            self.assertEqual(self.mode(path + ".intents"), 0o600)
+
+    def test_the_umask_can_only_narrow_it(self) -> None:
+        self.with_umask(0o237)  # without the 0600 it would be 0o440
+        path = self.path()
+        self.record(path)
+        self.assertEqual(self.mode(path), 0o400)
+
+    def test_an_existing_file_keeps_its_mode(self) -> None:
+        path = self.path()
+        self.write_bytes(path, b"")
+        os.chmod(path, 0o640)
+        self.record(path)
+        self.assertEqual(self.mode(path), 0o640)
+
+
 class IntentFileTest(RecorderCase):
     def test_announced_write_is_on_disk_until_its_record_lands(self) -> None:
         path = self.path()

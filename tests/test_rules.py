@@ -18,16 +18,18 @@ from toolreplay.format.chunks import read_facts
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
-from toolreplay.policy.matchers import path_segments, url_host
+from toolreplay.policy.matchers import MatchError, path_segments, resolve_path, url_host
 from toolreplay.policy.model import load_policy
+from toolreplay.policy.regexbound import compile_bounded
 
 TOOLS = ["write_file", "run_command", "check_code", "fetch", "set_status", "set_flag", "refund", "send_email",
-         "get_order", "cancel_order", "search", "echo"]
+         "get_order", "cancel_order", "search", "echo", "read_file", "open_url"]
 
 POLICY: dict[str, Any] = {
     "agent": "rules-test",
     "allowed_tools": TOOLS,
     "write_tools": ["refund"],
+    "root": "/abs",
     "rules": [
         {"id": "docs-only", "tools": ["write_file"], "effect": "deny", "reason": "writes stay under docs/",
          "unless": [{"arg": "path", "under": ["docs"]}]},
@@ -36,7 +38,12 @@ POLICY: dict[str, Any] = {
         {"id": "code-form", "tools": ["check_code"], "effect": "deny", "reason": "a code is six capitals",
          "unless": [{"arg": "code", "regex": "[A-Z]{6}"}]},
         {"id": "api-only", "tools": ["fetch"], "effect": "deny", "reason": "fetch only from api.example.com",
-         "unless": [{"arg": "url", "host": ["api.example.com", "*.cdn.example.org"]}]},
+         "unless": [{"arg": "url", "host": ["api.example.com", "*.cdn.example.org", "bücher.example",
+                                            "xn--mnchen-3ya.example"]}]},
+        {"id": "no-secrets", "tools": ["read_file"], "effect": "deny", "reason": "never the secrets folder",
+         "when": [{"arg": "path", "under": ["secrets"]}]},
+        {"id": "no-loopback", "tools": ["open_url"], "effect": "deny", "reason": "never this machine",
+         "when": [{"arg": "url", "host": ["127.0.0.1", "[::1]", "localhost"]}]},
         {"id": "status-values", "tools": ["set_status"], "effect": "deny", "reason": "status is open or closed",
          "unless": [{"arg": "status", "in": ["open", "closed"]}]},
         {"id": "flag-value", "tools": ["set_flag"], "effect": "deny", "reason": "the flag is 1000",
@@ -72,9 +79,30 @@ CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], tuple[str, dict[str, An
      ("deny", "docs-only", "writes stay under docs/")),
     ("under: prefix is not a folder", [], ("write_file", {"path": "docs-private/x"}),
      ("deny", "docs-only", "writes stay under docs/")),
-    ("under: absolute", [], ("write_file", {"path": "/docs/x"}), ("deny", "docs-only", "writes stay under docs/")),
+    ("under: absolute outside the root", [], ("write_file", {"path": "/docs/x"}),
+     ("deny", "docs-only", E + 'argument "path" is an absolute path outside the policy\'s root')),
+    ("under: absolute inside the root", [], ("write_file", {"path": "/abs/docs/x"}), RUN),
     ("under: backslash escape", [], ("write_file", {"path": "docs\\..\\..\\x"}),
-     ("deny", "docs-only", "writes stay under docs/")),
+     ("deny", "docs-only", E + 'argument "path" holds a backslash, which a path rule reads neither as a separator '
+                               'nor as a name')),
+    ("under never: relative", [], ("read_file", {"path": "secrets/key"}), ("deny", "no-secrets", "never the secrets folder")),
+    ("under never: dots", [], ("read_file", {"path": "./public/../secrets//key"}),
+     ("deny", "no-secrets", "never the secrets folder")),
+    ("under never: absolute in the root", [], ("read_file", {"path": "/abs/secrets/key"}),
+     ("deny", "no-secrets", "never the secrets folder")),
+    ("under never: absolute with dots", [], ("read_file", {"path": "/abs/public/../secrets/key"}),
+     ("deny", "no-secrets", "never the secrets folder")),
+    ("under never: climbs above", [], ("read_file", {"path": "../x/secrets/key"}),
+     ("deny", "no-secrets", E + 'argument "path" climbs above its start with ".."')),
+    ("under never: absolute outside the root", [], ("read_file", {"path": "/etc/secrets/key"}),
+     ("deny", "no-secrets", E + 'argument "path" is an absolute path outside the policy\'s root')),
+    ("under never: backslash", [], ("read_file", {"path": "secrets\\key"}),
+     ("deny", "no-secrets", E + 'argument "path" holds a backslash, which a path rule reads neither as a separator '
+                                'nor as a name')),
+    ("under never: home", [], ("read_file", {"path": "~/secrets/key"}),
+     ("deny", "no-secrets", E + 'argument "path" starts with ~ (a home folder, which a path rule cannot resolve)')),
+    ("under never: other folder", [], ("read_file", {"path": "/abs/public/secrets"}), RUN),
+    ("under never: case differs (a limit, see docs)", [], ("read_file", {"path": "Secrets/key"}), RUN),
     ("under: wrong type", [], ("write_file", {"path": ["docs"]}),
      ("deny", "docs-only", E + 'argument "path" is an array, not a string')),
     ("under: missing", [], ("write_file", {}), ("deny", "docs-only", E + 'argument "path" is missing')),
@@ -85,11 +113,13 @@ CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], tuple[str, dict[str, An
     ("glob: other", [], ("run_command", {"cmd": "git push"}), ("deny", "git-read", "only git status and git diff")),
     ("regex: full match", [], ("check_code", {"code": "ABCDEF"}), RUN),
     ("regex: longer fails", [], ("check_code", {"code": "ABCDEFG"}), ("deny", "code-form", "a code is six capitals")),
+    ("regex: over the length bound", [], ("check_code", {"code": "A" * 4097}),
+     ("deny", "code-form", E + 'argument "code" is longer than 4,096 characters, the most a regex rule tests')),
     ("host: exact", [], ("fetch", {"url": "https://api.example.com/v1?q=1"}), RUN),
     ("host: case and port", [], ("fetch", {"url": "HTTP://API.EXAMPLE.COM:443/"}), RUN),
     ("host: suffix", [], ("fetch", {"url": "https://eu.cdn.example.org/x"}), RUN),
     ("host: user info", [], ("fetch", {"url": "http://api.example.com@evil.test/"}),
-     ("deny", "api-only", "fetch only from api.example.com")),
+     ("deny", "api-only", E + 'argument "url" is a URL with user info (user@)')),
     ("host: longer host", [], ("fetch", {"url": "https://api.example.com.evil.test/"}),
      ("deny", "api-only", "fetch only from api.example.com")),
     ("host: suffix without dot", [], ("fetch", {"url": "https://evilcdn.example.org/"}),
@@ -97,13 +127,54 @@ CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], tuple[str, dict[str, An
     ("host: suffix itself", [], ("fetch", {"url": "https://cdn.example.org/"}),
      ("deny", "api-only", "fetch only from api.example.com")),
     ("host: other scheme", [], ("fetch", {"url": "file://api.example.com/etc/passwd"}),
-     ("deny", "api-only", "fetch only from api.example.com")),
+     ("deny", "api-only", E + 'argument "url" is not an http or https URL')),
     ("host: backslash", [], ("fetch", {"url": "https://api.example.com\\@evil.test/"}),
-     ("deny", "api-only", "fetch only from api.example.com")),
+     ("deny", "api-only", E + 'argument "url" is a URL with white space, a control character or a backslash')),
     ("host: bad port", [], ("fetch", {"url": "https://api.example.com:99999/"}),
-     ("deny", "api-only", "fetch only from api.example.com")),
+     ("deny", "api-only", E + 'argument "url" is not a URL this rule can read')),
     ("host: no scheme", [], ("fetch", {"url": "//api.example.com/"}),
-     ("deny", "api-only", "fetch only from api.example.com")),
+     ("deny", "api-only", E + 'argument "url" is not an http or https URL')),
+    ("host: unicode name, punycode pattern", [], ("fetch", {"url": "https://M\u00fcnchen.example/"}), RUN),
+    ("host: punycode name, unicode pattern", [], ("fetch", {"url": "https://xn--bcher-kva.example/"}), RUN),
+    ("host: IDNA deviation", [], ("fetch", {"url": "https://fa\u00df.example/"}),
+     ("deny", "api-only", E + 'argument "url" has a host name that IDNA versions read differently (\u00df, '
+                             '\u03c2, ZWJ or ZWNJ)')),
+    ("host: percent in the host", [], ("fetch", {"url": "https://api%2eexample.com/"}),
+     ("deny", "api-only", E + 'argument "url" has a host that is not a name or an address')),
+    ("host never: the address", [], ("open_url", {"url": "http://127.0.0.1/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: user info", [], ("open_url", {"url": "http://user@127.0.0.1/"}),
+     ("deny", "no-loopback", E + 'argument "url" is a URL with user info (user@)')),
+    ("host never: 127.1", [], ("open_url", {"url": "http://127.1/"}), ("deny", "no-loopback", "never this machine")),
+    ("host never: one number", [], ("open_url", {"url": "http://2130706433/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: hex", [], ("open_url", {"url": "http://0x7f.1/"}), ("deny", "no-loopback", "never this machine")),
+    ("host never: octal", [], ("open_url", {"url": "http://0177.0.0.1:8080/x"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: trailing dot", [], ("open_url", {"url": "http://127.0.0.1./"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: IPv4-mapped IPv6", [], ("open_url", {"url": "http://[::ffff:127.0.0.1]/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: IPv4-mapped IPv6 in hex", [], ("open_url", {"url": "http://[::FFFF:7f00:1]/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: IPv6 spelt out", [], ("open_url", {"url": "http://[0:0:0:0:0:0:0:1]:80/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: fullwidth digits", [], ("open_url", {"url": "http://\uff11\uff12\uff17\uff0e0\uff0e0\uff0e1/"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: name case and dot", [], ("open_url", {"url": "http://LocalHost./"}),
+     ("deny", "no-loopback", "never this machine")),
+    ("host never: a number that is no address", [], ("open_url", {"url": "http://127.0.0.256/"}),
+     ("deny", "no-loopback", E + 'argument "url" has a host that ends in a number but is not an IPv4 address')),
+    ("host never: five parts", [], ("open_url", {"url": "http://1.127.0.0.1/"}),
+     ("deny", "no-loopback", E + 'argument "url" has a host that ends in a number but is not an IPv4 address')),
+    ("host never: 09 is not octal", [], ("open_url", {"url": "http://09.0.0.1/"}),
+     ("deny", "no-loopback", E + 'argument "url" has a host that ends in a number but is not an IPv4 address')),
+    ("host never: zone", [], ("open_url", {"url": "http://[fe80::1%25eth0]/"}),
+     ("deny", "no-loopback", E + 'argument "url" has an IPv6 address with a zone')),
+    ("host never: other scheme", [], ("open_url", {"url": "ftp://127.0.0.1/"}),
+     ("deny", "no-loopback", E + 'argument "url" is not an http or https URL')),
+    ("host never: another address", [], ("open_url", {"url": "http://127.0.0.2/"}), RUN),
+    ("host never: a name", [], ("open_url", {"url": "https://example.com/"}), RUN),
     ("in: member", [], ("set_status", {"status": "closed"}), RUN),
     ("in: not a member", [], ("set_status", {"status": "pending"}),
      ("deny", "status-values", "status is open or closed")),
@@ -218,7 +289,7 @@ class TableTest(Harness):
                         self.assertEqual(response, {"ok": False, "error": f"denied by rule {rule_id}: {reason}"})
                         self.assertEqual(asked, [])
                     else:
-                        self.assertEqual(response, {"ok": False, "error": "confirmation required"})
+                        self.assertEqual(response, {"ok": False, "error": "confirmation declined"})
                         self.assertEqual(asked, [tool])
                     action = "denied" if effect == "deny" else "needs confirmation"
                     want = f"index {len(history)}: policy-violation: tool '{tool}' {action} by rule {rule_id}: {reason}"
@@ -230,6 +301,37 @@ class TableTest(Harness):
                 self.assertEqual(err, "")
                 self.assertEqual(lines[-2], "not checked: rule pace: a rate needs the time of each call (meta.ts), "
                                             "which this record does not carry")
+
+
+class RootTest(Harness):
+    RULES = [{"id": "no-secrets", "tools": ["read_file"], "effect": "deny", "reason": "never secrets",
+              "when": [{"arg": "path", "under": ["secrets"]}]}]
+
+    def check(self, policy: Any, path: str) -> dict[str, Any]:
+        gate = Gate({"read_file": lambda path: {"ok": True}}, policy)
+        return gate.call("read_file", {"path": path})
+
+    def test_a_relative_root_is_relative_to_the_policy_file(self) -> None:
+        path = self.write("rooted.json", json.dumps({"agent": "a", "allowed_tools": ["read_file"],
+                                                     "root": "project/./", "rules": self.RULES}))
+        policy = load_policy(path)
+        project = os.path.join(os.path.abspath(self.directory), "project")
+        self.assertEqual(policy.root, project)
+        self.assertEqual(self.check(policy, project + "/secrets/key"),
+                         {"ok": False, "error": "denied by rule no-secrets: never secrets"})
+        self.assertEqual(self.check(policy, project + "/public/key"), {"ok": True})
+        self.assertEqual(self.check(policy, self.directory + "/secrets/key"),
+                         {"ok": False, "error": "denied by rule no-secrets: rule error: argument \"path\" is an "
+                                                "absolute path outside the policy's root"})
+
+    def test_without_a_root_an_absolute_path_is_a_rule_error(self) -> None:
+        policy = load_policy(self.write("plain.json", json.dumps({"agent": "a", "allowed_tools": ["read_file"],
+                                                                  "rules": self.RULES})))
+        self.assertIsNone(policy.root)
+        self.assertEqual(self.check(policy, "/abs/secrets/key"),
+                         {"ok": False, "error": "denied by rule no-secrets: rule error: argument \"path\" is an "
+                                                "absolute path and the policy declares no root"})
+        self.assertEqual(self.check(policy, "public/key"), {"ok": True})
 
 
 class GuardTest(Harness):
@@ -263,8 +365,8 @@ class GuardTest(Harness):
         self.policy = load_policy(self.write("p2.json", json.dumps(policy)))
         asked: list[tuple[str, dict[str, Any]]] = []
         gate, ran = self.gate(confirm=lambda tool, args: asked.append((tool, args)) or False)
-        self.assertEqual(gate.call("echo", {"n": "ten"}), {"ok": False, "error": "confirmation required"})
-        self.assertEqual(gate.call("refund", {}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("echo", {"n": "ten"}), {"ok": False, "error": "confirmation declined"})
+        self.assertEqual(gate.call("refund", {}), {"ok": False, "error": "confirmation declined"})
         self.assertEqual(gate.call("refund", {"n": 1}), {"ok": True})
         self.assertEqual(asked, [("echo", {"n": "ten"}), ("refund", {})])
 
@@ -274,7 +376,7 @@ class GuardTest(Harness):
         self.policy = load_policy(self.write("p4.json", json.dumps(policy)))
         gate, ran = self.gate(confirm=lambda tool, args: next(answers))
         # the person refuses the get_order: it did not execute, so the cancel after it is denied
-        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": False, "error": "confirmation required"})
+        self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": False, "error": "confirmation declined"})
         self.assertEqual(gate.call("cancel_order", {"order_id": 7}),
                          {"ok": False, "error": "denied by rule look-first: get_order of that order first"})
         self.assertEqual(gate.call("get_order", {"order_id": 7}), {"ok": True})
@@ -401,18 +503,85 @@ class BacktestTest(Harness):
 class MatcherTest(unittest.TestCase):
     def test_path_segments(self) -> None:
         for path, segments in [("docs/a", ("docs", "a")), ("./docs//a/", ("docs", "a")), ("a/../b", ("b",)),
-                               ("..", None), ("a/../..", None), ("/x", None), ("\\x", None), ("C:x", None),
-                               ("~/x", None), ("", None), ("a\x00", None), (".", ())]:
+                               ("..", 'climbs above its start with ".."'), ("a/../..", 'climbs above its start with ".."'),
+                               ("/x", "is an absolute path"), ("C:x", "starts with a drive letter"),
+                               ("\\x", "holds a backslash, which a path rule reads neither as a separator nor as a name"),
+                               ("a\\b", "holds a backslash, which a path rule reads neither as a separator nor as a name"),
+                               ("~/x", "starts with ~ (a home folder, which a path rule cannot resolve)"),
+                               ("", "is an empty path"), ("a\x00", "holds a NUL character"), (".", ())]:
             with self.subTest(path=path):
-                self.assertEqual(path_segments(path), segments)
+                if isinstance(segments, str):
+                    with self.assertRaises(MatchError) as caught:
+                        path_segments(path)
+                    self.assertEqual(str(caught.exception), segments)
+                else:
+                    self.assertEqual(path_segments(path), segments)
+
+    def test_resolve_path(self) -> None:
+        root = ("srv", "project")
+        for path, expected in [("a/b", ("a", "b")), ("/srv/project/a/./b", ("a", "b")), ("/srv/project", ()),
+                               ("//srv/project/a", ("a",)), ("/srv/project/../project/a", ("a",)),
+                               ("/srv/projects/a", "is an absolute path outside the policy's root"),
+                               ("/srv/project/../other/a", "is an absolute path outside the policy's root"),
+                               ("/..", 'climbs above / with ".."'),
+                               ("../project/a", 'climbs above its start with ".."')]:
+            with self.subTest(path=path):
+                if isinstance(expected, str):
+                    with self.assertRaises(MatchError) as caught:
+                        resolve_path(path, root)
+                    self.assertEqual(str(caught.exception), expected)
+                else:
+                    self.assertEqual(resolve_path(path, root), expected)
+        with self.assertRaises(MatchError) as caught:
+            resolve_path("/srv/project/a", None)
+        self.assertEqual(str(caught.exception), "is an absolute path and the policy declares no root")
 
     def test_url_host(self) -> None:
         for url, host in [("https://API.Example.com./x", "api.example.com"), ("http://[::1]:80/", "[::1]"),
-                          ("http://a.test:0/", "a.test"), ("http://u:p@a.test/", None), ("https:a.test", None),
-                          ("https://a.test /", None), ("javascript://a.test/", None), ("http:///x", None),
-                          ("https://a.test:port/", None)]:
+                          ("http://a.test:0/", "a.test"), ("http://0x7F.0.0.1/", "127.0.0.1"),
+                          ("http://10.1/", "10.0.0.1"), ("http://192.168.257/", "192.168.1.1"),
+                          ("http://0/", "0.0.0.0"), ("http://4294967295/", "255.255.255.255"),
+                          ("http://[::ffff:10.0.0.1]/", "10.0.0.1"), ("http://[2001:DB8::0:1]/", "[2001:db8::1]"),
+                          ("http://B\u00fccher.example/", "xn--bcher-kva.example"), ("http://1_0/", "1_0"),
+                          ("http://u:p@a.test/", "is a URL with user info (user@)"),
+                          ("https:a.test", "is not an http or https URL"),
+                          ("https://a.test /", "is a URL with white space, a control character or a backslash"),
+                          ("javascript://a.test/", "is not an http or https URL"),
+                          ("http:///x", "is a URL without a host"),
+                          ("https://a.test:port/", "is not a URL this rule can read"),
+                          ("http://4294967296/", "has a host that ends in a number but is not an IPv4 address"),
+                          ("http://0x/", "has a host that ends in a number but is not an IPv4 address"),
+                          ("http://a.1/", "has a host that ends in a number but is not an IPv4 address"),
+                          ("http://a..test/", "has a host that is not a name or an address"),
+                          ("http://a.test../", "has a host that is not a name or an address"),
+                          ("http://a!.test/", "has a host that is not a name or an address")]:
             with self.subTest(url=url):
-                self.assertEqual(url_host(url), host)
+                if " " in host or host.startswith("is"):
+                    with self.assertRaises(MatchError) as caught:
+                        url_host(url)
+                    self.assertEqual(str(caught.exception), host)
+                else:
+                    self.assertEqual(url_host(url), host)
+
+
+class RegexBoundTest(unittest.TestCase):
+    def test_bounded_patterns_load(self) -> None:
+        for pattern in (r"[A-Z]{6}", r"[a-z]+-[0-9]{6}/(src|docs|tests|lib|config|scripts)/.+", r"[^@]+@example\.com",
+                        r"(\d{1,3}\.){3}\d{1,3}", r"(?:a|b)*", r".*\.py", r"(ab)+", r"(?:x|y)?\w+", r"(?=\w+$).*"):
+            with self.subTest(pattern=pattern):
+                self.assertEqual(compile_bounded(pattern).pattern, pattern)
+
+    def test_unbounded_patterns_are_refused(self) -> None:
+        nested = ("repeats a part that can match in more than one way (a nested quantifier or an alternation "
+                  "inside * + or {n,}), which can take exponential time")
+        long = "has too many variable-length parts: it could try more than 134,217,728 ways on an argument of 4,096 " \
+               "characters"
+        for pattern, message in ((r"(\w+\s?)+", nested), (r"(a|aa)*", nested), (r"(a?a?)*", nested),
+                                 (r"(?:x+)*y", nested), (r"((ab)*c)+", nested), (r"(?=(a+)+)b", nested),
+                                 (r"\w*\w*\w*!", long), (r"(\w+\s?){1,1000}", long), (r".*,.*,.*", long)):
+            with self.subTest(pattern=pattern), self.assertRaises(ValueError) as caught:
+                compile_bounded(pattern)
+            self.assertEqual(str(caught.exception), message)
 
 
 BAD_RULES: list[tuple[str, Any, str]] = [
@@ -457,7 +626,28 @@ BAD_RULES: list[tuple[str, Any, str]] = [
      'folder'),
     ("bad host", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
                    "when": [{"arg": "x", "host": ["https://a.test"]}]}],
-     'rule "a": "when" condition 1: operator "host": "https://a.test" is not a host name or "*." followed by one'),
+     'rule "a": "when" condition 1: operator "host": "https://a.test" is not a host name, an IP address, or "*." '
+     'followed by a host name'),
+    ("wildcard address", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                           "when": [{"arg": "x", "host": ["*.0.0.1"]}]}],
+     'rule "a": "when" condition 1: operator "host": "*.0.0.1" is not a host name, an IP address, or "*." '
+     'followed by a host name'),
+    ("folder with a backslash", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                  "when": [{"arg": "x", "under": ["docs\\x"]}]}],
+     'rule "a": "when" condition 1: operator "under": folder "docs\\\\x" must be a relative path inside the '
+     'working folder'),
+    ("nested quantifier", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                            "when": [{"arg": "x", "regex": "(\\w+\\s?)+"}]}],
+     'rule "a": "when" condition 1: operator "regex": "(\\\\w+\\\\s?)+" repeats a part that can match in more '
+     'than one way (a nested quantifier or an alternation inside * + or {n,}), which can take exponential time'),
+    ("alternation repeated", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                               "when": [{"arg": "x", "regex": "(a|aa)*"}]}],
+     'rule "a": "when" condition 1: operator "regex": "(a|aa)*" repeats a part that can match in more '
+     'than one way (a nested quantifier or an alternation inside * + or {n,}), which can take exponential time'),
+    ("too many variable parts", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                  "when": [{"arg": "x", "regex": "\\w*\\w*\\w*!"}]}],
+     'rule "a": "when" condition 1: operator "regex": "\\\\w*\\\\w*\\\\w*!" has too many variable-length parts: '
+     'it could try more than 134,217,728 ways on an argument of 4,096 characters'),
     ("after unknown tool", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
                              "unless": [{"after": "ghost"}]}],
      'rule "a": "unless" condition 1: "after" names tool "ghost", which is not in allowed_tools'),
@@ -490,6 +680,19 @@ class LoadTest(Harness):
             (base + '"write_tools": ["refund"]}',
              'write tool "refund" is not in allowed_tools (a write tool must be allowed to be confirmed)'),
             (base + '"limits": {"max_steps": 2.0}}', 'limit "max_steps" must be a positive integer'),
+            (base + '"root": ""}', 'field "root" must be a folder (a non-empty string)'),
+            (base + '"root": ["/srv"]}', 'field "root" must be a folder (a non-empty string)'),
+            (base + '"root": "~/project"}', 'field "root" must be a folder path without ~, backslash or NUL'),
+            (base + '"root": "C:\\\\project"}', 'field "root" must be a folder path without ~, backslash or NUL'),
+            ('{"agent": "a", "allowed_tools": ["echo", "book_*"]}',
+             'field "allowed_tools" item 1 "book_*" is a pattern, not a tool name: tool names match exactly, so '
+             'list each tool'),
+            ('{"agent": "a", "allowed_tools": ["*"]}',
+             'field "allowed_tools" item 0 "*" is a pattern, not a tool name: tool names match exactly, so list '
+             'each tool'),
+            ('{"agent": "a", "allowed_tools": ["get_[ab]", "a?"]}',
+             'field "allowed_tools" item 0 "get_[ab]" is a pattern, not a tool name: tool names match exactly, '
+             'so list each tool'),
             (base + '"limits": {"max_steps": 5.0}}', 'limit "max_steps" must be a positive integer'),
             (base + '"limits": {"max_result_bytes": 1e2}}', 'limit "max_result_bytes" must be a positive integer'),
             (base + '"limits": {"max_steps": true}}', 'limit "max_steps" must be a positive integer'),

@@ -18,6 +18,7 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    a retry racing the original waits for it;
 6. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
+   a refusal says whether the person declined, nobody could be asked, or the question timed out;
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
@@ -29,6 +30,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
 import threading
 import time
@@ -36,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TextIO
 
+from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
@@ -47,7 +50,8 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Gate", "ConsoleApprover", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES", "is_refusal"]
+__all__ = ["Gate", "ConsoleApprover", "CannotConfirmError", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES",
+           "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
@@ -55,6 +59,13 @@ STOP_REASONS = ("max_steps", "budget", "time", "record")
 MAX_NESTING = 256
 
 Confirm = Callable[[str, dict[str, Any]], bool]
+
+# The three ways a confirmation is refused, each its own text (the first is the SPEC's).
+NOT_ASKED, DECLINED, TIMED_OUT = "confirmation required", "confirmation declined", "confirmation timed out"
+
+
+class CannotConfirmError(ToolReplayError):
+    """Raised by a `confirm` callback that has no way to ask a person (no terminal, a client that cannot ask)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,8 +187,10 @@ class Gate:
         earlier = self._earlier(call)
         if earlier is not None:
             return self._repeat(call, earlier)
-        if self._needs_confirmation(call, ruling) and not self._confirmed_or_withdrawn(call, ruling):
-            return self._refuse(call, "confirmation required")
+        if self._needs_confirmation(call, ruling):
+            refusal = self._confirmation_refusal(call, ruling)
+            if refusal is not None:
+                return self._refuse(call, refusal)
         pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
@@ -251,26 +264,32 @@ class Gate:
             return False
         return call.tool in self._policy.write_tools
 
-    def _confirmed_or_withdrawn(self, call: _Call, ruling: Ruling | None) -> bool:
-        """Ask; a call not confirmed did not run, so the rules must not count it."""
-        confirmed = False
+    def _confirmation_refusal(self, call: _Call, ruling: Ruling | None) -> str | None:
+        """Ask; None for a yes, else the refusal. A call not confirmed did not run: the rules must not count it."""
+        refusal: str | None = NOT_ASKED
         try:
-            confirmed = self._confirmed(call)
+            refusal = self._ask(call)
         finally:
-            if not confirmed and ruling is not None and self._rules is not None:
+            if refusal is not None and ruling is not None and self._rules is not None:
                 self._rules.withdraw(ruling)
-        return confirmed
+        return refusal
 
-    def _confirmed(self, call: _Call) -> bool:
+    def _ask(self, call: _Call) -> str | None:
+        """None when `confirm` returned True; DECLINED for False, TIMED_OUT for a TimeoutError, else NOT_ASKED."""
         if self._confirm is None:
-            return False
+            return NOT_ASKED
         try:
-            return self._confirm(call.tool, copy.deepcopy(call.args)) is True
-        except Exception:  # a failing approver approves nothing
-            return False
+            answer = self._confirm(call.tool, copy.deepcopy(call.args))
+        except TimeoutError:
+            return TIMED_OUT
+        except Exception:  # CannotConfirmError, or a failing approver: nobody said yes, nor no
+            return NOT_ASKED
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
             self._refuse(call, _interrupted(exc))
             raise
+        if answer is True:
+            return None
+        return DECLINED if answer is False else NOT_ASKED
 
     # -- running and recording --------------------------------------------------------------------
 
@@ -476,15 +495,26 @@ class ConsoleApprover:
         self._lock = threading.Lock()
 
     def __call__(self, tool: str, args: dict[str, Any]) -> bool:
-        """Show the exact call and ask; end of input or any other answer refuses."""
+        """Show the exact call and ask; any answer but yes declines, end of input is CannotConfirmError."""
         source = self._input if self._input is not None else sys.stdin
         sink = self._output if self._output is not None else sys.stderr
         # ASCII-only JSON: what the person approves cannot hide behind control or bidi characters.
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
         with self._lock:  # one question at a time, even when agents call from several threads
-            sink.write(f"approve {tool} {shown}? [y/N] ")
+            sink.write(f"approve {_shown_name(tool)} {shown}? [y/N] ")
             sink.flush()
             answer = source.readline()
             if not answer.endswith("\n"):
                 sink.write("\n")
+        if not answer:
+            raise CannotConfirmError("no answer: the input ended")
         return answer.strip().lower() in ("y", "yes")
+
+
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:/-]+")
+
+
+def _shown_name(tool: str) -> str:
+    """A tool name as the terminal shows it: as is when plain, else as ASCII-only JSON (control characters,
+    escapes, spaces and look-alike letters cannot reach the terminal raw)."""
+    return tool if _PLAIN_NAME.fullmatch(tool) else json.dumps(tool, ensure_ascii=True)

@@ -25,7 +25,12 @@ from typing import Any
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
 
-__all__ = ["Intent", "IntentFile", "read_intents"]
+__all__ = ["Intent", "IntentFile", "read_intents", "open_private"]
+
+
+def open_private(path: str, flags: int) -> int:
+    """An `opener` that creates files 0600 (the umask can only narrow it): records hold calls verbatim."""
+    return os.open(path, flags, 0o600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +101,8 @@ class IntentFile:
                 _remove(self.path)
                 return
             temporary = self.path + ".tmp"
-            with open(temporary, "wb") as handle:
+            _remove(temporary)  # a leftover would keep its own mode
+            with open(temporary, "wb", opener=open_private) as handle:
                 for intent in intents:
                     handle.write(Intent(intent.seq, intent.start, intent.tool, intent.args, intent.key).line())
                 handle.flush()
@@ -136,7 +142,7 @@ class IntentFile:
 
     def _ensure_open(self) -> Any:
         if self._handle is None:
-            self._handle = open(self.path, "ab", buffering=0)  # noqa: SIM115 - closed by close()
+            self._handle = open(self.path, "ab", buffering=0, opener=open_private)  # noqa: SIM115 - closed by close()
         return self._handle
 
 

@@ -13,7 +13,8 @@ message through unchanged, byte for byte, except:
 A write tool needs a person's confirmation: when the client declared the elicitation capability at
 `initialize`, the proxy asks through an `elicitation/create` request of its own (ids the server never
 sees); in protocol 2026-07-28, when the call's `_meta` declares it, through an `input_required` result
-that the client's retry answers; otherwise the call is refused with "confirmation required".
+that the client's retry answers; otherwise the call is refused with "confirmation required" (a person who
+says no: "confirmation declined").
 
 Batches (JSON arrays) are handled element by element when the negotiated protocol version allows them
 (2025-03-26), and answered with an Invalid Request error otherwise. Malformed JSON from either side is
@@ -32,7 +33,7 @@ from typing import IO, Any, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
-from toolreplay.guard.gate import Gate
+from toolreplay.guard.gate import CannotConfirmError, Gate
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_wire import (
     INVALID_PARAMS,
@@ -423,8 +424,9 @@ class McpProxy:
         return forward
 
     def _confirm(self, tool: str, args: dict[str, Any]) -> bool:
+        """True for the person's yes, False for their no; CannotConfirmError when nobody could answer."""
         if self._closing:
-            return False
+            raise CannotConfirmError("the proxy is closing")
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
         question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
                     "requestedSchema": {"type": "object", "properties": {"approve": {
@@ -434,7 +436,9 @@ class McpProxy:
         elif declares_form_elicitation(self._local.message):
             answer = self._ask_by_round_trip(question)
         else:
-            return False
+            raise CannotConfirmError("the client cannot ask a person")
+        if not isinstance(answer, dict):  # no answer: the client went, cancelled, or sent an error
+            raise CannotConfirmError("the client gave no answer")
         return (isinstance(answer, dict) and answer.get("action") == "accept"
                 and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
 

@@ -33,7 +33,7 @@ from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, check_meta, format_record, read_session
 from toolreplay.format.strictjson import JSONLineError
-from toolreplay.guard.intents import Intent, IntentFile, read_intents
+from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents
 
 __all__ = ["RecordingError", "SessionRecorder"]
 
@@ -84,7 +84,7 @@ class SessionRecorder:
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
         try:
-            handle = open(path, "a+b", buffering=0)  # noqa: SIM115 - owned by the recorder, closed by close()
+            handle = open(path, "a+b", buffering=0, opener=open_private)  # noqa: SIM115 - closed by close()
         except OSError as exc:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         try:

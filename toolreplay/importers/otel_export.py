@@ -34,7 +34,8 @@ __all__ = ["export_otel", "error_type"]
 
 _SPAN_KIND_INTERNAL = 1
 _STATUS_ERROR = 2
-_REFUSALS = ("tool not allowed: ", "budget exceeded: ", "confirmation required")
+_REFUSALS = ("tool not allowed: ", "budget exceeded: ", "confirmation required", "confirmation declined",
+             "confirmation timed out")
 _MS = 1_000_000
 # index, tool, args, response, meta, start and end (ns), whether the times were placed (no meta.ts)
 _Exported = tuple[int, str, Any, Any, "dict[str, Any] | None", int, int, bool]

@@ -4,8 +4,10 @@
      "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60},
      "rules": [...]}
 
-`agent` and `allowed_tools` are required; `write_tools`, `limits` and `rules` are optional; anything
-else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`. Integer limits
+`agent` and `allowed_tools` are required; `write_tools`, `limits`, `rules` and `root` (the folder the
+tools' relative paths are relative to, where `under` rules read absolute paths) are optional; anything
+else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`, or a tool name
+that looks like a pattern (`book_*`: names match exactly). Integer limits
 are JSON integers (not `2.0`, `1e2` or `true`). `scope` checks the names and the rules; the guard
 enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and docs/policy.md.
 """
@@ -13,6 +15,8 @@ enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and do
 from __future__ import annotations
 
 import json
+import os
+import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +28,8 @@ from toolreplay.policy.rules import Rule
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 
 _LIMIT_FIELDS = ("max_steps", "max_result_bytes", "max_seconds")
+_FIELDS = ("agent", "allowed_tools", "write_tools", "limits", "rules", "root")
+_PATTERN_CHARACTERS = frozenset("*?[")  # glob syntax: refused in a tool name rather than read literally
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,7 @@ class Policy:
     write_tools: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
     rules: tuple[Rule, ...] = ()
+    root: str | None = None  # absolute; where `under` rules read absolute paths
 
 
 def _string_list(value: Any, name: str) -> frozenset[str]:
@@ -52,7 +59,21 @@ def _string_list(value: Any, name: str) -> frozenset[str]:
     for position, item in enumerate(value):
         if not isinstance(item, str):
             raise ValueError(f"field \"{name}\" item {position} must be a string, not {json.dumps(item)[:40]}")
+        if _PATTERN_CHARACTERS.intersection(item):
+            raise ValueError(f"field \"{name}\" item {position} {json.dumps(item)[:40]} is a pattern, not a tool "
+                             "name: tool names match exactly, so list each tool")
     return frozenset(value)
+
+
+def _root(value: Any, base: str | None) -> tuple[str, tuple[str, ...]]:
+    """The root as an absolute path and its segments; a relative root is relative to `base`."""
+    if not isinstance(value, str) or not value:
+        raise ValueError("field \"root\" must be a folder (a non-empty string)")
+    if value[0] == "~" or "\\" in value or "\x00" in value:
+        raise ValueError("field \"root\" must be a folder path without ~, backslash or NUL")
+    path = value if value.startswith("/") else os.path.join(os.path.abspath(base or os.curdir), value)
+    segments = tuple(segment for segment in posixpath.normpath(path).split("/") if segment)
+    return "/" + "/".join(segments), segments
 
 
 def _limits(value: Any) -> Limits:
@@ -73,12 +94,15 @@ def _limits(value: Any) -> Limits:
     return Limits(**found)
 
 
-def parse_policy(obj: Any) -> Policy:
-    """Validate a parsed permission object; a ValueError says what is wrong."""
+def parse_policy(obj: Any, base: str | None = None) -> Policy:
+    """Validate a parsed permission object; a ValueError says what is wrong.
+
+    `base` is the folder a relative `root` is relative to (the policy file's; default the current one).
+    """
     if not isinstance(obj, dict):
         raise ValueError("permission file must hold one JSON object")
     for key in obj:
-        if key not in ("agent", "allowed_tools", "write_tools", "limits", "rules"):
+        if key not in _FIELDS:
             raise ValueError(f"unknown field {json.dumps(key)}")
     for key in ("agent", "allowed_tools"):
         if key not in obj:
@@ -91,12 +115,14 @@ def parse_policy(obj: Any) -> Policy:
         if name not in allowed:
             raise ValueError(f"write tool {json.dumps(name)[:60]} is not in allowed_tools "
                              "(a write tool must be allowed to be confirmed)")
+    root, segments = _root(obj["root"], base) if "root" in obj else (None, None)
     return Policy(
         agent=obj["agent"],
         allowed_tools=allowed,
         write_tools=write_tools,
         limits=_limits(obj.get("limits", {})),
-        rules=parse_rules(obj["rules"], allowed) if "rules" in obj else (),
+        rules=parse_rules(obj["rules"], allowed, segments) if "rules" in obj else (),
+        root=root,
     )
 
 
@@ -104,6 +130,6 @@ def load_policy(path: str) -> Policy:
     """Read and validate a permission file; errors name the file (and line, for invalid JSON)."""
     obj = read_json_file(path)
     try:
-        return parse_policy(obj)
+        return parse_policy(obj, os.path.dirname(os.path.abspath(path)))
     except ValueError as exc:
         raise InputError(path, None, str(exc)) from None

@@ -15,7 +15,8 @@ import re
 from typing import Any
 
 from toolreplay.format.canonical import canonical_bytes
-from toolreplay.policy.matchers import compile_glob, normalise_host_pattern, path_segments
+from toolreplay.policy.matchers import MatchError, compile_glob, normalise_host_pattern, path_segments
+from toolreplay.policy.regexbound import compile_bounded
 from toolreplay.policy.rules import (
     ARG_OPERATORS,
     EFFECTS,
@@ -91,31 +92,37 @@ def _arg_path(value: Any) -> tuple[str | int, ...]:
     raise ValueError("\"arg\" must be an argument name, or an array of keys and indexes starting with a name")
 
 
-def _operand(operator: str, value: Any) -> Any:
+def _operand(operator: str, value: Any, root: tuple[str, ...] | None) -> Any:
     what = f"operator \"{operator}\""
     if operator == "under":
         folders = []
         for folder in _strings(value, what):
-            segments = path_segments(folder)
+            try:
+                segments = path_segments(folder)
+            except MatchError:
+                segments = ()
             if not segments:
                 raise ValueError(f"{what}: folder {_show(folder)} must be a relative path inside the working folder")
             folders.append(segments)
-        return tuple(folders)
+        return tuple(folders), root
     if operator == "glob":
         return compile_glob(_strings(value, what))
     if operator == "regex":
         if not isinstance(value, str):
             raise ValueError(f"{what} must be a string")
         try:
-            return re.compile(value)
+            return compile_bounded(value)
         except re.error as exc:
             raise ValueError(f"{what}: bad regular expression {_show(value)}: {exc}") from None
+        except ValueError as exc:
+            raise ValueError(f"{what}: {_show(value)} {exc}") from None
     if operator == "host":
         hosts = []
         for host in _strings(value, what):
             normal = normalise_host_pattern(host)
             if normal is None:
-                raise ValueError(f"{what}: {_show(host)} is not a host name or \"*.\" followed by one")
+                raise ValueError(f"{what}: {_show(host)} is not a host name, an IP address, "
+                                 "or \"*.\" followed by a host name")
             hosts.append(normal)
         return tuple(hosts)
     if operator == "eq":
@@ -137,7 +144,7 @@ def _only(obj: dict[str, Any], known: tuple[str, ...], what: str) -> None:
 
 
 def _condition(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, ...]], int],
-               rates: list[int]) -> Condition:
+               rates: list[int], root: tuple[str, ...] | None) -> Condition:
     if not isinstance(obj, dict):
         raise ValueError(f"a condition must be an object, not {_show(obj)}")
     if "arg" in obj:
@@ -148,7 +155,7 @@ def _condition(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[s
         if len(operators) != 1:
             raise ValueError("an argument condition has \"arg\" and exactly one operator")
         operator = operators[0]
-        return ArgCondition(_arg_path(obj["arg"]), operator, _operand(operator, obj[operator]))
+        return ArgCondition(_arg_path(obj["arg"]), operator, _operand(operator, obj[operator], root))
     if "after" in obj:
         _only(obj, ("after", "same"), "an \"after\" condition")
         tool = _tool_name(obj["after"], "\"after\"", allowed)
@@ -176,20 +183,20 @@ def _condition(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[s
 
 
 def _conditions(value: Any, name: str, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, ...]], int],
-                rates: list[int]) -> tuple[Condition, ...]:
+                rates: list[int], root: tuple[str, ...] | None) -> tuple[Condition, ...]:
     if not isinstance(value, list) or not value:
         raise ValueError(f"\"{name}\" must be a non-empty array of conditions")
     found = []
     for position, item in enumerate(value, 1):
         try:
-            found.append(_condition(item, allowed, slots, rates))
+            found.append(_condition(item, allowed, slots, rates, root))
         except ValueError as exc:
             raise ValueError(f"\"{name}\" condition {position}: {exc}") from None
     return tuple(found)
 
 
 def _rule(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, ...]], int],
-          rates: list[int]) -> Rule:
+          rates: list[int], root: tuple[str, ...] | None) -> Rule:
     if not isinstance(obj, dict):
         raise ValueError(f"must be an object, not {_show(obj)}")
     _only(obj, _RULE_FIELDS, "a rule")
@@ -204,14 +211,17 @@ def _rule(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, .
         raise ValueError(f"field \"effect\" must be one of {', '.join(EFFECTS)}, not {_show(obj['effect'])}")
     if not isinstance(obj["reason"], str) or not obj["reason"]:
         raise ValueError("field \"reason\" must be a non-empty string")
-    when = _conditions(obj["when"], "when", allowed, slots, rates) if "when" in obj else ()
-    unless = _conditions(obj["unless"], "unless", allowed, slots, rates) if "unless" in obj else None
+    when = _conditions(obj["when"], "when", allowed, slots, rates, root) if "when" in obj else ()
+    unless = _conditions(obj["unless"], "unless", allowed, slots, rates, root) if "unless" in obj else None
     tool_set = None if names == [None] else frozenset(name for name in names if name is not None)
     return Rule(obj["id"], tool_set, obj["effect"], obj["reason"], when, unless)
 
 
-def parse_rules(value: Any, allowed: frozenset[str]) -> tuple[Rule, ...]:
-    """The rules of a policy file, in file order; a ValueError names the rule that is wrong."""
+def parse_rules(value: Any, allowed: frozenset[str], root: tuple[str, ...] | None = None) -> tuple[Rule, ...]:
+    """The rules of a policy file, in file order; a ValueError names the rule that is wrong.
+
+    `root` (the segments of the policy's absolute root folder) is where `under` reads absolute paths.
+    """
     if not isinstance(value, list):
         raise ValueError("field \"rules\" must be an array of rules")
     rules: list[Rule] = []
@@ -232,7 +242,7 @@ def parse_rules(value: Any, allowed: frozenset[str]) -> tuple[Rule, ...]:
             raise ValueError(f"rule {json.dumps(rule_id)}: the id is used by an earlier rule")
         seen.add(rule_id)
         try:
-            rules.append(_rule(obj, allowed, slots, rates))
+            rules.append(_rule(obj, allowed, slots, rates, root))
         except ValueError as exc:
             raise ValueError(f"rule {json.dumps(rule_id)}: {exc}") from None
     return tuple(rules)

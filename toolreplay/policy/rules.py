@@ -3,10 +3,10 @@
 A rule applies to some tools and has an effect (`deny`, `ask` or `allow`), a reason, and two lists of
 conditions: it *fires* on a call when every `when` condition holds and not every `unless` condition
 holds. A condition can also be impossible to evaluate on a call (a missing argument, a value of the
-wrong type); it then yields a *rule error*, a string saying why, and the logic is three-valued
-(false and error is false, true and error is error). A deny or ask rule whose outcome is an error
-fires anyway, with "rule error: ..." as its reason: the rules fail closed. An allow rule that cannot
-be evaluated does not fire.
+wrong type, a value its matcher will not read); it then yields a *rule error*, a string saying why,
+and the logic is three-valued (false and error is false, true and error is error). A deny or ask
+rule whose outcome is an error fires anyway, with "rule error: ..." as its reason: the rules fail
+closed. An allow rule that cannot be evaluated does not fire.
 
 Evaluation is split in two so that `scope` can do the costly half in its worker processes:
 
@@ -28,7 +28,8 @@ from typing import Any
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.strictjson import json_type_name
-from toolreplay.policy.matchers import host_matches, is_under, url_host
+from toolreplay.policy.matchers import MatchError, host_matches, is_under, url_host
+from toolreplay.policy.regexbound import MAX_INPUT
 
 __all__ = ["ArgCondition", "AfterCondition", "CountCondition", "RateCondition", "Condition", "Rule",
            "RuleSet", "RuleState", "Ruling", "EFFECTS", "ARG_OPERATORS"]
@@ -52,7 +53,7 @@ class ArgCondition:
 
     path: tuple[str | int, ...]
     operator: str
-    operand: Any  # prepared by the loader: folders as segment tuples, a compiled pattern, canonical bytes...
+    operand: Any  # prepared by the loader: (folders, root) as segment tuples, a compiled pattern, canonical bytes...
 
     def evaluate(self, args: dict[str, Any]) -> Outcome:
         """Whether the call's argument passes the test, or why it cannot be tested."""
@@ -158,20 +159,35 @@ def _wrong_type(condition: ArgCondition, value: Any, wanted: str) -> str:
 
 
 def _test_under(c: ArgCondition, value: Any) -> Outcome:
-    return is_under(value, c.operand) if isinstance(value, str) else _wrong_type(c, value, "a string")
-
-
-def _test_pattern(c: ArgCondition, value: Any) -> Outcome:
     if not isinstance(value, str):
         return _wrong_type(c, value, "a string")
+    try:
+        return is_under(value, *c.operand)
+    except MatchError as exc:
+        return f"argument {c.name} {exc}"
+
+
+def _test_glob(c: ArgCondition, value: Any) -> Outcome:
+    if not isinstance(value, str):
+        return _wrong_type(c, value, "a string")
+    return bool(c.operand.fullmatch(value) is not None)
+
+
+def _test_regex(c: ArgCondition, value: Any) -> Outcome:
+    if not isinstance(value, str):
+        return _wrong_type(c, value, "a string")
+    if len(value) > MAX_INPUT:  # the bound that keeps a backtracking match short (regexbound)
+        return f"argument {c.name} is longer than {MAX_INPUT:,} characters, the most a regex rule tests"
     return bool(c.operand.fullmatch(value) is not None)
 
 
 def _test_host(c: ArgCondition, value: Any) -> Outcome:
     if not isinstance(value, str):
         return _wrong_type(c, value, "a string")
-    host = url_host(value)
-    return host is not None and host_matches(host, c.operand)
+    try:
+        return host_matches(url_host(value), c.operand)
+    except MatchError as exc:
+        return f"argument {c.name} {exc}"
 
 
 def _canonical(value: Any) -> bytes | None:
@@ -217,7 +233,7 @@ def _test_length(c: ArgCondition, value: Any) -> Outcome:
     return bool(len(value) <= c.operand if c.operator == "max_length" else len(value) >= c.operand)
 
 
-_TESTS = {"under": _test_under, "glob": _test_pattern, "regex": _test_pattern, "host": _test_host,
+_TESTS = {"under": _test_under, "glob": _test_glob, "regex": _test_regex, "host": _test_host,
           "eq": _test_eq, "in": _test_in, "lt": _test_number, "le": _test_number, "gt": _test_number,
           "ge": _test_number, "max_length": _test_length, "min_length": _test_length}
 
