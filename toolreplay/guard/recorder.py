@@ -34,6 +34,7 @@ from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, check_meta, format_record, read_session
 from toolreplay.format.strictjson import JSONLineError
 from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents
+from toolreplay.policy.redaction import Redactor
 
 __all__ = ["RecordingError", "SessionRecorder"]
 
@@ -54,11 +55,13 @@ class SessionRecorder:
 
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
                  needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
-                 checkpoints: CheckpointWriter | None = None, format_1_0: bool = False) -> None:
+                 checkpoints: CheckpointWriter | None = None, format_1_0: bool = False,
+                 redactor: Redactor | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
         self.format_1_0 = format_1_0
+        self.redactor = redactor
         self.truncated_bytes = truncated_bytes
         self.previous_intents: tuple[Intent, ...] = tuple(intents or ())
         self.resumed_records = next_index
@@ -75,11 +78,12 @@ class SessionRecorder:
 
     @classmethod
     def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
-             format_1_0: bool = False) -> SessionRecorder:
+             format_1_0: bool = False, redactor: Redactor | None = None) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
-        `format_1_0` writes records without `meta`, for tools that read only format 1.0.
+        `format_1_0` writes records without `meta`, for tools that read only format 1.0. `redactor`
+        replaces secrets in every record's args and response, and in the intents, before they are written.
         """
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
@@ -95,7 +99,7 @@ class SessionRecorder:
             handle.close()
             raise
         return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, format_1_0=format_1_0,
-                   **state)
+                   redactor=redactor, **state)
 
     @property
     def next_index(self) -> int:
@@ -125,6 +129,8 @@ class SessionRecorder:
     def announce(self, tool: str, args: dict[str, Any], key: str | None = None) -> int:
         """Sync an intent for a write about to run; return its number for `append(..., intent=N)`."""
         self.check()
+        if self.redactor is not None:
+            args = self.redactor.args(args)
         try:
             return self._intents.announce(self._next_index, tool, args, key)
         except OSError as exc:
@@ -159,6 +165,8 @@ class SessionRecorder:
             raise ValueError("args and response must be JSON objects")
         if self.format_1_0:
             meta = None
+        if self.redactor is not None:
+            args, response = self.redactor.args(args), self.redactor.response(response)
         try:  # encode before taking the lock: a value with no JSON form is refused, nothing written
             tool_bytes, args_bytes, response_bytes = (canonical_bytes(tool), canonical_bytes(args),
                                                       canonical_bytes(response))

@@ -22,13 +22,14 @@ from typing import Any
 
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import read_json_file
+from toolreplay.policy.redaction import Redaction, parse_redaction
 from toolreplay.policy.ruleparse import integer_field, number_field, parse_rules
 from toolreplay.policy.rules import Rule
 
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 
 _LIMIT_FIELDS = ("max_steps", "max_result_bytes", "max_seconds")
-_FIELDS = ("agent", "allowed_tools", "write_tools", "limits", "rules", "root")
+_FIELDS = ("agent", "allowed_tools", "write_tools", "limits", "rules", "root", "redact")
 _PATTERN_CHARACTERS = frozenset("*?[")  # glob syntax: refused in a tool name rather than read literally
 
 
@@ -51,6 +52,7 @@ class Policy:
     limits: Limits = field(default_factory=Limits)
     rules: tuple[Rule, ...] = ()
     root: str | None = None  # absolute; where `under` rules read absolute paths
+    redact: Redaction | None = None  # what the guard's record replaces by a keyed hash (`toolreplay.policy.redaction`)
 
 
 def _string_list(value: Any, name: str) -> frozenset[str]:
@@ -123,6 +125,7 @@ def parse_policy(obj: Any, base: str | None = None) -> Policy:
         limits=_limits(obj.get("limits", {})),
         rules=parse_rules(obj["rules"], allowed, segments) if "rules" in obj else (),
         root=root,
+        redact=parse_redaction(obj["redact"]) if "redact" in obj else None,
     )
 
 

@@ -1,0 +1,103 @@
+"""Redaction before sealing (toolreplay.policy.redaction): secrets replaced by a keyed hash in the record
+and the intents, equal secrets equal, the record still verifies and replays."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import unittest
+
+from tests.test_cli import run
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import parse_policy
+from toolreplay.policy.redaction import Redactor, parse_redaction
+
+KEY = b"a key of at least sixteen bytes"
+# Real-looking secrets of each kind (none of them valid anywhere).
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+GITHUB = "ghp_" + "Z8x" * 12
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIn0."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+BEARER = "mF_9.B5f-4.1JqM0987654321abcdef"
+EMAIL = "jane.doe@example.org"
+PRIVATE = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"
+SECRETS = (AWS_KEY, AWS_SECRET, GITHUB, JWT, BEARER, EMAIL, PRIVATE, "hunter2", "TCK-123456")
+
+
+def _redactor(section: object = None) -> Redactor:
+    return Redactor(parse_redaction(section if section is not None else {
+        "fields": ["headers.X-Session", "response.session"], "patterns": [{"name": "ticket", "regex": "TCK-[0-9]{6}"}]}),
+        KEY)
+
+
+class RedactorTest(unittest.TestCase):
+    def test_every_kind_is_replaced_and_the_rest_kept(self) -> None:
+        args = {"q": f"mail {EMAIL} about TCK-123456", "key": AWS_KEY, "cfg": f"aws_secret_access_key={AWS_SECRET}",
+                "gh": GITHUB, "jwt": JWT, "headers": {"Authorization": f"Bearer {BEARER}", "X-Session": 42},
+                "pem": PRIVATE, "password": "hunter2", "n": 5, "ok": True, "list": [EMAIL, 1]}
+        redacted = _redactor().args(args)
+        text = repr(redacted)
+        for secret in SECRETS:
+            self.assertNotIn(secret, text)
+        self.assertEqual((redacted["n"], redacted["ok"], redacted["list"][1]), (5, True, 1))
+        self.assertRegex(redacted["q"], r"^mail \[redacted:email:[0-9a-f]{24}\] about \[redacted:ticket:[0-9a-f]{24}\]$")
+        self.assertRegex(redacted["cfg"], r"^aws_secret_access_key=\[redacted:aws-secret-key:[0-9a-f]{24}\]$")
+        self.assertRegex(redacted["headers"]["X-Session"], r"^\[redacted:field:[0-9a-f]{24}\]$")
+        self.assertRegex(redacted["headers"]["Authorization"], r"^\[redacted:field:")  # a secret field name
+
+    def test_equal_secrets_give_equal_text_other_secrets_and_keys_other_text(self) -> None:
+        redactor = _redactor()
+        first, second = redactor.args({"a": EMAIL}), redactor.args({"b": f"to: {EMAIL}"})
+        self.assertEqual(first["a"], second["b"][4:])
+        self.assertNotEqual(first, redactor.args({"a": "john.doe@example.org"}))
+        self.assertNotEqual(first, Redactor(parse_redaction({}), b"another key, 16 bytes").args({"a": EMAIL}))
+
+    def test_paths_builtin_choice_and_bad_sections(self) -> None:
+        redactor = _redactor({"builtin": ["email"], "fields": ["response.session"]})
+        self.assertEqual(redactor.args({"key": AWS_KEY, "password": "x"}), {"key": AWS_KEY, "password": "x"})
+        self.assertRegex(redactor.response({"session": {"id": 1}})["session"], r"^\[redacted:field:")
+        self.assertEqual(redactor.args({"session": "kept: only the response's is named"})["session"],
+                         "kept: only the response's is named")
+        for section, message in (
+                ([], 'field "redact" must be an object'),
+                ({"other": 1}, 'field "redact" has an unknown field "other"'),
+                ({"builtin": ["nope"]}, 'field "redact.builtin": unknown pattern "nope"'),
+                ({"fields": ["a..b"]}, 'field "redact.fields" item 0 must be a field name or a dotted path'),
+                ({"patterns": [{"name": "x", "regex": "(\\w+\\s?)+"}]}, 'field "redact.patterns" item 0: the regex '),
+                ({"patterns": [{"name": "X", "regex": "a"}]}, "name must be lower-case letters, digits and -")):
+            with self.subTest(message), self.assertRaises(ValueError) as caught:
+                parse_redaction(section)
+            self.assertIn(message, str(caught.exception))
+        with self.assertRaises(ValueError):
+            Redactor(parse_redaction({}), b"short")
+
+    def test_a_policy_carries_its_section(self) -> None:
+        policy = parse_policy({"agent": "a", "allowed_tools": ["t"], "redact": {"builtin": False, "fields": ["pin"]}})
+        self.assertEqual(policy.redact.names if policy.redact else None, frozenset({"pin"}))
+
+
+class RecordTest(unittest.TestCase):
+    def setUp(self) -> None:
+        self.folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.folder)
+
+    def test_no_secret_byte_reaches_the_record_or_the_intents(self) -> None:
+        path = os.path.join(self.folder, "s.jsonl")
+        args = {"to": EMAIL, "body": f"token {GITHUB} and {JWT}", "auth": {"Authorization": f"Bearer {BEARER}"}}
+        with SessionRecorder.open(path, sealed=True, redactor=_redactor()) as recorder:
+            intent = recorder.announce("send", args)
+            with open(recorder.intents_path, "rb") as handle:
+                intents = handle.read()
+            recorder.append("send", args, {"echo": args["body"], "aws": AWS_KEY}, intent=intent)
+            recorder.append("send", args, {"echo": args["body"], "aws": AWS_KEY})
+        with open(path, "rb") as handle:
+            record = handle.read()
+        for secret in (EMAIL, GITHUB, JWT, BEARER, AWS_KEY):
+            self.assertNotIn(secret.encode(), record)
+            self.assertNotIn(secret.encode(), intents)
+        self.assertEqual(run("verify", path), (0, "chain: intact\n", ""))
+        code, out, _ = run("replay", path)
+        self.assertEqual(code, 1)  # the same call twice, the same redacted form: still seen as a repeat
+        self.assertIn("index 1: redundant-call", out)
