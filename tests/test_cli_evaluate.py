@@ -25,13 +25,28 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 
 class EvalCommandTest(unittest.TestCase):
-    def test_report_only_by_default(self) -> None:
+    def test_a_failed_run_fails_by_default(self) -> None:
         code, out, err = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY)
-        self.assertEqual((code, err), (0, ""))
+        self.assertEqual((code, err), (1, ""))
         lines = out.splitlines()
         self.assertEqual(lines[0], f"suite: {SUITE} (5 cases, 1 trial, step limit 10)")
         self.assertEqual(lines[3], "sloppy_model      5     0.80        0.60            2.0          0          0")
         self.assertEqual(lines[5], "failed: 2")
+        code, out, err = run("eval", SUITE, "--agent", MOCK)
+        self.assertEqual((code, err, out.splitlines()[-2:]), (0, "", ["", "failed: 0"]))
+        for form in ("json", "junit"):
+            with self.subTest(form=form):
+                self.assertEqual(run("eval", SUITE, "--agent", SLOPPY, "--format", form)[0], 1)
+                self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--format", form)[0], 0)
+
+    def test_a_threshold_says_what_passes(self) -> None:
+        # Any threshold, even 0, replaces the default: failed runs no longer fail the command by themselves.
+        for option in ("--min-success", "--min-tool-match"):
+            with self.subTest(option=option):
+                code, out, _ = run("eval", SUITE, "--agent", SLOPPY, option, "0")
+                self.assertEqual(code, 0)
+                self.assertIn("\nfailed: 2\n", out)
+                self.assertTrue(out.endswith("\nthresholds: met\n"))
 
     def test_thresholds(self) -> None:
         code, out, _ = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--min-success", "0.8",
@@ -60,7 +75,7 @@ class EvalCommandTest(unittest.TestCase):
 
     def test_trials_add_pass_hat_k_columns(self) -> None:
         code, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--trials", "3")
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[:3], [
             f"suite: {SUITE} (5 cases, 3 trials, step limit 10)",
             "agent         cases  success  tool match  average steps  redundant  overreach  pass^1  pass^2  pass^3",
@@ -70,7 +85,7 @@ class EvalCommandTest(unittest.TestCase):
     def test_shipped_cassette_suite(self) -> None:
         code, out, _ = run("eval", os.path.join(ROOT, "samples", "eval-cassette.json"), "--agent", MOCK,
                            "--agent", SLOPPY)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[2:4], [
             "mock_model        5     1.00        1.00            2.0          0          0",
             "sloppy_model      5     0.60        0.60            2.0          0          0"])
@@ -82,7 +97,7 @@ class EvalCommandTest(unittest.TestCase):
 
     def test_recorded_sessions_pass_replay_and_scope(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
-            self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--record", directory)[0], 0)
+            self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--record", directory)[0], 1)
             for agent in ("mock_model", "sloppy_model"):
                 scope = os.path.join(directory, agent, "scope.json")
                 for name in sorted(os.listdir(os.path.join(directory, agent))):
@@ -262,7 +277,7 @@ class CiOutputTest(unittest.TestCase):
 
     def test_second_suite_report(self) -> None:
         code, out, _ = run("eval", SUITE_2, "--agent", CAREFUL, "--agent", HASTY)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[2:6], [
             "careful_agent      2     1.00        1.00            4.0          2          0",
             "hasty_agent        2     0.00        0.00            2.0          0          0",
