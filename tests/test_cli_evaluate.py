@@ -8,9 +8,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from typing import Any
+from xml.etree import ElementTree
 
+from tests.support import require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.evaluation import Answer, Conversation, NamedAgent, ToolCall, eval_junit, evaluate, parse_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = os.path.join(ROOT, "samples", "eval-suite.json")
@@ -285,6 +289,97 @@ class CiOutputTest(unittest.TestCase):
             "failed: 2"])
         self.assertIn('; book_table argument "date" (expected "2026-12-24", got "2026-12-25"); answer has the '
                       'information: "Booked: B-1."; scorer toolreplay.demos.bookings:booking_made said no', out)
+
+
+def odd_agent(conversation: Conversation) -> ToolCall | Answer:
+    """Calls with U+FFFF in an argument, answers with U+FFFF, U+FFFE and C0 controls (tab and NUL)."""
+    if conversation.calls:
+        return Answer("Order \uffff is \ufffe\tshipped\x00\x1b[2J.")
+    return ToolCall("get_order", {"order_id": "30\uffff1"})
+
+
+ODD_LINE = ('odd_agent case 1 odd: tool match failed (strict): expected [get_order {"order_id":"\\uffff"}], '
+            'called [get_order {"order_id":"30\\uffff1"}]; get_order argument "order_id" (expected "\\uffff", '
+            'got "30\\uffff1"); answer missing "\\uffff\\ufffe": "Order \\uffff is \\ufffe\\tshipped\\u0000'
+            '\\u001b[2J."')
+
+
+def _junit_parser() -> Any:
+    try:
+        import junitparser  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return junitparser
+
+
+class JunitConsumerTest(unittest.TestCase):
+    """The JUnit report as a real consumer reads it, whatever characters the agent or the suite hold."""
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.suite = os.path.join(directory.name, "odd\uffff.json")
+        with open(self.suite, "w", encoding="utf-8") as handle:
+            json.dump({"tools": {"module": "toolreplay.demos.orders:TOOLS"}, "cases": [
+                {"id": "odd", "question": "Where is order \uffff?", "expected_answer": "\uffff\ufffe",
+                 "expected_tools": [{"tool": "get_order", "args": {"order_id": "\uffff"}}]}]}, handle)
+
+    def junit(self, *options: str) -> str:
+        code, out, err = run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent", "--agent", MOCK,
+                             "--format", "junit", *options)
+        self.assertEqual((code, err), (1, ""))
+        return out
+
+    def test_forbidden_characters_are_shown_escaped_and_errors_is_there(self) -> None:
+        out = self.junit("--min-success", "1")
+        self.assertFalse(set(out) & {"\uffff", "\ufffe", "\x00", "\x1b"})
+        root = ElementTree.fromstring(out.encode("utf-8"))
+        self.assertEqual(root.get("name"), "toolreplay eval " + self.suite.replace("\uffff", "\\uffff"))
+        self.assertEqual([(element.tag, element.get("errors")) for element in root.iter()
+                          if element.tag in ("testsuites", "testsuite")],
+                         [("testsuites", "0"), ("testsuite", "0"), ("testsuite", "0"), ("testsuite", "0")])
+        failure = root.find("testsuite/testcase/failure")
+        assert failure is not None
+        self.assertEqual((failure.get("message"), failure.text), (ODD_LINE, ODD_LINE))
+
+    def test_a_real_junit_consumer_reads_it(self) -> None:
+        junitparser = _junit_parser()
+        require(junitparser is not None, "junitparser is not installed (pip install junitparser)")
+        with_baseline = os.path.join(os.path.dirname(self.suite), "baseline.json")
+        with open(with_baseline, "w", encoding="utf-8") as handle:
+            handle.write(run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent", "--format",
+                             "json")[1])
+        for options in ((), ("--min-success", "1"), ("--baseline", with_baseline)):
+            with self.subTest(options=options):
+                code, out, _ = run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent",
+                                   "--format", "junit", *options)
+                self.assertEqual(code, 0 if options[:1] == ("--baseline",) else 1)
+                document = junitparser.JUnitXml.fromstring(out.encode("utf-8"))
+                suites = list(document)
+                self.assertEqual(suites[0].name, "odd_agent")
+                self.assertEqual((suites[0].tests, suites[0].errors), (1, 0))
+                (case,) = list(suites[0])
+                self.assertEqual(case.name, "odd")
+                (result,) = case.result
+                if options[:1] == ("--baseline",):
+                    self.assertIsInstance(result, junitparser.Skipped)
+                    self.assertEqual(result.message, "fails in the baseline too: " + ODD_LINE)
+                else:
+                    self.assertIsInstance(result, junitparser.Failure)
+                    self.assertEqual((result.message, result.text), (ODD_LINE, ODD_LINE))
+                    self.assertEqual(suites[0].failures, 1)
+
+    def test_lone_surrogates_from_the_python_api(self) -> None:
+        # Files cannot hold a lone surrogate (the strict JSON reader refuses it); a suite built in Python can.
+        suite = parse_suite({"tools": {"module": "toolreplay.demos.orders:TOOLS"}, "cases": [
+            {"id": "s", "question": "q", "expected_answer": "x\ud801y", "expected_tools": []}]}, "s\udc00.json")
+        report = evaluate(suite, [NamedAgent("a", "m:a", lambda conversation: Answer("no"))])
+        out = eval_junit(report)
+        root = ElementTree.fromstring(out.encode("utf-8"))
+        self.assertEqual(root.get("name"), "toolreplay eval s\\udc00.json")
+        failure = root.find("testsuite/testcase/failure")
+        assert failure is not None
+        self.assertEqual(failure.text, 'a case 1 s: tools ok; answer missing "x\\ud801y": "no"')
 
 
 class CurrentDirectoryTest(unittest.TestCase):
