@@ -297,6 +297,102 @@ class NoTracebackTest(unittest.TestCase):
                         self.assertIn(code, (0, 2), (fmt, name, err))
 
 
+# Odd spellings of a number: a digit of another script that str.isdigit takes and int refuses ("①") or
+# reads ("٣"), a doubled sign, and more digits than int converts from text (4,300).
+ODD_NUMBERS: tuple[Any, ...] = ("\u2460", "--5", "9" * 5000, "\u0663", "-", "")
+
+
+def _number_mutations(value: Any, limit: int = 12) -> list[Any]:
+    """Copies of a parsed document with one number, or string of digits, spelled each odd way."""
+    paths: list[tuple[Any, ...]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((member, (*path, key)) for key, member in item.items())
+        elif isinstance(item, list):
+            stack.extend((member, (*path, index)) for index, member in enumerate(item))
+        elif path and ((isinstance(item, (int, float)) and not isinstance(item, bool))
+                       or (isinstance(item, str) and item.lstrip("-").isdigit())):
+            paths.append(path)
+    found = []
+    for path in sorted(paths, key=str)[:limit]:
+        for replacement in ODD_NUMBERS:
+            copy = json.loads(json.dumps(value))
+            target = copy
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = replacement
+            found.append(copy)
+    return found
+
+
+OTLP_TOOL_SPAN = (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t", "spanId": "s", '
+                  b'"name": "execute_tool f", "startTimeUnixNano": START, "attributes": [{"key": '
+                  b'"gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "n", '
+                  b'"value": {"intValue": INT}}]}]}]}]}')
+
+
+def _otlp(start: bytes = b'"1"', number: bytes = b'"5"') -> bytes:
+    return OTLP_TOOL_SPAN.replace(b"START", start).replace(b"INT", number)
+
+
+class NumberSpellingTest(unittest.TestCase):
+    """`import otel` used to end in a traceback on "①", "--5" and a 5,000-digit number."""
+
+    def test_otlp_integers_are_ascii_decimals_or_an_error_with_the_json_path(self) -> None:
+        where = "error: <stdin>: $.resourceSpans[0].scopeSpans[0].spans[0]"
+        int_error = (f"{where}.attributes[1].value: an intValue string must be a decimal int64 (ASCII digits, "
+                     "an optional '-')\n")
+        time_error = f'{where}: "startTimeUnixNano" must be a decimal string of nanoseconds\n'
+        for spelling in ("\u2460", "--5", "9" * 5000, "\u0663", "-", "", "+5", " 5", "5_0", "9223372036854775808"):
+            text = json.dumps(spelling).encode("utf-8")
+            with self.subTest(spelling=spelling[:20]):
+                self.assertEqual(_run("otel", _otlp(number=text)), (2, "", int_error))
+                self.assertEqual(_run("auto", _otlp(number=text)), (2, "", int_error))
+                if spelling != "9223372036854775808":
+                    self.assertEqual(_run("otel", _otlp(start=text)), (2, "", time_error))
+        self.assertEqual(_run("otel", _otlp(start=b'"18446744073709551616"')), (2, "", time_error))
+        # The spellings OTLP JSON uses still read: int64 bounds, a JSON number, uint64 nanoseconds.
+        for number in (b'"-9223372036854775808"', b'"9223372036854775807"', b"12", b'"007"'):
+            for start in (b'"18446744073709551615"', b"5", b'"0"'):
+                with self.subTest(number=number, start=start):
+                    code, out, _ = _run("otel", _otlp(start, number))
+                    self.assertEqual((code, out), (0, '{"index": 0, "tool": "f", "args": {}, "response": '
+                                                      '{"error": "no recorded response"}}\n'))
+
+    def test_openinference_indexes_of_other_scripts_or_too_long_are_other_attributes(self) -> None:
+        def flat(index: str) -> bytes:
+            attributes = {f"llm.output_messages.{index}.message.role": "assistant",
+                          f"llm.output_messages.{index}.message.tool_calls.0.tool_call.function.name": "f",
+                          f"llm.output_messages.{index}.message.tool_calls.{index}.tool_call.function.name": "g",
+                          f"llm.output_messages.{index}.message.tool_calls.{index}.tool_call.function.arguments":
+                              "{}"}
+            return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+                {"traceId": "t", "spanId": "s", "name": "chat", "attributes": attributes}]}]}]}).encode("utf-8")
+
+        for index in ("9" * 5000, "1" + "0" * 9, "\u0663", "\u2460"):
+            with self.subTest(index=index[:20]):
+                self.assertEqual(_run("otel", flat(index)), (0, "", ""))
+        code, out, _ = _run("otel", flat("0" * 5000 + "3"))
+        self.assertEqual((code, out.count('"tool": '), '"tool": "g"' in out), (0, 2, True))
+
+    def test_odd_numbers_in_every_fixture_never_raise(self) -> None:
+        for fmt in FORMATS:
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.endswith(".json"):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    document = json.loads(handle.read())
+                for mutated in _number_mutations(document):
+                    data = json.dumps(mutated).encode("utf-8")
+                    for named in (fmt, "auto"):
+                        code, out, err = _run(named, data)
+                        self.assertIn(code, (0, 2), (fmt, name, err))
+                        if code == 2:
+                            self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (fmt, name))
+
+
 if __name__ == "__main__":
     unittest.main()
 
