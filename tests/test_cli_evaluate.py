@@ -382,6 +382,57 @@ class JunitConsumerTest(unittest.TestCase):
         self.assertEqual(failure.text, 'a case 1 s: tools ok; answer missing "x\\ud801y": "no"')
 
 
+MEETING_TOOLS = {"book_meeting": lambda **args: {"ok": True, "id": "M-1"}}
+
+
+def late_meeting_agent(conversation: Conversation) -> ToolCall | Answer:
+    """Books the meeting half an hour late, with an extra field."""
+    if conversation.calls:
+        return Answer("Booked M-1.")
+    return ToolCall("book_meeting", {"title": "Sync", "time": {"start": "09:30", "end": "10:00"}, "room": "A"})
+
+
+class ArgumentModeCommandTest(unittest.TestCase):
+    def suite(self, args_match: Any, directory: str) -> str:
+        path = os.path.join(directory, "meetings.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"tools": {"module": "tests.test_cli_evaluate:MEETING_TOOLS"}, "cases": [
+                {"id": "sync", "question": "Book the sync at 9.", "expected_answer": "M-1", "args_match": args_match,
+                 "expected_tools": [{"tool": "book_meeting",
+                                     "args": {"title": "Sync", "time": {"start": "09:00", "end": "10:00"}}}]}]},
+                      handle)
+        return path
+
+    def test_a_nested_field_is_compared(self) -> None:
+        # "time.start" used to be read as a top-level key that neither side has: the check always passed.
+        with tempfile.TemporaryDirectory() as directory:
+            for args_match, tools in ((["time.start"], 'book_meeting argument "time.start" (expected "09:00", got '
+                                                        '"09:30")'),
+                                      ([["time", "end"], "title"], None)):
+                with self.subTest(args_match=args_match):
+                    code, out, err = run("eval", self.suite(args_match, directory), "--agent",
+                                         "tests.test_cli_evaluate:late_meeting_agent")
+                    self.assertEqual((code, err), (0 if tools is None else 1, ""))
+                    self.assertTrue(tools in out if tools else out.endswith("failed: 0\n"), out)
+
+    def test_subset_and_superset_as_in_agentevals_with_a_warning(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            for args_match, extras_allowed, warned in (("superset", True, True), ("includes", True, False),
+                                                       ("subset", False, True), ("within", False, False)):
+                with self.subTest(args_match=args_match):
+                    path = self.suite(args_match, directory)
+                    result = run("eval", path, "--agent", "tests.test_cli_evaluate:late_meeting_agent")
+                    # The call adds "room" and gets "time" wrong: only "time" fails a superset check.
+                    self.assertEqual(result[0], 1)
+                    self.assertEqual(result[2].startswith(f'warning: {path}: args_match "{args_match}" (cases[0].'
+                                                          'args_match) now means what it means in agentevals: '),
+                                     warned)
+                    self.assertEqual(result[2].count("\n"), int(warned))
+                    made = ('"time" (expected {"end":"10:00","start":"09:00"}, got {"end":"10:00","start":"09:30"})'
+                            if extras_allowed else '"room" (expected none, got "A")')
+                    self.assertIn(f"book_meeting argument {made}", result[1])
+
+
 class CurrentDirectoryTest(unittest.TestCase):
     def test_suite_tools_and_agent_import_from_the_current_directory_without_it_on_the_path(self) -> None:
         # `python -P -m` leaves the current directory off sys.path, as the `toolreplay` console script does.

@@ -19,6 +19,7 @@ from toolreplay.evaluation.metrics import MATCH_MODES
 from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite
+from toolreplay.format.text import escape_text
 
 __all__ = ["register"]
 
@@ -49,6 +50,8 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     suite = load_suite(args.suite)
+    for warning in suite.warnings:
+        io.stderr.write(escape_text(f"warning: {suite.path}: {warning}") + "\n")
     agents = load_agents(args.agent)
     baseline = load_baseline(args.baseline) if args.baseline is not None else None
     report = evaluate(suite, agents, trials=args.trials, max_steps=args.max_steps, match=args.match,
