@@ -361,6 +361,16 @@ class NumberSpellingTest(unittest.TestCase):
                     self.assertEqual((code, out), (0, '{"index": 0, "tool": "f", "args": {}, "response": '
                                                       '{"error": "no recorded response"}}\n'))
 
+    def test_an_integer_too_long_to_convert_is_placed_by_line_and_column(self) -> None:
+        document = json.loads(_otlp())
+        text = json.dumps(document, indent=1).replace('"intValue": "5"', '"intValue": ' + "9" * 5000)
+        line = text[:text.index("9" * 5000)].count("\n") + 1
+        for fmt in ("otel", "auto"):
+            with self.subTest(fmt=fmt):
+                self.assertEqual(_run(fmt, text.encode()),
+                                 (2, "", f"error: <stdin>:{line}: invalid number: an integer of more than 4300 "
+                                         "digits is not supported (column 23)\n"))
+
     def test_openinference_indexes_of_other_scripts_or_too_long_are_other_attributes(self) -> None:
         def flat(index: str) -> bytes:
             attributes = {f"llm.output_messages.{index}.message.role": "assistant",
