@@ -297,6 +297,67 @@ class NoTracebackTest(unittest.TestCase):
                         self.assertIn(code, (0, 2), (fmt, name, err))
 
 
+def _field_mutations(lines: list[Any], limit: int) -> list[list[Any]]:
+    """Copies of a fixture's values (its lines, or its one document) with one field, spread over the
+    file, set to a value of another JSON type."""
+    paths: list[tuple[Any, ...]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(lines, ())]
+    while stack:
+        item, path = stack.pop()
+        members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, member in members:
+            if path or isinstance(item, dict):
+                paths.append((*path, key))
+            stack.append((member, (*path, key)))
+    step = max(1, len(paths) // limit)
+    found = []
+    for path in sorted(paths, key=str)[::step][:limit]:
+        for replacement in ([], {}, None, "x", [{}]):
+            copy = json.loads(json.dumps(lines))
+            target = copy
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = replacement
+            found.append(copy)
+    return found
+
+
+class FieldFuzzTest(unittest.TestCase):
+    def test_any_field_of_any_fixture_as_another_type_never_raises(self) -> None:
+        # JSON Lines fixtures too (Gemini CLI responses lines, Claude Code transcripts, stream-json).
+        for fmt in FORMATS:
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.endswith((".json", ".jsonl")):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    text = handle.read().decode("utf-8")
+                lines = [json.loads(line) for line in text.splitlines() if line.strip()] if name.endswith(
+                    ".jsonl") else [json.loads(text)]
+                for mutated in _field_mutations(lines, 8):
+                    data = ("".join(json.dumps(line) + "\n" for line in mutated) if name.endswith(".jsonl")
+                            else json.dumps(mutated[0])).encode("utf-8")
+                    for named in (fmt, "auto"):
+                        code, out, err = _run(named, data)
+                        self.assertIn(code, (0, 2), (fmt, name, err))
+                        if code == 2:
+                            self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (fmt, name))
+
+    def test_what_the_fuzz_found(self) -> None:
+        # An empty list of conversations on one line, and unhashable values where a name is looked up.
+        for data, fmt, error in (
+                (b'{"simulations": []}', "tau2", "error: <stdin>: no conversation found\n"),
+                (b'{"eval": {}, "samples": []}', "inspect-ai", "error: <stdin>: no conversation found\n"),
+                (b'{"method": [], "response": {}}\n{"method": {}, "response": 1}\n', "auto",
+                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "format instead of auto)\n"),
+                (b'[{"kind": {}, "source": "agent"}, {"kind": ["ActionEvent"]}]', "auto",
+                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "format instead of auto)\n")):
+            with self.subTest(data=data):
+                self.assertEqual(_run(fmt, data), (2, "", error))
+                self.assertEqual(_run("auto", data)[0], 2)
+
+
 # Odd spellings of a number: a digit of another script that str.isdigit takes and int refuses ("①") or
 # reads ("٣"), a doubled sign, and more digits than int converts from text (4,300).
 ODD_NUMBERS: tuple[Any, ...] = ("\u2460", "--5", "9" * 5000, "\u0663", "-", "")

@@ -57,7 +57,8 @@ def _layout_marker(message: Any) -> tuple[str, str] | None:
     if "parts" not in message and "role" not in message:
         if isinstance(message.get("candidates"), list):
             return "gemini", 'a Gemini response ("candidates")'
-        if message.get("method") in RESPONSE_METHODS and "response" in message:
+        method = message.get("method")
+        if isinstance(method, str) and method in RESPONSE_METHODS and "response" in message:
             return "gemini", 'a Gemini CLI responses line ("method", "response")'
     return None
 
@@ -140,7 +141,8 @@ def unsupported_layout(message: Any) -> str | None:
     if isinstance(version, str) and version.startswith("ATIF") or (
             isinstance(message.get("steps"), list) and isinstance(message.get("agent"), dict) and version):
         return 'an ATIF trajectory ("schema_version" and "steps")'
-    if message.get("kind") in _OPENHANDS_KINDS or ("role" not in message and message.get("source") in (
+    kind = message.get("kind")
+    if isinstance(kind, str) and kind in _OPENHANDS_KINDS or ("role" not in message and message.get("source") in (
             "agent", "user", "environment") and (isinstance(message.get("args"), dict) and "action" in message
                                                  or "observation" in message and "cause" in message)):
         return 'an OpenHands event stream (events with "action"/"observation", or "kind": "ActionEvent")'
