@@ -244,7 +244,8 @@ class UnreadLayoutTest(unittest.TestCase):
     def test_the_cannot_detect_message_names_the_layout(self) -> None:
         openhands = ('an OpenHands event stream (events with "action"/"observation", or "kind": '
                      '"ActionEvent")')
-        sdk = 'OpenTelemetry SDK span JSON ("context": {"trace_id", "span_id"}), not an OTLP export ("resourceSpans")'
+        sdk = ('OpenTelemetry SDK span JSON (spans with "context": {"trace_id", "span_id"}, as the SDK\'s exporters '
+               'write them; an OTLP export has "resourceSpans")')
         for name, data, layout in (
                 ("ATIF", json.dumps(ATIF, indent=2).encode(), 'an ATIF trajectory ("schema_version" and "steps")'),
                 ("OpenHands V0 lines", _lines(*OPENHANDS_V0), openhands),
@@ -258,6 +259,11 @@ class UnreadLayoutTest(unittest.TestCase):
                 self.assertEqual(_run(["import", "auto", "-"], data),
                                  (2, "", f"error: <stdin>: cannot detect the format: this looks like {layout}, "
                                          "a layout import does not read\n"))
+                # A named format too, where a lenient one (gemini) read it as a file without calls.
+                for fmt in ("gemini", "otel", "swe-agent"):
+                    self.assertEqual(_run(["import", fmt, "-"], data),
+                                     (2, "", f"error: <stdin>: this looks like {layout}, a layout import does not "
+                                             f"read, not {fmt}\n"))
 
     def test_other_files_keep_the_generic_message(self) -> None:
         self.assertEqual(_run(["import", "auto", "-"], b'[{"role": "user", "content": "hi"}]'),

@@ -148,8 +148,8 @@ def unsupported_layout(message: Any) -> str | None:
         return 'an OpenHands event stream (events with "action"/"observation", or "kind": "ActionEvent")'
     context = message.get("context")
     if isinstance(context, dict) and "trace_id" in context and "span_id" in context:
-        return ('OpenTelemetry SDK span JSON ("context": {"trace_id", "span_id"}), not an OTLP export '
-                '("resourceSpans")')
+        return ('OpenTelemetry SDK span JSON (spans with "context": {"trace_id", "span_id"}, as the SDK\'s '
+                'exporters write them; an OTLP export has "resourceSpans")')
     return None
 
 
@@ -194,9 +194,16 @@ CHECK_LIMIT = 10_000
 
 def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
     """Refuse a log whose first telling message (among the first CHECK_LIMIT) belongs to another format
-    than the named one."""
+    than the named one, or that has none and looks like a layout no format reads."""
     evidence = find_evidence(conversations, CHECK_LIMIT if conversations.streamed else None)
-    if evidence is None or evidence.format == fmt:
+    if evidence is None:
+        layout = _unsupported(conversations)
+        first = next(conversations.peek(), None)
+        if layout is not None and first is not None:  # a lenient format would read it as no call at all
+            raise InputError(first.path, None, f"this looks like {layout}, a layout import does not read, "
+                                               f"not {fmt}")
+        return
+    if evidence.format == fmt:
         return
     if evidence.message is None:
         raise InputError(
