@@ -133,18 +133,25 @@ _OPENHANDS_KINDS = frozenset({"ActionEvent", "ObservationEvent", "MessageEvent",
                               "AgentErrorEvent", "UserRejectObservation", "ConversationStateUpdateEvent"})
 
 
+def _is_openhands_event(message: dict[str, Any]) -> bool:
+    kind = message.get("kind")
+    if isinstance(kind, str) and kind in _OPENHANDS_KINDS:
+        return True
+    if "role" in message or message.get("source") not in ("agent", "user", "environment"):
+        return False  # SWE-agent's history messages have an "action" too, and a "role"
+    action = "action" in message and isinstance(message.get("args"), dict)
+    return action or ("observation" in message and "cause" in message)
+
+
 def unsupported_layout(message: Any) -> str | None:
     """What a message looks like when it is of a known layout that no format reads, or None."""
     if not isinstance(message, dict):
         return None
     version = message.get("schema_version")
-    if isinstance(version, str) and version.startswith("ATIF") or (
-            isinstance(message.get("steps"), list) and isinstance(message.get("agent"), dict) and version):
+    atif = isinstance(message.get("steps"), list) and isinstance(message.get("agent"), dict) and bool(version)
+    if atif or isinstance(version, str) and version.startswith("ATIF"):
         return 'an ATIF trajectory ("schema_version" and "steps")'
-    kind = message.get("kind")
-    if isinstance(kind, str) and kind in _OPENHANDS_KINDS or ("role" not in message and message.get("source") in (
-            "agent", "user", "environment") and (isinstance(message.get("args"), dict) and "action" in message
-                                                 or "observation" in message and "cause" in message)):
+    if _is_openhands_event(message):
         return 'an OpenHands event stream (events with "action"/"observation", or "kind": "ActionEvent")'
     context = message.get("context")
     if isinstance(context, dict) and "trace_id" in context and "span_id" in context:
