@@ -23,7 +23,7 @@ from typing import Any, TypeAlias
 from toolreplay.format.canonical import canonical_json
 
 __all__ = ["ARGUMENT_MODES", "ARGUMENT_SYNONYMS", "MATCH_MODES", "ArgumentMode", "ExpectedCall", "FieldPath",
-           "argument_difference", "argument_mismatches", "field_path_text", "field_value", "has_field",
+           "argument_difference", "argument_mismatches", "field_path_text", "has_field",
            "missing_information", "parse_field_path", "pass_hat_k", "tools_match"]
 
 MATCH_MODES = ("strict", "unordered", "subset", "superset")
@@ -74,8 +74,8 @@ def field_path_text(path: FieldPath) -> str:
     return ".".join(key.replace("\\", "\\\\").replace(".", "\\.") for key in path)
 
 
-def field_value(args: dict[str, Any], path: FieldPath) -> Any:
-    """The value at a field path of an arguments object, or `_ABSENT` (test with `has_field`)."""
+def _field_value(args: dict[str, Any], path: FieldPath) -> Any:
+    """The value at a field path of an arguments object, or `_ABSENT`."""
     current: Any = args
     for key in path:
         if isinstance(current, dict) and key in current:
@@ -89,11 +89,11 @@ def field_value(args: dict[str, Any], path: FieldPath) -> Any:
 
 def has_field(args: dict[str, Any], path: FieldPath) -> bool:
     """Whether the arguments object has a value at this field path."""
-    return field_value(args, path) is not _ABSENT
+    return _field_value(args, path) is not _ABSENT
 
 
 def _value(args: dict[str, Any], path: FieldPath) -> str | None:
-    value = field_value(args, path)
+    value = _field_value(args, path)
     return None if value is _ABSENT else canonical_json(value)
 
 
