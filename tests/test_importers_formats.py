@@ -195,6 +195,51 @@ class GeminiResponsesTest(unittest.TestCase):
                          "warning: <stdin>:1: conversation 0, message 0: a response has 2 candidates; only "
                          "candidate 0 is read")
 
+    def test_streamed_arguments_are_put_together(self) -> None:
+        def piece(*pieces: object, more: bool = True, **fields: object) -> dict[str, object]:
+            return _response({"functionCall": {**fields, "partialArgs": list(pieces), "willContinue": more}})
+
+        # As public proxies' tests send them: name and id repeated in every piece.
+        pieces = [piece({"jsonPath": "$.location", "stringValue": "San "}, name="get_weather", id="t1"),
+                  piece({"jsonPath": "$.location", "stringValue": "Francisco"}, name="get_weather", id="t1",
+                        more=False)]
+        code, out, _ = _run(["import", "gemini", "-"], _lines(*pieces))
+        self.assertEqual((code, out), (0, NO_REPLY % (0, "get_weather", '{"location": "Francisco"}')))
+        # A string goes on only while its own piece says willContinue; quoted keys and indexes.
+        pieces = [piece({"jsonPath": "$.q", "stringValue": "San ", "willContinue": True},
+                        {"jsonPath": "$['a.b'][1]", "nullValue": "NULL_VALUE"}, name="s"),
+                  piece({"jsonPath": "$.q", "stringValue": "Jose"}, {"jsonPath": '$["c"]', "boolValue": False},
+                        more=False)]
+        code, out, _ = _run(["import", "gemini", "-"], json.dumps(pieces).encode())
+        self.assertEqual((code, out), (0, NO_REPLY % (0, "s", '{"q": "San Jose", "a.b": [null, null], "c": false}')))
+
+    def test_streamed_arguments_that_never_end(self) -> None:
+        start = _response({"functionCall": {"name": "a", "willContinue": True, "partialArgs": [
+            {"jsonPath": "$.x", "numberValue": 1}]}})
+        for data, calls in ((_lines(start), NO_REPLY % (0, "a", '{"x": 1}')),
+                            (_lines(start, _response(CALL_B)), NO_REPLY % (0, "a", '{"x": 1}')
+                             + NO_REPLY % (1, "b", "{}"))):
+            with self.subTest(lines=data.count(b"\n")):
+                code, out, err = _run(["import", "gemini", "-"], data)
+                self.assertEqual((code, out), (0, calls))
+                self.assertIn('call a: its streamed arguments did not end (no piece without "willContinue": '
+                              "true); read as they were", err)
+
+    def test_malformed_streamed_arguments(self) -> None:
+        for pieces, message in (
+                ([{"jsonPath": "location", "stringValue": "x"}], 'a partialArgs entry needs a "jsonPath" like '
+                                                                 '"$.a.b[0]"'),
+                ([{"jsonPath": "$.a[", "stringValue": "x"}], 'a partialArgs entry needs a "jsonPath" like "$.a.b[0]"'),
+                ({"jsonPath": "$.a"}, '"partialArgs" must be an array'),
+                ([{"jsonPath": "$.a", "numberValue": 1}, {"jsonPath": "$.a.b", "numberValue": 2}],
+                 "a partialArgs path goes through a value that is not an object or array"),
+                ([{"jsonPath": "$[0]", "numberValue": 1}],
+                 "a partialArgs path goes through a value that is not an object or array")):
+            with self.subTest(message=message, pieces=pieces):
+                data = _lines(_response({"functionCall": {"name": "f", "partialArgs": pieces}}))
+                self.assertEqual(_run(["import", "gemini", "-"], data),
+                                 (2, "", f"error: <stdin>:1: conversation 0, message 0: {message}\n"))
+
     def test_malformed_responses_are_one_error_line(self) -> None:
         for item, message in (
                 ({"method": "streamGenerate", "response": {}},
