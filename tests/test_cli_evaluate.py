@@ -8,9 +8,13 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from typing import Any
+from xml.etree import ElementTree
 
+from tests.support import require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.evaluation import Answer, Conversation, NamedAgent, ToolCall, eval_junit, evaluate, parse_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = os.path.join(ROOT, "samples", "eval-suite.json")
@@ -25,13 +29,28 @@ def run(*argv: str) -> tuple[int, str, str]:
 
 
 class EvalCommandTest(unittest.TestCase):
-    def test_report_only_by_default(self) -> None:
+    def test_a_failed_run_fails_by_default(self) -> None:
         code, out, err = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY)
-        self.assertEqual((code, err), (0, ""))
+        self.assertEqual((code, err), (1, ""))
         lines = out.splitlines()
         self.assertEqual(lines[0], f"suite: {SUITE} (5 cases, 1 trial, step limit 10)")
         self.assertEqual(lines[3], "sloppy_model      5     0.80        0.60            2.0          0          0")
         self.assertEqual(lines[5], "failed: 2")
+        code, out, err = run("eval", SUITE, "--agent", MOCK)
+        self.assertEqual((code, err, out.splitlines()[-2:]), (0, "", ["", "failed: 0"]))
+        for form in ("json", "junit"):
+            with self.subTest(form=form):
+                self.assertEqual(run("eval", SUITE, "--agent", SLOPPY, "--format", form)[0], 1)
+                self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--format", form)[0], 0)
+
+    def test_a_threshold_says_what_passes(self) -> None:
+        # Any threshold, even 0, replaces the default: failed runs no longer fail the command by themselves.
+        for option in ("--min-success", "--min-tool-match"):
+            with self.subTest(option=option):
+                code, out, _ = run("eval", SUITE, "--agent", SLOPPY, option, "0")
+                self.assertEqual(code, 0)
+                self.assertIn("\nfailed: 2\n", out)
+                self.assertTrue(out.endswith("\nthresholds: met\n"))
 
     def test_thresholds(self) -> None:
         code, out, _ = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--min-success", "0.8",
@@ -60,7 +79,7 @@ class EvalCommandTest(unittest.TestCase):
 
     def test_trials_add_pass_hat_k_columns(self) -> None:
         code, out, _ = run("eval", SUITE, "--agent", SLOPPY, "--trials", "3")
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[:3], [
             f"suite: {SUITE} (5 cases, 3 trials, step limit 10)",
             "agent         cases  success  tool match  average steps  redundant  overreach  pass^1  pass^2  pass^3",
@@ -70,7 +89,7 @@ class EvalCommandTest(unittest.TestCase):
     def test_shipped_cassette_suite(self) -> None:
         code, out, _ = run("eval", os.path.join(ROOT, "samples", "eval-cassette.json"), "--agent", MOCK,
                            "--agent", SLOPPY)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[2:4], [
             "mock_model        5     1.00        1.00            2.0          0          0",
             "sloppy_model      5     0.60        0.60            2.0          0          0"])
@@ -82,7 +101,7 @@ class EvalCommandTest(unittest.TestCase):
 
     def test_recorded_sessions_pass_replay_and_scope(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
-            self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--record", directory)[0], 0)
+            self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--record", directory)[0], 1)
             for agent in ("mock_model", "sloppy_model"):
                 scope = os.path.join(directory, agent, "scope.json")
                 for name in sorted(os.listdir(os.path.join(directory, agent))):
@@ -262,7 +281,7 @@ class CiOutputTest(unittest.TestCase):
 
     def test_second_suite_report(self) -> None:
         code, out, _ = run("eval", SUITE_2, "--agent", CAREFUL, "--agent", HASTY)
-        self.assertEqual(code, 0)
+        self.assertEqual(code, 1)
         self.assertEqual(out.splitlines()[2:6], [
             "careful_agent      2     1.00        1.00            4.0          2          0",
             "hasty_agent        2     0.00        0.00            2.0          0          0",
@@ -270,6 +289,148 @@ class CiOutputTest(unittest.TestCase):
             "failed: 2"])
         self.assertIn('; book_table argument "date" (expected "2026-12-24", got "2026-12-25"); answer has the '
                       'information: "Booked: B-1."; scorer toolreplay.demos.bookings:booking_made said no', out)
+
+
+def odd_agent(conversation: Conversation) -> ToolCall | Answer:
+    """Calls with U+FFFF in an argument, answers with U+FFFF, U+FFFE and C0 controls (tab and NUL)."""
+    if conversation.calls:
+        return Answer("Order \uffff is \ufffe\tshipped\x00\x1b[2J.")
+    return ToolCall("get_order", {"order_id": "30\uffff1"})
+
+
+ODD_LINE = ('odd_agent case 1 odd: tool match failed (strict): expected [get_order {"order_id":"\\uffff"}], '
+            'called [get_order {"order_id":"30\\uffff1"}]; get_order argument "order_id" (expected "\\uffff", '
+            'got "30\\uffff1"); answer missing "\\uffff\\ufffe": "Order \\uffff is \\ufffe\\tshipped\\u0000'
+            '\\u001b[2J."')
+
+
+def _junit_parser() -> Any:
+    try:
+        import junitparser  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return junitparser
+
+
+class JunitConsumerTest(unittest.TestCase):
+    """The JUnit report as a real consumer reads it, whatever characters the agent or the suite hold."""
+
+    def setUp(self) -> None:
+        directory = tempfile.TemporaryDirectory()
+        self.addCleanup(directory.cleanup)
+        self.suite = os.path.join(directory.name, "odd\uffff.json")
+        with open(self.suite, "w", encoding="utf-8") as handle:
+            json.dump({"tools": {"module": "toolreplay.demos.orders:TOOLS"}, "cases": [
+                {"id": "odd", "question": "Where is order \uffff?", "expected_answer": "\uffff\ufffe",
+                 "expected_tools": [{"tool": "get_order", "args": {"order_id": "\uffff"}}]}]}, handle)
+
+    def junit(self, *options: str) -> str:
+        code, out, err = run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent", "--agent", MOCK,
+                             "--format", "junit", *options)
+        self.assertEqual((code, err), (1, ""))
+        return out
+
+    def test_forbidden_characters_are_shown_escaped_and_errors_is_there(self) -> None:
+        out = self.junit("--min-success", "1")
+        self.assertFalse(set(out) & {"\uffff", "\ufffe", "\x00", "\x1b"})
+        root = ElementTree.fromstring(out.encode("utf-8"))
+        self.assertEqual(root.get("name"), "toolreplay eval " + self.suite.replace("\uffff", "\\uffff"))
+        self.assertEqual([(element.tag, element.get("errors")) for element in root.iter()
+                          if element.tag in ("testsuites", "testsuite")],
+                         [("testsuites", "0"), ("testsuite", "0"), ("testsuite", "0"), ("testsuite", "0")])
+        failure = root.find("testsuite/testcase/failure")
+        assert failure is not None
+        self.assertEqual((failure.get("message"), failure.text), (ODD_LINE, ODD_LINE))
+
+    def test_a_real_junit_consumer_reads_it(self) -> None:
+        junitparser = _junit_parser()
+        require(junitparser is not None, "junitparser is not installed (pip install junitparser)")
+        with_baseline = os.path.join(os.path.dirname(self.suite), "baseline.json")
+        with open(with_baseline, "w", encoding="utf-8") as handle:
+            handle.write(run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent", "--format",
+                             "json")[1])
+        for options in ((), ("--min-success", "1"), ("--baseline", with_baseline)):
+            with self.subTest(options=options):
+                code, out, _ = run("eval", self.suite, "--agent", "tests.test_cli_evaluate:odd_agent",
+                                   "--format", "junit", *options)
+                self.assertEqual(code, 0 if options[:1] == ("--baseline",) else 1)
+                document = junitparser.JUnitXml.fromstring(out.encode("utf-8"))
+                suites = list(document)
+                self.assertEqual(suites[0].name, "odd_agent")
+                self.assertEqual((suites[0].tests, suites[0].errors), (1, 0))
+                (case,) = list(suites[0])
+                self.assertEqual(case.name, "odd")
+                (result,) = case.result
+                if options[:1] == ("--baseline",):
+                    self.assertIsInstance(result, junitparser.Skipped)
+                    self.assertEqual(result.message, "fails in the baseline too: " + ODD_LINE)
+                else:
+                    self.assertIsInstance(result, junitparser.Failure)
+                    self.assertEqual((result.message, result.text), (ODD_LINE, ODD_LINE))
+                    self.assertEqual(suites[0].failures, 1)
+
+    def test_lone_surrogates_from_the_python_api(self) -> None:
+        # Files cannot hold a lone surrogate (the strict JSON reader refuses it); a suite built in Python can.
+        suite = parse_suite({"tools": {"module": "toolreplay.demos.orders:TOOLS"}, "cases": [
+            {"id": "s", "question": "q", "expected_answer": "x\ud801y", "expected_tools": []}]}, "s\udc00.json")
+        report = evaluate(suite, [NamedAgent("a", "m:a", lambda conversation: Answer("no"))])
+        out = eval_junit(report)
+        root = ElementTree.fromstring(out.encode("utf-8"))
+        self.assertEqual(root.get("name"), "toolreplay eval s\\udc00.json")
+        failure = root.find("testsuite/testcase/failure")
+        assert failure is not None
+        self.assertEqual(failure.text, 'a case 1 s: tools ok; answer missing "x\\ud801y": "no"')
+
+
+MEETING_TOOLS = {"book_meeting": lambda **args: {"ok": True, "id": "M-1"}}
+
+
+def late_meeting_agent(conversation: Conversation) -> ToolCall | Answer:
+    """Books the meeting half an hour late, with an extra field."""
+    if conversation.calls:
+        return Answer("Booked M-1.")
+    return ToolCall("book_meeting", {"title": "Sync", "time": {"start": "09:30", "end": "10:00"}, "room": "A"})
+
+
+class ArgumentModeCommandTest(unittest.TestCase):
+    def suite(self, args_match: Any, directory: str) -> str:
+        path = os.path.join(directory, "meetings.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump({"tools": {"module": "tests.test_cli_evaluate:MEETING_TOOLS"}, "cases": [
+                {"id": "sync", "question": "Book the sync at 9.", "expected_answer": "M-1", "args_match": args_match,
+                 "expected_tools": [{"tool": "book_meeting",
+                                     "args": {"title": "Sync", "time": {"start": "09:00", "end": "10:00"}}}]}]},
+                      handle)
+        return path
+
+    def test_a_nested_field_is_compared(self) -> None:
+        # "time.start" used to be read as a top-level key that neither side has: the check always passed.
+        with tempfile.TemporaryDirectory() as directory:
+            for args_match, tools in ((["time.start"], 'book_meeting argument "time.start" (expected "09:00", got '
+                                                        '"09:30")'),
+                                      ([["time", "end"], "title"], None)):
+                with self.subTest(args_match=args_match):
+                    code, out, err = run("eval", self.suite(args_match, directory), "--agent",
+                                         "tests.test_cli_evaluate:late_meeting_agent")
+                    self.assertEqual((code, err), (0 if tools is None else 1, ""))
+                    self.assertTrue(tools in out if tools else out.endswith("failed: 0\n"), out)
+
+    def test_subset_and_superset_as_in_agentevals_with_a_warning(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            for args_match, extras_allowed, warned in (("superset", True, True), ("includes", True, False),
+                                                       ("subset", False, True), ("within", False, False)):
+                with self.subTest(args_match=args_match):
+                    path = self.suite(args_match, directory)
+                    result = run("eval", path, "--agent", "tests.test_cli_evaluate:late_meeting_agent")
+                    # The call adds "room" and gets "time" wrong: only "time" fails a superset check.
+                    self.assertEqual(result[0], 1)
+                    self.assertEqual(result[2].startswith(f'warning: {path}: args_match "{args_match}" (cases[0].'
+                                                          'args_match) now means what it means in agentevals: '),
+                                     warned)
+                    self.assertEqual(result[2].count("\n"), int(warned))
+                    made = ('"time" (expected {"end":"10:00","start":"09:00"}, got {"end":"10:00","start":"09:30"})'
+                            if extras_allowed else '"room" (expected none, got "A")')
+                    self.assertIn(f"book_meeting argument {made}", result[1])
 
 
 class CurrentDirectoryTest(unittest.TestCase):

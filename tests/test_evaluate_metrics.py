@@ -9,7 +9,9 @@ from toolreplay.evaluation.metrics import (
            ExpectedCall,
            argument_difference,
            argument_mismatches,
+           field_path_text,
            missing_information,
+           parse_field_path,
            pass_hat_k,
            tools_match,
 )
@@ -86,29 +88,65 @@ class ToolMatchTest(unittest.TestCase):
 class ArgumentModeTest(unittest.TestCase):
     EXPECTED = {"order_id": 7, "full": True}
     # (arguments made, {mode: first differing field or None})
+    # `subset`/`superset` as in agentevals: the arguments made are a subset/superset of the expected ones.
     CASES = [
         ({"order_id": 7.0, "full": True}, {"exact": None, "ignore": None, "subset": None, "superset": None}),
         ({"order_id": 7, "full": True, "page": 2},
-         {"exact": '"page" (expected none, got 2)', "subset": None, "superset": '"page" (expected none, got 2)'}),
-        ({"order_id": 7}, {"exact": '"full" (expected true, got none)', "subset": '"full" (expected true, got none)',
-                           "superset": None}),
+         {"exact": '"page" (expected none, got 2)', "subset": '"page" (expected none, got 2)', "superset": None}),
+        ({"order_id": 7}, {"exact": '"full" (expected true, got none)', "subset": None,
+                           "superset": '"full" (expected true, got none)'}),
         ({"order_id": 8, "full": True}, {"exact": '"order_id" (expected 7, got 8)', "ignore": None,
                                          "subset": '"order_id" (expected 7, got 8)',
-                                         ("order_id",): '"order_id" (expected 7, got 8)', ("full",): None}),
-        ({"order_id": 7, "full": False, "x": 1}, {("order_id",): None, ("order_id", "x"): '"x" (expected none, got 1)'}),
+                                         "superset": '"order_id" (expected 7, got 8)',
+                                         (("order_id",),): '"order_id" (expected 7, got 8)', (("full",),): None}),
+        ({"order_id": 7, "full": False, "x": 1},
+         {(("order_id",),): None, (("order_id",), ("x",)): '"x" (expected none, got 1)'}),
         ({"order_id": [7], "full": True}, {"exact": '"order_id" (expected 7, got [7])'}),
     ]
 
     def test_each_mode_names_the_first_differing_field(self) -> None:
+        synonyms = {"subset": "within", "superset": "includes"}
         for made, results in self.CASES:
             for mode, difference in results.items():
-                with self.subTest(made=made, mode=mode):
-                    self.assertEqual(argument_difference(self.EXPECTED, made, mode), difference)
-                    item = ExpectedCall.of("get_order", self.EXPECTED, mode)
-                    self.assertIs(item.matches("get_order", canonical_json(made)), difference is None)
+                for spelling in (mode, synonyms.get(mode, mode)) if isinstance(mode, str) else (mode,):
+                    with self.subTest(made=made, mode=spelling):
+                        self.assertEqual(argument_difference(self.EXPECTED, made, spelling), difference)
+                        item = ExpectedCall.of("get_order", self.EXPECTED, spelling)
+                        self.assertIs(item.matches("get_order", canonical_json(made)), difference is None)
+
+    def test_nested_field_paths(self) -> None:
+        expected = {"time": {"start": "09:00", "end": "10:00"}, "rooms": [{"id": "A"}, {"id": "B"}],
+                    "a.b": 1, "back\\slash": {"x": 2}}
+        for made, path, difference in (
+                (dict(expected, time={"start": "09:30", "end": "10:00"}), ("time", "start"),
+                 '"time.start" (expected "09:00", got "09:30")'),
+                (dict(expected, time={"start": "09:00", "end": "11:00"}), ("time", "start"), None),
+                (dict(expected, time={"end": "10:00"}), ("time", "start"), '"time.start" (expected "09:00", got none)'),
+                (dict(expected, time="09:00"), ("time", "start"), '"time.start" (expected "09:00", got none)'),
+                (dict(expected, rooms=[{"id": "A"}, {"id": "C"}]), ("rooms", "1", "id"),
+                 '"rooms.1.id" (expected "B", got "C")'),
+                (dict(expected, rooms=[{"id": "A"}]), ("rooms", "1", "id"), '"rooms.1.id" (expected "B", got none)'),
+                (dict(expected, rooms=[{"id": "A"}, {"id": "C"}]), ("rooms", "0", "id"), None),
+                (dict(expected, **{"a.b": 2}), ("a.b",), '"a\\\\.b" (expected 1, got 2)'),
+                (dict(expected, **{"back\\slash": {"x": 3}}), ("back\\slash", "x"),
+                 '"back\\\\\\\\slash.x" (expected 2, got 3)')):
+            with self.subTest(path=path, made=made):
+                self.assertEqual(argument_difference(expected, made, (path,)), difference)
+
+    def test_dotted_field_paths(self) -> None:
+        for text, path in (("time.start", ("time", "start")), ("a\\.b", ("a.b",)), ("x\\\\.y", ("x\\", "y")),
+                           ("rooms.0.id", ("rooms", "0", "id")), ("plain", ("plain",))):
+            with self.subTest(text=text):
+                self.assertEqual(parse_field_path(text), path)
+                self.assertEqual(field_path_text(path), text)
+        for text, message in (("a..b", "a field path has no empty key"), (".a", "a field path has no empty key"),
+                              ("a.", "a field path has no empty key"), ("a\\b", "a backslash escapes only"),
+                              ("a\\", "a backslash escapes only")):
+            with self.subTest(text=text), self.assertRaisesRegex(ValueError, message):
+                parse_field_path(text)
 
     def test_modes_inside_tool_match(self) -> None:
-        want = [ExpectedCall.of("search", {"q": "tea"}, "subset"), ExpectedCall.of("get", {"id": 1}, ("id",))]
+        want = [ExpectedCall.of("search", {"q": "tea"}, "superset"), ExpectedCall.of("get", {"id": 1}, (("id",),))]
         self.assertTrue(tools_match(want, called(("search", {"q": "tea", "limit": 5}), ("get", {"id": 1.0, "v": 2})),
                                     "strict"))
         self.assertFalse(tools_match(want, called(("search", {"limit": 5}), ("get", {"id": 1})), "strict"))
@@ -121,7 +159,9 @@ class ArgumentModeTest(unittest.TestCase):
 
     def test_text_shows_the_mode_unless_exact(self) -> None:
         self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, "subset")), 'get {"id":1} (subset)')
-        self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, ("id", "v"))), 'get {"id":1} (fields id,v)')
+        self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, "includes")), 'get {"id":1} (includes)')
+        self.assertEqual(str(ExpectedCall.of("get", {"id": 1}, (("id",), ("v", "w.x")))),
+                         'get {"id":1} (fields id,v.w\\.x)')
         self.assertEqual(ExpectedCall.of("get", {"id": 1}, "ignore"), ExpectedCall.of("get"))
 
     def test_unknown_argument_mode(self) -> None:

@@ -17,6 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = {"module": "toolreplay.demos.orders:TOOLS"}
 CASE = {"id": "a", "question": "Status of order 3001?", "expected_answer": "shipped", "expected_tools": ["get_order"]}
 KNOWN = "(tools: count_orders, get_order, get_refund, track_shipment)"
+MODES = "exact, ignore, subset, superset, within, includes"
 
 
 def suite_with(**changes: Any) -> dict[str, Any]:
@@ -83,18 +84,29 @@ INVALID = [
      f'cases[0].expected_tools[0].tool: "cancel_order" is not a tool of this suite {KNOWN}'),
     (suite_with(match="fuzzy"), 'cases[0].match: must be one of strict, unordered, subset, superset, not "fuzzy"'),
     # argument modes
-    (suite_with(args_match="loose"), 'cases[0].args_match: must be one of exact, ignore, subset, superset or a '
-                                     'non-empty array of field names, not "loose"'),
+    (suite_with(args_match="loose"), f'cases[0].args_match: must be one of {MODES} or a non-empty array of '
+                                     'field paths, not "loose"'),
     (suite_with(expected_tools=[{"tool": "get_order", "args": {}, "args_match": []}]),
-     "cases[0].expected_tools[0].args_match: must be one of exact, ignore, subset, superset or a non-empty array "
-     "of field names, not []"),
+     f"cases[0].expected_tools[0].args_match: must be one of {MODES} or a non-empty array of field paths, not []"),
+    (suite_with(args_match=["order_id", 7]), f"cases[0].args_match: must be one of {MODES} or a non-empty array of "
+                                             "field paths, not [\"order_id\", 7]"),
+    (suite_with(args_match=["order_id", []]), "cases[0].args_match[1]: a field path is a dotted string or a "
+                                              "non-empty array of keys, not []"),
+    (suite_with(args_match=["time..start"]), 'cases[0].args_match[0]: "time..start": a field path has no empty key '
+                                             "(a dot in a key is '\\.')"),
+    (suite_with(args_match=["a\\b"]), 'cases[0].args_match[0]: "a\\\\b": a backslash escapes only \'.\' or \'\\\''),
+    # a field the expected call's args do not have could never differ: refused, wherever the mode is set
+    (suite_with(args_match=["time.strat"], expected_tools=[{"tool": "get_order", "args": {"time": {"start": 9}}}]),
+     'cases[0].expected_tools[0].args: has no field "time.strat", which its args_match compares'),
+    ({"tools": TOOLS, "args_match": {"*": [["time", "start"]]},
+      "cases": [suite_with(expected_tools=[{"tool": "get_order", "args": {"time.start": 9}}])["cases"][0]]},
+     'cases[0].expected_tools[0].args: has no field "time.start", which its args_match compares'),
     ({"tools": TOOLS, "cases": [CASE], "args_match": []}, "args_match: must be an object of tool name to mode, "
                                                           "not array"),
     ({"tools": TOOLS, "cases": [CASE], "args_match": {"get_ordr": "subset"}},
      f'args_match: "get_ordr" is not a tool of this suite {KNOWN}'),
     ({"tools": TOOLS, "cases": [CASE], "args_match": {"get_order": 1}},
-     "args_match.get_order: must be one of exact, ignore, subset, superset or a non-empty array of field names, "
-     "not 1"),
+     f"args_match.get_order: must be one of {MODES} or a non-empty array of field paths, not 1"),
     # factories and cassettes
     ({"tools": {"factory": "toolreplay.demos.orders:TOOLS"}, "cases": [CASE]},
      "tools.factory: 'toolreplay.demos.orders:TOOLS' is not callable"),
@@ -149,9 +161,37 @@ class ParseSuiteTest(unittest.TestCase):
                                        dict(CASE, id="b", args_match="exact", expected_tools=[
                                            {"tool": "get_order", "args": {"order_id": 1}}])]}, "s.json")
         self.assertEqual([item.args_match for item in suite.cases[0].expected_tools],
-                         ["subset", ("customer_id",), "superset", "exact", "exact"])
+                         ["subset", (("customer_id",),), "superset", "exact", "exact"])
         self.assertEqual(suite.cases[0].expected_tools[4], ExpectedCall("track_shipment"))
         self.assertEqual(suite.cases[1].expected_tools[0].args_match, "exact")
+
+    def test_field_paths_dotted_or_as_arrays_and_a_default_for_every_tool(self) -> None:
+        args = {"time": {"start": 9}, "a.b": 1, "rooms": [{"id": "A"}]}
+        suite = parse_suite({"tools": TOOLS, "args_match": {"*": "superset", "get_refund": "exact"}, "cases": [
+            dict(CASE, expected_tools=[
+                {"tool": "get_order", "args": args, "args_match": ["time.start", ["a.b"], "a\\.b", "rooms.0.id"]},
+                {"tool": "count_orders", "args": args},
+                {"tool": "get_refund", "args": args}])]}, "s.json")
+        self.assertEqual([item.args_match for item in suite.cases[0].expected_tools],
+                         [(("time", "start"), ("a.b",), ("a.b",), ("rooms", "0", "id")), "superset", "exact"])
+        self.assertEqual(str(suite.cases[0].expected_tools[0]).rsplit(" (", 1)[1],
+                         "fields time.start,a\\.b,a\\.b,rooms.0.id)")
+
+    def test_subset_and_superset_warn_that_their_meaning_changed(self) -> None:
+        suite = parse_suite({"tools": TOOLS, "args_match": {"get_order": "subset"}, "cases": [
+            dict(CASE, args_match="superset"),
+            dict(CASE, id="b", expected_tools=[{"tool": "get_order", "args": {"order_id": 1}, "args_match": "subset"},
+                                               {"tool": "get_order", "args_match": "superset"}])]}, "s.json")
+        self.assertEqual(suite.warnings, (
+            'args_match "subset" (args_match.get_order and 1 more) now means what it means in agentevals: every '
+            'argument the call made is expected (it may leave some out), the reverse of before; write "within" for '
+            'this meaning or "includes" for the old one, and this warning goes',
+            'args_match "superset" (cases[0].args_match and 1 more) now means what it means in agentevals: every '
+            'expected argument is in the call (it may add others), the reverse of before; write "includes" for this '
+            'meaning or "within" for the old one, and this warning goes'))
+        quiet = parse_suite({"tools": TOOLS, "args_match": {"get_order": "within"}, "cases": [
+            dict(CASE, args_match="includes", match="subset")]}, "s.json")
+        self.assertEqual(quiet.warnings, ())
 
     def test_scorer_instead_of_expected_answer(self) -> None:
         case = parse_suite(suite_with(expected_answer=None, scorer="toolreplay.demos.bookings:booking_made",

@@ -297,6 +297,173 @@ class NoTracebackTest(unittest.TestCase):
                         self.assertIn(code, (0, 2), (fmt, name, err))
 
 
+def _field_mutations(lines: list[Any], limit: int) -> list[list[Any]]:
+    """Copies of a fixture's values (its lines, or its one document) with one field, spread over the
+    file, set to a value of another JSON type."""
+    paths: list[tuple[Any, ...]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(lines, ())]
+    while stack:
+        item, path = stack.pop()
+        members = item.items() if isinstance(item, dict) else enumerate(item) if isinstance(item, list) else ()
+        for key, member in members:
+            if path or isinstance(item, dict):
+                paths.append((*path, key))
+            stack.append((member, (*path, key)))
+    step = max(1, len(paths) // limit)
+    found = []
+    for path in sorted(paths, key=str)[::step][:limit]:
+        for replacement in ([], {}, None, "x", [{}]):
+            copy = json.loads(json.dumps(lines))
+            target = copy
+            for key in path[:-1]:
+                target = target[key]
+            target[path[-1]] = replacement
+            found.append(copy)
+    return found
+
+
+class FieldFuzzTest(unittest.TestCase):
+    def test_any_field_of_any_fixture_as_another_type_never_raises(self) -> None:
+        # JSON Lines fixtures too (Gemini CLI responses lines, Claude Code transcripts, stream-json).
+        for fmt in FORMATS:
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.endswith((".json", ".jsonl")):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    text = handle.read().decode("utf-8")
+                lines = [json.loads(line) for line in text.splitlines() if line.strip()] if name.endswith(
+                    ".jsonl") else [json.loads(text)]
+                for mutated in _field_mutations(lines, 8):
+                    data = ("".join(json.dumps(line) + "\n" for line in mutated) if name.endswith(".jsonl")
+                            else json.dumps(mutated[0])).encode("utf-8")
+                    for named in (fmt, "auto"):
+                        code, out, err = _run(named, data)
+                        self.assertIn(code, (0, 2), (fmt, name, err))
+                        if code == 2:
+                            self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (fmt, name))
+
+    def test_what_the_fuzz_found(self) -> None:
+        # An empty list of conversations on one line, and unhashable values where a name is looked up.
+        for data, fmt, error in (
+                (b'{"simulations": []}', "tau2", "error: <stdin>: no conversation found\n"),
+                (b'{"eval": {}, "samples": []}', "inspect-ai", "error: <stdin>: no conversation found\n"),
+                (b'{"method": [], "response": {}}\n{"method": {}, "response": 1}\n', "auto",
+                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "format instead of auto)\n"),
+                (b'[{"kind": {}, "source": "agent"}, {"kind": ["ActionEvent"]}]', "auto",
+                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "format instead of auto)\n")):
+            with self.subTest(data=data):
+                self.assertEqual(_run(fmt, data), (2, "", error))
+                self.assertEqual(_run("auto", data)[0], 2)
+
+
+# Odd spellings of a number: a digit of another script that str.isdigit takes and int refuses ("①") or
+# reads ("٣"), a doubled sign, and more digits than int converts from text (4,300).
+ODD_NUMBERS: tuple[Any, ...] = ("\u2460", "--5", "9" * 5000, "\u0663", "-", "")
+
+
+def _number_mutations(value: Any, limit: int = 12) -> list[Any]:
+    """Copies of a parsed document with one number, or string of digits, spelled each odd way."""
+    paths: list[tuple[Any, ...]] = []
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            stack.extend((member, (*path, key)) for key, member in item.items())
+        elif isinstance(item, list):
+            stack.extend((member, (*path, index)) for index, member in enumerate(item))
+        elif path and ((isinstance(item, (int, float)) and not isinstance(item, bool))
+                       or (isinstance(item, str) and item.lstrip("-").isdigit())):
+            paths.append(path)
+    found = []
+    for path in sorted(paths, key=str)[:limit]:
+        for replacement in ODD_NUMBERS:
+            copy = json.loads(json.dumps(value))
+            target = copy
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = replacement
+            found.append(copy)
+    return found
+
+
+OTLP_TOOL_SPAN = (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"traceId": "t", "spanId": "s", '
+                  b'"name": "execute_tool f", "startTimeUnixNano": START, "attributes": [{"key": '
+                  b'"gen_ai.operation.name", "value": {"stringValue": "execute_tool"}}, {"key": "n", '
+                  b'"value": {"intValue": INT}}]}]}]}]}')
+
+
+def _otlp(start: bytes = b'"1"', number: bytes = b'"5"') -> bytes:
+    return OTLP_TOOL_SPAN.replace(b"START", start).replace(b"INT", number)
+
+
+class NumberSpellingTest(unittest.TestCase):
+    """`import otel` used to end in a traceback on "①", "--5" and a 5,000-digit number."""
+
+    def test_otlp_integers_are_ascii_decimals_or_an_error_with_the_json_path(self) -> None:
+        where = "error: <stdin>: $.resourceSpans[0].scopeSpans[0].spans[0]"
+        int_error = (f"{where}.attributes[1].value: an intValue string must be a decimal int64 (ASCII digits, "
+                     "an optional '-')\n")
+        time_error = f'{where}: "startTimeUnixNano" must be a decimal string of nanoseconds\n'
+        for spelling in ("\u2460", "--5", "9" * 5000, "\u0663", "-", "", "+5", " 5", "5_0", "9223372036854775808"):
+            text = json.dumps(spelling).encode("utf-8")
+            with self.subTest(spelling=spelling[:20]):
+                self.assertEqual(_run("otel", _otlp(number=text)), (2, "", int_error))
+                self.assertEqual(_run("auto", _otlp(number=text)), (2, "", int_error))
+                if spelling != "9223372036854775808":
+                    self.assertEqual(_run("otel", _otlp(start=text)), (2, "", time_error))
+        self.assertEqual(_run("otel", _otlp(start=b'"18446744073709551616"')), (2, "", time_error))
+        # The spellings OTLP JSON uses still read: int64 bounds, a JSON number, uint64 nanoseconds.
+        for number in (b'"-9223372036854775808"', b'"9223372036854775807"', b"12", b'"007"'):
+            for start in (b'"18446744073709551615"', b"5", b'"0"'):
+                with self.subTest(number=number, start=start):
+                    code, out, _ = _run("otel", _otlp(start, number))
+                    self.assertEqual((code, out), (0, '{"index": 0, "tool": "f", "args": {}, "response": '
+                                                      '{"error": "no recorded response"}}\n'))
+
+    def test_an_integer_too_long_to_convert_is_placed_by_line_and_column(self) -> None:
+        document = json.loads(_otlp())
+        text = json.dumps(document, indent=1).replace('"intValue": "5"', '"intValue": ' + "9" * 5000)
+        line = text[:text.index("9" * 5000)].count("\n") + 1
+        for fmt in ("otel", "auto"):
+            with self.subTest(fmt=fmt):
+                self.assertEqual(_run(fmt, text.encode()),
+                                 (2, "", f"error: <stdin>:{line}: invalid number: an integer of more than 4300 "
+                                         "digits is not supported (column 23)\n"))
+
+    def test_openinference_indexes_of_other_scripts_or_too_long_are_other_attributes(self) -> None:
+        def flat(index: str) -> bytes:
+            attributes = {f"llm.output_messages.{index}.message.role": "assistant",
+                          f"llm.output_messages.{index}.message.tool_calls.0.tool_call.function.name": "f",
+                          f"llm.output_messages.{index}.message.tool_calls.{index}.tool_call.function.name": "g",
+                          f"llm.output_messages.{index}.message.tool_calls.{index}.tool_call.function.arguments":
+                              "{}"}
+            return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+                {"traceId": "t", "spanId": "s", "name": "chat", "attributes": attributes}]}]}]}).encode("utf-8")
+
+        for index in ("9" * 5000, "1" + "0" * 9, "\u0663", "\u2460"):
+            with self.subTest(index=index[:20]):
+                self.assertEqual(_run("otel", flat(index)), (0, "", ""))
+        code, out, _ = _run("otel", flat("0" * 5000 + "3"))
+        self.assertEqual((code, out.count('"tool": '), '"tool": "g"' in out), (0, 2, True))
+
+    def test_odd_numbers_in_every_fixture_never_raise(self) -> None:
+        for fmt in FORMATS:
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.endswith(".json"):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    document = json.loads(handle.read())
+                for mutated in _number_mutations(document):
+                    data = json.dumps(mutated).encode("utf-8")
+                    for named in (fmt, "auto"):
+                        code, out, err = _run(named, data)
+                        self.assertIn(code, (0, 2), (fmt, name, err))
+                        if code == 2:
+                            self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (fmt, name))
+
+
 if __name__ == "__main__":
     unittest.main()
 

@@ -319,7 +319,13 @@ class ParserErrorTest(unittest.TestCase):
     def test_integer_beyond_the_interpreter_limit_is_an_input_error(self) -> None:
         # Python refuses to convert integers of more than 4300 digits: a documented limit, a plain message.
         data = GOOD + b'{"index": 1, "tool": "t", "args": {"x": ' + b"9" * 5000 + b'}, "response": {}}\n'
-        self.assert_error(data, 2, "invalid number: an integer of more than 4300 digits is not supported")
+        self.assert_error(data, 2, "invalid number: an integer of more than 4300 digits is not supported "
+                                   "(column 41)")
+        # A string of digits before it is not the number: the column is the integer's.
+        data = GOOD + (b'{"index": 1, "tool": "t", "args": {"s": "' + b"1" * 5000 + b'\\"", "x": -' + b"9" * 5000
+                       + b'}, "response": {}}\n')
+        self.assert_error(data, 2, "invalid number: an integer of more than 4300 digits is not supported "
+                                   "(column 5052)")
 
     def test_integer_of_4300_digits_is_kept_exactly(self) -> None:
         digits = "7" * 4300

@@ -1,4 +1,8 @@
-"""`eval SUITE --agent MODULE:CALLABLE ...`: score agents on a suite; exit 1 when one misses a threshold."""
+"""`eval SUITE --agent MODULE:CALLABLE ...`: score agents on a suite; exit 1 when a run fails.
+
+With `--min-success`, `--min-tool-match` or `--baseline`, those say what passes instead: exit 1 only
+on an unmet threshold or a regression.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from toolreplay.evaluation.metrics import MATCH_MODES
 from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite
+from toolreplay.format.text import escape_text
 
 __all__ = ["register"]
 
@@ -45,6 +50,8 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
     suite = load_suite(args.suite)
+    for warning in suite.warnings:
+        io.stderr.write(escape_text(f"warning: {suite.path}: {warning}") + "\n")
     agents = load_agents(args.agent)
     baseline = load_baseline(args.baseline) if args.baseline is not None else None
     report = evaluate(suite, agents, trials=args.trials, max_steps=args.max_steps, match=args.match,
@@ -53,6 +60,9 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
     comparison = compare_with_baseline(report, baseline) if baseline is not None else None
     render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
     io.stdout.write(render(report, thresholds, comparison))
+    if comparison is None and thresholds == Thresholds():
+        # Nothing says what passes: like a test runner, any failed run fails the command.
+        return 1 if any(agent.failures for agent in report.agents) else 0
     regressed = comparison is not None and bool(comparison.regressions)
     return 1 if unmet_thresholds(report, thresholds) or regressed else 0
 
@@ -61,18 +71,18 @@ def register(subparsers: Any) -> None:
     """Add `eval`."""
     parser = subparsers.add_parser(
         "eval", help="run agents over a suite and score answers and tool calls",
-        epilog="exit codes:\n  0  every agent met the thresholds and no case regressed against --baseline\n"
-               "     (with neither given, eval only reports)\n"
-               "  1  an agent missed a threshold, or a case regressed\n"
+        epilog="exit codes:\n  0  every run passed; with --min-success, --min-tool-match or --baseline: every\n"
+               "     agent met the thresholds and no case regressed against the baseline\n"
+               "  1  a run failed; with those options: an agent missed a threshold, or a case regressed\n"
                "  2  usage error, a suite that does not validate, an agent, factory or scorer that\n"
                "     cannot be imported, a malformed baseline")
     parser.add_argument("suite", metavar="SUITE", help="the suite file (JSON)")
     parser.add_argument("--agent", metavar="MODULE:CALLABLE", action="append", required=True,
                         help="an agent to evaluate (repeatable)")
     parser.add_argument("--min-success", metavar="X", type=_share,
-                        help="exit 1 when an agent's success is below X")
+                        help="exit 1 when an agent's success is below X (not on every failed run)")
     parser.add_argument("--min-tool-match", metavar="X", type=_share,
-                        help="exit 1 when an agent's tool match is below X")
+                        help="exit 1 when an agent's tool match is below X (not on every failed run)")
     parser.add_argument("--trials", metavar="K", type=_positive, default=1,
                         help="run each case K times and report pass^1..pass^K (default: 1)")
     parser.add_argument("--max-steps", metavar="N", type=_positive, default=DEFAULT_MAX_STEPS,

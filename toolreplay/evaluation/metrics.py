@@ -13,6 +13,7 @@ being a tool name (any arguments) or a tool with arguments compared in one of th
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -21,46 +22,105 @@ from typing import Any, TypeAlias
 
 from toolreplay.format.canonical import canonical_json
 
-__all__ = ["ARGUMENT_MODES", "MATCH_MODES", "ArgumentMode", "ExpectedCall", "argument_difference",
-           "argument_mismatches", "missing_information", "pass_hat_k", "tools_match"]
+__all__ = ["ARGUMENT_MODES", "ARGUMENT_SYNONYMS", "MATCH_MODES", "ArgumentMode", "ExpectedCall", "FieldPath",
+           "argument_difference", "argument_mismatches", "field_path_text", "has_field",
+           "missing_information", "parse_field_path", "pass_hat_k", "tools_match"]
 
 MATCH_MODES = ("strict", "unordered", "subset", "superset")
 
-# How an expected call's arguments are compared with a call made:
+# How an expected call's arguments are compared with a call made (as agentevals' `tool_args_match_mode`):
 # - `exact`: the same arguments (canonically equal objects);
 # - `ignore`: the tool name only;
-# - `subset`: every expected argument is there with an equal value; extra arguments are fine;
-# - `superset`: every argument made is expected with an equal value; expected ones may be left out;
-# a tuple of field names: those fields are equal (or absent from both); the others are not compared.
-ARGUMENT_MODES = ("exact", "ignore", "subset", "superset")
-ArgumentMode: TypeAlias = str | tuple[str, ...]
+# - `subset` (or `within`): the arguments made are a subset of the expected ones: every argument made
+#   is expected with an equal value; expected ones may be left out;
+# - `superset` (or `includes`): the arguments made are a superset of the expected ones: every expected
+#   argument is there with an equal value; extra arguments are fine;
+# a tuple of field paths: those fields are equal; the others are not compared.
+# Before, `subset` and `superset` meant the reverse; `within` and `includes` mean the same in every version.
+ARGUMENT_MODES = ("exact", "ignore", "subset", "superset", "within", "includes")
+ARGUMENT_SYNONYMS = {"subset": "within", "superset": "includes"}  # agentevals' names, and ours
+FieldPath: TypeAlias = tuple[str, ...]  # keys from the arguments object down; an array takes a key "N" as index N
+ArgumentMode: TypeAlias = str | tuple[FieldPath, ...]
+_INDEX = re.compile(r"0|[1-9][0-9]{0,8}")
+_ABSENT: Any = object()
 
 
-def _value(args: dict[str, Any], name: str) -> str | None:
-    return canonical_json(args[name]) if name in args else None
+def parse_field_path(text: str) -> FieldPath:
+    """A dotted field path (`time.start`) as keys; `\\.` is a dot inside a key, `\\\\` a backslash.
+
+    Raises ValueError on an empty key or another backslash escape."""
+    keys: list[str] = []
+    key: list[str] = []
+    characters = iter(text)
+    for character in characters:
+        if character == "\\":
+            escaped = next(characters, "")
+            if escaped not in (".", "\\"):
+                raise ValueError(f"{json.dumps(text)[:60]}: a backslash escapes only '.' or '\\'")
+            key.append(escaped)
+        elif character == ".":
+            keys.append("".join(key))
+            key = []
+        else:
+            key.append(character)
+    keys.append("".join(key))
+    if "" in keys:
+        raise ValueError(f"{json.dumps(text)[:60]}: a field path has no empty key (a dot in a key is '\\.')")
+    return tuple(keys)
+
+
+def field_path_text(path: FieldPath) -> str:
+    """The dotted spelling of a field path, dots and backslashes in keys escaped."""
+    return ".".join(key.replace("\\", "\\\\").replace(".", "\\.") for key in path)
+
+
+def _field_value(args: dict[str, Any], path: FieldPath) -> Any:
+    """The value at a field path of an arguments object, or `_ABSENT`."""
+    current: Any = args
+    for key in path:
+        if isinstance(current, dict) and key in current:
+            current = current[key]
+        elif isinstance(current, list) and _INDEX.fullmatch(key) and int(key) < len(current):
+            current = current[int(key)]
+        else:
+            return _ABSENT
+    return current
+
+
+def has_field(args: dict[str, Any], path: FieldPath) -> bool:
+    """Whether the arguments object has a value at this field path."""
+    return _field_value(args, path) is not _ABSENT
+
+
+def _value(args: dict[str, Any], path: FieldPath) -> str | None:
+    value = _field_value(args, path)
+    return None if value is _ABSENT else canonical_json(value)
 
 
 def argument_difference(expected: dict[str, Any], made: dict[str, Any], mode: ArgumentMode) -> str | None:
     """None when the arguments made satisfy the expected ones in `mode`, else the first field that differs.
 
-    The field comes as `"name" (expected V, got W)`, with `none` for an absent side; fields in sorted order.
+    The field comes as `"path" (expected V, got W)`, with `none` for an absent side; fields in sorted order.
     """
+    mode = ARGUMENT_SYNONYMS.get(mode, mode) if isinstance(mode, str) else mode
+    paths: list[FieldPath]
     if mode == "ignore":
         return None
     if mode == "exact":
-        names = sorted(set(expected) | set(made))
-    elif mode == "subset":
-        names = sorted(expected)
-    elif mode == "superset":
-        names = sorted(made)
+        paths = [(name,) for name in sorted(set(expected) | set(made))]
+    elif mode == "includes":
+        paths = [(name,) for name in sorted(expected)]
+    elif mode == "within":
+        paths = [(name,) for name in sorted(made)]
     elif isinstance(mode, tuple):
-        names = sorted(mode)
+        paths = sorted(mode)
     else:
         raise ValueError(f"unknown argument mode {mode!r}")
-    for name in names:
-        want, got = _value(expected, name), _value(made, name)
+    for path in paths:
+        want, got = _value(expected, path), _value(made, path)
         if want != got:
-            return f"{json.dumps(name, ensure_ascii=False)} (expected {want or 'none'}, got {got or 'none'})"
+            name = json.dumps(field_path_text(path), ensure_ascii=False)
+            return f"{name} (expected {want or 'none'}, got {got or 'none'})"
     return None
 
 
@@ -96,7 +156,8 @@ class ExpectedCall:
             return self.tool
         if self.args_match == "exact":
             return f"{self.tool} {self.args}"
-        mode = self.args_match if isinstance(self.args_match, str) else "fields " + ",".join(self.args_match)
+        mode = (self.args_match if isinstance(self.args_match, str)
+                else "fields " + ",".join(field_path_text(path) for path in self.args_match))
         return f"{self.tool} {self.args} ({mode})"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -162,27 +163,39 @@ def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds(),
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 
+# What XML 1.0 cannot hold at all, not even as a character reference: lone surrogates, U+FFFE, U+FFFF.
+# (The C0 controls other than tab, LF and CR are the others; `escape_text` already shows those.)
+_NOT_XML = re.compile("[\ud800-\udfff\ufffe\uffff]")
+
+
+def _xml(text: str) -> str:
+    """`text` as `escape_text` shows it, and every other character XML 1.0 forbids as `\\uNNNN`."""
+    return _NOT_XML.sub(lambda match: f"\\u{ord(match.group()):04x}", escape_text(text))
+
+
 def eval_junit(report: EvalReport, thresholds: Thresholds = Thresholds(),
                comparison: BaselineComparison | None = None) -> str:
     """JUnit XML: a test suite per agent, a test case per case (its failure: the failed runs' lines).
 
     With a baseline, a case that fails but did not regress is `skipped` (known failure), so only
-    regressions fail the build; unmet thresholds are one more failed test case, `thresholds`.
+    regressions fail the build; unmet thresholds are one more failed test case, `thresholds`. Every
+    text and attribute is escaped so that any XML 1.0 parser reads it; `errors` is always 0 (an agent
+    that raised fails its run: a failure).
     """
-    root = ElementTree.Element("testsuites", name=f"toolreplay eval {escape_text(report.suite)}")
+    root = ElementTree.Element("testsuites", name=_xml(f"toolreplay eval {report.suite}"))
     total = failed = 0
     for agent in report.agents:
-        suite = ElementTree.SubElement(root, "testsuite", name=escape_text(agent.name))
+        suite = ElementTree.SubElement(root, "testsuite", name=_xml(agent.name))
         by_case: dict[int, list[CaseRun]] = {}
         for run in agent.runs:
             by_case.setdefault(run.position, []).append(run)
         suite_failures = skipped = 0
         for runs in by_case.values():
-            case = ElementTree.SubElement(suite, "testcase", classname=escape_text(agent.name), name=runs[0].case.id)
+            case = ElementTree.SubElement(suite, "testcase", classname=_xml(agent.name), name=_xml(runs[0].case.id))
             bad = [run for run in runs if not run.passed]
             if not bad:
                 continue
-            lines = [escape_text(failure_line(agent, run)) for run in bad]
+            lines = [_xml(failure_line(agent, run)) for run in bad]
             if comparison is not None and all(comparison.known_failure(agent, run) for run in bad):
                 ElementTree.SubElement(case, "skipped", message="fails in the baseline too: " + lines[0])
                 skipped += 1
@@ -192,13 +205,14 @@ def eval_junit(report: EvalReport, thresholds: Thresholds = Thresholds(),
             suite_failures += 1
         suite.set("tests", str(len(by_case)))
         suite.set("failures", str(suite_failures))
+        suite.set("errors", "0")
         suite.set("skipped", str(skipped))
         total += len(by_case)
         failed += suite_failures
     if thresholds.min_success is not None or thresholds.min_tool_match is not None:
-        unmet = [escape_text(line) for line in unmet_thresholds(report, thresholds)]
+        unmet = [_xml(line) for line in unmet_thresholds(report, thresholds)]
         suite = ElementTree.SubElement(root, "testsuite", name="thresholds", tests="1",
-                                       failures=str(int(bool(unmet))), skipped="0")
+                                       failures=str(int(bool(unmet))), errors="0", skipped="0")
         case = ElementTree.SubElement(suite, "testcase", classname="thresholds", name="thresholds")
         if unmet:
             failure = ElementTree.SubElement(case, "failure", message=unmet[0], type="threshold")
@@ -207,5 +221,6 @@ def eval_junit(report: EvalReport, thresholds: Thresholds = Thresholds(),
         failed += bool(unmet)
     root.set("tests", str(total))
     root.set("failures", str(failed))
+    root.set("errors", "0")
     ElementTree.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ElementTree.tostring(root, encoding="unicode") + "\n"

@@ -1,7 +1,7 @@
 """The suite file: cases to run, and where their tools come from. Read strictly; errors name the field.
 
     {"tools": {"module": "toolreplay.demos.orders:TOOLS"},
-     "args_match": {"search": "subset"},
+     "args_match": {"search": "includes", "*": "exact"},
      "cases": [{"id": "order-status", "question": "What is the status of order 3001?",
                 "expected_answer": "shipped",
                 "expected_tools": [{"tool": "get_order", "args": {"order_id": 3001}, "args_match": "exact"}],
@@ -10,13 +10,17 @@
 `tools` is `{"module": "MODULE:ATTRIBUTE"}` (a dict of tool name to function, shared by every run),
 `{"factory": "MODULE:FUNCTION"}` (called once per run, returning such a dict) or `{"cassette": PATH}`
 with an optional `"responses": "sequential" | "first"` (a recorded session, PATH relative to the suite
-file). `args_match` (suite: per tool; case: for all its calls; expected call: for that call) is one of
-`exact`, `ignore`, `subset`, `superset` or an array of the fields that must match; the most specific
-wins, `exact` by default. `expected_answer` is a string or a list of strings the answer must all
-contain; `scorer` (MODULE:FUNCTION, called as `scorer(answer, calls, case)`, returning a bool or a
-number) checks the answer beside or instead of it, a number passing at `min_score` (default 0.5) or
-more. `expected_tools` lists tool names or `{"tool", "args", "args_match"}` objects; `match` (optional)
-is one of the modes of `toolreplay.evaluation.metrics`.
+file). `args_match` (suite: per tool, `"*"` for the others; case: for all its calls; expected call: for
+that call) is one of `exact`, `ignore`, `subset` (= `within`), `superset` (= `includes`) or an array of
+the field paths that must match (`"time.start"`, `\\.` a dot in a key, or `["time", "start"]`), each of
+which the expected args must have; the most specific wins, `exact` by default. `subset` and `superset`
+mean what agentevals means (the arguments made are a subset / superset of the expected ones), the
+reverse of before: the suite's `warnings` say where they are used. `expected_answer` is a string or a
+list of strings the answer must all contain; `scorer` (MODULE:FUNCTION, called as
+`scorer(answer, calls, case)`, returning a bool or a number) checks the answer beside or instead of
+it, a number passing at `min_score` (default 0.5) or more. `expected_tools` lists tool names or
+`{"tool", "args", "args_match"}` objects; `match` (optional) is one of the modes of
+`toolreplay.evaluation.metrics`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,17 @@ from typing import Any
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.evaluation.agent import import_callable
-from toolreplay.evaluation.metrics import ARGUMENT_MODES, MATCH_MODES, ArgumentMode, ExpectedCall
+from toolreplay.evaluation.metrics import (
+           ARGUMENT_MODES,
+           ARGUMENT_SYNONYMS,
+           MATCH_MODES,
+           ArgumentMode,
+           ExpectedCall,
+           FieldPath,
+           field_path_text,
+           has_field,
+           parse_field_path,
+)
 from toolreplay.evaluation.tools import (
            CASSETTE_MODES,
            FactoryTools,
@@ -80,6 +94,7 @@ class Suite:
     path: str
     tools: ToolSource
     cases: tuple[Case, ...]
+    warnings: tuple[str, ...] = ()  # argument modes whose meaning changed, where they are used
 
 
 class _Invalid(ValueError):
@@ -115,12 +130,24 @@ def _expected_answer(value: Any, where: str) -> tuple[str, ...]:
     return tuple(_text(item, f"{where}[{position}]") for position, item in enumerate(value))
 
 
+def _field_path(item: Any, where: str) -> FieldPath:
+    if isinstance(item, list) and item and all(isinstance(key, str) and key for key in item):
+        return tuple(item)
+    if isinstance(item, str):
+        try:
+            return parse_field_path(item)
+        except ValueError as exc:
+            raise _Invalid(where, str(exc)) from None
+    raise _Invalid(where, "a field path is a dotted string or a non-empty array of keys, "
+                          f"not {json.dumps(item)[:60]}")
+
+
 def _argument_mode(value: Any, where: str) -> ArgumentMode:
     if isinstance(value, str) and value in ARGUMENT_MODES:
         return value
-    if isinstance(value, list) and value and all(isinstance(item, str) and item for item in value):
-        return tuple(value)
-    raise _Invalid(where, f"must be one of {', '.join(ARGUMENT_MODES)} or a non-empty array of field names, "
+    if isinstance(value, list) and value and all(isinstance(item, (str, list)) for item in value):
+        return tuple(_field_path(item, f"{where}[{position}]") for position, item in enumerate(value))
+    raise _Invalid(where, f"must be one of {', '.join(ARGUMENT_MODES)} or a non-empty array of field paths, "
                           f"not {json.dumps(value)[:60]}")
 
 
@@ -146,7 +173,13 @@ def _expected_call(value: Any, where: str, tools: frozenset[str], default: Argum
     if tool not in tools:
         known = ", ".join(sorted(tools))
         raise _Invalid(tool_where, f"{json.dumps(tool)} is not a tool of this suite (tools: {known})")
-    return ExpectedCall.of(tool, args, mode or default or per_tool.get(tool, "exact"))
+    mode = mode or default or per_tool.get(tool) or per_tool.get("*") or "exact"
+    if isinstance(mode, tuple) and args is not None:
+        for path in mode:
+            if not has_field(args, path):  # compared absent with absent, it could never fail
+                raise _Invalid(f"{where}.args", f"has no field {json.dumps(field_path_text(path))}, which its "
+                                                "args_match compares")
+    return ExpectedCall.of(tool, args, mode)
 
 
 def _scorer(fields: dict[str, Any], where: str) -> Scorer | None:
@@ -275,7 +308,7 @@ def _per_tool_modes(value: Any, tools: frozenset[str]) -> dict[str, ArgumentMode
         raise _Invalid("args_match", f"must be an object of tool name to mode, not {json_type_name(value)}")
     modes = {}
     for tool, mode in value.items():
-        if tool not in tools:
+        if tool not in tools and tool != "*":  # "*": every tool not named
             raise _Invalid("args_match", f"{json.dumps(tool)} is not a tool of this suite "
                                          f"(tools: {', '.join(sorted(tools))})")
         modes[tool] = _argument_mode(mode, f"args_match.{tool}")
@@ -302,7 +335,31 @@ def parse_suite(obj: Any, path: str) -> Suite:
             cases.append(case)
     except _Invalid as exc:
         raise InputError(path, None, str(exc)) from None
-    return Suite(path, tools, tuple(cases))
+    return Suite(path, tools, tuple(cases), tuple(_flipped_names(fields)))
+
+
+def _flipped_names(fields: dict[str, Any]) -> list[str]:
+    """A warning per argument mode whose meaning changed (`subset`, `superset`), naming where it is used."""
+    places: list[tuple[Any, str]] = [(mode, f"args_match.{tool}") for tool, mode in
+                                     (fields.get("args_match") or {}).items()]
+    for position, case in enumerate(fields["cases"]):
+        places.append((case.get("args_match"), f"cases[{position}].args_match"))
+        places += [(item.get("args_match") if isinstance(item, dict) else None,
+                    f"cases[{position}].expected_tools[{number}].args_match")
+                   for number, item in enumerate(case["expected_tools"])]
+    warnings = []
+    for name, meaning in (("subset", "every argument the call made is expected (it may leave some out)"),
+                          ("superset", "every expected argument is in the call (it may add others)")):
+        used = [where for mode, where in places if mode == name]
+        if used:
+            more = f" and {len(used) - 1} more" if len(used) > 1 else ""
+            warnings.append(f'args_match "{name}" ({used[0]}{more}) now means what it means in agentevals: '
+                            f'{meaning}, the reverse of before; write "{ARGUMENT_SYNONYMS[name]}" for this '
+                            f'meaning or "{ARGUMENT_SYNONYMS[_OTHER[name]]}" for the old one, and this warning goes')
+    return warnings
+
+
+_OTHER = {"subset": "superset", "superset": "subset"}
 
 
 def load_suite(path: str) -> Suite:

@@ -194,6 +194,10 @@ def _position(text: str, pos: int) -> tuple[int, int]:
     return text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
 
 
+# A string (skipped), or an integer of more digits than `int` converts from text.
+_LONG_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"|(-?[0-9]{4301,})')
+
+
 def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
@@ -257,7 +261,13 @@ class StrictLoader:
         except ValueError as exc:  # e.g. an integer longer than the interpreter converts
             if isinstance(exc, JSONLineError):
                 raise
-            raise JSONLineError("invalid number: an integer of more than 4300 digits is not supported") from None
+            # The text parsed up to that integer: the first one outside a string is the culprit.
+            found = next((match for match in _LONG_INTEGER.finditer(text) if match.group(1)), None)
+            message = "invalid number: an integer of more than 4300 digits is not supported"
+            if found is None:
+                raise JSONLineError(message) from None
+            lineno, column = _position(text, found.start(1))
+            raise JSONLineError(f"{message} (column {column})", lineno) from None
 
     def canonical(self, value: Any) -> bytes:
         """Canonical UTF-8 bytes of a value parsed by the last `loads` call; a lone surrogate is an error."""

@@ -505,6 +505,8 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
 
 def _from_parsed(document: Any, path: str, multi_line: bool) -> list[Conversation]:
     conversations = _from_document(document, path)
+    if not conversations:  # e.g. `{"simulations": []}`
+        raise InputError(path, None, "no conversation found")
     if conversations[0].container == "lines" and multi_line:
         # One object over many lines is not JSON Lines: name the JSON path, not line 1.
         conversations = [dataclasses.replace(conversations[0], lines=None, paths=("$",))]

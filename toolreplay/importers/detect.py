@@ -11,9 +11,10 @@ from typing import Any
 
 from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation, Peekable, messages_of
+from toolreplay.importers.gemini import RESPONSE_METHODS
 from toolreplay.importers.openai_chat import is_placeholder
 
-__all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
+__all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "unsupported_layout"]
 
 _RESPONSES_TYPES = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -48,12 +49,29 @@ def _parts_marker(parts: Any) -> tuple[str, str] | None:
     return None
 
 
+def _layout_marker(message: Any) -> tuple[str, str] | None:
+    """A message whose own layout tells the format, tool call or not."""
+    if isinstance(message.get("sessionId"), str) and isinstance(message.get("type"), str):
+        # `~/.claude/projects/*.jsonl`; stream-json writes `session_id` (a layout of its own)
+        return "claude-code", 'a Claude Code transcript line ("sessionId")'
+    if "parts" not in message and "role" not in message:
+        if isinstance(message.get("candidates"), list):
+            return "gemini", 'a Gemini response ("candidates")'
+        method = message.get("method")
+        if isinstance(method, str) and method in RESPONSE_METHODS and "response" in message:
+            return "gemini", 'a Gemini CLI responses line ("method", "response")'
+    return None
+
+
 def _message_marker(message: Any) -> tuple[str, str] | None:
     """The format this message can only belong to, and why; None when it says nothing decisive."""
     if not isinstance(message, dict):
         return None
     if "jsonrpc" in message:
         return "mcp", "a JSON-RPC message"
+    layout = _layout_marker(message)
+    if layout is not None:
+        return layout
     kind = message.get("type")
     if isinstance(kind, str) and (kind in _RESPONSES_TYPES or kind.endswith("_call")):
         return "openai-responses", f"a {kind} item"
@@ -94,6 +112,9 @@ def find_evidence(conversations: Peekable[Conversation], limit: int | None = Non
     budget = limit
     for conversation in conversations.peek():
         if conversation.position == 0 and conversation.container in _CONTAINERS:
+            first = next(messages_of(conversation, 1), None)
+            if conversation.container == "history" and unsupported_layout(first) is not None:
+                return None  # OpenHands evaluation output also keeps its events under "history"
             fmt, reason = _CONTAINERS[conversation.container]
             return Evidence(fmt, conversation, None, reason)
         for position, message in enumerate(messages_of(conversation, budget)):
@@ -107,10 +128,64 @@ def find_evidence(conversations: Peekable[Conversation], limit: int | None = Non
     return None
 
 
+# OpenHands events: V0's actions and observations, the agent SDK's typed events (`kind`).
+_OPENHANDS_KINDS = frozenset({"ActionEvent", "ObservationEvent", "MessageEvent", "SystemPromptEvent",
+                              "AgentErrorEvent", "UserRejectObservation", "ConversationStateUpdateEvent"})
+
+
+def _is_openhands_event(message: dict[str, Any]) -> bool:
+    kind = message.get("kind")
+    if isinstance(kind, str) and kind in _OPENHANDS_KINDS:
+        return True
+    if "role" in message or message.get("source") not in ("agent", "user", "environment"):
+        return False  # SWE-agent's history messages have an "action" too, and a "role"
+    action = "action" in message and isinstance(message.get("args"), dict)
+    return action or ("observation" in message and "cause" in message)
+
+
+def unsupported_layout(message: Any) -> str | None:
+    """What a message looks like when it is of a known layout that no format reads, or None."""
+    if not isinstance(message, dict):
+        return None
+    version = message.get("schema_version")
+    atif = isinstance(message.get("steps"), list) and isinstance(message.get("agent"), dict) and bool(version)
+    if atif or isinstance(version, str) and version.startswith("ATIF"):
+        return 'an ATIF trajectory ("schema_version" and "steps")'
+    if _is_openhands_event(message):
+        return 'an OpenHands event stream (events with "action"/"observation", or "kind": "ActionEvent")'
+    context = message.get("context")
+    if isinstance(context, dict) and "trace_id" in context and "span_id" in context:
+        return ('OpenTelemetry SDK span JSON (spans with "context": {"trace_id", "span_id"}, as the SDK\'s '
+                'exporters write them; an OTLP export has "resourceSpans")')
+    return None
+
+
+# How many messages `auto` looks at to name a layout it cannot read.
+_LAYOUT_LOOK = 100
+
+
+def _unsupported(conversations: Peekable[Conversation]) -> str | None:
+    budget = _LAYOUT_LOOK
+    for conversation in conversations.peek():
+        for message in messages_of(conversation, budget):
+            found = unsupported_layout(message)
+            if found is not None:
+                return found
+            budget -= 1
+            if budget <= 0:
+                return None
+    return None
+
+
 def detect_format(conversations: Peekable[Conversation], path: str) -> str:
-    """The format of a log, for `auto`; an input error when no message tells."""
+    """The format of a log, for `auto`; an input error when no message tells, naming the layout
+    when it is one that no format reads."""
     evidence = find_evidence(conversations)
     if evidence is None:
+        layout = _unsupported(conversations)
+        if layout is not None:
+            raise InputError(path, None, f"cannot detect the format: this looks like {layout}, a layout "
+                                         "import does not read")
         raise InputError(
             path,
             None,
@@ -126,9 +201,16 @@ CHECK_LIMIT = 10_000
 
 def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
     """Refuse a log whose first telling message (among the first CHECK_LIMIT) belongs to another format
-    than the named one."""
+    than the named one, or that has none and looks like a layout no format reads."""
     evidence = find_evidence(conversations, CHECK_LIMIT if conversations.streamed else None)
-    if evidence is None or evidence.format == fmt:
+    if evidence is None:
+        layout = _unsupported(conversations)
+        first = next(conversations.peek(), None)
+        if layout is not None and first is not None:  # a lenient format would read it as no call at all
+            raise InputError(first.path, None, f"this looks like {layout}, a layout import does not read, "
+                                               f"not {fmt}")
+        return
+    if evidence.format == fmt:
         return
     if evidence.message is None:
         raise InputError(

@@ -29,8 +29,11 @@ from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, fl
 
 __all__ = ["read_events"]
 
-_FLAT = re.compile(r"llm\.(input|output)_messages\.(\d+)\.message\.(.+)")
-_FLAT_CALL = re.compile(r"tool_calls\.(\d+)\.tool_call\.(.+)")
+# Indexes are ASCII digits (`\d` would take any script's), leading zeros aside at most 9 of them: a key
+# with a longer number is not one of these (it is ignored like any other attribute), never a number
+# too long for `int`.
+_FLAT = re.compile(r"llm\.(input|output)_messages\.0*([0-9]{1,9})\.message\.(.+)")
+_FLAT_CALL = re.compile(r"tool_calls\.0*([0-9]{1,9})\.tool_call\.(.+)")
 
 
 def _tool_name(span: Span) -> str | None:

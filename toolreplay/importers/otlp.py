@@ -10,6 +10,7 @@ An AnyValue is one of `stringValue`, `boolValue`, `intValue` (a decimal string o
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,20 @@ def _fail(path: str, line: int | None, where: str, text: str) -> InputError:
     return InputError(path, line, f"{where}: {text}")
 
 
+# A decimal as the OTLP JSON encoding writes 64-bit integers: ASCII digits only (`str.isdigit` also
+# takes "①" and "٣", which `int` then refuses or reads), at most 20 of them, so `int` never meets a
+# number too long to convert.
+_DECIMAL = re.compile(r"(-?)[0-9]{1,20}")
+
+
+def _decimal(text: str, *, signed: bool) -> int | None:
+    """The integer `text` spells, or None when it is not a decimal of at most 20 digits."""
+    match = _DECIMAL.fullmatch(text)
+    if match is None or (match.group(1) and not signed):
+        return None
+    return int(text)
+
+
 def _decode_value(value: Any, path: str, line: int | None, where: str) -> Any:
     if not isinstance(value, dict):
         raise _fail(path, line, where, "an attribute value must be an object (an OTLP AnyValue)")
@@ -53,8 +68,12 @@ def _decode_value(value: Any, path: str, line: int | None, where: str) -> Any:
     if kind == "intValue" and not isinstance(inner, bool):
         if isinstance(inner, int):
             return inner
-        if isinstance(inner, str) and inner.lstrip("-").isdigit():
-            return int(inner)
+        if isinstance(inner, str):
+            number = _decimal(inner, signed=True)
+            if number is None or not -2**63 <= number < 2**63:
+                raise _fail(path, line, where, "an intValue string must be a decimal int64 (ASCII digits, "
+                                               "an optional '-')")
+            return number
     if kind == "doubleValue" and isinstance(inner, (int, float)) and not isinstance(inner, bool):
         return inner
     if kind == "arrayValue" and isinstance(inner, dict):
@@ -113,8 +132,9 @@ def _time(value: Any, path: str, line: int | None, where: str) -> int:
         return 0
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
+    number = _decimal(value, signed=False) if isinstance(value, str) else None
+    if number is not None and number < 2**64:
+        return number
     raise _fail(path, line, where, '"startTimeUnixNano" must be a decimal string of nanoseconds')
 
 
