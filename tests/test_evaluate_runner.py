@@ -467,7 +467,7 @@ class ParallelTurnTest(unittest.TestCase):
 
     def test_two_calls_in_one_turn_match_a_group_in_either_order(self) -> None:
         seven, eight = ToolCall("get_order", {"order_id": 7, "opts": {"full": True}}), ToolCall("get_order", {"order_id": 8})
-        expected = [[{"tool": "get_order", "args": {"order_id": 7}, "args_match": "subset"},
+        expected = [[{"tool": "get_order", "args": {"order_id": 7}, "args_match": "includes"},
                      {"tool": "get_order", "args": {"order_id": 8}}]]
         for order in ((seven, eight), (eight, seven)):
             with self.subTest(order=[call.args["order_id"] for call in order]):
