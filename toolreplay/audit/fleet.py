@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import heapq
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,7 @@ from toolreplay.audit.findings import Finding
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
-from toolreplay.format.records import Record, read_links, read_session
+from toolreplay.format.records import MAX_LINE_BYTES, Record, read_links, read_session
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
@@ -50,14 +51,20 @@ class SessionOptions:
     keys: Keys | None = None  # the keys checkpoints are verified with (None: checkpoints are not verified)
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
+    max_line: int = MAX_LINE_BYTES  # a longer line is an input error
 
 
 @dataclass(frozen=True, slots=True)
 class SessionJob:
-    """One session to audit: the path a worker opens, and the path the report shows."""
+    """One session to audit: the path a worker opens, and the path the report shows.
+
+    A job found but not to be opened carries why: `skipped` (not a regular file: a named pipe, a device,
+    a socket) or `unreadable` (a folder that could not be listed)."""
 
     path: str
     display: str
+    skipped: str | None = None
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +107,7 @@ class SessionResult:
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
     rendered: str | None = None  # this session's part of the report, when the options asked for one
     information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
+    skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
 
     @property
     def counted(self) -> int:
@@ -136,6 +144,10 @@ def _merge_findings(*groups: Sequence[Finding]) -> list[Finding]:
 
 def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     """Audit one session file: replay, scope when a policy is given, and the chain of a sealed file."""
+    if job.skipped is not None:
+        return SessionResult(job.display, skipped=job.skipped)
+    if job.unreadable is not None:
+        return SessionResult(job.display, error=f"{job.display}: {job.unreadable}")
     calls = 0
     sealed = False
     scope_facts: list[Any] = []
@@ -150,7 +162,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     def facts() -> Iterator[Any]:
         nonlocal calls, sealed
         with open_session(job) as handle:
-            for record in read_session(handle, job.display):
+            for record in read_session(handle, job.display, options.max_line):
                 if calls == 0:
                     sealed = record.prev is not None
                 calls += 1
@@ -179,7 +191,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     shown = checkpoint_path(job.display)
     try:
         checkpoint = _beside(job.path, shown) if error is None else None
-        chain, status = _check_chain(job, sealed, checkpoint, shown, options.keys)
+        chain, status = _check_chain(job, sealed, checkpoint, shown, options.keys, options.max_line)
     except ToolReplayError as exc:
         error = error or _located(exc, shown if str(exc).startswith(shown) else job.display)
     if error is not None:
@@ -207,19 +219,19 @@ def _beside(path: str, shown: str) -> Checkpoint | None:
 
 
 def _check_chain(job: SessionJob, sealed: bool, checkpoint: Checkpoint | None, shown: str,
-                 keys: Keys | None) -> tuple[ChainReport | None, CheckpointStatus | None]:
+                 keys: Keys | None, max_line: int) -> tuple[ChainReport | None, CheckpointStatus | None]:
     """The chain of a sealed file, and the checkpoint beside it checked against its links (none when unsealed)."""
     if checkpoint is None or keys is None:
         chain = None
         if sealed:
             with open_session(job) as handle:
-                chain = verify_link_facts(map(link_fact, read_links(handle, job.display)))
+                chain = verify_link_facts(map(link_fact, read_links(handle, job.display, max_line)))
         return chain, None if checkpoint is None else CheckpointStatus(shown, "unverified")
     signatures = keys.check(checkpoint)
     sizes = {checkpoint.size} if signatures.trusted else set()
     if sealed:
         with open_session(job) as handle:
-            walk = walk_link_facts(map(link_fact, read_links(handle, job.display)), sizes)
+            walk = walk_link_facts(map(link_fact, read_links(handle, job.display, max_line)), sizes)
     else:  # a checkpoint beside an unsealed file: it has no links to anchor
         walk = walk_link_facts((), sizes)
     report = check_checkpoint(checkpoint, signatures, walk)
@@ -268,27 +280,57 @@ def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
     """Session files named by files, folders (every `*.jsonl` below, recursively) and globs; sorted, unique.
 
     A pattern that names nothing is a UsageError. The display path is the path as found from the
-    pattern (relative stays relative); workers open the absolute path.
+    pattern (relative stays relative); workers open the absolute path. A file named by a pattern of
+    its own is read whatever it is; one found in a folder or by a glob is read only when it is a
+    regular file (a named pipe would hang the run, a device such as /dev/zero never end): any other is
+    a job marked `skipped`, never opened. A folder that cannot be listed is a job marked `unreadable`.
     """
-    found: set[str] = set()
+    found: dict[str, tuple[str | None, str | None]] = {}  # path -> (skipped, unreadable)
     for pattern in patterns:
-        matches = [pattern] if os.path.exists(pattern) else sorted(glob.glob(pattern, recursive=True))
+        named = os.path.exists(pattern)
+        matches = [pattern] if named else sorted(glob.glob(pattern, recursive=True))
         if not matches:
             raise UsageError(f"no such file, folder or match: {pattern}")
         for match in matches:
             if os.path.isdir(match):
-                found.update(_walk(match))
+                found.update(_walk(os.path.normpath(match)))
             else:
-                found.add(os.path.normpath(match))
-    return [SessionJob(os.path.abspath(path), path) for path in sorted(found)]
+                found[os.path.normpath(match)] = (None if named else _not_regular(match), None)
+    return [SessionJob(os.path.abspath(path), path, *found[path]) for path in sorted(found)]
 
 
-def _walk(folder: str) -> Iterator[str]:
-    for directory, subdirectories, files in os.walk(folder):
-        subdirectories.sort()
-        for name in sorted(files):
-            if name.endswith(".jsonl"):
-                yield os.path.normpath(os.path.join(directory, name))
+_KINDS = ((stat.S_ISFIFO, "named pipe"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "folder"))
+
+
+def _not_regular(path: str) -> str | None:
+    """Why a file found by a folder or a glob is not read (None: it is a regular file, or it cannot be
+    looked at, which its reading reports)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "special file")
+    return f"not a regular file ({kind})"
+
+
+def _walk(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
+    """Every `*.jsonl` below `folder` (symbolic links to folders are not followed), and every folder that
+    cannot be listed, with (skipped, unreadable) as `find_sessions` keeps them."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError as exc:
+        yield folder, (None, f"cannot read folder: {exc.strerror or exc}")
+        return
+    for entry in entries:
+        path = os.path.normpath(os.path.join(folder, entry.name))
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(path)
+        elif entry.name.endswith(".jsonl") and not entry.is_dir():
+            yield path, (None if entry.is_file() else _not_regular(path), None)
 
 
 @dataclass(order=True, frozen=True, slots=True)
@@ -328,6 +370,8 @@ class FleetSummary:
         self.by_rule: Counter[str] = Counter()
         self.unreadable = 0
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
+        self.skipped = 0  # files found that are not regular files: not sessions, never opened
+        self.skipped_listed: list[tuple[str, str]] = []  # (path, why), the first LISTED_PROBLEMS
         self.broken = 0
         self.broken_listed: list[tuple[str, int]] = []  # (path, first broken link)
         self.checkpoints = 0
@@ -341,6 +385,11 @@ class FleetSummary:
 
     def add(self, result: SessionResult) -> None:
         """Fold one session's result into the totals."""
+        if result.skipped is not None:
+            self.skipped += 1
+            if len(self.skipped_listed) < LISTED_PROBLEMS:
+                self.skipped_listed.append((result.path, result.skipped))
+            return
         self.sessions += 1
         self.sealed += result.sealed
         if result.chain is not None and not result.chain.intact:

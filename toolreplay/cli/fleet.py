@@ -1,7 +1,7 @@
 """`toolreplay audit PATH...`: every session of a fleet, on this machine's cores or a Dask cluster.
 
 Exit codes: 0 nothing found; 1 a finding or a broken chain in any session; 2 a usage error, or any
-session that could not be read (each is still reported, and named on stderr) unless
+session or folder that could not be read (each is still reported, and named on stderr) unless
 `--allow-unreadable` is given, in which case unreadable sessions are reported and do not count.
 """
 
@@ -27,7 +27,7 @@ from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, output_whole, read_mutators_file
+from toolreplay.cli.audit import _positive_int, max_line_option, output_whole, read_mutators_file
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
@@ -40,8 +40,9 @@ _EXIT_CODES = """exit codes:
   0  every session read, nothing found
   1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
      changed-after-write counts only with --count-changes)
-  2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
-     reports it without this exit code)"""
+  2  usage error, or a session or folder that could not be read (reported all the same;
+     --allow-unreadable reports it without this exit code); files that are not regular files
+     are skipped and do not change the exit code"""
 
 
 def _options(args: argparse.Namespace) -> SessionOptions:
@@ -50,7 +51,8 @@ def _options(args: argparse.Namespace) -> SessionOptions:
         mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
-    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware)
+    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
+                          args.max_line_bytes)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -70,7 +72,8 @@ def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: Ses
     spool = RowSpool()
     try:
         for result in fold(results, summary):
-            spool.add(result)
+            if result.skipped is None:  # not a session: named on stderr
+                spool.add(result)
         rank = {path: place for place, (path, *_) in enumerate(summary.top_sessions())}
         wanted = [job for job in jobs if job.display in rank]
         details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
@@ -115,6 +118,10 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
         render = iter_fleet_json if args.format == "json" else iter_fleet_text
         pieces = render(fold(results, summary), summary)
     _write(pieces, args.output, io)
+    for path, why in summary.skipped_listed:
+        io.stderr.write(f"warning: {escape_text(path)}: skipped: {escape_text(why)}\n")
+    if summary.skipped > len(summary.skipped_listed):
+        io.stderr.write(f"... and {summary.skipped - len(summary.skipped_listed)} more skipped files\n")
     for message in summary.unreadable_listed:
         io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {escape_text(message)}\n")
     if summary.unreadable > len(summary.unreadable_listed):
@@ -132,7 +139,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("audit", help="audit many sessions: replay, scope and chains, with a summary",
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EXIT_CODES)
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="session files, folders (every *.jsonl below) or glob patterns")
+                        help="session files, folders (every *.jsonl below) or glob patterns; in folders and "
+                             "globs, only regular files are read (others are reported as skipped)")
     parser.add_argument("--policy", metavar="FILE", help="permission file: check every session's calls against it")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
@@ -150,6 +158,7 @@ def register(subparsers: Any) -> None:
                         help="where sessions are audited: this machine (default) or a Dask cluster")
     parser.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--allow-unreadable", action="store_true",
-                        help="report unreadable sessions without making the exit code 2")
+                        help="report unreadable sessions and folders without making the exit code 2")
+    max_line_option(parser)
     checkpoint_cli.trust_options(parser)  # verify each SESSION.checkpoint beside a SESSION.jsonl with these keys
     parser.set_defaults(run=_run_audit)

@@ -19,7 +19,8 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
-           "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
+           "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN", "NOT_SEALED",
+           "MAX_LINE_BYTES", "line_too_long", "TornLineError"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
@@ -30,6 +31,22 @@ _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
 LINK_IN_PLAIN = "sealed link in a file of plain records (prev and digest are not record fields)"
+NOT_SEALED = "not sealed: a plain session (no prev and digest); seal it with 'toolreplay seal'"
+MAX_LINE_BYTES = 64 << 20  # a longer line is an input error: memory stays bounded whatever the input
+
+
+class TornLineError(InputError):
+    """The last line of a file is incomplete: no line break and not a whole JSON value (a write cut short
+    by a crash). Reported like any input error; `verify` reports the links before it."""
+
+    def __init__(self, path: str, line: int | None, message: str, size: int) -> None:
+        super().__init__(path, line, message)
+        self.size = size  # the incomplete line's bytes
+
+
+def line_too_long(limit: int) -> str:
+    """The message of a line longer than `limit` bytes (not counting its line break)."""
+    return f"line longer than {limit} bytes"
 
 
 @dataclass(slots=True)
@@ -144,10 +161,12 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
-                 first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None) -> Iterator[Record]:
+                 first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
     sequence starts at the first record's index (the caller checks it against the chunk before), unless
-    `resume` gives what the lines before established: (sealed or not or None, the next expected index)."""
+    `resume` gives what the lines before established: (sealed or not or None, the next expected index).
+    A line longer than `max_line` bytes is an input error, found before more than that is held in memory."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
@@ -156,11 +175,18 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
         sealed, expected_index = resume
     plain_fields = _LINK_SET if sealed or require_sealed else _RECORD_SET
     lineno = 0
-    for raw in handle:
+    readline = handle.readline
+    bound = max_line + 1  # the line's bytes and its line break
+    records = 0
+    while raw := readline(bound):
         lineno += 1
+        unparsed = False  # True while a JSON error would mean a last line cut short
         try:
+            if len(raw) == bound and raw[-1:] != b"\n":
+                raise JSONLineError(line_too_long(max_line))
             if lineno == 1 and first_chunk and raw.startswith(b"\xef\xbb\xbf"):
                 raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
+            unparsed = raw[-1:] != b"\n"
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -168,6 +194,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             if text[:1] != "{" and not text.strip(_JSON_WHITESPACE):
                 continue
             obj = loads(text)
+            unparsed = False
             # Fast path: the expected field set with the expected types; anything else gets a precise message.
             if type(obj) is not dict or obj.keys() != plain_fields:
                 is_link = _check_fields(obj, sealed)
@@ -191,18 +218,24 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"),
                             not loader.exotic)
         except JSONLineError as exc:
-            raise InputError(path, lineno, str(exc)) from None
+            message = str(exc)
+            if message == PLAIN_IN_SEALED and require_sealed and first_chunk and not records:
+                message = NOT_SEALED  # the first record is plain: not a damaged sealed file, just not one
+            if unparsed:
+                raise TornLineError(path, lineno, message, len(raw)) from None
+            raise InputError(path, lineno, message) from None
+        records += 1
         yield record
 
 
-def read_session(handle: IO[bytes], path: str) -> Iterator[Record]:
+def read_session(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream the records of a session (plain or sealed), checking every rule of the session format."""
-    return iter_records(handle, path, check_sequence=True, require_sealed=False)
+    return iter_records(handle, path, check_sequence=True, require_sealed=False, max_line=max_line)
 
 
-def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
+def read_links(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream the links of a sealed file; the index sequence is the chain's business, not checked here."""
-    return iter_records(handle, path, check_sequence=False, require_sealed=True)
+    return iter_records(handle, path, check_sequence=False, require_sealed=True, max_line=max_line)
 
 
 def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any]) -> str:
