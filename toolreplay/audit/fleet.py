@@ -52,6 +52,7 @@ class SessionOptions:
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
+    tables: bool = False  # keep what the database output needs: every finding, and each call's tool
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +109,7 @@ class SessionResult:
     rendered: str | None = None  # this session's part of the report, when the options asked for one
     information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
+    call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
 
     @property
     def counted(self) -> int:
@@ -151,6 +153,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     calls = 0
     sealed = False
     scope_facts: list[Any] = []
+    tools: list[str] | None = [] if options.tables else None
     policy = options.policy
     scope_fact: Callable[[Record], Any] | None = None
     if policy is not None:
@@ -166,6 +169,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
                 if calls == 0:
                     sealed = record.prev is not None
                 calls += 1
+                if tools is not None:
+                    tools.append(record.tool)
                 if scope_fact is not None:
                     scope_facts.append(scope_fact(record))
                 yield extract(record)
@@ -207,9 +212,10 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         if rule is not None:
             rules[rule] += 1
     extra = len(status.findings) if status is not None else 0
+    listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
     return SessionResult(job.display, calls, sealed, divergence, len(findings) + extra,
-                         tuple(findings[:FINDINGS_LISTED]), _counted(kinds), _counted(tools_found), _counted(rules),
-                         chain, checkpoint=status, information=information)
+                         listed, _counted(kinds), _counted(tools_found), _counted(rules),
+                         chain, checkpoint=status, information=information, call_tools=tuple(tools or ()))
 
 
 def _beside(path: str, shown: str) -> Checkpoint | None:

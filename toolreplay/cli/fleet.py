@@ -52,7 +52,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
     return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
-                          args.max_line_bytes)
+                          args.max_line_bytes, tables=args.format == "sqlite")
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -106,18 +106,24 @@ def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
 
 
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
+    if args.format == "sqlite" and not args.output:
+        raise UsageError("--format sqlite needs -o FILE (a database is written to a file, not to standard output)")
     options = _options(args)
     engine = _engine(args)
     jobs = find_sessions(args.paths)
     results = engine.map_batches(audit_batch, jobs, options)
     summary = FleetSummary(DETAILED_SESSIONS if args.format == "html" else TOP_SESSIONS, args.state_aware,
                            args.count_changes)
-    if args.format == "html":
-        pieces = _html(results, jobs, options, engine, summary)
+    if args.format == "sqlite":
+        from toolreplay.audit.fleet_sqlite import write_fleet_sqlite
+
+        write_fleet_sqlite(args.output, fold(results, summary), state_aware=options.state_aware,
+                           policy_agent=None if options.policy is None else options.policy.agent)
+    elif args.format == "html":
+        _write(_html(results, jobs, options, engine, summary), args.output, io)
     else:
         render = iter_fleet_json if args.format == "json" else iter_fleet_text
-        pieces = render(fold(results, summary), summary)
-    _write(pieces, args.output, io)
+        _write(render(fold(results, summary), summary), args.output, io)
     for path, why in summary.skipped_listed:
         io.stderr.write(f"warning: {escape_text(path)}: skipped: {escape_text(why)}\n")
     if summary.skipped > len(summary.skipped_listed):
@@ -149,8 +155,9 @@ def register(subparsers: Any) -> None:
                              "(information, not counted), a change after an error retry-after-error")
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
-    parser.add_argument("--format", choices=("text", "json", "html"), default="text",
-                        help="report format (default: text)")
+    parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
+                        help="report format (default: text); sqlite: a database of sessions, calls and findings "
+                             "(with -o FILE)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
