@@ -140,5 +140,64 @@ class UnreadableFolderTest(FleetFolder):
                          (2, "error: fleet/sub: cannot read folder: Permission denied\n"))
 
 
+class OneReadPerSessionTest(FleetFolder):
+    """Replay, scope, the chain and the checkpoint of a session all come from one pass over one open file."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.assertEqual(run("seal", "fleet/a.jsonl", "-o", "sealed.jsonl")[0], 0)
+        with open("sealed.jsonl", encoding="utf-8") as handle:
+            links = handle.read().splitlines(keepends=True)
+        links[3] = links[3].replace('"install"', '"uninstall"')  # edited after sealing: the chain breaks at 3
+        os.unlink("fleet/a.jsonl")
+        with open("fleet/s.jsonl", "w", encoding="utf-8") as handle:
+            handle.writelines(links)
+        # the scrubbed copy someone swaps in: a clean session, sealed again, its chain intact
+        self.assertEqual(run("seal", os.path.join(SAMPLES, "session-clean.jsonl"), "-o", "scrubbed.jsonl")[0], 0)
+        self.real_open = open
+
+    def swapping_open(self, opened: list[str]) -> object:
+        """An `open` that replaces fleet/s.jsonl by the scrubbed copy right after its first open."""
+        target = os.path.abspath("fleet/s.jsonl")
+
+        def swap(path: object, *args: object, **kwargs: object) -> object:
+            handle = self.real_open(path, *args, **kwargs)  # type: ignore[call-overload]
+            if path == target:
+                opened.append(str(path))
+                if len(opened) == 1:
+                    os.replace("scrubbed.jsonl", target)
+            return handle
+
+        return swap
+
+    def test_the_session_is_opened_once(self) -> None:
+        opened: list[str] = []
+        with mock.patch("builtins.open", self.swapping_open(opened)), \
+                mock.patch("toolreplay.audit.fleet._unchanged", return_value=True, create=True):
+            code, out, _ = run("audit", "fleet", "--jobs", "1")
+        self.assertEqual(len(opened), 1)
+        # findings and chain verdict from the same bytes: the real file's (the swap came after the open)
+        self.assertEqual((code, out.splitlines()[0]),
+                         (1, "fleet/s.jsonl: calls 6, findings 1, chain broken at index 3"))
+
+    def test_a_file_swapped_while_it_is_read_is_an_error_for_that_session(self) -> None:
+        with mock.patch("builtins.open", self.swapping_open([])):
+            code, out, err = run("audit", "fleet", "--jobs", "1")
+        message = ("fleet/s.jsonl: file changed while it was read (replaced, removed, truncated or written to); "
+                   "read it again")
+        self.assertEqual((code, out.splitlines()[0], err),
+                         (2, f"fleet/s.jsonl: unreadable: {message}", f"error: {message}\n"))
+
+    def test_a_sealed_session_out_of_index_order_still_gets_its_whole_chain(self) -> None:
+        with open("fleet/s.jsonl", encoding="utf-8") as handle:
+            links = handle.read().splitlines(keepends=True)
+        with open("fleet/s.jsonl", "w", encoding="utf-8") as handle:
+            handle.writelines(links[:2] + links[3:])  # a link deleted: index 3 where 2 was expected
+        code, out, _ = run("audit", "fleet")
+        self.assertEqual((code, out.splitlines()[0]),
+                         (2, "fleet/s.jsonl: unreadable: fleet/s.jsonl:3: index 3 out of order: expected 2"))
+        self.assertIn("\nbroken chains: 1\n", out)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -20,7 +20,7 @@ from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
            "canonical_record_bytes", "RECORD_FIELDS", "LINK_FIELDS", "PLAIN_IN_SEALED", "LINK_IN_PLAIN", "NOT_SEALED",
-           "MAX_LINE_BYTES", "line_too_long", "TornLineError"]
+           "MAX_LINE_BYTES", "line_too_long", "TornLineError", "index_out_of_order"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
@@ -42,6 +42,13 @@ class TornLineError(InputError):
     def __init__(self, path: str, line: int | None, message: str, size: int) -> None:
         super().__init__(path, line, message)
         self.size = size  # the incomplete line's bytes
+
+
+def index_out_of_order(index: int, expected: int) -> str:
+    """The message of a record whose index is not the one expected."""
+    if expected == 0:
+        return f"index must start at 0, got {index}"
+    return f"index {index} out of order: expected {expected}"
 
 
 def line_too_long(limit: int) -> str:
@@ -209,9 +216,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                     or type(response) is not dict or index < 0 or sealed):
                 _check_types(obj, bool(sealed))
             if check_sequence and index != expected_index and expected_index is not None:
-                if expected_index == 0:
-                    raise JSONLineError(f"index must start at 0, got {index}")
-                raise JSONLineError(f"index {index} out of order: expected {expected_index}")
+                raise JSONLineError(index_out_of_order(index, expected_index))
             expected_index = index + 1
             if "\\ud" in text or "\\uD" in text:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
