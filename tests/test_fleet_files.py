@@ -115,7 +115,7 @@ class UnreadableFolderTest(FleetFolder):
         real_scandir = os.scandir
 
         def scandir(path: str) -> object:
-            if os.path.normpath(path) == "fleet/sub":
+            if os.path.abspath(path) == os.path.abspath("fleet/sub"):
                 raise PermissionError(13, "Permission denied", path)
             return real_scandir(path)
 
@@ -134,6 +134,14 @@ class UnreadableFolderTest(FleetFolder):
         code, out, err = run("audit", "fleet", "--allow-unreadable")
         self.assertEqual((code, err), (1, "warning: fleet/sub: cannot read folder: Permission denied\n"))
         self.assertIn("fleet/sub: unreadable: fleet/sub: cannot read folder: Permission denied\n", out)
+
+    def test_a_recursive_glob_reports_it_too(self) -> None:
+        code, out, err = run("audit", "fleet/**/*.jsonl")
+        self.assertEqual((code, err), (2, "error: fleet/sub: cannot read folder: Permission denied\n"))
+        self.assertIn("fleet/sub: unreadable: fleet/sub: cannot read folder: Permission denied\n", out)
+        code, out, err = run("audit", os.path.abspath("fleet") + "/**/*.jsonl")
+        self.assertEqual((code, err), (2, f"error: {os.path.abspath('fleet/sub')}: cannot read folder: Permission "
+                                          "denied\n"))
 
     def test_the_folder_named_itself(self) -> None:
         self.assertEqual(run("audit", "fleet/sub")[0:3:2],

@@ -336,7 +336,9 @@ def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
     for pattern in patterns:
         named = os.path.exists(pattern)
         matches = [pattern] if named else sorted(glob.glob(pattern, recursive=True))
-        if not matches:
+        hidden = dict(_unlistable(_literal_root(pattern))) if not named and "**" in pattern else {}
+        found.update(hidden)  # the glob passes over a folder it cannot list without a word
+        if not matches and not hidden:
             raise UsageError(f"no such file, folder or match: {pattern}")
         for match in matches:
             if os.path.isdir(match):
@@ -344,6 +346,30 @@ def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
             else:
                 found[os.path.normpath(match)] = (None if named else _not_regular(match), None)
     return [SessionJob(os.path.abspath(path), path, *found[path]) for path in sorted(found)]
+
+
+def _literal_root(pattern: str) -> str:
+    """The folder a glob pattern starts from: its components up to the first with a wildcard."""
+    parts = pattern.split(os.sep)
+    literal = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        literal.append(part)
+    return os.sep.join(literal) or ("/" if pattern.startswith(os.sep) else ".")
+
+
+def _unlistable(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
+    """Every folder below `folder` (itself included; links not followed) that cannot be listed, as an
+    unreadable entry."""
+    try:
+        with os.scandir(folder) as listing:
+            below = [entry.path for entry in listing if entry.is_dir(follow_symlinks=False)]
+    except OSError as exc:
+        yield os.path.normpath(folder), (None, f"cannot read folder: {exc.strerror or exc}")
+        return
+    for path in below:
+        yield from _unlistable(path)
 
 
 _KINDS = ((stat.S_ISFIFO, "named pipe"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
