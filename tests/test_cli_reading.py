@@ -172,7 +172,11 @@ class ImportHintTest(Folder):
         path = self.write("bad.jsonl", _bytes(DIRTY) + b"[]\n")
         self.assertEqual(run("replay", path), (2, "", f"error: {path}:7: record must be a JSON object, not array\n"))
         log = _bytes(os.path.join(SAMPLES, "import", "mcp.jsonl"))
-        self.assertEqual(run("replay", "-", stdin=log), (2, "", 'error: <stdin>:1: unknown field "jsonrpc"\n'))
+        for fmt in ("text", "html"):  # html reads standard input from a copy: still no hint, still <stdin>
+            self.assertEqual(run("replay", "-", "--format", fmt, stdin=log),
+                             (2, "", 'error: <stdin>:1: unknown field "jsonrpc"\n'))
+            self.assertEqual(run("scope", "-", SCOPE, "--format", fmt, stdin=log),
+                             (2, "", 'error: <stdin>:1: unknown field "jsonrpc"\n'))
 
 
 class OutputOptionTest(Folder):

@@ -82,7 +82,8 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     audit: Any = audit_state_facts if args.state_aware else audit_call_facts
     extract: Any = state_fact if args.state_aware else call_fact
     if args.format == "html":
-        report = _html_page(args, io, "replay", lambda path: audit(_read(path, extract, args, io), mutators))
+        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+        report = _html_page(args, io, "replay", lambda path: audit(_read(path, extract, args, io, hint=hint), mutators))
         return 1 if counted_findings(report, args.count_changes) else 0
     report = audit(_read(args.session, extract, args, io), mutators)
     _emit(iter_replay_json(report) if args.format == "json" else iter_replay_text(report), args.output, io)
@@ -92,13 +93,16 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
 _END = object()
 
 
-def _read(path: str, extract: Any, args: argparse.Namespace, io: IO, links: bool = False) -> Iterator[Any]:
+def _read(path: str, extract: Any, args: argparse.Namespace, io: IO, links: bool = False,
+          hint: bool = True) -> Iterator[Any]:
     """`read_facts` with the command's options. An input error before the first record, in a file that looks
-    like a log `import` reads, ends with a hint to import it."""
+    like a log `import` reads, ends with a hint to import it (unless `hint` is False)."""
     facts = read_facts(path, extract, links=links, jobs=args.jobs, stdin=io.stdin, max_line=args.max_line_bytes)
     try:
         first = next(facts, _END)
     except InputError as exc:
+        if not hint:
+            raise
         raise _with_import_hint(exc, path, args.max_line_bytes) from None
     if first is _END:
         return
@@ -151,19 +155,20 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
     policy = load_policy(args.scope)
     if args.format == "html":
-        scope = _html_page(args, io, "scope", lambda path: _scope_report(path, policy, args, io), policy.agent)
+        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+        scope = _html_page(args, io, "scope", lambda path: _scope_report(path, policy, args, io, hint), policy.agent)
         return 1 if scope.findings else 0
     report = _scope_report(args.session, policy, args, io)
     _emit(iter_scope_json(report) if args.format == "json" else iter_scope_text(report), args.output, io)
     return 1 if report.findings else 0
 
 
-def _scope_report(path: str, policy: Policy, args: argparse.Namespace, io: IO) -> ScopeReport:
+def _scope_report(path: str, policy: Policy, args: argparse.Namespace, io: IO, hint: bool = True) -> ScopeReport:
     from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 
     if policy.rules:
-        return audit_rule_facts(_read(path, rule_fact_extractor(policy), args, io), policy)
-    return audit_tool_facts(_read(path, tool_fact, args, io), policy)
+        return audit_rule_facts(_read(path, rule_fact_extractor(policy), args, io, hint=hint), policy)
+    return audit_tool_facts(_read(path, tool_fact, args, io, hint=hint), policy)
 
 
 def _html_page(args: argparse.Namespace, io: IO, command: str, run: Any, agent: str | None = None) -> Any:
