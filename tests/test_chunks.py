@@ -306,5 +306,42 @@ class KilledParentTest(unittest.TestCase):
             parent.stdout.close()  # type: ignore[union-attr]
 
 
+@unittest.skipIf(_fork_context() is None, "the parallel reader needs fork (Linux)")
+class LineLimitInBothReadersTest(unittest.TestCase):
+    def test_a_long_line_is_the_same_error_and_no_range_holds_more_than_the_limit(self) -> None:
+        from toolreplay.format.chunks import _boundaries
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "s.jsonl")
+            with open(path, "wb") as handle:
+                handle.write(_session(20) + b"x" * 5000 + b"\n" + _session(3))
+            outcomes = []
+            for jobs in (1, 2):
+                with self.assertRaises(InputError) as caught:
+                    list(read_facts(path, call_fact, jobs=jobs, chunk_bytes=150, min_parallel_bytes=0, max_line=1000))
+                outcomes.append(str(caught.exception))
+            self.assertEqual(outcomes, [f"{path}:21: line longer than 1000 bytes"] * 2)
+            with open(path, "rb") as handle:
+                ranges = list(_boundaries(handle.fileno(), os.fstat(handle.fileno()).st_size, 150, 1000))
+            self.assertLessEqual(max(end - start for start, end in ranges), 150 + 1000 + 1)
+            self.assertEqual(ranges[-1][1], os.path.getsize(path))
+
+    def test_a_torn_last_line_is_the_same_torn_error_in_both_readers(self) -> None:
+        from toolreplay.format.records import TornLineError
+
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "s.jsonl")
+            with open(path, "wb") as handle:
+                handle.write(_session(40) + _record(40)[:25])
+            outcomes = []
+            for jobs in (1, 2):
+                with self.assertRaises(TornLineError) as caught:
+                    list(read_facts(path, call_fact, jobs=jobs, chunk_bytes=150, min_parallel_bytes=0))
+                outcomes.append((str(caught.exception), caught.exception.size))
+            self.assertEqual(outcomes[0], outcomes[1])
+            self.assertEqual(outcomes[0][1], 25)
+            self.assertTrue(outcomes[0][0].startswith(f"{path}:41: invalid JSON"), outcomes[0][0])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -323,8 +323,8 @@ class SealVerifyCommandTest(TempDirTest):
             (
                 2,
                 "",
-                f"error: {DIRTY}:1: plain record in a sealed file "
-                "(every line must be a link with prev and digest)\n",
+                f"error: {DIRTY}:1: not sealed: a plain session (no prev and digest); "
+                "seal it with 'toolreplay seal'\n",
             ),
         )
 

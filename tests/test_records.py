@@ -10,6 +10,7 @@ from toolreplay.format.records import (
     LINK_FIELDS,
     RECORD_FIELDS,
     Record,
+    TornLineError,
     format_record,
     open_input,
     read_links,
@@ -425,12 +426,20 @@ class ParserAcceptsTest(unittest.TestCase):
         links = list(read_links(io.BytesIO(_link(5) + _link(5) + _link(0)), "x"))
         self.assertEqual([r.index for r in links], [5, 5, 0])
 
-    def test_read_links_rejects_plain_record(self) -> None:
+    def test_read_links_of_a_plain_session_says_not_sealed(self) -> None:
         with self.assertRaises(InputError) as caught:
             list(read_links(io.BytesIO(GOOD), "x"))
         self.assertEqual(
             str(caught.exception),
-            "x:1: plain record in a sealed file (every line must be a link with prev and digest)",
+            "x:1: not sealed: a plain session (no prev and digest); seal it with 'toolreplay seal'",
+        )
+
+    def test_read_links_rejects_a_plain_record_after_a_link(self) -> None:
+        with self.assertRaises(InputError) as caught:
+            list(read_links(io.BytesIO(_link(0) + GOOD), "x"))
+        self.assertEqual(
+            str(caught.exception),
+            "x:2: plain record in a sealed file (every line must be a link with prev and digest)",
         )
 
     def test_streams_records_before_reading_the_rest(self) -> None:
@@ -472,6 +481,71 @@ class FormatRecordTest(unittest.TestCase):
             (record.index, record.tool, record.args, record.response),
             (0, "t", {"b": [1, None]}, {"a": "x\ny"}),
         )
+
+
+class _Counting(io.BytesIO):
+    """A stream that remembers the largest read it was asked for and the bytes it handed out."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data)
+        self.largest = 0
+
+    def readline(self, size: int | None = -1) -> bytes:
+        line = super().readline(size)
+        self.largest = max(self.largest, len(line))
+        return line
+
+    def __iter__(self) -> _Counting:
+        raise AssertionError("the reader must read lines with a bound, not iterate")
+
+
+class LineLimitTest(unittest.TestCase):
+    def test_a_line_longer_than_the_limit_is_an_input_error_read_no_further(self) -> None:
+        long = b'{"index": 1, "tool": "t", "args": {"x": "' + b"y" * 500 + b'"}, "response": {}}\n'
+        stream = _Counting(GOOD + long + GOOD)
+        with self.assertRaises(InputError) as caught:
+            list(read_session(stream, "s", max_line=100))
+        self.assertEqual(str(caught.exception), "s:2: line longer than 100 bytes")
+        self.assertEqual(stream.largest, 101)
+
+    def test_a_line_of_exactly_the_limit_is_read(self) -> None:
+        for data in (GOOD, GOOD.rstrip(b"\n")):  # with its line break, and as a last line without one
+            limit = len(GOOD.rstrip(b"\n"))
+            self.assertEqual([r.index for r in read_session(io.BytesIO(data), "s", max_line=limit)], [0])
+            with self.assertRaises(InputError):
+                list(read_session(io.BytesIO(data), "s", max_line=limit - 1))
+
+    def test_an_endless_line_without_a_break(self) -> None:
+        class Zeros(io.RawIOBase):
+            def readable(self) -> bool:
+                return True
+
+            def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+                buffer[:] = bytes(len(buffer))
+                return len(buffer)
+
+        with self.assertRaises(InputError) as caught:
+            list(read_session(io.BufferedReader(Zeros()), "/dev/zero", max_line=1 << 16))  # type: ignore[arg-type]
+        self.assertEqual(str(caught.exception), "/dev/zero:1: line longer than 65536 bytes")
+
+
+class TornLastLineTest(unittest.TestCase):
+    def test_an_unparsable_last_line_without_a_break_is_torn(self) -> None:
+        torn = GOOD[:30]
+        with self.assertRaises(TornLineError) as caught:
+            list(read_session(io.BytesIO(GOOD + torn), "s"))
+        self.assertEqual((caught.exception.line, caught.exception.size), (2, 30))
+        self.assertTrue(str(caught.exception).startswith("s:2: invalid JSON"))
+
+    def test_a_cut_multibyte_character_is_torn(self) -> None:
+        with self.assertRaises(TornLineError):
+            list(read_session(io.BytesIO(GOOD + '{"index": 1, "tool": "é'.encode()[:-1]), "s"))
+
+    def test_not_torn_a_bad_line_in_the_middle_or_a_whole_last_value(self) -> None:
+        for data in (GOOD + GOOD[:30] + b"\n" + GOOD, GOOD + b'{"index": 1}'):
+            with self.assertRaises(InputError) as caught:
+                list(read_session(io.BytesIO(data), "s"))
+            self.assertNotIsInstance(caught.exception, TornLineError)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from toolreplay.format.records import Record, canonical_record_bytes
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
-           "line_digest"]
+           "line_digest", "ChainWalker"]
 
 GENESIS = "0" * 64
 
@@ -125,19 +125,38 @@ class ChainWalk:
 
 def walk_link_facts(facts: Iterable[LinkFact], sizes: Collection[int]) -> ChainWalk:
     """Walk every link: the first break as `verify_link_facts` reports it, the link count, the heads at `sizes`."""
-    report: ChainReport | None = None
-    heads = {0: GENESIS} if 0 in sizes else {}
-    content = prev = GENESIS
-    count = 0
-    for position, (canonical_record, stated_prev, stated_digest) in enumerate(facts):
-        content = link_digest(content, canonical_record)
-        if report is None:
-            if stated_prev != prev:
-                report = ChainReport(position + 1, position, "prev", prev, stated_prev)
+    walker = ChainWalker(sizes)
+    for fact in facts:
+        walker.add(fact)
+    return walker.walk()
+
+
+class ChainWalker:
+    """`walk_link_facts` a link at a time, for a reader that does other checks in the same pass: `add` each
+    link's fact in file order, then `walk()`."""
+
+    def __init__(self, sizes: Collection[int]) -> None:
+        self._sizes = sizes
+        self._report: ChainReport | None = None
+        self._heads = {0: GENESIS} if 0 in sizes else {}
+        self._content = self._prev = GENESIS
+        self._count = 0
+
+    def add(self, fact: LinkFact) -> None:
+        """The next link: its content hashed onto the head, its prev and digest checked until the first break."""
+        canonical_record, stated_prev, stated_digest = fact
+        position = self._count
+        content = self._content = link_digest(self._content, canonical_record)
+        if self._report is None:
+            if stated_prev != self._prev:
+                self._report = ChainReport(position + 1, position, "prev", self._prev, stated_prev)
             elif stated_digest != content:
-                report = ChainReport(position + 1, position, "digest", content, stated_digest)
-            prev = content
-        count = position + 1
-        if count in sizes:
-            heads[count] = content
-    return ChainWalk(report or ChainReport(count), count, heads)
+                self._report = ChainReport(position + 1, position, "digest", content, stated_digest)
+            self._prev = content
+        self._count = position + 1
+        if self._count in self._sizes:
+            self._heads[self._count] = content
+
+    def walk(self) -> ChainWalk:
+        """What `walk_link_facts` returns for the links added so far."""
+        return ChainWalk(self._report or ChainReport(self._count), self._count, dict(self._heads))

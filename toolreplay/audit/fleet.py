@@ -14,19 +14,21 @@ from __future__ import annotations
 import glob
 import heapq
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO, Any
 
-from toolreplay.audit.chain import ChainReport, link_fact, verify_link_facts, walk_link_facts
-from toolreplay.audit.checkpoint import Checkpoint, Keys, check_checkpoint, read_checkpoint
+from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
+from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import Finding
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
-from toolreplay.format.records import Record, read_links, read_session
+from toolreplay.format.chunks import CHANGED_MESSAGE, _unchanged
+from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order, iter_records
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
@@ -50,14 +52,21 @@ class SessionOptions:
     keys: Keys | None = None  # the keys checkpoints are verified with (None: checkpoints are not verified)
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
+    max_line: int = MAX_LINE_BYTES  # a longer line is an input error
+    tables: bool = False  # keep what the database output needs: every finding, and each call's tool
 
 
 @dataclass(frozen=True, slots=True)
 class SessionJob:
-    """One session to audit: the path a worker opens, and the path the report shows."""
+    """One session to audit: the path a worker opens, and the path the report shows.
+
+    A job found but not to be opened carries why: `skipped` (not a regular file: a named pipe, a device,
+    a socket) or `unreadable` (a folder that could not be listed)."""
 
     path: str
     display: str
+    skipped: str | None = None
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +109,8 @@ class SessionResult:
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
     rendered: str | None = None  # this session's part of the report, when the options asked for one
     information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
+    skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
+    call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
 
     @property
     def counted(self) -> int:
@@ -136,54 +147,50 @@ def _merge_findings(*groups: Sequence[Finding]) -> list[Finding]:
 
 def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     """Audit one session file: replay, scope when a policy is given, and the chain of a sealed file."""
-    calls = 0
-    sealed = False
-    scope_facts: list[Any] = []
-    policy = options.policy
-    scope_fact: Callable[[Record], Any] | None = None
-    if policy is not None:
-        scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
+    if job.skipped is not None:
+        return SessionResult(job.display, skipped=job.skipped)
+    if job.unreadable is not None:
+        return SessionResult(job.display, error=f"{job.display}: {job.unreadable}")
+    shown = checkpoint_path(job.display)
+    checkpoint: Checkpoint | None = None
+    checkpoint_error: str | None = None
+    try:
+        checkpoint = _beside(job.path, shown)
+    except ToolReplayError as exc:  # reported only when the session itself reads well
+        checkpoint_error = _located(exc, shown if str(exc).startswith(shown) else job.display)
+    keys = options.keys
+    signatures = keys.check(checkpoint) if checkpoint is not None and keys is not None else None
+    trusted = checkpoint is not None and signatures is not None and signatures.trusted
+    reading = _SessionPass(job, options, {checkpoint.size} if checkpoint is not None and trusted else set())
 
     extract: Callable[[Record], Any]
     extract, audit_facts = (state_fact, audit_state_facts) if options.state_aware else (call_fact, audit_call_facts)
-
-    def facts() -> Iterator[Any]:
-        nonlocal calls, sealed
-        with open_session(job) as handle:
-            for record in read_session(handle, job.display):
-                if calls == 0:
-                    sealed = record.prev is not None
-                calls += 1
-                if scope_fact is not None:
-                    scope_facts.append(scope_fact(record))
-                yield extract(record)
-
+    policy = options.policy
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
     information: int | None = None
     try:
-        replay = audit_facts(facts(), options.mutators)
+        replay = audit_facts(reading.facts(extract), options.mutators)
         divergence = replay.divergence
         information = replay.information if options.state_aware else None
         groups.append(replay.findings)
         if policy is not None:  # the same check as `scope`, names only or with the policy's rules
+            scope_facts = reading.scope_facts
             scope = audit_rule_facts(scope_facts, policy) if policy.rules else audit_tool_facts(scope_facts, policy)
             groups.append(scope.findings)
     except ToolReplayError as exc:
         error = _located(exc, job.display)
     except RecursionError:
         error = f"{job.display}: input nested too deeply"
-    chain: ChainReport | None = None
-    status: CheckpointStatus | None = None
-    shown = checkpoint_path(job.display)
-    try:
-        checkpoint = _beside(job.path, shown) if error is None else None
-        chain, status = _check_chain(job, sealed, checkpoint, shown, options.keys)
-    except ToolReplayError as exc:
-        error = error or _located(exc, shown if str(exc).startswith(shown) else job.display)
+    walk = reading.walker.walk() if reading.sealed and reading.chain_read else None
+    chain = None if walk is None else walk.report
+    error = error or checkpoint_error
     if error is not None:
-        return SessionResult(job.display, calls, sealed, chain=chain, error=error)
+        return SessionResult(job.display, reading.calls, reading.sealed, chain=chain, error=error)
+    status: CheckpointStatus | None = None
+    if checkpoint is not None:
+        status = _checkpoint_status(checkpoint, shown, signatures, walk)
     findings = _merge_findings(*groups)
     kinds: Counter[str] = Counter(kind for kind, _ in status.findings) if status is not None else Counter()
     tools_found: Counter[str] = Counter()
@@ -195,9 +202,72 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         if rule is not None:
             rules[rule] += 1
     extra = len(status.findings) if status is not None else 0
-    return SessionResult(job.display, calls, sealed, divergence, len(findings) + extra,
-                         tuple(findings[:FINDINGS_LISTED]), _counted(kinds), _counted(tools_found), _counted(rules),
-                         chain, checkpoint=status, information=information)
+    listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
+    return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) + extra,
+                         listed, _counted(kinds), _counted(tools_found), _counted(rules),
+                         chain, checkpoint=status, information=information, call_tools=tuple(reading.tools or ()))
+
+
+class _SessionPass:
+    """One pass over one open file descriptor of a session, for every check of it: the replay facts it yields,
+    the scope facts and tools it keeps, and each link of a sealed file fed to the chain walker.
+
+    A record out of index order stops the replay and scope facts (the error is raised once the file is
+    read) but not the chain, which is walked to the end as `verify` walks it. A file replaced, truncated
+    or written to while it is read is an input error (`toolreplay.format.chunks.CHANGED_MESSAGE`)."""
+
+    def __init__(self, job: SessionJob, options: SessionOptions, sizes: set[int]) -> None:
+        self.job = job
+        self.options = options
+        self.calls = 0
+        self.sealed = False
+        self.chain_read = False  # every link reached the walker
+        self.walker = ChainWalker(sizes)
+        self.scope_facts: list[Any] = []
+        self.tools: list[str] | None = [] if options.tables else None
+        policy = options.policy
+        self._scope_fact: Callable[[Record], Any] | None = None
+        if policy is not None:
+            self._scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
+
+    def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
+        """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""
+        job, scope_fact, tools, add_link = self.job, self._scope_fact, self.tools, self.walker.add
+        out_of_order: InputError | None = None
+        with open_session(job) as handle:
+            fd = handle.fileno()
+            before = os.fstat(fd)
+            regular = stat.S_ISREG(before.st_mode)
+            try:
+                records = iter_records(handle, job.display, check_sequence=False, require_sealed=False,
+                                       max_line=self.options.max_line)
+                for record in records:
+                    if record.prev is not None:  # a sealed file (the reader refuses a mix of links and records)
+                        self.sealed = True
+                        add_link(link_fact(record))
+                    if out_of_order is not None:
+                        continue  # only the chain reads on
+                    if record.index != self.calls:
+                        out_of_order = InputError(job.display, record.line, index_out_of_order(record.index,
+                                                                                                  self.calls))
+                        continue
+                    self.calls += 1
+                    if tools is not None:
+                        tools.append(record.tool)
+                    if scope_fact is not None:
+                        self.scope_facts.append(scope_fact(record))
+                    yield extract(record)
+            except InputError:
+                if regular and not _unchanged(job.path, fd, before):
+                    raise InputError(job.display, None, CHANGED_MESSAGE) from None
+                if out_of_order is not None:  # the first error in the file; the chain is not walked to the end
+                    raise out_of_order from None
+                raise
+            if regular and not _unchanged(job.path, fd, before):
+                raise InputError(job.display, None, CHANGED_MESSAGE)
+        self.chain_read = True
+        if out_of_order is not None:
+            raise out_of_order
 
 
 def _beside(path: str, shown: str) -> Checkpoint | None:
@@ -206,29 +276,18 @@ def _beside(path: str, shown: str) -> Checkpoint | None:
     return read_checkpoint(where, shown) if os.path.isfile(where) else None
 
 
-def _check_chain(job: SessionJob, sealed: bool, checkpoint: Checkpoint | None, shown: str,
-                 keys: Keys | None) -> tuple[ChainReport | None, CheckpointStatus | None]:
-    """The chain of a sealed file, and the checkpoint beside it checked against its links (none when unsealed)."""
-    if checkpoint is None or keys is None:
-        chain = None
-        if sealed:
-            with open_session(job) as handle:
-                chain = verify_link_facts(map(link_fact, read_links(handle, job.display)))
-        return chain, None if checkpoint is None else CheckpointStatus(shown, "unverified")
-    signatures = keys.check(checkpoint)
+def _checkpoint_status(checkpoint: Checkpoint, shown: str, signatures: SignatureCheck | None,
+                       walk: ChainWalk | None) -> CheckpointStatus:
+    """The checkpoint beside a session checked against the links of its one pass (none for an unsealed file)."""
+    if signatures is None:  # no keys given
+        return CheckpointStatus(shown, "unverified")
     sizes = {checkpoint.size} if signatures.trusted else set()
-    if sealed:
-        with open_session(job) as handle:
-            walk = walk_link_facts(map(link_fact, read_links(handle, job.display)), sizes)
-    else:  # a checkpoint beside an unsealed file: it has no links to anchor
-        walk = walk_link_facts((), sizes)
-    report = check_checkpoint(checkpoint, signatures, walk)
+    report = check_checkpoint(checkpoint, signatures, walk or walk_link_facts((), sizes))
     trusted = report.trusted
-    status = CheckpointStatus(shown, "anchored" if report.verified else "failed",
-                              checkpoint.origin if trusted else None, checkpoint.size if trusted else None,
-                              report.unanchored if trusted else None, signatures.valid,
-                              tuple((f.kind, f.message) for f in report.findings))
-    return walk.report if sealed else None, status
+    return CheckpointStatus(shown, "anchored" if report.verified else "failed",
+                            checkpoint.origin if trusted else None, checkpoint.size if trusted else None,
+                            report.unanchored if trusted else None, signatures.valid,
+                            tuple((f.kind, f.message) for f in report.findings))
 
 
 @contextmanager
@@ -268,27 +327,83 @@ def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
     """Session files named by files, folders (every `*.jsonl` below, recursively) and globs; sorted, unique.
 
     A pattern that names nothing is a UsageError. The display path is the path as found from the
-    pattern (relative stays relative); workers open the absolute path.
+    pattern (relative stays relative); workers open the absolute path. A file named by a pattern of
+    its own is read whatever it is; one found in a folder or by a glob is read only when it is a
+    regular file (a named pipe would hang the run, a device such as /dev/zero never end): any other is
+    a job marked `skipped`, never opened. A folder that cannot be listed is a job marked `unreadable`.
     """
-    found: set[str] = set()
+    found: dict[str, tuple[str | None, str | None]] = {}  # path -> (skipped, unreadable)
     for pattern in patterns:
-        matches = [pattern] if os.path.exists(pattern) else sorted(glob.glob(pattern, recursive=True))
-        if not matches:
+        named = os.path.exists(pattern)
+        matches = [pattern] if named else sorted(glob.glob(pattern, recursive=True))
+        hidden = dict(_unlistable(_literal_root(pattern))) if not named and "**" in pattern else {}
+        found.update(hidden)  # the glob passes over a folder it cannot list without a word
+        if not matches and not hidden:
             raise UsageError(f"no such file, folder or match: {pattern}")
         for match in matches:
             if os.path.isdir(match):
-                found.update(_walk(match))
+                found.update(_walk(os.path.normpath(match)))
             else:
-                found.add(os.path.normpath(match))
-    return [SessionJob(os.path.abspath(path), path) for path in sorted(found)]
+                found[os.path.normpath(match)] = (None if named else _not_regular(match), None)
+    return [SessionJob(os.path.abspath(path), path, *found[path]) for path in sorted(found)]
 
 
-def _walk(folder: str) -> Iterator[str]:
-    for directory, subdirectories, files in os.walk(folder):
-        subdirectories.sort()
-        for name in sorted(files):
-            if name.endswith(".jsonl"):
-                yield os.path.normpath(os.path.join(directory, name))
+def _literal_root(pattern: str) -> str:
+    """The folder a glob pattern starts from: its components up to the first with a wildcard."""
+    parts = pattern.split(os.sep)
+    literal = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        literal.append(part)
+    return os.sep.join(literal) or ("/" if pattern.startswith(os.sep) else ".")
+
+
+def _unlistable(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
+    """Every folder below `folder` (itself included; links not followed) that cannot be listed, as an
+    unreadable entry."""
+    try:
+        with os.scandir(folder) as listing:
+            below = [entry.path for entry in listing if entry.is_dir(follow_symlinks=False)]
+    except OSError as exc:
+        yield os.path.normpath(folder), (None, f"cannot read folder: {exc.strerror or exc}")
+        return
+    for path in below:
+        yield from _unlistable(path)
+
+
+_KINDS = ((stat.S_ISFIFO, "named pipe"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+          (stat.S_ISSOCK, "socket"), (stat.S_ISDIR, "folder"))
+
+
+def _not_regular(path: str) -> str | None:
+    """Why a file found by a folder or a glob is not read (None: it is a regular file, or it cannot be
+    looked at, which its reading reports)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "special file")
+    return f"not a regular file ({kind})"
+
+
+def _walk(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
+    """Every `*.jsonl` below `folder` (symbolic links to folders are not followed), and every folder that
+    cannot be listed, with (skipped, unreadable) as `find_sessions` keeps them."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = list(listing)
+    except OSError as exc:
+        yield folder, (None, f"cannot read folder: {exc.strerror or exc}")
+        return
+    for entry in entries:
+        path = os.path.normpath(os.path.join(folder, entry.name))
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(path)
+        elif entry.name.endswith(".jsonl") and not entry.is_dir():
+            yield path, (None if entry.is_file() else _not_regular(path), None)
 
 
 @dataclass(order=True, frozen=True, slots=True)
@@ -328,6 +443,8 @@ class FleetSummary:
         self.by_rule: Counter[str] = Counter()
         self.unreadable = 0
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
+        self.skipped = 0  # files found that are not regular files: not sessions, never opened
+        self.skipped_listed: list[tuple[str, str]] = []  # (path, why), the first LISTED_PROBLEMS
         self.broken = 0
         self.broken_listed: list[tuple[str, int]] = []  # (path, first broken link)
         self.checkpoints = 0
@@ -341,6 +458,11 @@ class FleetSummary:
 
     def add(self, result: SessionResult) -> None:
         """Fold one session's result into the totals."""
+        if result.skipped is not None:
+            self.skipped += 1
+            if len(self.skipped_listed) < LISTED_PROBLEMS:
+                self.skipped_listed.append((result.path, result.skipped))
+            return
         self.sessions += 1
         self.sealed += result.sealed
         if result.chain is not None and not result.chain.intact:

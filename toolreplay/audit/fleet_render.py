@@ -26,6 +26,8 @@ def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[Se
 
 def _session_head(result: SessionResult) -> str:
     path = escape_text(result.path)
+    if result.skipped is not None:
+        return f"{path}: skipped: {escape_text(result.skipped)}\n"
     if result.error is not None:
         return f"{path}: unreadable: {escape_text(result.error)}\n"
     parts = [f"calls {result.calls}", f"findings {result.counted}"]
@@ -83,7 +85,10 @@ def _session_text(result: SessionResult) -> Iterator[str]:
 
 
 def _summary_text(summary: FleetSummary) -> Iterator[str]:
-    yield (f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\ncalls: {summary.calls}\n"
+    yield f"sessions: {summary.sessions}\nunreadable: {summary.unreadable}\n"
+    if summary.skipped:  # only when there were any: files found that are not regular files
+        yield f"skipped: {summary.skipped}\n"
+    yield (f"calls: {summary.calls}\n"
            f"sessions with findings: {summary.sessions_with_findings}\n"
            f"findings: {summary.counted}\n")
     if summary.state_aware:  # as replay --state-aware: changed-after-write apart, not in the findings above
@@ -148,6 +153,9 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
     }
     if summary.state_aware:
         document["information"] = summary.information
+    if summary.skipped:
+        document["skipped"] = summary.skipped
+        document["skipped_files"] = [{"path": path, "reason": why} for path, why in summary.skipped_listed]
     if summary.checkpoints:
         document.update({"checkpoints": summary.checkpoints, "sessions_anchored": summary.anchored,
                          "failed_checkpoints": summary.failed_checkpoints,
@@ -166,6 +174,8 @@ def iter_fleet_json(results: Iterable[SessionResult], summary: FleetSummary) -> 
     yield '{\n  "command": "audit",\n  "sessions": ['
     first = True
     for result in results:
+        if result.skipped is not None:  # not a session: listed in the summary's skipped_files
+            continue
         part = result.rendered if result.rendered is not None else _indented(_session_json(result), 4)
         yield ("\n    " if first else ",\n    ") + part
         first = False

@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # modules load when their command runs: `seal` and `verify` n
     from toolreplay.audit.replay import ReplayReport
     from toolreplay.audit.scope import ScopeReport
 
-__all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json",
-           "checkpoint_text", "checkpoint_json",
+__all__ = ["replay_text", "replay_json", "scope_text", "scope_json", "chain_text", "chain_json", "torn_text",
+           "torn_json", "checkpoint_text", "checkpoint_json",
            "iter_replay_text", "iter_replay_json", "iter_scope_text", "iter_scope_json", "mutators_text"]
 
 
@@ -130,6 +130,18 @@ def _chain_document(report: ChainReport) -> dict[str, Any]:
 def chain_json(report: ChainReport) -> str:
     """The same facts as `chain_text`, as one JSON document (`links` counts the links checked)."""
     return _json(_chain_document(report))
+
+
+def torn_text(size: int) -> str:
+    """The line `verify` adds when the file's last line is incomplete (a write cut short)."""
+    return f"last line incomplete ({size} bytes)\n"
+
+
+def torn_json(document: str, size: int) -> str:
+    """A `verify` JSON document with `last_line_incomplete`: the bytes of the incomplete last line."""
+    parsed = json.loads(document)
+    parsed["last_line_incomplete"] = size
+    return _json(parsed)
 
 
 def _checkpoint_lines(report: CheckpointReport, label: str, newest: bool = True) -> Iterator[str]:

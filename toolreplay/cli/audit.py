@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -11,7 +12,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from toolreplay import __version__
-from toolreplay.audit.chain import GENESIS, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.chain import GENESIS, LinkFact, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -22,20 +23,22 @@ from toolreplay.audit.render import (
     iter_scope_json,
     iter_scope_text,
     mutators_text,
+    torn_json,
+    torn_text,
 )
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts, usable_cores
 from toolreplay.format.output import Output, write_atomically
-from toolreplay.format.records import STDIN_NAME
+from toolreplay.format.records import MAX_LINE_BYTES, STDIN_NAME, TornLineError, line_too_long
 
 if TYPE_CHECKING:  # imported by the commands that use them: `seal` and `verify` start faster without
     from toolreplay.audit.fleet import SessionJob
     from toolreplay.audit.scope import ScopeReport
     from toolreplay.policy.model import Policy
 
-__all__ = ["register", "read_mutators_file"]
+__all__ = ["register", "read_mutators_file", "max_line_option"]
 
 
 def read_mutators_file(path: str) -> list[str]:
@@ -79,12 +82,58 @@ def _run_replay(args: argparse.Namespace, io: IO) -> int:
     audit: Any = audit_state_facts if args.state_aware else audit_call_facts
     extract: Any = state_fact if args.state_aware else call_fact
     if args.format == "html":
-        report = _html_page(args.session, io, "replay", lambda path: audit(read_facts(path, extract, jobs=args.jobs),
-                                                                         mutators))
+        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+        report = _html_page(args, io, "replay", lambda path: audit(_read(path, extract, args, io, hint=hint), mutators))
         return 1 if counted_findings(report, args.count_changes) else 0
-    report = audit(read_facts(args.session, extract, jobs=args.jobs, stdin=io.stdin), mutators)
-    io.stdout.writelines(iter_replay_json(report) if args.format == "json" else iter_replay_text(report))
+    report = audit(_read(args.session, extract, args, io), mutators)
+    _emit(iter_replay_json(report) if args.format == "json" else iter_replay_text(report), args.output, io)
     return 1 if counted_findings(report, args.count_changes) else 0
+
+
+_END = object()
+
+
+def _read(path: str, extract: Any, args: argparse.Namespace, io: IO, links: bool = False,
+          hint: bool = True) -> Iterator[Any]:
+    """`read_facts` with the command's options. An input error before the first record, in a file that looks
+    like a log `import` reads, ends with a hint to import it (unless `hint` is False)."""
+    facts = read_facts(path, extract, links=links, jobs=args.jobs, stdin=io.stdin, max_line=args.max_line_bytes)
+    try:
+        first = next(facts, _END)
+    except InputError as exc:
+        if not hint:
+            raise
+        raise _with_import_hint(exc, path, args.max_line_bytes) from None
+    if first is _END:
+        return
+    yield first
+    yield from facts
+
+
+def _with_import_hint(exc: InputError, path: str, max_line: int) -> InputError:
+    if path == "-" or exc.line is None or exc.message == line_too_long(max_line):
+        return exc
+    from toolreplay.importers.sniff import sniff_log_format
+
+    fmt = sniff_log_format(path)
+    if fmt is None:
+        return exc
+    what = "chat messages" if fmt == "auto" else f"a log in the {fmt} format"
+    message = (f"{exc.message} (this looks like {what}, not a session: convert it with "
+               f"'toolreplay import {fmt} {shlex.quote(path)} -o SESSION.jsonl')")
+    if isinstance(exc, TornLineError):
+        return TornLineError(exc.path, exc.line, message, exc.size)
+    return InputError(exc.path, exc.line, message)
+
+
+def _emit(pieces: Iterable[str], path: str | None, io: IO) -> None:
+    """A report to stdout, or to the file `-o` names, written whole or not at all."""
+    if not path:
+        io.stdout.writelines(pieces)
+        return
+    with write_atomically(path) as output:
+        for piece in pieces:
+            output.write(piece.encode("utf-8"))
 
 
 def _run_mutators(args: argparse.Namespace, io: IO) -> int:
@@ -96,7 +145,7 @@ def _run_mutators(args: argparse.Namespace, io: IO) -> int:
         known.update(read_mutators_file(path))
     evidence = MutatorEvidence()
     for session in args.sessions:
-        collect_evidence(read_facts(session, state_fact, jobs=args.jobs, stdin=io.stdin), evidence)
+        collect_evidence(_read(session, state_fact, args, io), evidence)
     io.stdout.write(mutators_text(propose_mutators(evidence, known), len(args.sessions)))
     return 0
 
@@ -106,32 +155,32 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
     policy = load_policy(args.scope)
     if args.format == "html":
-        scope = _html_page(args.session, io, "scope", lambda path: _scope_report(path, policy, args.jobs, io),
-                           policy.agent)
+        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+        scope = _html_page(args, io, "scope", lambda path: _scope_report(path, policy, args, io, hint), policy.agent)
         return 1 if scope.findings else 0
-    report = _scope_report(args.session, policy, args.jobs, io)
-    io.stdout.writelines(iter_scope_json(report) if args.format == "json" else iter_scope_text(report))
+    report = _scope_report(args.session, policy, args, io)
+    _emit(iter_scope_json(report) if args.format == "json" else iter_scope_text(report), args.output, io)
     return 1 if report.findings else 0
 
 
-def _scope_report(path: str, policy: Policy, jobs: int | None, io: IO) -> ScopeReport:
+def _scope_report(path: str, policy: Policy, args: argparse.Namespace, io: IO, hint: bool = True) -> ScopeReport:
     from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 
     if policy.rules:
-        return audit_rule_facts(read_facts(path, rule_fact_extractor(policy), jobs=jobs, stdin=io.stdin), policy)
-    return audit_tool_facts(read_facts(path, tool_fact, jobs=jobs, stdin=io.stdin), policy)
+        return audit_rule_facts(_read(path, rule_fact_extractor(policy), args, io, hint=hint), policy)
+    return audit_tool_facts(_read(path, tool_fact, args, io, hint=hint), policy)
 
 
-def _html_page(session: str, io: IO, command: str, run: Any, agent: str | None = None) -> Any:
+def _html_page(args: argparse.Namespace, io: IO, command: str, run: Any, agent: str | None = None) -> Any:
     """Write the HTML page of one session's report; return the report `run(path)` made."""
     from toolreplay.audit.detail import SESSION_LIMITS, build_detail
     from toolreplay.report.pages import session_page
 
-    with _session_file(session, io) as job:
+    with _session_file(args.session, io) as job:
         report = run(job.path)
         detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings,
                               SESSION_LIMITS)
-    io.stdout.writelines(session_page(detail, command, agent))
+    _emit(session_page(detail, command, agent), args.output, io)
     return report
 
 
@@ -159,7 +208,7 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain is complete (and its checkpoint signed) before any byte reaches the output: an input
     # error on any line, or a failed signature, leaves none.
     signers = checkpoint_cli.seal_signers(args)
-    facts = read_facts(args.session, seal_fact, jobs=args.jobs, stdin=io.stdin)
+    facts = _read(args.session, seal_fact, args, io)
     lines: Iterable[bytes] = seal_facts(facts)
     tally = _Tally(lines) if signers else None
     with output_whole(args.output, io) as output:
@@ -228,19 +277,35 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    torn: list[TornLineError] = []
+
+    def links() -> Iterator[LinkFact]:
+        try:
+            yield from _read(args.sealed, link_fact, args, io, links=True)
+        except TornLineError as exc:  # a write cut short by a crash: verify the links before it, and say so
+            torn.append(exc)
+
     if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
-        result = checkpoint_cli.verify_with_checkpoints(
-            args, lambda: read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
-        io.stdout.write(checkpoint_json(result) if args.format == "json" else checkpoint_text(result))
-        return 0 if result.ok else 1
-    report = verify_link_facts(read_facts(args.sealed, link_fact, links=True, jobs=args.jobs, stdin=io.stdin))
-    io.stdout.write(chain_json(report) if args.format == "json" else chain_text(report))
-    return 0 if report.intact else 1
+        result = checkpoint_cli.verify_with_checkpoints(args, links)
+        text = checkpoint_json(result) if args.format == "json" else checkpoint_text(result)
+        ok = result.ok
+    else:
+        report = verify_link_facts(links())
+        text = chain_json(report) if args.format == "json" else chain_text(report)
+        ok = report.intact
+    if torn:
+        text = torn_json(text, torn[0].size) if args.format == "json" else text + torn_text(torn[0].size)
+    io.stdout.write(text)
+    return 0 if ok and not torn else 1
 
 
 def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:
     choices = ("text", "json", "html") if html else ("text", "json")
     parser.add_argument("--format", choices=choices, default="text", help="report format (default: text)")
+
+
+def _output_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
 
 
 def _positive_int(text: str) -> int:
@@ -254,6 +319,20 @@ def _jobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="worker processes for large files (default: one per core, at most 8; "
                              "at most one per core; 1 = no workers)")
+    max_line_option(parser)
+
+
+def _byte_count(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or len(text) > 15 or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive number of bytes, not {text!r}")
+    return int(text)
+
+
+def max_line_option(parser: argparse.ArgumentParser) -> None:
+    """Add `--max-line-bytes N`: a longer line of a session is an input error (default 64 MiB)."""
+    parser.add_argument("--max-line-bytes", type=_byte_count, default=MAX_LINE_BYTES, metavar="N",
+                        help=f"a session line longer than N bytes is an input error (default: {MAX_LINE_BYTES}, "
+                             "64 MiB)")
 
 
 def register(subparsers: Any) -> None:
@@ -273,6 +352,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
     _format_option(parser, html=True)
+    _output_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_replay)
 
@@ -291,6 +371,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
     _format_option(parser, html=True)
+    _output_option(parser)
     _jobs_option(parser)
     parser.set_defaults(run=_run_scope)
 

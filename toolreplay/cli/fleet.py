@@ -1,7 +1,7 @@
 """`toolreplay audit PATH...`: every session of a fleet, on this machine's cores or a Dask cluster.
 
 Exit codes: 0 nothing found; 1 a finding or a broken chain in any session; 2 a usage error, or any
-session that could not be read (each is still reported, and named on stderr) unless
+session or folder that could not be read (each is still reported, and named on stderr) unless
 `--allow-unreadable` is given, in which case unreadable sessions are reported and do not count.
 """
 
@@ -27,7 +27,7 @@ from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.audit.replay import DEFAULT_MUTATORS
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, output_whole, read_mutators_file
+from toolreplay.cli.audit import _positive_int, max_line_option, output_whole, read_mutators_file
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
@@ -40,8 +40,9 @@ _EXIT_CODES = """exit codes:
   0  every session read, nothing found
   1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
      changed-after-write counts only with --count-changes)
-  2  usage error, or a session that could not be read (reported all the same; --allow-unreadable
-     reports it without this exit code)"""
+  2  usage error, or a session or folder that could not be read (reported all the same;
+     --allow-unreadable reports it without this exit code); files that are not regular files
+     are skipped and do not change the exit code"""
 
 
 def _options(args: argparse.Namespace) -> SessionOptions:
@@ -50,7 +51,8 @@ def _options(args: argparse.Namespace) -> SessionOptions:
         mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
-    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware)
+    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
+                          args.max_line_bytes, tables=args.format == "sqlite")
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -70,7 +72,8 @@ def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: Ses
     spool = RowSpool()
     try:
         for result in fold(results, summary):
-            spool.add(result)
+            if result.skipped is None:  # not a session: named on stderr
+                spool.add(result)
         rank = {path: place for place, (path, *_) in enumerate(summary.top_sessions())}
         wanted = [job for job in jobs if job.display in rank]
         details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
@@ -103,18 +106,28 @@ def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
 
 
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
+    if args.format == "sqlite" and not args.output:
+        raise UsageError("--format sqlite needs -o FILE (a database is written to a file, not to standard output)")
     options = _options(args)
     engine = _engine(args)
     jobs = find_sessions(args.paths)
     results = engine.map_batches(audit_batch, jobs, options)
     summary = FleetSummary(DETAILED_SESSIONS if args.format == "html" else TOP_SESSIONS, args.state_aware,
                            args.count_changes)
-    if args.format == "html":
-        pieces = _html(results, jobs, options, engine, summary)
+    if args.format == "sqlite":
+        from toolreplay.audit.fleet_sqlite import write_fleet_sqlite
+
+        write_fleet_sqlite(args.output, fold(results, summary), state_aware=options.state_aware,
+                           policy_agent=None if options.policy is None else options.policy.agent)
+    elif args.format == "html":
+        _write(_html(results, jobs, options, engine, summary), args.output, io)
     else:
         render = iter_fleet_json if args.format == "json" else iter_fleet_text
-        pieces = render(fold(results, summary), summary)
-    _write(pieces, args.output, io)
+        _write(render(fold(results, summary), summary), args.output, io)
+    for path, why in summary.skipped_listed:
+        io.stderr.write(f"warning: {escape_text(path)}: skipped: {escape_text(why)}\n")
+    if summary.skipped > len(summary.skipped_listed):
+        io.stderr.write(f"... and {summary.skipped - len(summary.skipped_listed)} more skipped files\n")
     for message in summary.unreadable_listed:
         io.stderr.write(f"{'warning' if args.allow_unreadable else 'error'}: {escape_text(message)}\n")
     if summary.unreadable > len(summary.unreadable_listed):
@@ -132,7 +145,8 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("audit", help="audit many sessions: replay, scope and chains, with a summary",
                                    formatter_class=argparse.RawDescriptionHelpFormatter, epilog=_EXIT_CODES)
     parser.add_argument("paths", nargs="+", metavar="PATH",
-                        help="session files, folders (every *.jsonl below) or glob patterns")
+                        help="session files, folders (every *.jsonl below) or glob patterns; in folders and "
+                             "globs, only regular files are read (others are reported as skipped)")
     parser.add_argument("--policy", metavar="FILE", help="permission file: check every session's calls against it")
     parser.add_argument("--mutator", action="append", metavar="NAME", help="another tool that changes state")
     parser.add_argument("--mutators", action="append", metavar="FILE", help="file of mutator names, one a line")
@@ -141,8 +155,9 @@ def register(subparsers: Any) -> None:
                              "(information, not counted), a change after an error retry-after-error")
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
-    parser.add_argument("--format", choices=("text", "json", "html"), default="text",
-                        help="report format (default: text)")
+    parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
+                        help="report format (default: text); sqlite: a database of sessions, calls and findings "
+                             "(with -o FILE)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
@@ -150,6 +165,7 @@ def register(subparsers: Any) -> None:
                         help="where sessions are audited: this machine (default) or a Dask cluster")
     parser.add_argument("--scheduler", metavar="ADDRESS", help="the Dask scheduler, e.g. tcp://10.0.0.5:8786")
     parser.add_argument("--allow-unreadable", action="store_true",
-                        help="report unreadable sessions without making the exit code 2")
+                        help="report unreadable sessions and folders without making the exit code 2")
+    max_line_option(parser)
     checkpoint_cli.trust_options(parser)  # verify each SESSION.checkpoint beside a SESSION.jsonl with these keys
     parser.set_defaults(run=_run_audit)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError, ToolReplayError
-from toolreplay.format.records import STDIN_NAME, Record, iter_records, open_input
+from toolreplay.format.records import MAX_LINE_BYTES, STDIN_NAME, Record, TornLineError, iter_records, open_input
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -90,7 +90,7 @@ def _count_lines(data: bytes) -> int:
 
 
 def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
-                extract: Callable[[Record], object]) -> _Chunk:
+                extract: Callable[[Record], object], max_line: int = MAX_LINE_BYTES) -> _Chunk:
     data = _pread(fd, start, end)
     if len(data) != end - start:
         return _Chunk([], 0, None, None, None, None, False, True)
@@ -100,7 +100,7 @@ def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, lin
     error = False
     try:
         for record in iter_records(io.BytesIO(data), path, check_sequence=not links, require_sealed=links,
-                                   first_chunk=first_chunk):
+                                   first_chunk=first_chunk, max_line=max_line):
             if first is None:
                 first = record
             last_index = record.index
@@ -112,12 +112,15 @@ def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, lin
                   None if first is None else first.prev is not None, error, False)
 
 
-def _boundaries(fd: int, size: int, chunk_bytes: int) -> Iterator[tuple[int, int]]:
-    """Byte ranges of about chunk_bytes that start and end at line breaks."""
+def _boundaries(fd: int, size: int, chunk_bytes: int, max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, int]]:
+    """Byte ranges of about chunk_bytes that start and end at line breaks. A range ends early, without a
+    line break, only where it holds a line longer than `max_line` (an input error its reader reports):
+    no range is longer than chunk_bytes + max_line + 1, however long the line."""
     start = 0
     while start < size:
         end = min(start + chunk_bytes, size)
-        while end < size:
+        cap = min(start + chunk_bytes + max_line + 1, size)
+        while end < cap:
             window = os.pread(fd, 1 << 16, end)
             if not window:
                 end = size
@@ -127,7 +130,7 @@ def _boundaries(fd: int, size: int, chunk_bytes: int) -> Iterator[tuple[int, int
                 end += found + 1
                 break
             end += len(window)
-        end = min(max(end, start + 1), size)
+        end = min(max(end, start + 1), cap)
         yield start, end
         start = end
 
@@ -160,8 +163,9 @@ def _start_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Record], T]) -> Iterator[T]:
-    for record in iter_records(handle, display, check_sequence=not links, require_sealed=links):
+def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Record], T],
+            max_line: int = MAX_LINE_BYTES) -> Iterator[T]:
+    for record in iter_records(handle, display, check_sequence=not links, require_sealed=links, max_line=max_line):
         yield extract(record)
 
 
@@ -183,23 +187,25 @@ def _unchanged(path: str, fd: int, before: os.stat_result) -> bool:
 
 def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False, jobs: int | None = None,
                stdin: IO[bytes] | None = None, chunk_bytes: int = CHUNK_BYTES,
-               min_parallel_bytes: int = PARALLEL_MIN_BYTES) -> Iterator[T]:
+               min_parallel_bytes: int = PARALLEL_MIN_BYTES, max_line: int = MAX_LINE_BYTES) -> Iterator[T]:
     """Yield extract(record) for each record of a session (`links`: of a sealed file), in file order.
 
     `extract` must be a module-level function (workers receive it by name). Errors are those of
     `read_session` / `read_links`, raised once every fact before the bad line has been yielded; a
-    regular file that changed while it was read is an InputError without a line.
+    regular file that changed while it was read is an InputError without a line. A line longer than
+    `max_line` bytes is an input error in both readers, and neither holds more of it than that.
     """
     if path == "-":
         with open_input(path, stdin) as handle:
-            yield from _serial(handle, STDIN_NAME, links, extract)
+            yield from _serial(handle, STDIN_NAME, links, extract, max_line)
         return
     with open_input(path) as handle:
         fd = handle.fileno()
         before = os.fstat(fd)
         regular = stat.S_ISREG(before.st_mode)
         try:
-            yield from _read_open_file(path, handle, before, extract, links, jobs, chunk_bytes, min_parallel_bytes)
+            yield from _read_open_file(path, handle, before, extract, links, jobs, chunk_bytes, min_parallel_bytes,
+                                       max_line)
         except InputError:
             if regular and not _unchanged(path, fd, before):
                 raise InputError(path, None, CHANGED_MESSAGE) from None
@@ -209,7 +215,8 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
 
 
 def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extract: Callable[[Record], T],
-                    links: bool, jobs: int | None, chunk_bytes: int, min_parallel_bytes: int) -> Iterator[T]:
+                    links: bool, jobs: int | None, chunk_bytes: int, min_parallel_bytes: int,
+                    max_line: int) -> Iterator[T]:
     size = before.st_size
     workers = default_jobs() if jobs is None else jobs
     # Bounded by the work (one worker a chunk) and the cores (at least two, so that a machine with
@@ -219,39 +226,43 @@ def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extrac
         context = _fork_context()
         if context is not None:
             try:
-                yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context)
+                yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context,
+                                     max_line)
                 return
             except _ForkFailed:
                 pass
-    yield from _serial(handle, path, links, extract)
+    yield from _serial(handle, path, links, extract, max_line)
 
 
 def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
-            extract: Callable[[Record], T], state: tuple[bool | None, int | None], line_offset: int) -> Iterator[T]:
+            extract: Callable[[Record], T], state: tuple[bool | None, int | None], line_offset: int,
+            max_line: int) -> Iterator[T]:
     """Read a chunk in this process, knowing what the lines before established: the serial reader's
     facts and first error, at its absolute line."""
     try:
         for record in iter_records(io.BytesIO(_pread(fd, start, end)), path, check_sequence=not links,
-                                   require_sealed=links, first_chunk=first_chunk, resume=state):
+                                   require_sealed=links, first_chunk=first_chunk, resume=state, max_line=max_line):
             yield extract(record)
+    except TornLineError as exc:
+        raise TornLineError(path, None if exc.line is None else line_offset + exc.line, exc.message, exc.size) from None
     except InputError as exc:
         raise InputError(path, None if exc.line is None else line_offset + exc.line, exc.message) from None
 
 
 def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], links: bool, jobs: int,
-              chunk_bytes: int, context: Any) -> Iterator[T]:
+              chunk_bytes: int, context: Any, max_line: int) -> Iterator[T]:
     from concurrent.futures import ProcessPoolExecutor
 
     executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
                                    initargs=(os.getpid(),))
     pending: deque[tuple[int, int, bool, Future[_Chunk]]] = deque()
-    ranges = _boundaries(fd, size, chunk_bytes)
+    ranges = _boundaries(fd, size, chunk_bytes, max_line)
     first = True
     try:
         def submit() -> None:
             nonlocal first
             for start, end in ranges:
-                future = executor.submit(_read_chunk, fd, path, start, end, first, links, extract)
+                future = executor.submit(_read_chunk, fd, path, start, end, first, links, extract, max_line)
                 pending.append((start, end, first, future))
                 first = False
                 return
@@ -277,7 +288,8 @@ def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], lin
             if chunk.error or (chunk.first_line is not None and (
                     (sealed is not None and chunk.sealed != sealed)
                     or (expected is not None and chunk.first_index != expected))):
-                yield from _reread(fd, path, start, end, first_chunk, links, extract, (sealed, expected), line_offset)
+                yield from _reread(fd, path, start, end, first_chunk, links, extract, (sealed, expected), line_offset,
+                                   max_line)
                 raise AssertionError("a chunk read again gave no error")  # pragma: no cover
             if chunk.first_line is not None:
                 sealed = chunk.sealed

@@ -22,8 +22,8 @@ from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
-           "format_ts", "RECORD_FIELDS", "LINK_FIELDS",
-           "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED", "LINK_IN_PLAIN"]
+           "format_ts", "RECORD_FIELDS", "LINK_FIELDS", "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED",
+           "LINK_IN_PLAIN", "NOT_SEALED", "MAX_LINE_BYTES", "line_too_long", "TornLineError", "index_out_of_order"]
 
 RECORD_FIELDS = ("index", "tool", "args", "response")
 LINK_FIELDS = ("index", "tool", "args", "response", "prev", "digest")
@@ -41,6 +41,29 @@ _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
 LINK_IN_PLAIN = "sealed link in a file of plain records (prev and digest are not record fields)"
+NOT_SEALED = "not sealed: a plain session (no prev and digest); seal it with 'toolreplay seal'"
+MAX_LINE_BYTES = 64 << 20  # a longer line is an input error: memory stays bounded whatever the input
+
+
+class TornLineError(InputError):
+    """The last line of a file is incomplete: no line break and not a whole JSON value (a write cut short
+    by a crash). Reported like any input error; `verify` reports the links before it."""
+
+    def __init__(self, path: str, line: int | None, message: str, size: int) -> None:
+        super().__init__(path, line, message)
+        self.size = size  # the incomplete line's bytes
+
+
+def index_out_of_order(index: int, expected: int) -> str:
+    """The message of a record whose index is not the one expected."""
+    if expected == 0:
+        return f"index must start at 0, got {index}"
+    return f"index {index} out of order: expected {expected}"
+
+
+def line_too_long(limit: int) -> str:
+    """The message of a line longer than `limit` bytes (not counting its line break)."""
+    return f"line longer than {limit} bytes"
 
 
 @dataclass(slots=True)
@@ -264,10 +287,12 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
-                 first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None) -> Iterator[Record]:
+                 first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
     sequence starts at the first record's index (the caller checks it against the chunk before), unless
-    `resume` gives what the lines before established: (sealed or not or None, the next expected index)."""
+    `resume` gives what the lines before established: (sealed or not or None, the next expected index).
+    A line longer than `max_line` bytes is an input error, found before more than that is held in memory."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
@@ -277,11 +302,18 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     plain_fields = _LINK_SET if sealed or require_sealed else _RECORD_SET
     meta_fields = _LINK_META_SET if sealed or require_sealed else _RECORD_META_SET
     lineno = 0
-    for raw in handle:
+    readline = handle.readline
+    bound = max_line + 1  # the line's bytes and its line break
+    records = 0
+    while raw := readline(bound):
         lineno += 1
+        unparsed = False  # True while a JSON error would mean a last line cut short
         try:
+            if len(raw) == bound and raw[-1:] != b"\n":
+                raise JSONLineError(line_too_long(max_line))
             if lineno == 1 and first_chunk and raw.startswith(b"\xef\xbb\xbf"):
                 raise JSONLineError("byte-order mark at start of file (UTF-8 without BOM expected)")
+            unparsed = raw[-1:] != b"\n"
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -289,6 +321,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             if text[:1] != "{" and not text.strip(_JSON_WHITESPACE):
                 continue
             obj = loads(text)
+            unparsed = False
             # Fast path: the expected field set with the expected types; anything else gets a precise message.
             if type(obj) is not dict or obj.keys() != plain_fields:
                 if type(obj) is dict and obj.keys() == meta_fields:  # format 1.1: the same fast path, and meta
@@ -316,27 +349,31 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                         or type(response) is not dict or index < 0 or sealed):
                     _check_types(obj, bool(sealed))
             if check_sequence and index != expected_index and expected_index is not None:
-                if expected_index == 0:
-                    raise JSONLineError(f"index must start at 0, got {index}")
-                raise JSONLineError(f"index {index} out of order: expected {expected_index}")
+                raise JSONLineError(index_out_of_order(index, expected_index))
             expected_index = index + 1
             if "\\ud" in text or "\\uD" in text:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"),
                             not loader.exotic, obj.get("meta"))
         except JSONLineError as exc:
-            raise InputError(path, lineno, str(exc)) from None
+            message = str(exc)
+            if message == PLAIN_IN_SEALED and require_sealed and first_chunk and not records:
+                message = NOT_SEALED  # the first record is plain: not a damaged sealed file, just not one
+            if unparsed:
+                raise TornLineError(path, lineno, message, len(raw)) from None
+            raise InputError(path, lineno, message) from None
+        records += 1
         yield record
 
 
-def read_session(handle: IO[bytes], path: str) -> Iterator[Record]:
+def read_session(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream the records of a session (plain or sealed), checking every rule of the session format."""
-    return iter_records(handle, path, check_sequence=True, require_sealed=False)
+    return iter_records(handle, path, check_sequence=True, require_sealed=False, max_line=max_line)
 
 
-def read_links(handle: IO[bytes], path: str) -> Iterator[Record]:
+def read_links(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
     """Stream the links of a sealed file; the index sequence is the chain's business, not checked here."""
-    return iter_records(handle, path, check_sequence=False, require_sealed=True)
+    return iter_records(handle, path, check_sequence=False, require_sealed=True, max_line=max_line)
 
 
 def format_record(index: int, tool: str, args: dict[str, Any], response: dict[str, Any],

@@ -53,6 +53,11 @@ class _Lines:
             self.last = line
             yield line
 
+    def readline(self, size: int = -1) -> bytes:
+        """The next line (at most `size` bytes), as the session reader reads it."""
+        self.last = self._handle.readline(size)
+        return self.last
+
 
 def error_type(response: dict[str, Any]) -> str | None:
     """The `error.type` of a response: a guard's refusal as it is, an exception's class name, or
