@@ -55,6 +55,8 @@ ANTHROPIC = json.dumps({"messages": [
 ]}).encode()
 CLAUDE_CODE = jsonl(
     {"type": "system", "subtype": "init", "session_id": "s"},
+    {"type": "user", "isMeta": True, "message": {"role": "user", "content": "Caveat: local commands"},
+     "session_id": "s"},
     {"type": "user", "message": {"role": "user", "content": "List the files"}, "session_id": "s"},
     {"type": "assistant", "message": {"role": "assistant", "content": [
         {"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "ls"}}]}, "session_id": "s"},
@@ -267,6 +269,33 @@ suite: {self.suite_dir}/suite.json: 1 case, the longest with 2 calls (eval --max
         self.assertEqual((code, err.split("\n")[0]), (2, "error: argument --split: not allowed with argument --suite"))
         code, _, err = self.run_cli("import", "auto", log, "--suite", self.suite_dir + "2", "--mutators-out", "m")
         self.assertEqual((code, err), (2, "error: --mutators-out does not go with --suite\n"))
+
+    def test_a_conversation_without_calls_is_a_case_and_bad_unicode_is_left_out(self) -> None:
+        log = self.write("chat.jsonl", b'{"messages": [{"role": "user", "content": "Hi \\ud800"}, '
+                                       b'{"role": "assistant", "content": "Hello"}]}\n'
+                                       b'{"messages": [{"role": "user", "content": "Hi"}, '
+                                       b'{"role": "assistant", "content": "Hello!"}]}\n')
+        code, _, err = self.run_cli("import", "openai-chat", log, "--suite", self.suite_dir)
+        self.assertEqual((code, err), (0, f"""\
+warning: {log}: conversation 0: the request or answer is not valid Unicode (a lone surrogate); not in the suite
+suite: {self.suite_dir}/suite.json: 1 case, the longest with 0 calls (eval --max-steps 1 or more)
+"""))
+        self.assertEqual((self.files(), self.read("cassettes", "0001.jsonl")),
+                         (["cassettes/0001.jsonl", "recorded.json", "suite.json"], ""))
+        report = evaluate(load_suite(os.path.join(self.suite_dir, "suite.json")),
+                          [NamedAgent("recorded", RECORDED, recorded_agent)])
+        self.assertEqual([(run.answer, run.passed) for run in report.agents[0].runs], [("Hello!", True)])
+
+    def test_recorded_runs_are_scoped_to_every_case_tool(self) -> None:
+        self.assertEqual(self.run_cli("import", "auto", os.path.join(SAMPLES, "inspect-ai.json"),
+                                      "--suite", self.suite_dir)[0], 0)
+        record = os.path.join(self.tmp, "runs")
+        self.assertEqual(self.run_cli("eval", os.path.join(self.suite_dir, "suite.json"), "--agent", RECORDED,
+                                      "--record", record)[0], 0)
+        with open(os.path.join(record, "recorded_agent", "scope.json"), encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle)["allowed_tools"], ["add", "divide"])
+        self.assertEqual(sorted(os.listdir(os.path.join(record, "recorded_agent"))),
+                         ["0000.jsonl", "0001.jsonl", "scope.json"])
 
     def test_recorded_agent_outside_its_suite_fails_the_run_with_the_reason(self) -> None:
         self.assertEqual(self.run_cli("import", "auto", os.path.join(SAMPLES, "inspect-ai.json"),

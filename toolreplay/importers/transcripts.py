@@ -4,7 +4,8 @@ One reader for every format whose messages have roles (`openai-chat`, `openai-re
 `tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`): a message's role is its `role` (Gemini's
 `model` is the assistant), or for Claude Code lines the `role` of their `message`; its text is a string
 content, or the text parts of its content (`text`, `input_text`, `output_text` blocks, Gemini `text`
-parts that are not thoughts). Tool calls, tool results, images and thinking are not text.
+parts that are not thoughts). Tool calls, tool results, images and thinking are not text, nor are
+the lines a Claude Code transcript marks `isMeta` (notes of the harness, not the user's words).
 
 - the **request** is the text of the first user message that has text;
 - the **answer** is the text of the last assistant message (or Claude Code `result` line) after the
@@ -77,6 +78,8 @@ def message_role_text(message: Any) -> tuple[str | None, str | None]:
         return "assistant", message["result"]
     inner = message.get("message")
     if isinstance(inner, dict) and message.get("type") in ("user", "assistant"):  # Claude Code lines
+        if message.get("isMeta") is True:  # a transcript's note from the harness, not the user's words
+            return None, None
         message = inner
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
