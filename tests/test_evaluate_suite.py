@@ -54,7 +54,22 @@ INVALID = [
      "tools.cassette: must be a non-empty string (a session path relative to the suite)"),
     ({"tools": TOOLS, "cases": [1]}, "cases[0]: must be an object, not number"),
     (suite_with(extra=1), 'cases[0]: unknown field "extra" (known: id, question, expected_answer, expected_tools, '
-                          'match, args_match, scorer, min_score)'),
+                          'match, args_match, scorer, min_score, tools)'),
+    # a case's own tools
+    ({"cases": [CASE]}, 'cases[0]: missing field "tools" (the suite has no "tools" for all its cases)'),
+    (suite_with(tools={"module": "toolreplay.demos.orders:NOPE"}),
+     "cases[0].tools.module: module 'toolreplay.demos.orders' has no attribute 'NOPE'"),
+    (suite_with(tools={"cassette": "s.jsonl", "module": "x:y"}),
+     'cases[0].tools: must be an object with exactly one of "module", "factory" or "cassette"'),
+    (suite_with(tools={"cassette": "s.jsonl", "mode": "first"}),
+     'cases[0].tools: unknown field "mode" (known: cassette, responses)'),
+    (suite_with(tools={"cassette": "s.jsonl", "responses": "last"}),
+     'cases[0].tools.responses: must be one of sequential, first, not "last"'),
+    (suite_with(tools={"factory": "toolreplay.demos.bookings:make_tools"}),
+     'cases[0].expected_tools[0]: "get_order" is not a tool of this suite (tools: book_table, list_bookings)'),
+    ({"args_match": {"book_table": "ignore"},
+      "cases": [suite_with(tools={"module": "toolreplay.demos.orders:TOOLS"})["cases"][0]]},
+     f'args_match: "book_table" is not a tool of this suite {KNOWN}'),
     (suite_with(question=None), 'cases[0]: missing field "question"'),
     (suite_with(id="a b"), "cases[0].id: must be a string of letters, digits, '.', '_' or '-' starting with a "
                            "letter or digit"),

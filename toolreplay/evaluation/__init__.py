@@ -3,7 +3,8 @@
 The pieces, one module each: `agent` (the protocol), `suite` (the file format), `tools` (module,
 factory or cassette tools), `metrics` (argument modes, tool match, pass^k), `runner` (runs through
 the guard, in parallel if asked), `recording` (what a run writes), `report` (text, JSON, JUnit XML),
-`baseline` (regressions against an earlier result).
+`baseline` (regressions against an earlier result), `from_logs` (a suite from imported logs) and
+`recorded` (the agent that replays such a suite's recording).
 """
 
 from __future__ import annotations

@@ -218,7 +218,8 @@ def _scored(scorer: Scorer | None, answer: str | None, calls: tuple[CallResult, 
 def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, trial: int = 1,
              mode: str = "strict", max_steps: int = DEFAULT_MAX_STEPS, record: str | None = None) -> CaseRun:
     """Run one case once, every call through the guard allowing the suite's tools, at most `max_steps` calls."""
-    policy = Policy(agent.name, suite.tools.names, limits=Limits(max_steps=max_steps))
+    tools = suite.tools_of(case)
+    policy = Policy(agent.name, tools.names, limits=Limits(max_steps=max_steps))
     misses: list[str] = []
 
     def on_miss(tool: str, args: dict[str, Any], recorded: int) -> None:
@@ -228,8 +229,8 @@ def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, 
     recording = RunRecording(record)
     complete = False
     try:
-        guard = _Guard(suite.tools.bind(on_miss), policy, recording.recorder)
-        calls, answered, answer, steps, stop = _converse(agent, case, guard, sorted(policy.allowed_tools),
+        guard = _Guard(tools.bind(on_miss), policy, recording.recorder)
+        calls, answered, answer, steps, stop = _converse(agent, suite, case, guard, sorted(policy.allowed_tools),
                                                          max_steps, misses)
         complete = True
     finally:
@@ -250,14 +251,23 @@ def run_case(agent: NamedAgent, suite: Suite, case: Case, *, position: int = 1, 
 
 
 class _Turns:
-    """Asks the agent for its next step; an `async def` agent runs on an event loop of this run's own."""
+    """Asks the agent for its next step; an `async def` agent runs on an event loop of this run's own.
 
-    def __init__(self, agent: NamedAgent) -> None:
+    An agent object with a `for_case(suite, case)` method (a reference agent that replays a recording)
+    gets it called at the first turn; the callable it returns plays the run."""
+
+    def __init__(self, agent: NamedAgent, suite: Suite, case: Case) -> None:
         self.agent = agent
+        self.suite = suite
+        self.case = case
+        self.play: Callable[[Conversation], Any] | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def next_step(self, conversation: Conversation) -> Any:
-        step = self.agent.agent(conversation)
+        if self.play is None:
+            for_case = getattr(self.agent.agent, "for_case", None)
+            self.play = for_case(self.suite, self.case) if callable(for_case) else self.agent.agent
+        step = self.play(conversation)
         if inspect.isawaitable(step):
             if self.loop is None:
                 self.loop = asyncio.new_event_loop()
@@ -269,13 +279,13 @@ class _Turns:
             self.loop.close()
 
 
-def _converse(agent: NamedAgent, case: Case, guard: _Guard, tools: list[str], max_steps: int,
+def _converse(agent: NamedAgent, suite: Suite, case: Case, guard: _Guard, tools: list[str], max_steps: int,
               misses: list[str]) -> tuple[list[CallResult], list[bool], str | None, int, str | None]:
     """Ask the agent turn by turn until it answers, fails, or the guard stops it at the step limit."""
     calls: list[CallResult] = []
     answered: list[bool] = []
     limit = f"step limit reached: call {max_steps + 1} refused by the guard (max_steps {max_steps})"
-    turns = _Turns(agent)
+    turns = _Turns(agent, suite, case)
     try:
         for steps in range(1, max_steps + 2):
             conversation = Conversation(case.question, tuple(calls), tuple(tools))
@@ -318,7 +328,7 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
     for agent in agents:
         directory = None if record_dir is None else agent_directory(record_dir, agent.name)
         if directory is not None:
-            write_scope(directory, Policy(agent.name, suite.tools.names))
+            write_scope(directory, Policy(agent.name, suite.tool_names))
         for position, case in enumerate(suite.cases, 1):
             for trial in range(1, trials + 1):
                 name = case.id if trials == 1 else f"{case.id}.trial-{trial}"

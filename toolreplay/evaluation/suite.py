@@ -10,7 +10,9 @@
 `tools` is `{"module": "MODULE:ATTRIBUTE"}` (a dict of tool name to function, shared by every run),
 `{"factory": "MODULE:FUNCTION"}` (called once per run, returning such a dict) or `{"cassette": PATH}`
 with an optional `"responses": "sequential" | "first"` (a recorded session, PATH relative to the suite
-file). `args_match` (suite: per tool, `"*"` for the others; case: for all its calls; expected call: for
+file). A case may have its own `tools`, of the same forms (a per-case cassette: a session imported
+from one conversation); then the suite's `tools` may be left out when every case has its own.
+`args_match` (suite: per tool, `"*"` for the others; case: for all its calls; expected call: for
 that call) is one of `exact`, `ignore`, `subset` (= `within`), `superset` (= `includes`) or an array of
 the field paths that must match (`"time.start"`, `\\.` a dot in a key, or `["time", "start"]`), each of
 which the expected args must have; the most specific wins, `exact` by default. `subset` and `superset`
@@ -59,7 +61,7 @@ from toolreplay.format.strictjson import json_type_name, read_json_file
 __all__ = ["DEFAULT_MIN_SCORE", "Case", "Scorer", "Suite", "load_suite", "parse_suite"]
 
 _CASE_FIELDS = ("id", "question", "expected_answer", "expected_tools", "match", "args_match", "scorer",
-                "min_score")
+                "min_score", "tools")
 _REQUIRED_CASE_FIELDS = ("id", "question", "expected_tools")
 _CASE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 DEFAULT_MIN_SCORE = 0.5
@@ -85,6 +87,7 @@ class Case:
     match: str | None = None
     scorer: Scorer | None = None
     expected_turns: tuple[int, ...] = ()  # the turn of each expected call; () when each is its own turn
+    tools: ToolSource | None = None  # the case's own tools (a field of the case), else the suite's
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +95,21 @@ class Suite:
     """A validated suite: its path (for the report), its tools and its cases in file order."""
 
     path: str
-    tools: ToolSource
+    tools: ToolSource | None  # None when every case has its own
     cases: tuple[Case, ...]
     warnings: tuple[str, ...] = ()  # argument modes whose meaning changed, where they are used
+
+    def tools_of(self, case: Case) -> ToolSource:
+        """The tools a case runs with: its own, else the suite's."""
+        source = case.tools or self.tools
+        assert source is not None, "parse_suite gives every case tools"
+        return source
+
+    @property
+    def tool_names(self) -> frozenset[str]:
+        """Every tool name of the suite and of its cases' own tools."""
+        names = frozenset(self.tools.names) if self.tools is not None else frozenset()
+        return names.union(*(case.tools.names for case in self.cases if case.tools is not None))
 
 
 class _Invalid(ValueError):
@@ -199,8 +214,14 @@ def _scorer(fields: dict[str, Any], where: str) -> Scorer | None:
         raise _Invalid(f"{where}.scorer", str(exc)) from None
 
 
-def _case(obj: Any, where: str, tools: frozenset[str], per_tool: dict[str, ArgumentMode]) -> Case:
+def _case(obj: Any, where: str, suite_tools: ToolSource | None, per_tool: dict[str, ArgumentMode],
+          path: str) -> Case:
     fields = _check_fields(obj, where, _CASE_FIELDS, _REQUIRED_CASE_FIELDS)
+    own_tools = _tool_source(fields["tools"], path, f"{where}.tools") if "tools" in fields else None
+    source = own_tools or suite_tools
+    if source is None:
+        raise _Invalid(where, "missing field \"tools\" (the suite has no \"tools\" for all its cases)")
+    tools = source.names
     case_id = fields["id"]
     if not isinstance(case_id, str) or not _CASE_ID.fullmatch(case_id):
         raise _Invalid(f"{where}.id", "must be a string of letters, digits, '.', '_' or '-' "
@@ -238,6 +259,7 @@ def _case(obj: Any, where: str, tools: frozenset[str], per_tool: dict[str, Argum
         match=match,
         scorer=_scorer(fields, where),
         expected_turns=tuple(turns) if len(turns) != len(expected_tools) else (),
+        tools=own_tools,
     )
 
 
@@ -254,88 +276,100 @@ def _import_table(spec: Any, where: str, kind: str) -> tuple[str, Any]:
     return spec, getattr(module, attribute)
 
 
-def _module_tools(value: Any) -> ModuleTools:
-    spec, table = _import_table(value, "tools.module", "ATTRIBUTE")
+def _module_tools(value: Any, where: str) -> ModuleTools:
+    spec, table = _import_table(value, where, "ATTRIBUTE")
     try:
         return ModuleTools(spec, check_tool_table(table, spec))
     except ValueError as exc:
-        raise _Invalid("tools.module", str(exc)) from None
+        raise _Invalid(where, str(exc)) from None
 
 
-def _factory_tools(value: Any) -> FactoryTools:
-    spec, factory = _import_table(value, "tools.factory", "FUNCTION")
+def _factory_tools(value: Any, where: str) -> FactoryTools:
+    spec, factory = _import_table(value, where, "FUNCTION")
     if not callable(factory):
-        raise _Invalid("tools.factory", f"{spec!r} is not callable")
+        raise _Invalid(where, f"{spec!r} is not callable")
     try:
         table = factory()
     except Exception as exc:  # the factory is user code
-        raise _Invalid("tools.factory", f"{spec!r} raised {type(exc).__name__}: {exc}") from None
+        raise _Invalid(where, f"{spec!r} raised {type(exc).__name__}: {exc}") from None
     try:
         names = frozenset(check_tool_table(table, f"{spec}()"))
     except ValueError as exc:
-        raise _Invalid("tools.factory", str(exc)) from None
+        raise _Invalid(where, str(exc)) from None
     return FactoryTools(spec, factory, names)
 
 
 _TOOL_SOURCES = ("module", "factory", "cassette")
 
 
-def _tool_source(obj: Any, path: str) -> ToolSource:
+def _tool_source(obj: Any, path: str, where: str = "tools") -> ToolSource:
     if not isinstance(obj, dict) or len([key for key in obj if key in _TOOL_SOURCES]) != 1:
-        raise _Invalid("tools", "must be an object with exactly one of \"module\", \"factory\" or \"cassette\"")
+        raise _Invalid(where, "must be an object with exactly one of \"module\", \"factory\" or \"cassette\"")
     if "module" in obj:
-        _check_fields(obj, "tools", ("module",), ())
-        return _module_tools(obj["module"])
+        _check_fields(obj, where, ("module",), ())
+        return _module_tools(obj["module"], f"{where}.module")
     if "factory" in obj:
-        _check_fields(obj, "tools", ("factory",), ())
-        return _factory_tools(obj["factory"])
-    _check_fields(obj, "tools", ("cassette", "responses"), ())
+        _check_fields(obj, where, ("factory",), ())
+        return _factory_tools(obj["factory"], f"{where}.factory")
+    _check_fields(obj, where, ("cassette", "responses"), ())
     relative = obj["cassette"]
     if not isinstance(relative, str) or relative in ("", "-"):
-        raise _Invalid("tools.cassette", "must be a non-empty string (a session path relative to the suite)")
+        raise _Invalid(f"{where}.cassette", "must be a non-empty string (a session path relative to the suite)")
     mode = obj.get("responses", "sequential")
     if mode not in CASSETTE_MODES:
-        raise _Invalid("tools.responses", f"must be one of {', '.join(CASSETTE_MODES)}, not {json.dumps(mode)}")
+        raise _Invalid(f"{where}.responses", f"must be one of {', '.join(CASSETTE_MODES)}, not {json.dumps(mode)}")
     cassette_path = os.path.join(os.path.dirname(path), relative)
     try:
         return load_cassette(cassette_path, mode)
     except UsageError as exc:
-        raise _Invalid("tools.cassette", str(exc)) from None
+        raise _Invalid(f"{where}.cassette", str(exc)) from None
 
 
-def _per_tool_modes(value: Any, tools: frozenset[str]) -> dict[str, ArgumentMode]:
+def _per_tool_modes(value: Any, tools: frozenset[str] | None) -> dict[str, ArgumentMode]:
     if not isinstance(value, dict):
         raise _Invalid("args_match", f"must be an object of tool name to mode, not {json_type_name(value)}")
     modes = {}
     for tool, mode in value.items():
-        if tool not in tools and tool != "*":  # "*": every tool not named
-            raise _Invalid("args_match", f"{json.dumps(tool)} is not a tool of this suite "
-                                         f"(tools: {', '.join(sorted(tools))})")
         modes[tool] = _argument_mode(mode, f"args_match.{tool}")
+    if tools is not None:
+        _check_tool_names(modes, tools)
     return modes
 
 
+def _check_tool_names(modes: dict[str, ArgumentMode], tools: frozenset[str]) -> None:
+    for tool in modes:
+        if tool not in tools and tool != "*":  # "*": every tool not named
+            raise _Invalid("args_match", f"{json.dumps(tool)} is not a tool of this suite "
+                                         f"(tools: {', '.join(sorted(tools))})")
+
+
 def parse_suite(obj: Any, path: str) -> Suite:
-    """Validate a parsed suite; errors are InputErrors naming PATH and the field (`cases[1].id: ...`)."""
+    """Validate a parsed suite; errors are InputErrors naming PATH and the field (`cases[1].id: ...`).
+
+    `tools` may be left out when every case has its own."""
     try:
-        fields = _check_fields(obj, "", ("tools", "cases", "args_match"), ("tools", "cases"))
-        tools = _tool_source(fields["tools"], path)
-        per_tool = _per_tool_modes(fields["args_match"], tools.names) if "args_match" in fields else {}
+        fields = _check_fields(obj, "", ("tools", "cases", "args_match"), ("cases",))
+        tools = _tool_source(fields["tools"], path) if "tools" in fields else None
+        per_tool = (_per_tool_modes(fields["args_match"], tools.names if tools is not None else None)
+                    if "args_match" in fields else {})
         cases_value = fields["cases"]
         if not isinstance(cases_value, list) or not cases_value:
             raise _Invalid("cases", "must be a non-empty array of cases")
         cases: list[Case] = []
         first_seen: dict[str, int] = {}
         for position, item in enumerate(cases_value):
-            case = _case(item, f"cases[{position}]", tools.names, per_tool)
+            case = _case(item, f"cases[{position}]", tools, per_tool, path)
             if case.id in first_seen:
                 raise _Invalid(f"cases[{position}].id", f"duplicate case id {json.dumps(case.id)} "
                                                         f"(first at cases[{first_seen[case.id]}])")
             first_seen[case.id] = position
             cases.append(case)
+        suite = Suite(path, tools, tuple(cases), tuple(_flipped_names(fields)))
+        if tools is None:
+            _check_tool_names(per_tool, suite.tool_names)
     except _Invalid as exc:
         raise InputError(path, None, str(exc)) from None
-    return Suite(path, tools, tuple(cases), tuple(_flipped_names(fields)))
+    return suite
 
 
 def _flipped_names(fields: dict[str, Any]) -> list[str]:

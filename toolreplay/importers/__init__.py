@@ -20,6 +20,7 @@ from toolreplay.format.strictjson import MAX_NESTING, NESTING_MESSAGE, nesting_d
 from toolreplay.importers.conversations import Conversation, MessageStream, read_conversations
 from toolreplay.importers.detect import check_format, detect_format
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
+from toolreplay.importers.transcripts import Transcript, listed_messages, transcribe
 
 __all__ = [
     "FORMATS",
@@ -27,6 +28,7 @@ __all__ = [
     "ImportResult",
     "ConversionWarning",
     "ImportedCall",
+    "Transcript",
     "import_log",
     "import_file",
     "detect_format",
@@ -98,9 +100,10 @@ def import_log(data: bytes, fmt: str, path: str) -> ImportResult:
     return import_file(io.BytesIO(data), fmt, path)
 
 
-def import_file(handle: IO[bytes], fmt: str, path: str) -> ImportResult:
+def import_file(handle: IO[bytes], fmt: str, path: str, transcripts: list[Transcript] | None = None) -> ImportResult:
     """Convert a log file read from `handle` (JSON Lines is streamed: memory follows the calls kept,
-    not the file's size). Raises InputError on bad input."""
+    not the file's size). Raises InputError on bad input. Given `transcripts`, appends each
+    conversation's request, answer and turns to it (each conversation's messages are then kept whole)."""
     if fmt != "auto" and fmt not in _MODULES:
         raise UsageError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)}, auto)")
     conversations = read_conversations(handle, path)
@@ -120,7 +123,13 @@ def import_file(handle: IO[bytes], fmt: str, path: str) -> ImportResult:
         searching = hint is None and not warnings and not any(session.calls for session in sessions)
         if searching and isinstance(conversation.messages, MessageStream):
             conversation.messages.watch(_tool_key)
-        calls = pair_events(conversation, read_events(conversation), warnings)
+        if transcripts is not None:
+            conversation = listed_messages(conversation)
+            events = list(read_events(conversation))
+            transcripts.append(transcribe(conversation, events))
+        else:
+            events = read_events(conversation)
+        calls = pair_events(conversation, events, warnings)
         _check_unicode(conversation, calls)
         sessions.append(ImportedSession(conversation.position, tuple(calls)))
         if searching:

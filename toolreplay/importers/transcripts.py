@@ -1,0 +1,122 @@
+"""What a conversation asked and answered, beside its calls: the user's request, the final answer, the turns.
+
+One reader for every format whose messages have roles (`openai-chat`, `openai-responses`, `anthropic`,
+`tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`): a message's role is its `role` (Gemini's
+`model` is the assistant), or for Claude Code lines the `role` of their `message`; its text is a string
+content, or the text parts of its content (`text`, `input_text`, `output_text` blocks, Gemini `text`
+parts that are not thoughts). Tool calls, tool results, images and thinking are not text, nor are
+the lines a Claude Code transcript marks `isMeta` (notes of the harness, not the user's words).
+
+- the **request** is the text of the first user message that has text;
+- the **answer** is the text of the last assistant message (or Claude Code `result` line) after the
+  message of the last tool call or reply; a conversation whose last word is a tool call has none;
+- the **turns**: calls asked for one after the other, with no reply between them, are one turn (the
+  parallel calls of one model message, or of consecutive items or lines).
+
+Formats without role messages (`mcp`, `otel`, `openai-agents`) have no request: their conversations
+give none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.importers.conversations import Conversation, MessageStream
+from toolreplay.importers.pairing import Event, ToolCall, ToolReply
+
+__all__ = ["Transcript", "listed_messages", "message_role_text", "transcribe"]
+
+_TEXT_TYPES = frozenset({"text", "input_text", "output_text"})
+_ROLES = {"user": "user", "human": "user", "assistant": "assistant", "model": "assistant", "ai": "assistant"}
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """The request and final answer of one conversation (None when it has none), and each call's turn."""
+
+    position: int
+    request: str | None
+    answer: str | None
+    turns: tuple[int, ...]
+
+
+def listed_messages(conversation: Conversation) -> Conversation:
+    """The conversation with its messages as a list (a JSON Lines stream read whole, lines kept)."""
+    stream = conversation.messages
+    if not isinstance(stream, MessageStream):
+        return conversation
+    messages, lines = [], []
+    for position, message in enumerate(stream):
+        messages.append(message)
+        lines.append(stream.line_of(position))
+    return dataclasses.replace(conversation, messages=messages, lines=tuple(lines))
+
+
+def _parts_text(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return None
+    texts = []
+    for part in content:
+        if not isinstance(part, dict) or part.get("thought") is True:
+            continue
+        kind = part.get("type")
+        if (kind is None or kind in _TEXT_TYPES) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+    return "\n".join(texts) if texts else None
+
+
+def message_role_text(message: Any) -> tuple[str | None, str | None]:
+    """A message's role (`user` or `assistant`, else None) and its text (None when it has none)."""
+    if not isinstance(message, dict):
+        return None, None
+    if message.get("type") == "result" and isinstance(message.get("result"), str):  # Claude Code's last line
+        return "assistant", message["result"]
+    inner = message.get("message")
+    if isinstance(inner, dict) and message.get("type") in ("user", "assistant"):  # Claude Code lines
+        if message.get("isMeta") is True:  # a transcript's note from the harness, not the user's words
+            return None, None
+        message = inner
+    role = message.get("role")
+    if not isinstance(role, str) or role not in _ROLES:
+        return None, None
+    content = message["parts"] if "parts" in message and "content" not in message else message.get("content")
+    text = _parts_text(content)
+    if text is not None and not text.strip():
+        text = None
+    return _ROLES[role], text
+
+
+def _turns(events: Iterable[Event]) -> Iterator[tuple[int, int]]:
+    """(turn, message) of each call, in call order."""
+    turn = -1
+    replied = True
+    for event in events:
+        if isinstance(event, ToolCall):
+            if replied:
+                turn, replied = turn + 1, False
+            yield turn, event.message
+        elif isinstance(event, ToolReply):
+            replied = True
+
+
+def transcribe(conversation: Conversation, events: list[Event]) -> Transcript:
+    """The request, answer and turns of a conversation whose messages are a list, from its events."""
+    messages = conversation.messages
+    assert isinstance(messages, list), "transcribe needs the messages as a list"
+    turns = list(_turns(events))
+    last_tool = max((event.message for event in events if isinstance(event, (ToolCall, ToolReply))), default=-1)
+    request = answer = None
+    for position, message in enumerate(messages):
+        role, text = message_role_text(message)
+        if text is None:
+            continue
+        if role == "user" and request is None:
+            request = text
+        elif role == "assistant" and position > last_tool:
+            answer = text
+    return Transcript(conversation.position, request, answer, tuple(turn for turn, _ in turns))
