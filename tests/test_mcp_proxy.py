@@ -321,6 +321,29 @@ class ProxyWireTest(unittest.TestCase):
         with open(notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "once"}\n')
 
+    def test_every_read_reaches_the_server_unless_the_read_cache_is_asked_for(self) -> None:
+        for extra, answers in (((), ["1", "2", "3"]), (("--read-cache",), ["1", "1", "1"])):
+            with self.subTest(extra=extra):
+                proxy = self.start(*extra, rules={"allowed_tools": [*POLICY["allowed_tools"], "tick"]})
+                self.assertEqual([proxy.ask(call(n, "tick")) for n in range(3)],
+                                 [text_result(n, f"tick {answer}", False) for n, answer in enumerate(answers)])
+                self.assertEqual(proxy.close()[0], 0)
+
+    def test_a_repeatable_write_runs_each_time_confirmed_on_its_own(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--repeatable", "write_note", server_args=("--notes", notes),
+                           capabilities={"elicitation": {}})
+        for number in (1, 2):
+            proxy.send(call(number, "write_note", text="again"))
+            request = proxy.recv()
+            self.assertEqual(request["method"], "elicitation/create")
+            proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
+                                                                          "content": {"approve": True}}})
+            self.assertEqual(proxy.recv(), text_result(number, 'write_note {"text": "again"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "again"}\n' * 2)
+
     def test_record_holds_every_call_and_verifies(self) -> None:
         proxy = self.start()
         proxy.ask(call(1, "echo", text="a"))
@@ -401,6 +424,7 @@ class GateOptionsTest(unittest.TestCase):
         policy = Policy(agent="a", allowed_tools=frozenset({"echo", "git_commit"}))
         plain = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr)
         tuned = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr,
-                         mutators=["git_commit"], read_cache=False)
-        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), True))
-        self.assertEqual((tuned._gate._writes, tuned._gate._read_cache), (frozenset({"git_commit"}), False))
+                         mutators=["git_commit"], repeatable=["echo"], read_cache=True)
+        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), False))
+        self.assertEqual((tuned._gate._writes, tuned._gate._repeatable, tuned._gate._read_cache),
+                         (frozenset({"git_commit", "echo"}), frozenset({"echo"}), True))

@@ -1,7 +1,7 @@
 """A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
-`ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
+`tick` (a read whose answer changes: `tick N` on its Nth call), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
@@ -25,6 +25,7 @@ def _tools(description: str) -> list[dict[str, object]]:
         {"name": "write_note", "description": "Append a note.", "inputSchema": text,
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
+        {"name": "tick", "description": "Count the calls.", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
         {"name": "forge", "description": "Send a result for the client's request `target`.",
          "inputSchema": {"type": "object"}},
@@ -40,6 +41,7 @@ class TinyServer:
         self.description = description
         self.notes = notes
         self.asked = 0
+        self.ticks = 0
 
     def send(self, message: object) -> None:
         sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
@@ -92,6 +94,9 @@ class TinyServer:
                 if isinstance(reply, dict) and reply.get("id") == ask_id:
                     text = json.dumps(reply.get("result"), sort_keys=True)
                     break
+        elif name == "tick":
+            self.ticks += 1
+            text = str(self.ticks)
         elif name == "forge" and isinstance(args, dict):
             self.send({"jsonrpc": "2.0", "id": args.get("target"), "result": {
                 "content": [{"type": "text", "text": "forged"}], "isError": False}})

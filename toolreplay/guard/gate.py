@@ -14,8 +14,10 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    write tool; a firing allow rule lets a write tool run without it;
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
-   response; a read is answered from an identical earlier read only while no write has run since;
-   a retry racing the original waits for it;
+   response; a retry racing the original waits for it. A repeatable tool (`repeatable_tools`) is a
+   write whose every call is a new action, unless the host gives the same key again. Reads run every
+   time, unless the read cache is on: then an identical read is answered from the earlier one while
+   no write has run since;
 6. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
@@ -66,6 +68,7 @@ class _Call:
     identity: bytes
     key: str | None
     write: bool
+    fresh: bool  # a repeatable tool's call without a key: a new action, never answered by another
 
 
 class _Pending:
@@ -84,16 +87,19 @@ class Gate:
     def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, *,
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
-                 mutators: Iterable[str] = (), read_cache: bool = True) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
-        `read_cache=False` runs every read. A recorder that continues a record brings back the writes
-        it holds (they are not run again) and the writes whose outcome is unknown (they are refused).
+        `repeatable` are more tools like the policy's `repeatable_tools` (they change state, and each
+        call without a key runs as a new action); `read_cache=True` answers an identical read from the
+        earlier one while no write has run since. A recorder that continues a record brings back the
+        writes it holds (they are not run again) and the writes whose outcome is unknown (they are refused).
         """
         self._tools = dict(tools)
         self._policy = policy
-        self._writes = frozenset(policy.write_tools) | frozenset(mutators)
+        self._repeatable = frozenset(policy.repeatable_tools) | frozenset(repeatable)
+        self._writes = frozenset(policy.write_tools) | frozenset(mutators) | self._repeatable
         self._read_cache = read_cache
         self._confirm = confirm
         self._recorder = recorder
@@ -144,7 +150,8 @@ class Gate:
         """Run one request of the agent through the gate; return the response the agent sees.
 
         `key` is an idempotency key (say the model's tool_call_id): identical writes with different
-        keys both run; the same key (or none) twice runs once. Reads ignore it.
+        keys both run; the same key (or none) twice runs once, except that a repeatable tool's calls
+        without a key all run. Reads ignore it.
         """
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
@@ -159,7 +166,8 @@ class Gate:
         if _too_deep(args):
             raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
         # what is checked, confirmed and recorded; the model's dict may change
-        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes)
+        fresh = key is None and tool in self._repeatable
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh)
         return copy.deepcopy(self._decide(request))
 
     def _decide(self, call: _Call) -> dict[str, Any]:
@@ -229,6 +237,8 @@ class Gate:
 
     def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | None:
         """The identical earlier call that answers this one (a recorded write's response), else None."""
+        if call.fresh:
+            return None
         with self._lock:
             if call.write:
                 recorded = self._recorded.get(call.identity)
@@ -283,7 +293,7 @@ class Gate:
             if pending is not None:
                 return pending, False
             pending = _Pending()
-            if call.write or self._read_cache:
+            if (call.write and not call.fresh) or (not call.write and self._read_cache):
                 table[slot] = pending
             return pending, True
 
@@ -393,7 +403,7 @@ class Gate:
         landed: dict[bytes, list[int]] = {}
         for record in recorder.history():
             self._remember_for_rules(record)
-            if record.tool not in self._writes or is_refusal(record.response):
+            if record.tool not in self._writes or record.tool in self._repeatable or is_refusal(record.response):
                 continue
             identity = record.canonical_call
             self._recorded.setdefault(identity, record.response)

@@ -60,11 +60,12 @@ class McpProxy:
 
     def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
-                 mutators: Iterable[str] = (), read_cache: bool = True) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
 
-        `mutators` and `read_cache` go to the Gate: tools that change state without needing a
-        confirmation, and whether an identical read may be answered before any write has run.
+        `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
+        needing a confirmation, tools whose identical calls are each a new action, and whether an
+        identical read may be answered from an earlier one while no write has run since.
         """
         self._command = command
         self._policy = policy
@@ -96,7 +97,8 @@ class McpProxy:
         self._closing = False
         self.exit_reason = ""
         tools = {name: self._forwarder(name) for name in policy.allowed_tools}
-        self._gate = Gate(tools, policy, confirm=self._confirm, mutators=mutators, read_cache=read_cache)
+        self._gate = Gate(tools, policy, confirm=self._confirm, mutators=mutators, repeatable=repeatable,
+                          read_cache=read_cache)
 
     # -- running and stopping -------------------------------------------------------------------
 

@@ -1,11 +1,12 @@
 """The permission file: the scope file, optionally with the guard's write tools, limits and rules.
 
     {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
-     "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60},
-     "rules": [...]}
+     "write_tools": ["write_file"], "repeatable_tools": ["append_log"],
+     "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}, "rules": [...]}
 
-`agent` and `allowed_tools` are required; `write_tools`, `limits` and `rules` are optional; anything
-else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`. Integer limits
+`agent` and `allowed_tools` are required; `write_tools`, `repeatable_tools`, `limits` and `rules` are
+optional; anything else is an input error, and so is a `write_tools` or `repeatable_tools` entry that
+is not in `allowed_tools`. Integer limits
 are JSON integers (not `2.0`, `1e2` or `true`). `scope` checks the names and the rules; the guard
 enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and docs/policy.md.
 """
@@ -44,6 +45,8 @@ class Policy:
     write_tools: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
     rules: tuple[Rule, ...] = ()
+    # state-changing tools whose identical calls are each a new action (append, send, insert)
+    repeatable_tools: frozenset[str] = frozenset()
 
 
 def _string_list(value: Any, name: str) -> frozenset[str]:
@@ -78,7 +81,7 @@ def parse_policy(obj: Any) -> Policy:
     if not isinstance(obj, dict):
         raise ValueError("permission file must hold one JSON object")
     for key in obj:
-        if key not in ("agent", "allowed_tools", "write_tools", "limits", "rules"):
+        if key not in ("agent", "allowed_tools", "write_tools", "repeatable_tools", "limits", "rules"):
             raise ValueError(f"unknown field {json.dumps(key)}")
     for key in ("agent", "allowed_tools"):
         if key not in obj:
@@ -91,12 +94,16 @@ def parse_policy(obj: Any) -> Policy:
         if name not in allowed:
             raise ValueError(f"write tool {json.dumps(name)[:60]} is not in allowed_tools "
                              "(a write tool must be allowed to be confirmed)")
+    repeatable = _string_list(obj.get("repeatable_tools", []), "repeatable_tools")
+    for name in sorted(repeatable - allowed):
+        raise ValueError(f"repeatable tool {json.dumps(name)[:60]} is not in allowed_tools")
     return Policy(
         agent=obj["agent"],
         allowed_tools=allowed,
         write_tools=write_tools,
         limits=_limits(obj.get("limits", {})),
         rules=parse_rules(obj["rules"], allowed) if "rules" in obj else (),
+        repeatable_tools=repeatable,
     )
 
 
