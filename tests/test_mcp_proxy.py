@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -355,7 +356,7 @@ class ProxyWireTest(unittest.TestCase):
             records = [json.loads(line) for line in record]
         self.assertEqual([(r["tool"], r["args"], r["response"]) for r in records], [
             ("echo", {"text": "a"}, text_result(1, 'echo {"text": "a"}', False)["result"]),
-            ("delete_all", {}, text_result(2, "toolreplay: tool not allowed: delete_all", True)["result"]),
+            ("delete_all", {}, {"ok": False, "error": "tool not allowed: delete_all"}),  # as the library guard
             ("echo", {"text": "a"}, text_result(3, 'echo {"text": "a"}', False)["result"])])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
         self.assertEqual(run("replay", proxy.record)[0], 1)  # the repeated echo is a redundant call
@@ -384,33 +385,38 @@ class RecordFailureTest(unittest.TestCase):
     def test_a_record_that_cannot_grow_refuses_every_later_call(self) -> None:
         import io
 
+        from tests.faults import FullDiskHandle
         from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.guard.recorder import SessionRecorder
         from toolreplay.policy.model import parse_policy
 
-        class FullDisk:
-            def append(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> int:
-                raise OSError(28, "No space left on device")
-
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "record.jsonl")
         client_in, to_proxy = os.pipe()
         from_proxy, client_out = os.pipe()
         diagnostics = io.StringIO()
         with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
-                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive, \
+                SessionRecorder.open(path, sealed=True) as recorder:
             proxy = McpProxy([sys.executable, TINY], parse_policy(POLICY), client_in=proxy_in, client_out=proxy_out,
-                             diagnostics=diagnostics, recorder=FullDisk())  # type: ignore[arg-type]
+                             diagnostics=diagnostics, recorder=recorder)
             runner = threading.Thread(target=proxy.run)
             runner.start()
             replies = []
-            for number in (1, 2):
+            for number in (1, 2, 3):
+                if number == 2:
+                    recorder._handle = FullDiskHandle(recorder._handle)  # type: ignore[attr-defined]
                 send.write(json.dumps(call(number, "echo", text="x")).encode() + b"\n")
                 send.flush()
                 replies.append(json.loads(receive.readline()))
             send.close()
             runner.join(timeout=30)
-        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False), text_result(
-            2, "toolreplay: the session record cannot be written: No space left on device", True)])
-        self.assertEqual(diagnostics.getvalue(), "toolreplay mcp-proxy: the session record cannot be written: No space "
-                                                 "left on device; refusing every further tools/call\n")
+        error = f"cannot write {path}: No space left on device"
+        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False)] + [
+            text_result(number, "toolreplay: recording failed: " + error, True) for number in (2, 3)])
+        self.assertEqual(diagnostics.getvalue(), f"toolreplay mcp-proxy: the session record cannot be written: "
+                                                 f"{error}; refusing every further tools/call\n")
 
 
 class GateOptionsTest(unittest.TestCase):

@@ -23,7 +23,12 @@ Each request goes through, in this order (one method each; docs/guard.md has the
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
-Every request, whatever happened to it, is appended to the recorder when one is given.
+Every request, whatever happened to it, is appended to the recorder when one is given, before its
+answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
+
+Front ends: a Python host passes its tool functions and a `confirm` callback; a front end that runs
+the tools itself (the MCP proxy) passes a `ToolHost`, and hands each request its own `context`, which
+the gate gives back to the host's `run` and `confirm` for that request only.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.policy.model import Policy
@@ -49,9 +54,14 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Gate", "ConsoleApprover", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES", "is_refusal"]
+__all__ = ["Answer", "CallCancelled", "Gate", "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING",
+           "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
+
+# What happened to a request (the record format's meta.outcome): the tool ran; an earlier identical
+# call answered it; the gate refused it; the client cancelled it; nobody can know (a write cut short).
+OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
 
 # Arguments and results nested deeper than this are refused: every reader of the record can hold them.
 MAX_NESTING = 256
@@ -59,16 +69,62 @@ MAX_NESTING = 256
 Confirm = Callable[[str, dict[str, Any]], bool]
 
 
+class CallCancelled(Exception):
+    """Raised by a host's `run` when the client cancelled the call: no answer will come."""
+
+
+class ToolHost(Protocol):
+    """A front end that runs the tools itself; `context` is the per-call value given to `Gate.handle`."""
+
+    def refusal(self, tool: str) -> str | None:
+        """None when the host can run `tool` (an allowed tool), else why not (the refusal text)."""
+
+    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
+
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+        """Ask a person (never the model) whether this exact call may run; True only for a yes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the gate answered a request, and how (one of OUTCOMES)."""
+
+    response: dict[str, Any]
+    outcome: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key."""
+    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key,
+    `call_id` the id the model or protocol gave it, `context` the front end's own per-call value."""
 
     tool: str
     args: dict[str, Any]
     identity: bytes
     key: str | None
     write: bool
-    fresh: bool  # a repeatable tool's call without a key: a new action, never answered by another
+    fresh: bool  # a repeatable tool's call without a key (or a continued one): a new action
+    call_id: str | None = None
+    context: Any = None
+    passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
+
+
+class _FunctionHost:
+    """The library front end: tools are `func(**args)`, confirmation is `confirm(tool, args)`."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]], confirm: Confirm | None) -> None:
+        self._tools = dict(tools)
+        self._confirm = confirm
+
+    def refusal(self, tool: str) -> str | None:
+        return None if tool in self._tools else "tool not allowed: " + tool
+
+    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        return self._tools[tool](**copy.deepcopy(args))
+
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+        return self._confirm is not None and self._confirm(tool, copy.deepcopy(args)) is True
 
 
 class _Pending:
@@ -84,7 +140,7 @@ class _Pending:
 class Gate:
     """Puts a policy between an agent and its real tools; `call` is the agent's only way in."""
 
-    def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, *,
+    def __init__(self, tools: Mapping[str, Callable[..., Any]] | ToolHost, policy: Policy, *,
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
@@ -94,14 +150,16 @@ class Gate:
         `repeatable` are more tools like the policy's `repeatable_tools` (they change state, and each
         call without a key runs as a new action); `read_cache=True` answers an identical read from the
         earlier one while no write has run since. A recorder that continues a record brings back the
-        writes it holds (they are not run again) and the writes whose outcome is unknown (they are refused).
+        writes it holds (they are not run again), the writes whose outcome is unknown (they are refused),
+        the steps and result bytes of the budgets and the history of the rules.
+
+        `tools` may instead be a `ToolHost` (then `confirm` is not used): a front end running the tools.
         """
-        self._tools = dict(tools)
+        self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
         self._repeatable = frozenset(policy.repeatable_tools) | frozenset(repeatable)
         self._writes = frozenset(policy.write_tools) | frozenset(mutators) | self._repeatable
         self._read_cache = read_cache
-        self._confirm = confirm
         self._recorder = recorder
         self._clock = clock
         self._screen = screen
@@ -153,6 +211,14 @@ class Gate:
         keys both run; the same key (or none) twice runs once, except that a repeatable tool's calls
         without a key all run. Reads ignore it.
         """
+        return self.handle(tool, args, key=key).response
+
+    def handle(self, tool: str, args: dict[str, Any], *, key: str | None = None, call_id: str | None = None,
+               context: Any = None, passed: bool = False) -> Answer:
+        """`call` for front ends: the answer with its outcome. `call_id` is the id the model or the
+        protocol gave the call; `context` goes to the host's `run` and `confirm` for this call only;
+        `passed=True` continues a call the gate already passed (a protocol round trip): it is checked
+        for recording, budgets, the allowlist and an unknown outcome, then runs as a new action."""
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
@@ -166,18 +232,21 @@ class Gate:
         if _too_deep(args):
             raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
         # what is checked, confirmed and recorded; the model's dict may change
-        fresh = key is None and tool in self._repeatable
-        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh)
-        return copy.deepcopy(self._decide(request))
+        fresh = passed or (key is None and tool in self._repeatable)
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed)
+        answer = self._decide(request)
+        return Answer(copy.deepcopy(answer.response), answer.outcome)
 
-    def _decide(self, call: _Call) -> dict[str, Any]:
+    def _decide(self, call: _Call) -> Answer:
         failure = self._check_recording()
         if failure is not None:
-            return failure
+            return Answer(failure, "refused")
         for check in (self._check_budget, self._check_allowed, self._check_outcome_known):
             refusal = check(call)
             if refusal is not None:
                 return self._refuse(call, refusal)
+        if call.passed:  # its rules, idempotency and confirmation were decided in its first round
+            return self._run(call, _Pending())
         ruling = self._check_rules(call)
         if ruling is not None and ruling.refusal is not None:
             return self._refuse(call, ruling.refusal)
@@ -219,9 +288,9 @@ class Gate:
             return "budget exceeded: " + self._stop_reason
 
     def _check_allowed(self, call: _Call) -> str | None:
-        if call.tool not in self._policy.allowed_tools or call.tool not in self._tools:
+        if call.tool not in self._policy.allowed_tools:
             return "tool not allowed: " + call.tool
-        return None
+        return self._host.refusal(call.tool)
 
     def _check_outcome_known(self, call: _Call) -> str | None:
         if not call.write:
@@ -272,10 +341,8 @@ class Gate:
         return confirmed
 
     def _confirmed(self, call: _Call) -> bool:
-        if self._confirm is None:
-            return False
         try:
-            return self._confirm(call.tool, copy.deepcopy(call.args)) is True
+            return self._host.confirm(call.tool, copy.deepcopy(call.args), call.context) is True
         except Exception:  # a failing approver approves nothing
             return False
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
@@ -297,15 +364,15 @@ class Gate:
                 table[slot] = pending
             return pending, True
 
-    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any]) -> dict[str, Any]:
+    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any]) -> Answer:
         if isinstance(earlier, dict):
-            return self._record(call, earlier)
+            return self._record(call, earlier, "cached")
         if not earlier.done.is_set() and earlier.thread == threading.get_ident():
             return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
         earlier.done.wait()
-        return self._record(call, earlier.response)
+        return self._record(call, earlier.response, "refused" if is_refusal(earlier.response) else "cached")
 
-    def _run(self, call: _Call, pending: _Pending) -> dict[str, Any]:
+    def _run(self, call: _Call, pending: _Pending) -> Answer:
         try:
             try:
                 intent = self._announce(call)
@@ -313,19 +380,24 @@ class Gate:
                 self._recording_failed(exc)
                 self._forget(call)
                 pending.response = _refusal("recording failed: " + (self._record_error or ""))
-                return pending.response
+                return Answer(pending.response, "refused")
             except BaseException:
                 self._forget(call)
                 raise
             try:
                 response = self._execute(call)
+            except CallCancelled as exc:  # no answer comes; a write may or may not have taken effect
+                pending.response = _refusal(_cancelled(exc, call.write))
+                self._forget(call, unknown=call.write)
+                return self._record(call, pending.response, "unknown" if call.write else "cancelled")
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
                 pending.response = _refusal(_interrupted(exc))
                 self._forget(call, unknown=call.write)
-                self._record(call, pending.response)
+                self._record(call, pending.response, "unknown" if call.write else "cancelled")
                 raise
-            pending.response = self._record(call, response, intent)
-            return pending.response
+            answer = self._record(call, response, "ran", intent)
+            pending.response = answer.response
+            return answer
         finally:
             pending.done.set()
 
@@ -341,7 +413,8 @@ class Gate:
         """Drop the call's pending entry (it did not run, or its outcome is unknown)."""
         with self._lock:
             if call.write:
-                self._written.pop((call.identity, call.key), None)
+                if not call.fresh:
+                    self._written.pop((call.identity, call.key), None)
                 if unknown:
                     self._unknown[call.identity] = f"{call.tool} {canonical_json(call.args)}"
             else:
@@ -350,7 +423,7 @@ class Gate:
     def _execute(self, call: _Call) -> dict[str, Any]:
         try:
             try:
-                result = self._tools[call.tool](**copy.deepcopy(call.args))
+                result = self._host.run(call.tool, copy.deepcopy(call.args), call.context)
             finally:
                 if call.write:  # whatever it did, earlier reads may be stale now
                     with self._lock:
@@ -360,6 +433,8 @@ class Gate:
                 raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
             size = len(canonical_bytes(response))
             response = copy.deepcopy(response)  # the tool may keep and change what it returned
+        except CallCancelled:
+            raise
         except Exception as exc:  # the agent sees the failure; the host keeps running
             return _refusal(_describe(exc))
         limit = self._policy.limits.max_result_bytes
@@ -371,21 +446,23 @@ class Gate:
             self._screen.check(call.tool, call.args, response)
         return response
 
-    def _refuse(self, call: _Call, message: str) -> dict[str, Any]:
-        return self._record(call, _refusal(message))
+    def _refuse(self, call: _Call, message: str) -> Answer:
+        return self._record(call, _refusal(message), "refused")
 
-    def _record(self, call: _Call, response: dict[str, Any], intent: int | None = None) -> dict[str, Any]:
-        """Append the request with `response`; if that fails, the refusal that replaces it."""
+    def _record(self, call: _Call, response: dict[str, Any], outcome: str, intent: int | None = None) -> Answer:
+        """Append the request with `response` before it is answered; if that fails, the refusal that
+        replaces it. `outcome` and `call.call_id` are what the record's meta says once the format has it."""
         if self._recorder is None:
-            return response
+            return Answer(response, outcome)
+        failed = "unknown" if outcome == "ran" and call.write else "refused"
         if self._record_error is not None:
-            return _refusal("recording failed: " + self._record_error)
+            return Answer(_refusal("recording failed: " + self._record_error), failed)
         try:
             self._recorder.append(call.tool, call.args, response, intent=intent)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
-            return _refusal("recording failed: " + (self._record_error or ""))
-        return response
+            return Answer(_refusal("recording failed: " + (self._record_error or "")), failed)
+        return Answer(response, outcome)
 
     def _recording_failed(self, exc: BaseException) -> None:
         with self._lock:
@@ -397,13 +474,20 @@ class Gate:
     # -- a record continued after a restart -------------------------------------------------------
 
     def _resume(self, recorder: SessionRecorder) -> None:
-        """Bring back the writes the record holds and find the announced writes it does not."""
+        """Bring back the writes the record holds, the budgets' counts and the rules' history, and find
+        the announced writes the record does not hold."""
         intents = list(recorder.previous_intents)
         wanted = {intent.call for intent in intents}
         landed: dict[bytes, list[int]] = {}
         for record in recorder.history():
             self._remember_for_rules(record)
-            if record.tool not in self._writes or record.tool in self._repeatable or is_refusal(record.response):
+            self._steps += 1
+            if is_refusal(record.response):
+                continue
+            # every answer that is no refusal counts, a repeat included: a record (format 1.0) does not
+            # say which answers were cached, and counting too much stops early rather than late
+            self._result_bytes += len(record.canonical_response)
+            if record.tool not in self._writes or record.tool in self._repeatable:
                 continue
             identity = record.canonical_call
             self._recorded.setdefault(identity, record.response)
@@ -413,6 +497,9 @@ class Gate:
         for intent in unknown:
             self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
         recorder.keep_intents(unknown)
+        limit = self._policy.limits.max_result_bytes
+        if limit is not None and self._result_bytes > limit:
+            self._stop_reason = "budget"
 
 
     def _remember_for_rules(self, record: Record) -> None:
@@ -451,6 +538,11 @@ def _refusal(message: str) -> dict[str, Any]:
 
 def _interrupted(exc: BaseException) -> str:
     return f"interrupted: {type(exc).__name__}"
+
+
+def _cancelled(exc: CallCancelled, write: bool) -> str:
+    why = str(exc) or "the call was cancelled"
+    return f"cancelled: {why}" + ("; whether the write took effect is unknown" if write else "")
 
 
 def _too_deep(value: Any) -> bool:

@@ -1,0 +1,486 @@
+"""The MCP proxy's router: what each message means, and which of them go through the gate.
+
+Every message passes through unchanged, byte for byte, except:
+
+- a `tools/list` result, whose tools are filtered to those the policy allows (and, with pins, whose
+  definitions match their pins);
+- a `tools/call` request, which goes through the `Gate` (the same core as the Python guard, recorder
+  included) on a worker thread: an allowed call is forwarded as it came and its reply awaited; a
+  refused one is answered by the proxy as a tool result with `isError: true` and the refusal text.
+
+The router is the gate's `ToolHost`: the gate calls back `run` and `confirm` with the call's own
+context (`CallContext`), passed explicitly, never kept in thread-local state.
+
+A write tool needs a person's confirmation: when the client declared the elicitation capability at
+`initialize`, the proxy asks through an `elicitation/create` request of its own (ids the server never
+sees); in protocol 2026-07-28, when the call's `_meta` declares it, through an `input_required` result
+that the client's retry answers; otherwise the call is refused with "confirmation required".
+
+Batches (JSON arrays) are handled element by element when the negotiated protocol version allows them
+(2025-03-26), and answered with an Invalid Request error otherwise. Malformed JSON from either side is
+reported on the diagnostics stream and answered with a Parse error (id null).
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import threading
+from typing import Any
+
+from toolreplay.format.text import escape_text
+from toolreplay.guard.gate import Answer, CallCancelled, Gate
+from toolreplay.guard.mcp_pins import ToolPins
+from toolreplay.guard.mcp_transport import StdioTransport
+from toolreplay.guard.mcp_wire import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    Batch,
+    Waiter,
+    call_key,
+    declares_form_elicitation,
+    dump_message,
+    error_message,
+    id_key,
+    parse_message,
+    refusal_result,
+)
+from toolreplay.policy.model import Policy
+
+__all__ = ["BATCH_VERSIONS", "CallContext", "Router"]
+
+BATCH_VERSIONS = frozenset({"2025-03-26"})
+
+
+class CallContext:
+    """One `tools/call` on its way through the proxy: what came, what is forwarded, what is answered."""
+
+    __slots__ = ("cancelled", "key", "line", "message", "reply", "sent", "target")
+
+    def __init__(self, message: dict[str, Any], line: bytes) -> None:
+        self.message = message  # the request as the client sent it
+        self.line = line  # what an allowed call forwards: the request exactly as it came
+        self.target = message  # what is answered: the request, or the retry that confirmed it
+        self.key = id_key(message["id"])
+        self.reply: dict[str, Any] | None = None  # the server's reply, once it came
+        self.sent = False  # forwarded to the server
+        self.cancelled = False  # the client cancelled it: no answer goes back
+
+
+class Router:
+    """Routes one session's messages between the transport and the gate; the gate's ToolHost."""
+
+    def __init__(self, transport: StdioTransport, policy: Policy, pins: ToolPins | None = None) -> None:
+        """The gate is attached by `serve`, since the gate is built on this router."""
+        self._transport = transport
+        self._policy = policy
+        self._pins = pins
+        self._gate: Gate | None = None
+        self._lock = threading.Lock()
+        self._calls: dict[str, Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
+        self._confirms: dict[str, Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
+        self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
+        self._input_required: set[bytes] = set()  # calls the server answered with input_required
+        self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
+        self._requests: dict[str, str] = {}       # ids of the client's requests sent to the server -> method
+        self._batches: dict[str, Batch] = {}     # request id -> the client batch it belongs to
+        self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
+        self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
+        self._idle = 0
+        self._elicitation = False
+        self._record_error_said = False
+        self._version: str | None = None
+
+    def serve(self, gate: Gate) -> None:
+        """Start routing: every tools/call goes through `gate`."""
+        self._gate = gate
+
+    # -- the gate's host ------------------------------------------------------------------------------
+
+    def refusal(self, tool: str) -> str | None:
+        """Any allowed tool may be called; with pins, only one whose definition was verified."""
+        return self._pins.refusal(tool) if self._pins is not None else None
+
+    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        """Forward the call as it came and wait for the server's reply; the record holds its result."""
+        assert isinstance(context, CallContext)
+        waiter = Waiter()
+        with self._lock:
+            if context.cancelled:
+                raise CallCancelled("the client cancelled the call before it was sent")
+            self._calls[context.key] = waiter
+            context.sent = True
+        self._transport.to_server(context.line)
+        waiter.done.wait()
+        with self._lock:
+            self._calls.pop(context.key, None)
+            if context.cancelled:
+                raise CallCancelled("the client cancelled the call")
+        if waiter.reply is None:
+            raise ConnectionError("the server ended before it answered")
+        context.reply = waiter.reply
+        return _response_of(waiter.reply)
+
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+        """Ask the person through the client: an elicitation request, or an input_required round trip."""
+        assert isinstance(context, CallContext)
+        if self._transport.closing:
+            return False
+        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+        question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+                    "requestedSchema": {"type": "object", "properties": {"approve": {
+                        "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
+        if self._elicitation:
+            answer = self._ask_by_request(question, context)
+        elif declares_form_elicitation(context.message):
+            answer = self._ask_by_round_trip(question, context)
+        else:
+            return False
+        return (isinstance(answer, dict) and answer.get("action") == "accept"
+                and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
+
+    # -- lines from either side ---------------------------------------------------------------------------
+
+    def from_client(self, line: bytes) -> None:
+        """One line the client wrote."""
+        try:
+            message = parse_message(line)
+        except (ValueError, RecursionError) as exc:
+            self._transport.say(f"malformed JSON from the client: {exc}")
+            self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
+            return
+        if isinstance(message, list):
+            self._client_batch(message)
+        elif self._client_message(message, None, line):
+            self._transport.to_server(line)
+
+    def from_server(self, line: bytes) -> None:
+        """One line the server wrote."""
+        try:
+            message = parse_message(line)
+        except (ValueError, RecursionError) as exc:
+            self._transport.say(f"malformed JSON from the server: {exc}")
+            self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
+            return
+        if isinstance(message, list):
+            kept = [item for item in message if self._server_message(item, [False])]
+            if kept:
+                self._to_client(kept)
+            return
+        changed = [False]
+        if self._server_message(message, changed):
+            if changed[0]:
+                self._to_client(message)
+            else:
+                self._transport.to_client(line)
+
+    def server_ended(self) -> None:
+        """The server's output ended: nothing more will answer a forwarded call."""
+        with self._lock:
+            calls = list(self._calls.values())
+        for waiter in calls:
+            waiter.done.set()
+
+    def shutdown(self) -> None:
+        """The session ends: withdraw open questions and let the workers finish the calls already queued."""
+        with self._lock:  # a client that is gone answers no confirmation
+            confirms = [*self._confirms.values(), *self._round_trips.values()]
+        for waiter in confirms:
+            waiter.done.set()
+        with self._lock:
+            workers = list(self._workers)
+        for _ in workers:
+            self._jobs.put(None)  # after the calls already queued
+        for worker in workers:
+            worker.join(timeout=5)
+
+    # -- client to server ---------------------------------------------------------------------------
+
+    def _client_message(self, message: Any, batch: Batch | None, line: bytes | None = None) -> bool:
+        """Handle one message from the client; True when it is to be forwarded unchanged."""
+        if not isinstance(message, dict):
+            return True  # not ours to judge: the server answers it
+        method = message.get("method")
+        if method is None and "id" in message:  # a response: to our elicitation, else the server's request
+            key = id_key(message["id"])
+            with self._lock:
+                waiter = self._confirms.pop(key, None)
+            if waiter is None:
+                return True
+            waiter.reply = message
+            waiter.done.set()
+            return False
+        if "id" not in message:
+            if method == "tools/call":
+                self._transport.say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
+                return False
+            if method == "notifications/cancelled":
+                self._cancel_confirmation(message.get("params"))
+            return True  # the server may be running the call: it gets the cancellation too
+        key = id_key(message["id"])
+        if batch is not None:
+            with self._lock:
+                self._batches[key] = batch
+        if method == "tools/call":
+            if not self._resume_confirmation(message):
+                self._start_call(CallContext(message, line if line is not None else dump_message(message)))
+            return False
+        if method == "initialize":
+            params = message.get("params")
+            capabilities = params.get("capabilities") if isinstance(params, dict) else None
+            elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
+            # 2025-11-25: {} means form mode; a client declaring only "url" cannot show our form.
+            self._elicitation = isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
+        with self._lock:
+            self._requests[key] = method if isinstance(method, str) else ""
+        return True
+
+    def _client_batch(self, messages: list[Any]) -> None:
+        if self._version not in BATCH_VERSIONS or not messages:
+            self._transport.say("rejected a JSON-RPC batch: the negotiated protocol version does not allow batches")
+            self._to_client(error_message(None, INVALID_REQUEST, "Invalid Request: batches are not supported "
+                                          "by the negotiated protocol version"))
+            return
+        expected = {id_key(item["id"]) for item in messages
+                    if isinstance(item, dict) and "method" in item and "id" in item}
+        batch = Batch(expected)
+        forward = [item for item in messages if self._client_message(item, batch if expected else None)]
+        if forward:
+            self._transport.to_server(dump_message(forward))
+
+    # -- server to client ---------------------------------------------------------------------------
+
+    def _server_message(self, message: Any, changed: list[bool]) -> bool:
+        """Handle one message from the server; True when it goes on to the client."""
+        if not isinstance(message, dict) or "method" in message or "id" not in message:
+            return True
+        key = id_key(message["id"])
+        with self._lock:
+            waiter = self._calls.pop(key, None)
+            method = self._requests.pop(key, None)
+        if waiter is not None:
+            waiter.reply = message
+            waiter.done.set()
+            return False
+        if method is None and message["id"] is not None:
+            # A reply to nothing the client asked the server (say, a forged result for a call that
+            # waits for a person): the client never sees it.
+            self._transport.say("dropped a response from the server to no request sent to it")
+            return False
+        initialize, listing = method == "initialize", method == "tools/list"
+        if initialize and isinstance(message.get("result"), dict):
+            version = message["result"].get("protocolVersion")
+            self._version = version if isinstance(version, str) else None
+        if listing and isinstance(message.get("result"), dict):
+            self._filter_listing(message["result"])
+            changed[0] = True
+        if self._in_batch(key, message):
+            return False
+        return True
+
+    def _filter_listing(self, result: dict[str, Any]) -> None:
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return
+        listed = [tool for tool in tools if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+        hidden: set[str] = set()
+        if self._pins is not None:
+            for check in self._pins.check(listed):
+                if check.status != "pinned":
+                    hidden.add(check.name)
+                    self._transport.say("pins: " + escape_text(check.describe()) + "; hidden until accepted "
+                                        f"(toolreplay mcp-pins accept {escape_text(self._pins.path)})")
+        result["tools"] = [tool for tool in listed
+                           if tool["name"] in self._policy.allowed_tools and tool["name"] not in hidden]
+
+    def _in_batch(self, key: str, reply: Any) -> bool:
+        """Keep a reply that belongs to a client batch; send the batch when it is complete."""
+        with self._lock:
+            batch = self._batches.pop(key, None)
+            if batch is None:
+                return False
+            batch.replies.append(reply)
+            batch.expected.discard(key)
+            complete = not batch.expected
+        if complete:
+            self._to_client(batch.replies)
+        return True
+
+    # -- tools/call through the gate --------------------------------------------------------------
+
+    def _start_call(self, context: CallContext) -> None:
+        """Hand the call to an idle worker, or to a new one: a call may wait on a person for long."""
+        with self._lock:
+            spawn = self._idle == 0
+            if spawn:
+                worker = threading.Thread(target=self._work, name="mcp-call", daemon=True)
+                self._workers.add(worker)
+            else:
+                self._idle -= 1
+        self._jobs.put(context)
+        if spawn:
+            worker.start()
+
+    def _work(self) -> None:
+        while (context := self._jobs.get()) is not None:
+            reply = self._guarded(context)
+            if reply is not None:
+                self._reply(context.target, reply)
+            with self._lock:
+                self._idle += 1
+
+    def _guarded(self, context: CallContext) -> dict[str, Any] | None:
+        """The call through the gate; the reply to send (None for a call the client cancelled)."""
+        message = context.message
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        args = params.get("arguments", {}) if isinstance(params, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(args, dict):
+            return error_message(message["id"], INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
+                                                                "and an arguments object")
+        assert isinstance(params, dict) and self._gate is not None
+        continuing = self._continuation(name, args, params)
+        try:
+            answer = self._gate.handle(name, args, call_id=_call_id(message["id"]), context=context,
+                                       passed=continuing is not None)
+        except ValueError as exc:
+            return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
+        self._note_record_error()
+        if context.cancelled:
+            return None  # the client gave up on it; a reply to a cancelled request is not sent
+        reply = _reply_of(answer, context)
+        result = reply.get("result")
+        asks = isinstance(result, dict) and result.get("resultType") == "input_required"
+        if asks or continuing is not None or self._input_required:  # the key costs a canonical encoding
+            self._note_input_required(continuing or call_key(name, args), asks)
+        return reply
+
+    def _note_record_error(self) -> None:
+        assert self._gate is not None
+        error = self._gate.record_error
+        if error is not None and not self._record_error_said:
+            self._record_error_said = True
+            self._transport.say(f"the session record cannot be written: {error}; refusing every further tools/call")
+
+    def _continuation(self, name: str, args: dict[str, Any], params: dict[str, Any]) -> bytes | None:
+        """The call's key when it answers a server's `input_required` result (protocol 2026-07-28) for
+        a call the gate already passed; such a retry must reach the server, not the gate's table."""
+        if "inputResponses" not in params and "requestState" not in params:
+            return None
+        key = call_key(name, args)
+        with self._lock:
+            return key if key in self._input_required else None
+
+    def _note_input_required(self, key: bytes | None, asks: bool) -> None:
+        if key is None:
+            return
+        with self._lock:
+            if asks:
+                self._input_required.add(key)
+            else:
+                self._input_required.discard(key)
+
+    # -- confirmation through the client ----------------------------------------------------------
+
+    def _ask_by_request(self, question: dict[str, Any], context: CallContext) -> Any:
+        """Ask with an `elicitation/create` request of the proxy's own; return the client's result."""
+        own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
+        waiter = Waiter()
+        with self._lock:
+            self._confirms[id_key(own_id)] = waiter
+            self._confirming[context.key] = own_id
+        self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": question})
+        waiter.done.wait()
+        with self._lock:
+            self._confirms.pop(id_key(own_id), None)
+            self._confirming.pop(context.key, None)
+        return waiter.reply.get("result") if waiter.reply is not None else None
+
+    def _ask_by_round_trip(self, question: dict[str, Any], context: CallContext) -> Any:
+        """Protocol 2026-07-28: answer the call with `input_required`; the client's retry carries the
+        answer, and the call's outcome then goes to the retry."""
+        key = "toolreplay-confirm-" + secrets.token_hex(16)
+        waiter = Waiter()
+        with self._lock:
+            self._round_trips[key] = waiter
+        self._to_client({"jsonrpc": "2.0", "id": context.message["id"], "result": {
+            "resultType": "input_required",
+            "inputRequests": {key: {"method": "elicitation/create", "params": {"mode": "form", **question}}}}})
+        waiter.done.wait()
+        with self._lock:
+            self._round_trips.pop(key, None)
+        retry = waiter.reply
+        if retry is None:
+            return None
+        context.target = retry
+        original, params = context.message["params"], retry.get("params")
+        if not isinstance(params, dict) or (params.get("name"), params.get("arguments", {})) != (
+                original.get("name"), original.get("arguments", {})):
+            return None  # the retry is not the call that was asked about
+        return params["inputResponses"][key]
+
+    def _resume_confirmation(self, message: dict[str, Any]) -> bool:
+        """Hand a retry answering one of our `input_required` questions to the call waiting for it."""
+        params = message.get("params")
+        responses = params.get("inputResponses") if isinstance(params, dict) else None
+        if not isinstance(responses, dict):
+            return False
+        with self._lock:
+            key = next((key for key in responses if key in self._round_trips), None)
+            waiter = self._round_trips.pop(key) if key is not None else None
+        if waiter is None:
+            return False
+        waiter.reply = message
+        waiter.done.set()
+        return True
+
+    def _cancel_confirmation(self, params: Any) -> None:
+        """The client cancelled a call that waits for a person: withdraw the question, refuse the call."""
+        if not isinstance(params, dict) or "requestId" not in params:
+            return
+        with self._lock:
+            own_id = self._confirming.pop(id_key(params["requestId"]), None)
+            waiter = self._confirms.pop(id_key(own_id), None) if own_id is not None else None
+        if waiter is None:
+            return
+        self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                         "params": {"requestId": own_id, "reason": "the tool call was cancelled"}})
+        waiter.done.set()
+
+    # -- writing ------------------------------------------------------------------------------------
+
+    def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
+        if not self._in_batch(id_key(message["id"]), reply):
+            self._to_client(reply)
+
+    def _to_client(self, message: Any) -> None:
+        self._transport.to_client(dump_message(message))
+
+
+def _response_of(reply: dict[str, Any]) -> dict[str, Any]:
+    """What the record holds for a server's reply: its result object, or `{"error": ...}`."""
+    result = reply.get("result")
+    return result if isinstance(result, dict) else {"error": reply.get("error")}
+
+
+def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
+    """The JSON-RPC reply for the gate's answer, to the request being answered (`context.target`)."""
+    answered = context.target["id"]
+    if answer.outcome == "ran" and context.reply is not None:  # the server's own reply, as it came
+        reply = {key: value for key, value in context.reply.items() if key != "id"}
+        reply["id"] = answered
+        return reply
+    response = answer.response
+    error = response.get("error")
+    if len(response) == 2 and response.get("ok") is False and isinstance(error, str):  # the gate's refusal
+        return {"jsonrpc": "2.0", "id": answered, "result": refusal_result(error, context.message)}
+    if set(response) == {"error"}:  # a JSON-RPC error the server gave an identical earlier call
+        return {"jsonrpc": "2.0", "id": answered, "error": error}
+    return {"jsonrpc": "2.0", "id": answered, "result": response}
+
+
+def _call_id(message_id: Any) -> str:
+    """The request id as the record's meta.call_id holds it: a string as it is, any other id as JSON."""
+    return message_id if isinstance(message_id, str) else json.dumps(message_id)
