@@ -624,6 +624,23 @@ class RestartTest(RecordCase):
             ("cancel_order", {"order_id": 2}, {"ok": True, "order_id": 2})] * 3 + [
             ("cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1})])
 
+    def test_budgets_continue_after_a_restart(self) -> None:
+        policy = Policy("a", frozenset({"get_order", "cancel_order"}), limits=Limits(max_steps=3, max_result_bytes=60))
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            gate.call("get_order", {"order_id": 1})  # 33 bytes of result
+            gate.call("nothing", {})  # refused: a step, no bytes
+        self.assertEqual((gate.steps, gate.result_bytes), (2, 33))
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            self.assertEqual((gate.steps, gate.result_bytes, gate.stop_reason), (2, 33, None))
+            self.assertEqual(gate.call("get_order", {"order_id": 2}), {"order_id": 2, "status": "processing"})
+            self.assertEqual((gate.steps, gate.result_bytes, gate.stop_reason), (3, 69, "budget"))
+        with SessionRecorder.open(self.path) as recorder:  # a record already past a limit stops at once
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            self.assertEqual(gate.stop_reason, "budget")
+            self.assertEqual(gate.call("get_order", {"order_id": 1}), {"ok": False, "error": "budget exceeded: budget"})
+
     def test_refused_write_on_record_runs_after_a_restart(self) -> None:
         with SessionRecorder.open(self.path) as recorder:
             Gate(Store().tools(), STORE_POLICY, recorder=recorder).call("cancel_order", {"order_id": 2})

@@ -1,6 +1,6 @@
 """A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
 
-Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
+Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
 `tick` (a read whose answer changes: `tick N` on its Nth call), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
@@ -85,6 +86,8 @@ class TinyServer:
         if name == "write_note" and self.notes:
             with open(self.notes, "a", encoding="utf-8") as out:
                 out.write(text + "\n")
+            if isinstance(args, dict) and args.get("hang"):  # a write that is killed while it runs
+                time.sleep(3600)
         elif name == "ask_client":
             self.asked += 1
             ask_id = f"ask-{self.asked}"
