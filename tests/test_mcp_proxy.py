@@ -44,7 +44,8 @@ class Proxy:
     """One proxy process over the tiny server, spoken to line by line."""
 
     def __init__(self, directory: str, *extra: str, server_args: tuple[str, ...] = (),
-                 rules: dict[str, Any] | None = None) -> None:
+                 rules: dict[str, Any] | None = None, server: list[str] | None = None) -> None:
+        """`rules` are fields over POLICY's; `server` replaces the tiny server (and `server_args`)."""
         policy = os.path.join(directory, "policy.json")
         with open(policy, "w", encoding="utf-8") as out:
             json.dump({**POLICY, **(rules or {})}, out)
@@ -52,7 +53,7 @@ class Proxy:
         self.stderr = open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy, "--record", self.record, *extra,
-             "--", sys.executable, TINY, *server_args],
+             "--", *(server or [sys.executable, TINY, *server_args])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": ROOT})
         self.watchdog = threading.Timer(60, self.process.kill)
@@ -172,12 +173,72 @@ class ProxyWireTest(unittest.TestCase):
         proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
         self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
             "requestId": request["id"], "reason": "the tool call was cancelled"}})
-        self.assertEqual(proxy.recv(), text_result(8, "toolreplay: confirmation required", True))
-        # A late answer to the withdrawn question goes nowhere: nothing runs.
+        # A late answer to the withdrawn question goes nowhere: nothing runs, and call 8 gets no reply.
         proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
                                                                       "content": {"approve": True}}})
         self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))
-        self.assertEqual(proxy.close()[0], 0)
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        self.assertCountEqual(self.responses(proxy), [
+            {"ok": False, "error": "cancelled: the client cancelled the call while it waited for a person"},
+            text_result(9, "echo {}", False)["result"]])
+
+    def responses(self, proxy: Proxy) -> list[dict[str, Any]]:
+        with open(proxy.record, encoding="utf-8") as record:
+            return [json.loads(line)["response"] for line in record]
+
+    def test_a_cancelled_call_is_released_forwarded_and_recorded(self) -> None:
+        proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        for number in (1, 4):  # the identical read again: it was released, so it runs again
+            proxy.send(call(number, "hold"))
+            self.assertEqual(proxy.ask(call(2, "echo", text="meanwhile")),
+                             text_result(2, 'echo {"text": "meanwhile"}', False))
+            # the server gets it too: it stops holding, and never answers the call
+            proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": number}})
+            self.assertEqual(proxy.ask(call(number + 1, "echo")), text_result(number + 1, "echo {}", False))
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        cancelled = {"ok": False, "error": "cancelled: the client cancelled the call while the server ran it"}
+        responses = self.responses(proxy)
+        self.assertEqual((len(responses), responses.count(cancelled)), (6, 2))
+
+    def test_a_cancelled_write_has_an_unknown_outcome(self) -> None:
+        proxy = self.start("--mutator", "hold", rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        proxy.send(call(1, "hold"))
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))  # calls keep their order:
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})  # 1 is sent
+        unknown = ("toolreplay: outcome unknown: an identical hold call started earlier and its result was never "
+                   "recorded; a person must check whether it took effect, then delete its line from "
+                   "record.jsonl.intents")
+        self.assertEqual(proxy.ask(call(2, "hold")), text_result(2, unknown, True))
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        self.assertEqual(self.responses(proxy)[1:], [
+            {"ok": False, "error": "cancelled: the client cancelled the call while the server ran it; whether "
+                                   "the write took effect is unknown"}, {"ok": False, "error": unknown[12:]}])
+        with open(proxy.record + ".intents", encoding="utf-8") as intents:  # still open after the session
+            self.assertEqual(json.loads(intents.read())["tool"], "hold")
+
+    def test_pipelined_calls_reach_the_server_in_the_order_sent(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--repeatable", "write_note", server_args=("--notes", notes), rules={"write_tools": []})
+        numbers = range(1, 61)
+        proxy.send(b"".join(json.dumps(call(n, "write_note", n=n)).encode() + b"\n" for n in numbers))
+        self.assertEqual(sorted(proxy.recv()["id"] for _ in numbers), list(numbers))  # answered in any order
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        with open(notes, encoding="utf-8") as written:  # the server's own order
+            self.assertEqual([json.loads(line)["n"] for line in written], list(numbers))
+
+    def test_an_id_already_in_flight_is_refused(self) -> None:
+        proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        proxy.send(call(5, "hold"))
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))  # 5 reached the server
+        in_use = {"jsonrpc": "2.0", "id": 5, "error": {
+            "code": -32600, "message": "Invalid Request: the id is already used by a request in flight"}}
+        self.assertEqual(proxy.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}), in_use)
+        self.assertEqual(proxy.ask(call(5, "echo")), in_use)
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        # the server might still answer the cancelled call: its id stays taken
+        self.assertEqual(proxy.ask(call(5, "echo")), in_use)
+        self.assertEqual(proxy.ask(call(6, "echo")), text_result(6, "echo {}", False))
+        self.assertEqual(proxy.close(), (0, b"", ""))
 
     def test_a_retry_with_input_responses_reaches_the_server(self) -> None:
         proxy = self.start()

@@ -1,7 +1,8 @@
 """A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
-`tick` (a read whose answer changes: `tick N` on its Nth call), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
+`tick` (a read whose answer changes: `tick N` on its Nth call), `hold` (never answers; it serves other
+requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
@@ -27,6 +28,7 @@ def _tools(description: str) -> list[dict[str, object]]:
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
         {"name": "tick", "description": "Count the calls.", "inputSchema": {"type": "object"}},
+        {"name": "hold", "description": "Answer only when cancelled (never).", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
         {"name": "forge", "description": "Send a result for the client's request `target`.",
          "inputSchema": {"type": "object"}},
@@ -63,6 +65,9 @@ class TinyServer:
             result = {}
         elif method == "tools/list":
             result = {"tools": _tools(self.description)}
+        elif method == "tools/call" and params.get("name") == "hold":
+            self.hold(request["id"])
+            return None
         elif method == "tools/call":
             result = self.call(str(params.get("name")), params.get("arguments") or {})
             if params.get("name") == "needs_input" and "inputResponses" not in params:
@@ -113,21 +118,33 @@ class TinyServer:
 
     def serve(self) -> None:
         for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
-                continue
-            if isinstance(message, list):
-                replies = [reply for item in message if (reply := self.answer(item)) is not None]
-                if replies:
-                    self.send(replies)
-            elif isinstance(message, dict) and "method" in message:
-                reply = self.answer(message)
-                if reply is not None:
-                    self.send(reply)
+            self.handle(line)
+
+    def handle(self, line: str) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            return
+        if isinstance(message, list):
+            replies = [reply for item in message if (reply := self.answer(item)) is not None]
+            if replies:
+                self.send(replies)
+        elif isinstance(message, dict) and "method" in message:
+            reply = self.answer(message)
+            if reply is not None:
+                self.send(reply)
+
+    def hold(self, request_id: object) -> None:
+        """Serve everything else until the client cancels `request_id`; then never answer it."""
+        for line in sys.stdin:
+            message = json.loads(line) if line.strip() else None
+            if (isinstance(message, dict) and message.get("method") == "notifications/cancelled"
+                    and (message.get("params") or {}).get("requestId") == request_id):
+                return
+            self.handle(line)
 
 
 def main() -> None:

@@ -70,7 +70,14 @@ Confirm = Callable[[str, dict[str, Any]], bool]
 
 
 class CallCancelled(Exception):
-    """Raised by a host's `run` when the client cancelled the call: no answer will come."""
+    """Raised by a host's `run` or `confirm` when the client cancelled the call: no answer will come.
+
+    `started` says whether the call may have reached the tool: a write cancelled after it started has
+    an unknown outcome; one cancelled before (or while waiting for a person) did not run."""
+
+    def __init__(self, reason: str, *, started: bool = True) -> None:
+        super().__init__(reason)
+        self.started = started
 
 
 class ToolHost(Protocol):
@@ -83,7 +90,9 @@ class ToolHost(Protocol):
         """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
 
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
-        """Ask a person (never the model) whether this exact call may run; True only for a yes."""
+        """Ask a person (never the model) whether this exact call may run; True only for a yes.
+
+        Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +141,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.cancelled = False  # it ended without an answer: those that waited for it are decided anew
         self.thread = threading.get_ident()
         self.response: dict[str, Any] = {"ok": False,
                                          "error": "RuntimeError: the original call did not finish"}
@@ -253,8 +263,13 @@ class Gate:
         earlier = self._earlier(call)
         if earlier is not None:
             return self._repeat(call, earlier)
-        if self._needs_confirmation(call, ruling) and not self._confirmed_or_withdrawn(call, ruling):
-            return self._refuse(call, "confirmation required")
+        if self._needs_confirmation(call, ruling):
+            try:
+                confirmed = self._confirmed_or_withdrawn(call, ruling)
+            except CallCancelled as exc:
+                return self._record(call, _refusal(_cancelled(exc, False)), "cancelled")
+            if not confirmed:
+                return self._refuse(call, "confirmation required")
         pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
@@ -343,6 +358,8 @@ class Gate:
     def _confirmed(self, call: _Call) -> bool:
         try:
             return self._host.confirm(call.tool, copy.deepcopy(call.args), call.context) is True
+        except CallCancelled:
+            raise
         except Exception:  # a failing approver approves nothing
             return False
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
@@ -370,7 +387,18 @@ class Gate:
         if not earlier.done.is_set() and earlier.thread == threading.get_ident():
             return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
         earlier.done.wait()
+        if earlier.cancelled:
+            return self._after_cancelled(call)
         return self._record(call, earlier.response, "refused" if is_refusal(earlier.response) else "cached")
+
+    def _after_cancelled(self, call: _Call) -> Answer:
+        """An identical call this one waited for was cancelled: a read runs; a write whose outcome is now
+        unknown is refused as such, any other write is refused (its retry is confirmed afresh)."""
+        if not call.write:
+            pending, owner = self._register(call)
+            return self._run(call, pending) if owner else self._repeat(call, pending)
+        return self._refuse(call, self._check_outcome_known(call) or
+                            "cancelled: an identical call it waited for was cancelled")
 
     def _run(self, call: _Call, pending: _Pending) -> Answer:
         try:
@@ -386,10 +414,12 @@ class Gate:
                 raise
             try:
                 response = self._execute(call)
-            except CallCancelled as exc:  # no answer comes; a write may or may not have taken effect
-                pending.response = _refusal(_cancelled(exc, call.write))
-                self._forget(call, unknown=call.write)
-                return self._record(call, pending.response, "unknown" if call.write else "cancelled")
+            except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
+                unknown = call.write and exc.started
+                pending.response = _refusal(_cancelled(exc, unknown))
+                pending.cancelled = True
+                self._forget(call, unknown=unknown)
+                return self._record(call, pending.response, "unknown" if unknown else "cancelled")
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
                 pending.response = _refusal(_interrupted(exc))
                 self._forget(call, unknown=call.write)
@@ -540,9 +570,9 @@ def _interrupted(exc: BaseException) -> str:
     return f"interrupted: {type(exc).__name__}"
 
 
-def _cancelled(exc: CallCancelled, write: bool) -> str:
+def _cancelled(exc: CallCancelled, unknown: bool) -> str:
     why = str(exc) or "the call was cancelled"
-    return f"cancelled: {why}" + ("; whether the write took effect is unknown" if write else "")
+    return f"cancelled: {why}" + ("; whether the write took effect is unknown" if unknown else "")
 
 
 def _too_deep(value: Any) -> bool:

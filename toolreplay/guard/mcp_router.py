@@ -27,6 +27,7 @@ import json
 import queue
 import secrets
 import threading
+from collections import OrderedDict
 from typing import Any
 
 from toolreplay.format.text import escape_text
@@ -53,13 +54,49 @@ __all__ = ["BATCH_VERSIONS", "CallContext", "Router"]
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 
+# Ids of cancelled calls whose late reply from the server is dropped without a word (the oldest forgotten first).
+_CANCELLED_REMEMBERED = 1024
+
+
+class _Turns:
+    """Calls reach the server in the order the client sent them: each takes a ticket on arrival and is
+    forwarded only once every earlier ticket is released (forwarded, answered by the proxy, or waiting
+    for a person, which holds back no other call)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._next = 0
+        self._open: set[int] = set()
+
+    def take(self) -> int:
+        with self._changed:
+            ticket = self._next
+            self._next += 1
+            self._open.add(ticket)
+            return ticket
+
+    def wait(self, ticket: int, context: CallContext) -> None:
+        """Until every earlier ticket is released, or the call is cancelled."""
+        with self._changed:
+            self._changed.wait_for(lambda: context.cancelled or not self._open or min(self._open) >= ticket)
+
+    def release(self, ticket: int) -> None:
+        with self._changed:
+            if ticket in self._open:
+                self._open.discard(ticket)
+                self._changed.notify_all()
+
+    def wake(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
 
 class CallContext:
     """One `tools/call` on its way through the proxy: what came, what is forwarded, what is answered."""
 
-    __slots__ = ("cancelled", "key", "line", "message", "reply", "sent", "target")
+    __slots__ = ("cancelled", "key", "line", "message", "reply", "sent", "target", "ticket")
 
-    def __init__(self, message: dict[str, Any], line: bytes) -> None:
+    def __init__(self, message: dict[str, Any], line: bytes, ticket: int = 0) -> None:
         self.message = message  # the request as the client sent it
         self.line = line  # what an allowed call forwards: the request exactly as it came
         self.target = message  # what is answered: the request, or the retry that confirmed it
@@ -67,6 +104,7 @@ class CallContext:
         self.reply: dict[str, Any] | None = None  # the server's reply, once it came
         self.sent = False  # forwarded to the server
         self.cancelled = False  # the client cancelled it: no answer goes back
+        self.ticket = ticket  # its place in the order of the client's calls
 
 
 class Router:
@@ -85,6 +123,8 @@ class Router:
         self._input_required: set[bytes] = set()  # calls the server answered with input_required
         self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self._requests: dict[str, str] = {}       # ids of the client's requests sent to the server -> method
+        self._inflight: dict[str, CallContext] = {}  # ids of the client's tools/call requests not yet answered
+        self._cancelled: OrderedDict[str, None] = OrderedDict()  # ids of cancelled calls sent to the server
         self._batches: dict[str, Batch] = {}     # request id -> the client batch it belongs to
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
@@ -92,6 +132,8 @@ class Router:
         self._elicitation = False
         self._record_error_said = False
         self._version: str | None = None
+        self._turns = _Turns()
+        self._sending = threading.Lock()  # held while a call is sent, and while one is cancelled
 
     def serve(self, gate: Gate) -> None:
         """Start routing: every tools/call goes through `gate`."""
@@ -106,18 +148,21 @@ class Router:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Forward the call as it came and wait for the server's reply; the record holds its result."""
         assert isinstance(context, CallContext)
+        self._turns.wait(context.ticket, context)
         waiter = Waiter()
-        with self._lock:
-            if context.cancelled:
-                raise CallCancelled("the client cancelled the call before it was sent")
-            self._calls[context.key] = waiter
-            context.sent = True
-        self._transport.to_server(context.line)
+        with self._sending:  # a cancellation sees the call either not sent or sent
+            with self._lock:
+                if context.cancelled:
+                    raise CallCancelled("the client cancelled the call before it was sent", started=False)
+                self._calls[context.key] = waiter
+                context.sent = True
+            self._transport.to_server(context.line)
+        self._turns.release(context.ticket)
         waiter.done.wait()
         with self._lock:
             self._calls.pop(context.key, None)
             if context.cancelled:
-                raise CallCancelled("the client cancelled the call")
+                raise CallCancelled("the client cancelled the call while the server ran it")
         if waiter.reply is None:
             raise ConnectionError("the server ended before it answered")
         context.reply = waiter.reply
@@ -126,6 +171,7 @@ class Router:
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
         """Ask the person through the client: an elicitation request, or an input_required round trip."""
         assert isinstance(context, CallContext)
+        self._turns.release(context.ticket)  # a call waiting for a person holds back no other call
         if self._transport.closing:
             return False
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
@@ -138,6 +184,8 @@ class Router:
             answer = self._ask_by_round_trip(question, context)
         else:
             return False
+        if context.cancelled:
+            raise CallCancelled("the client cancelled the call while it waited for a person", started=False)
         return (isinstance(answer, dict) and answer.get("action") == "accept"
                 and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
 
@@ -217,15 +265,24 @@ class Router:
                 self._transport.say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
                 return False
             if method == "notifications/cancelled":
-                self._cancel_confirmation(message.get("params"))
+                self._cancel_call(message.get("params"))
             return True  # the server may be running the call: it gets the cancellation too
         key = id_key(message["id"])
+        with self._lock:  # a cancelled call's id stays in use while the server may still answer it
+            in_use = key in self._inflight or key in self._requests or key in self._cancelled
+        if in_use:  # its reply could not be told from the other's: refused, never forwarded
+            self._to_client(error_message(message["id"], INVALID_REQUEST, "Invalid Request: the id is already used "
+                                          "by a request in flight"))
+            return False
         if batch is not None:
             with self._lock:
                 self._batches[key] = batch
         if method == "tools/call":
             if not self._resume_confirmation(message):
-                self._start_call(CallContext(message, line if line is not None else dump_message(message)))
+                context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
+                with self._lock:
+                    self._inflight[key] = context
+                self._start_call(context)
             return False
         if method == "initialize":
             params = message.get("params")
@@ -260,9 +317,14 @@ class Router:
         with self._lock:
             waiter = self._calls.pop(key, None)
             method = self._requests.pop(key, None)
+            late = waiter is None and key in self._cancelled
+            if late:
+                del self._cancelled[key]
         if waiter is not None:
             waiter.reply = message
             waiter.done.set()
+            return False
+        if late:  # the reply to a call the client cancelled: the client ignores it, so does the proxy
             return False
         if method is None and message["id"] is not None:
             # A reply to nothing the client asked the server (say, a forged result for a call that
@@ -308,6 +370,17 @@ class Router:
             self._to_client(batch.replies)
         return True
 
+    def _leave_batch(self, key: str) -> None:
+        """A request of a client batch that gets no reply (the client cancelled it): the batch goes without."""
+        with self._lock:
+            batch = self._batches.pop(key, None)
+            if batch is None:
+                return
+            batch.expected.discard(key)
+            complete = not batch.expected and bool(batch.replies)
+        if complete:
+            self._to_client(batch.replies)
+
     # -- tools/call through the gate --------------------------------------------------------------
 
     def _start_call(self, context: CallContext) -> None:
@@ -325,9 +398,17 @@ class Router:
 
     def _work(self) -> None:
         while (context := self._jobs.get()) is not None:
-            reply = self._guarded(context)
+            try:
+                reply = self._guarded(context)
+            finally:
+                self._turns.release(context.ticket)
+            with self._lock:
+                if self._inflight.get(context.key) is context:
+                    del self._inflight[context.key]
             if reply is not None:
                 self._reply(context.target, reply)
+            else:
+                self._leave_batch(context.key)
             with self._lock:
                 self._idle += 1
 
@@ -436,18 +517,31 @@ class Router:
         waiter.done.set()
         return True
 
-    def _cancel_confirmation(self, params: Any) -> None:
-        """The client cancelled a call that waits for a person: withdraw the question, refuse the call."""
+    def _cancel_call(self, params: Any) -> None:
+        """The client cancelled a call: release what waits for it (the server's reply, a person's answer);
+        the call is recorded as cancelled (a write the server had started: unknown) and not answered."""
         if not isinstance(params, dict) or "requestId" not in params:
             return
-        with self._lock:
-            own_id = self._confirming.pop(id_key(params["requestId"]), None)
-            waiter = self._confirms.pop(id_key(own_id), None) if own_id is not None else None
-        if waiter is None:
-            return
-        self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                         "params": {"requestId": own_id, "reason": "the tool call was cancelled"}})
-        waiter.done.set()
+        key = id_key(params["requestId"])
+        with self._sending, self._lock:
+            context = self._inflight.pop(key, None)
+            if context is None:
+                return  # unknown, or answered already: the notification is ignored (it still reaches the server)
+            context.cancelled = True
+            waiter = self._calls.pop(key, None)
+            if waiter is not None:
+                self._cancelled[key] = None
+                while len(self._cancelled) > _CANCELLED_REMEMBERED:
+                    self._cancelled.popitem(last=False)
+            own_id = self._confirming.pop(key, None)
+            question = self._confirms.pop(id_key(own_id), None) if own_id is not None else None
+        if waiter is not None:
+            waiter.done.set()
+        self._turns.wake()
+        if question is not None:  # withdraw the proxy's own question
+            self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                             "params": {"requestId": own_id, "reason": "the tool call was cancelled"}})
+            question.done.set()
 
     # -- writing ------------------------------------------------------------------------------------
 
