@@ -226,6 +226,22 @@ class ProxyWireTest(unittest.TestCase):
         with open(notes, encoding="utf-8") as written:  # the server's own order
             self.assertEqual([json.loads(line)["n"] for line in written], list(numbers))
 
+    def test_valid_json_passes_through_whatever_its_content(self) -> None:
+        proxy = self.start(server_args=("--odd",), rules={"allowed_tools": [*POLICY["allowed_tools"], "odd"]})
+        proxy.send({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})
+        listing = proxy.line()  # changed (filtered), so written anew: the odd values as they came
+        self.assertIn(b'"description":"Echo the text back. \\ud800"', listing)
+        self.assertIn(b'"maxLength":1e400', listing)
+        self.assertEqual(json.loads(listing)["result"]["tools"][-1]["name"], "odd")
+        proxy.send(call(1, "odd"))  # a reply the proxy need not change: the bytes the server sent
+        self.assertEqual(proxy.line(), b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":'
+                                       b'"x\\ud800y"}],"structuredContent":{"n":1e400},"isError":false}}\n')
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        # the record format holds neither value: the record says so in what it holds instead
+        self.assertEqual(self.responses(proxy), [{"content": [{"type": "text", "text": "x\ufffdy"}],
+                                                  "structuredContent": {"n": "1e400"}, "isError": False}])
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+
     def test_an_id_already_in_flight_is_refused(self) -> None:
         proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
         proxy.send(call(5, "hold"))

@@ -6,7 +6,8 @@ requests until the client cancels it, as servers that honour `notifications/canc
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
-description (a rug pull between two runs). Batches are answered with a batch.
+description (a rug pull between two runs). `--odd` puts valid JSON that Python cannot write back as such
+into the listing (a lone surrogate escape, the number 1e400) and adds the tool `odd`, whose result holds both. Batches are answered with a batch.
 """
 
 from __future__ import annotations
@@ -40,14 +41,15 @@ def _tools(description: str) -> list[dict[str, object]]:
 
 
 class TinyServer:
-    def __init__(self, description: str, notes: str | None) -> None:
+    def __init__(self, description: str, notes: str | None, odd: bool = False) -> None:
+        self.odd = odd
         self.description = description
         self.notes = notes
         self.asked = 0
         self.ticks = 0
 
     def send(self, message: object) -> None:
-        sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(message, separators=(",", ":")).replace('"__BIG__"', "1e400") + "\n")
         sys.stdout.flush()
 
     def answer(self, request: dict[str, object]) -> dict[str, object] | None:
@@ -65,9 +67,16 @@ class TinyServer:
             result = {}
         elif method == "tools/list":
             result = {"tools": _tools(self.description)}
+            if self.odd:
+                result["tools"][0]["description"] += " \ud800"
+                result["tools"][0]["inputSchema"]["properties"]["text"]["maxLength"] = "__BIG__"
+                result["tools"].append({"name": "odd", "description": "Odd JSON.", "inputSchema": {"type": "object"}})
         elif method == "tools/call" and params.get("name") == "hold":
             self.hold(request["id"])
             return None
+        elif method == "tools/call" and params.get("name") == "odd":
+            result = {"content": [{"type": "text", "text": "x\ud800y"}], "structuredContent": {"n": "__BIG__"},
+                      "isError": False}
         elif method == "tools/call":
             result = self.call(str(params.get("name")), params.get("arguments") or {})
             if params.get("name") == "needs_input" and "inputResponses" not in params:
@@ -151,8 +160,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--description", default="Echo the text back.")
     parser.add_argument("--notes")
+    parser.add_argument("--odd", action="store_true")
     args = parser.parse_args()
-    TinyServer(args.description, args.notes).serve()
+    TinyServer(args.description, args.notes, args.odd).serve()
 
 
 if __name__ == "__main__":

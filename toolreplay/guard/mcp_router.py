@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import queue
+import re
 import secrets
 import threading
 from collections import OrderedDict
@@ -46,6 +47,7 @@ from toolreplay.guard.mcp_wire import (
     error_message,
     id_key,
     parse_message,
+    recordable,
     refusal_result,
 )
 from toolreplay.policy.model import Policy
@@ -53,6 +55,9 @@ from toolreplay.policy.model import Policy
 __all__ = ["BATCH_VERSIONS", "CallContext", "Router"]
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
+
+# What a reply needs for the record format to hold it may be in it: a surrogate escape, a huge number.
+_MAYBE_UNRECORDABLE = re.compile(rb"\\u[dD][89a-fA-F]|[0-9][eE][+]?[0-9]{3}|[0-9]{309}")
 
 # Ids of cancelled calls whose late reply from the server is dropped without a word (the oldest forgotten first).
 _CANCELLED_REMEMBERED = 1024
@@ -94,7 +99,7 @@ class _Turns:
 class CallContext:
     """One `tools/call` on its way through the proxy: what came, what is forwarded, what is answered."""
 
-    __slots__ = ("cancelled", "key", "line", "message", "reply", "sent", "target", "ticket")
+    __slots__ = ("cancelled", "key", "line", "message", "reply", "reply_line", "sent", "target", "ticket")
 
     def __init__(self, message: dict[str, Any], line: bytes, ticket: int = 0) -> None:
         self.message = message  # the request as the client sent it
@@ -102,6 +107,7 @@ class CallContext:
         self.target = message  # what is answered: the request, or the retry that confirmed it
         self.key = id_key(message["id"])
         self.reply: dict[str, Any] | None = None  # the server's reply, once it came
+        self.reply_line: bytes | None = None  # its line as it came (None when it came in a batch)
         self.sent = False  # forwarded to the server
         self.cancelled = False  # the client cancelled it: no answer goes back
         self.ticket = ticket  # its place in the order of the client's calls
@@ -165,8 +171,11 @@ class Router:
                 raise CallCancelled("the client cancelled the call while the server ran it")
         if waiter.reply is None:
             raise ConnectionError("the server ended before it answered")
-        context.reply = waiter.reply
-        return _response_of(waiter.reply)
+        context.reply, context.reply_line = waiter.reply, waiter.line
+        response = _response_of(waiter.reply)
+        if waiter.line is None or _MAYBE_UNRECORDABLE.search(waiter.line):
+            response = recordable(response)  # the client still gets the reply as it came
+        return response
 
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
         """Ask the person through the client: an elicitation request, or an input_required round trip."""
@@ -213,12 +222,12 @@ class Router:
             self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
             return
         if isinstance(message, list):
-            kept = [item for item in message if self._server_message(item, [False])]
+            kept = [item for item in message if self._server_message(item, [False], None)]
             if kept:
                 self._to_client(kept)
             return
         changed = [False]
-        if self._server_message(message, changed):
+        if self._server_message(message, changed, line):
             if changed[0]:
                 self._to_client(message)
             else:
@@ -309,7 +318,7 @@ class Router:
 
     # -- server to client ---------------------------------------------------------------------------
 
-    def _server_message(self, message: Any, changed: list[bool]) -> bool:
+    def _server_message(self, message: Any, changed: list[bool], line: bytes | None) -> bool:
         """Handle one message from the server; True when it goes on to the client."""
         if not isinstance(message, dict) or "method" in message or "id" not in message:
             return True
@@ -321,7 +330,7 @@ class Router:
             if late:
                 del self._cancelled[key]
         if waiter is not None:
-            waiter.reply = message
+            waiter.reply, waiter.line = message, line
             waiter.done.set()
             return False
         if late:  # the reply to a call the client cancelled: the client ignores it, so does the proxy
@@ -406,7 +415,9 @@ class Router:
                 if self._inflight.get(context.key) is context:
                     del self._inflight[context.key]
             if reply is not None:
-                self._reply(context.target, reply)
+                # the server's reply to the request as it came is passed on as the bytes it came as
+                raw = context.reply_line if reply is context.reply else None
+                self._reply(context.target, reply, raw)
             else:
                 self._leave_batch(context.key)
             with self._lock:
@@ -545,9 +556,12 @@ class Router:
 
     # -- writing ------------------------------------------------------------------------------------
 
-    def _reply(self, message: dict[str, Any], reply: dict[str, Any]) -> None:
+    def _reply(self, message: dict[str, Any], reply: dict[str, Any], raw: bytes | None = None) -> None:
         if not self._in_batch(id_key(message["id"]), reply):
-            self._to_client(reply)
+            if raw is not None:
+                self._transport.to_client(raw if raw.endswith(b"\n") else raw + b"\n")
+            else:
+                self._to_client(reply)
 
     def _to_client(self, message: Any) -> None:
         self._transport.to_client(dump_message(message))
@@ -563,6 +577,8 @@ def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
     """The JSON-RPC reply for the gate's answer, to the request being answered (`context.target`)."""
     answered = context.target["id"]
     if answer.outcome == "ran" and context.reply is not None:  # the server's own reply, as it came
+        if context.target is context.message:
+            return context.reply
         reply = {key: value for key, value in context.reply.items() if key != "id"}
         reply["id"] = answered
         return reply
