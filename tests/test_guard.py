@@ -578,6 +578,25 @@ class RepeatableTest(unittest.TestCase):
             self.assertFalse(os.path.exists(path + ".intents"))  # announced and settled like any write
 
 
+class FrontEndTest(unittest.TestCase):
+    def test_handle_gives_the_outcome(self) -> None:
+        gate, tools = make_gate(confirm=approve, read_cache=True)
+        self.assertEqual([(answer.response, answer.outcome) for answer in (
+            gate.handle("get_order", {"order_id": 1}), gate.handle("get_order", {"order_id": 1}),
+            gate.handle("delete_everything", {}), gate.handle("cancel_order", {"order_id": 1}),
+            gate.handle("cancel_order", {"order_id": 1}))], [
+            ({"order_id": 1, "status": "shipped"}, "ran"), ({"order_id": 1, "status": "shipped"}, "cached"),
+            ({"ok": False, "error": "tool not allowed: delete_everything"}, "refused"),
+            ({"ok": True, "order_id": 1}, "ran"), ({"ok": True, "order_id": 1}, "cached")])
+
+    def test_a_variant_is_another_request(self) -> None:
+        gate, tools = make_gate(confirm=approve, read_cache=True)
+        for tool in ("get_order", "cancel_order"):
+            for variant in (b"", b'{"task":{}}', b'{"task":{}}', b""):
+                gate.handle(tool, {"order_id": 1}, variant=variant)
+        self.assertEqual(tools.runs, [("get_order", {"order_id": 1})] * 2 + [("cancel_order", {"order_id": 1})] * 2)
+
+
 class RecordCase(unittest.TestCase):
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()

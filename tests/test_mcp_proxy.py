@@ -242,6 +242,24 @@ class ProxyWireTest(unittest.TestCase):
                                                   "structuredContent": {"n": "1e400"}, "isError": False}])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
+    def test_a_task_augmented_call_is_not_the_plain_call(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--mutator", "write_note", server_args=("--notes", notes), rules={"write_tools": []})
+        plain = proxy.ask(call(1, "write_note", text="t"))["result"]
+        tasked = []
+        for number, ttl in ((2, 60000), (3, 60000), (4, 1000)):
+            request = call(number, "write_note", text="t")
+            request["params"]["task"] = {"ttl": ttl}
+            tasked.append(proxy.ask(request)["result"])
+        self.assertEqual(plain, text_result(1, 'write_note {"text": "t"}', False)["result"])
+        # an identical task request is answered by the first; another ttl is another request
+        self.assertEqual(tasked, [{"task": {"taskId": "task-1", "status": "working", "ttl": 60000}}] * 2 + [
+            {"task": {"taskId": "task-2", "status": "working", "ttl": 1000}}])
+        self.assertEqual(proxy.ask(call(5, "write_note", text="t"))["result"], plain)
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "t"}\n' * 3)
+
     def test_an_id_already_in_flight_is_refused(self) -> None:
         proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
         proxy.send(call(5, "hold"))

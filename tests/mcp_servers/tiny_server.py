@@ -6,7 +6,7 @@ requests until the client cancels it, as servers that honour `notifications/canc
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
-description (a rug pull between two runs). `--odd` puts valid JSON that Python cannot write back as such
+description (a rug pull between two runs). A call with `params.task` gets a task handle (`task-N`) as its result. `--odd` puts valid JSON that Python cannot write back as such
 into the listing (a lone surrogate escape, the number 1e400) and adds the tool `odd`, whose result holds both. Batches are answered with a batch.
 """
 
@@ -47,6 +47,7 @@ class TinyServer:
         self.notes = notes
         self.asked = 0
         self.ticks = 0
+        self.tasks = 0
 
     def send(self, message: object) -> None:
         sys.stdout.write(json.dumps(message, separators=(",", ":")).replace('"__BIG__"', "1e400") + "\n")
@@ -79,6 +80,9 @@ class TinyServer:
                       "isError": False}
         elif method == "tools/call":
             result = self.call(str(params.get("name")), params.get("arguments") or {})
+            if isinstance(params.get("task"), dict):  # 2025-11-25: a task-augmented call gets a task handle
+                self.tasks += 1
+                result = {"task": {"taskId": f"task-{self.tasks}", "status": "working", "ttl": params["task"].get("ttl")}}
             if params.get("name") == "needs_input" and "inputResponses" not in params:
                 result = {"resultType": "input_required", "requestState": "round-1", "inputRequests": {
                     "q": {"method": "elicitation/create", "params": {"mode": "form", "message": "Which?",

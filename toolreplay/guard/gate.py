@@ -117,6 +117,12 @@ class _Call:
     call_id: str | None = None
     context: Any = None
     passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
+    variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
+
+    @property
+    def slot(self) -> bytes:
+        """The call's key in this session's tables: its identity and its variant."""
+        return self.identity + b"\n" + self.variant if self.variant else self.identity
 
 
 class _FunctionHost:
@@ -224,11 +230,14 @@ class Gate:
         return self.handle(tool, args, key=key).response
 
     def handle(self, tool: str, args: dict[str, Any], *, key: str | None = None, call_id: str | None = None,
-               context: Any = None, passed: bool = False) -> Answer:
+               context: Any = None, passed: bool = False, variant: bytes = b"") -> Answer:
         """`call` for front ends: the answer with its outcome. `call_id` is the id the model or the
         protocol gave the call; `context` goes to the host's `run` and `confirm` for this call only;
         `passed=True` continues a call the gate already passed (a protocol round trip): it is checked
-        for recording, budgets, the allowlist and an unknown outcome, then runs as a new action."""
+        for recording, budgets, the allowlist and an unknown outcome, then runs as a new action.
+        `variant` is what else makes the request distinct (an MCP task request): an identical call with
+        another variant is not answered by this one; a record holds no variant, so a continued record
+        answers only calls without one; an unknown outcome refuses every variant."""
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
@@ -243,7 +252,8 @@ class Gate:
             raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
         # what is checked, confirmed and recorded; the model's dict may change
         fresh = passed or (key is None and tool in self._repeatable)
-        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed)
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed,
+                        variant)
         answer = self._decide(request)
         return Answer(copy.deepcopy(answer.response), answer.outcome)
 
@@ -325,11 +335,11 @@ class Gate:
             return None
         with self._lock:
             if call.write:
-                recorded = self._recorded.get(call.identity)
+                recorded = self._recorded.get(call.identity) if not call.variant else None
                 if recorded is not None:
                     return recorded
-                return self._written.get((call.identity, call.key))
-            return self._reads.get(call.identity)
+                return self._written.get((call.slot, call.key))
+            return self._reads.get(call.slot)
 
     def _check_rules(self, call: _Call) -> Ruling | None:
         """The rules' ruling on the call (None without rules); unless denied, it counts as executed."""
@@ -372,7 +382,7 @@ class Gate:
         """The call's pending entry, and whether this request owns (runs) it."""
         with self._lock:
             table: dict[Any, _Pending] = self._written if call.write else self._reads
-            slot: Any = (call.identity, call.key) if call.write else call.identity
+            slot: Any = (call.slot, call.key) if call.write else call.slot
             pending = table.get(slot)
             if pending is not None:
                 return pending, False
@@ -444,11 +454,11 @@ class Gate:
         with self._lock:
             if call.write:
                 if not call.fresh:
-                    self._written.pop((call.identity, call.key), None)
+                    self._written.pop((call.slot, call.key), None)
                 if unknown:
                     self._unknown[call.identity] = f"{call.tool} {canonical_json(call.args)}"
             else:
-                self._reads.pop(call.identity, None)
+                self._reads.pop(call.slot, None)
 
     def _execute(self, call: _Call) -> dict[str, Any]:
         try:

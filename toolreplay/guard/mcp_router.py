@@ -436,7 +436,7 @@ class Router:
         continuing = self._continuation(name, args, params)
         try:
             answer = self._gate.handle(name, args, call_id=_call_id(message["id"]), context=context,
-                                       passed=continuing is not None)
+                                       passed=continuing is not None, variant=_variant(params))
         except ValueError as exc:
             return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
         self._note_record_error()
@@ -589,6 +589,19 @@ def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
     if set(response) == {"error"}:  # a JSON-RPC error the server gave an identical earlier call
         return {"jsonrpc": "2.0", "id": answered, "error": error}
     return {"jsonrpc": "2.0", "id": answered, "result": response}
+
+
+_CALL_FIELDS = frozenset({"name", "arguments", "_meta", "inputResponses", "requestState"})
+
+
+def _variant(params: dict[str, Any]) -> bytes:
+    """What else makes a call distinct: every field of its params but the tool, its arguments, its
+    `_meta` (progress tokens and the like) and a round trip's answers; in practice `task` (2025-11-25),
+    whose result is a task handle, not the tool's result."""
+    if params.keys() <= _CALL_FIELDS:
+        return b""
+    rest = {key: value for key, value in params.items() if key not in _CALL_FIELDS}
+    return call_key("", rest) or dump_message(rest)
 
 
 def _call_id(message_id: Any) -> str:
