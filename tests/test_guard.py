@@ -597,6 +597,40 @@ class FrontEndTest(unittest.TestCase):
         self.assertEqual(tools.runs, [("get_order", {"order_id": 1})] * 2 + [("cancel_order", {"order_id": 1})] * 2)
 
 
+class MemoryTest(unittest.TestCase):
+    """The responses held to answer repeats are bounded; a write past the bound still never runs again."""
+
+    def test_an_old_write_without_a_record_is_refused_not_run(self) -> None:
+        gate, tools = make_gate(confirm=approve, remember_bytes=60)  # each response is 25 bytes
+        for order_id in (1, 2, 3, 3, 2):
+            self.assertEqual(gate.call("cancel_order", {"order_id": order_id}), {"ok": True, "order_id": order_id})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {
+            "ok": False, "error": "already ran: an identical cancel_order call ran earlier; its answer is no longer "
+                                  "held in memory and cannot be read back from a record"})
+        self.assertEqual(len(tools.runs), 3)
+
+    def test_an_old_write_is_answered_from_the_record(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "s.jsonl")
+        for _ in range(2):  # in the session, then after a restart (the record's writes bounded too)
+            tools = Tools()
+            with SessionRecorder.open(path) as recorder:
+                gate = Gate(tools.mapping(), POLICY, confirm=approve, recorder=recorder, remember_bytes=60)
+                for order_id in (1, 2, 3):
+                    gate.call("cancel_order", {"order_id": order_id})
+                answer = gate.handle("cancel_order", {"order_id": 1})
+            self.assertEqual((answer.response, answer.outcome), ({"ok": True, "order_id": 1}, "cached"))
+            self.assertLessEqual(len(tools.runs), 3)
+        self.assertEqual(tools.runs, [])  # after the restart nothing ran again
+
+    def test_the_read_cache_is_bounded(self) -> None:
+        gate, tools = make_gate(read_cache=True, remember_bytes=70)  # each read answers 34 bytes
+        for order_id in (1, 2, 1, 3, 1):
+            gate.call("get_order", {"order_id": order_id})
+        self.assertEqual([args["order_id"] for _, args in tools.runs], [1, 2, 3, 1])
+
+
 class RecordCase(unittest.TestCase):
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()

@@ -39,11 +39,14 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
+from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
+from toolreplay.format.records import read_session
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState, Ruling
@@ -55,7 +58,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.screen import Screen
 
 __all__ = ["Answer", "CallCancelled", "Gate", "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING",
-           "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
+           "REMEMBER_BYTES", "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
@@ -65,6 +68,10 @@ OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
 
 # Arguments and results nested deeper than this are refused: every reader of the record can hold them.
 MAX_NESTING = 256
+
+# The responses the gate holds to answer repeats, in canonical bytes, for the writes and for the read
+# cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
+REMEMBER_BYTES = 16 * 1024 * 1024
 
 Confirm = Callable[[str, dict[str, Any]], bool]
 
@@ -101,6 +108,7 @@ class Answer:
 
     response: dict[str, Any]
     outcome: str
+    index: int | None = None  # the record's index, when it was recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,8 +157,9 @@ class _Pending:
         self.done = threading.Event()
         self.cancelled = False  # it ended without an answer: those that waited for it are decided anew
         self.thread = threading.get_ident()
-        self.response: dict[str, Any] = {"ok": False,
-                                         "error": "RuntimeError: the original call did not finish"}
+        self.index: int | None = None  # its record's index
+        self.response: dict[str, Any] | None = {"ok": False,
+                                                "error": "RuntimeError: the original call did not finish"}
 
 
 class Gate:
@@ -159,7 +168,8 @@ class Gate:
     def __init__(self, tools: Mapping[str, Callable[..., Any]] | ToolHost, policy: Policy, *,
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
-                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
+                 remember_bytes: int = REMEMBER_BYTES) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -170,6 +180,7 @@ class Gate:
         the steps and result bytes of the budgets and the history of the rules.
 
         `tools` may instead be a `ToolHost` (then `confirm` is not used): a front end running the tools.
+        `remember_bytes` bounds the responses held to answer repeats (the writes', the read cache's).
         """
         self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -187,7 +198,12 @@ class Gate:
         self._record_error: str | None = None
         self._written: dict[tuple[bytes, str | None], _Pending] = {}
         self._reads: dict[bytes, _Pending] = {}
-        self._recorded: dict[bytes, dict[str, Any]] = {}
+        self._recorded: dict[bytes, dict[str, Any] | int] = {}  # a continued record's writes (or their index)
+        self._remember_bytes = remember_bytes
+        # the writes whose response is held -> its size and record index
+        self._held: OrderedDict[Any, tuple[int, int | None]] = OrderedDict()
+        self._held_bytes = 0
+        self._reads_bytes = 0
         self._unknown: dict[bytes, str] = {}
         self._rule_set = RuleSet(policy.rules)
         self._rules = RuleState(self._rule_set) if policy.rules else None
@@ -329,7 +345,7 @@ class Gate:
         return (f"outcome unknown: an identical {call.tool} call started earlier and its result was never "
                 f"recorded; a person must check whether it took effect, then {where}")
 
-    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | None:
+    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | int | None:
         """The identical earlier call that answers this one (a recorded write's response), else None."""
         if call.fresh:
             return None
@@ -391,15 +407,35 @@ class Gate:
                 table[slot] = pending
             return pending, True
 
-    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any]) -> Answer:
+    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any] | int) -> Answer:
         if isinstance(earlier, dict):
             return self._record(call, earlier, "cached")
+        if isinstance(earlier, int):
+            return self._from_record(call, earlier)
         if not earlier.done.is_set() and earlier.thread == threading.get_ident():
             return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
         earlier.done.wait()
         if earlier.cancelled:
             return self._after_cancelled(call)
-        return self._record(call, earlier.response, "refused" if is_refusal(earlier.response) else "cached")
+        response = earlier.response
+        if response is None:  # no longer held
+            return self._from_record(call, earlier.index)
+        return self._record(call, response, "refused" if is_refusal(response) else "cached")
+
+    def _from_record(self, call: _Call, index: int | None) -> Answer:
+        """Answer a repeat of a write whose response is no longer held: read back from the record."""
+        response = None
+        if index is not None and self._recorder is not None:
+            try:
+                with open(self._recorder.path, "rb") as handle:
+                    response = next((record.response for record in read_session(handle, self._recorder.path)
+                                     if record.index == index), None)
+            except (OSError, ToolReplayError):
+                response = None
+        if response is None:  # it still does not run again
+            return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
+                                      "longer held in memory and cannot be read back from a record")
+        return self._record(call, response, "cached")
 
     def _after_cancelled(self, call: _Call) -> Answer:
         """An identical call this one waited for was cancelled: a read runs; a write whose outcome is now
@@ -423,7 +459,7 @@ class Gate:
                 self._forget(call)
                 raise
             try:
-                response = self._execute(call)
+                response, size = self._execute(call)
             except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
                 unknown = call.write and exc.started
                 pending.response = _refusal(_cancelled(exc, unknown))
@@ -436,7 +472,8 @@ class Gate:
                 self._record(call, pending.response, "unknown" if call.write else "cancelled")
                 raise
             answer = self._record(call, response, "ran", intent)
-            pending.response = answer.response
+            pending.response, pending.index = answer.response, answer.index
+            self._hold(call, pending, size)
             return answer
         finally:
             pending.done.set()
@@ -460,7 +497,34 @@ class Gate:
             else:
                 self._reads.pop(call.slot, None)
 
-    def _execute(self, call: _Call) -> dict[str, Any]:
+    def _hold(self, call: _Call, pending: _Pending, size: int) -> None:
+        """Count the response now held in a table; past the limit, drop the oldest (docs/guard.md, Memory)."""
+        with self._lock:
+            if call.write and not call.fresh:
+                slot = (call.slot, call.key)
+                if self._written.get(slot) is pending:
+                    self._held_write(slot, size, pending.index)
+            elif not call.write and self._read_cache and self._reads.get(call.slot) is pending:
+                if self._reads_bytes + size > self._remember_bytes:
+                    self._reads = {slot: entry for slot, entry in self._reads.items() if not entry.done.is_set()}
+                    self._reads[call.slot] = pending
+                    self._reads_bytes = 0
+                self._reads_bytes += size
+
+    def _held_write(self, slot: Any, size: int, index: int | None) -> None:
+        """Hold one more write's response (lock held); drop the oldest past the limit, keeping its index."""
+        self._held[slot] = (size, index)
+        self._held_bytes += size
+        while self._held_bytes > self._remember_bytes and len(self._held) > 1:
+            old, (old_size, old_index) = self._held.popitem(last=False)
+            self._held_bytes -= old_size
+            if isinstance(old, bytes):  # a continued record's write
+                if old_index is not None:
+                    self._recorded[old] = old_index
+            elif (entry := self._written.get(old)) is not None:
+                entry.response = None
+
+    def _execute(self, call: _Call) -> tuple[dict[str, Any], int]:
         try:
             try:
                 result = self._host.run(call.tool, copy.deepcopy(call.args), call.context)
@@ -476,7 +540,8 @@ class Gate:
         except CallCancelled:
             raise
         except Exception as exc:  # the agent sees the failure; the host keeps running
-            return _refusal(_describe(exc))
+            failure = _refusal(_describe(exc))
+            return failure, len(failure["error"]) + 24
         limit = self._policy.limits.max_result_bytes
         with self._lock:
             self._result_bytes += size
@@ -484,7 +549,7 @@ class Gate:
                 self._stop_reason = "budget"
         if self._screen is not None:
             self._screen.check(call.tool, call.args, response)
-        return response
+        return response, size
 
     def _refuse(self, call: _Call, message: str) -> Answer:
         return self._record(call, _refusal(message), "refused")
@@ -498,11 +563,11 @@ class Gate:
         if self._record_error is not None:
             return Answer(_refusal("recording failed: " + self._record_error), failed)
         try:
-            self._recorder.append(call.tool, call.args, response, intent=intent)
+            index = self._recorder.append(call.tool, call.args, response, intent=intent)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
             return Answer(_refusal("recording failed: " + (self._record_error or "")), failed)
-        return Answer(response, outcome)
+        return Answer(response, outcome, index)
 
     def _recording_failed(self, exc: BaseException) -> None:
         with self._lock:
@@ -530,7 +595,9 @@ class Gate:
             if record.tool not in self._writes or record.tool in self._repeatable:
                 continue
             identity = record.canonical_call
-            self._recorded.setdefault(identity, record.response)
+            if identity not in self._recorded:
+                self._recorded[identity] = record.response
+                self._held_write(identity, len(record.canonical_response), record.index)
             if identity in wanted:
                 landed.setdefault(identity, []).append(record.index)
         unknown = _unresolved(intents, landed)

@@ -126,7 +126,8 @@ class Router:
         self._calls: dict[str, Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
         self._confirms: dict[str, Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
         self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
-        self._input_required: set[bytes] = set()  # calls the server answered with input_required
+        # calls the server answered with input_required (the oldest forgotten past _CANCELLED_REMEMBERED)
+        self._input_required: OrderedDict[bytes, None] = OrderedDict()
         self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self._requests: dict[str, str] = {}       # ids of the client's requests sent to the server -> method
         self._inflight: dict[str, CallContext] = {}  # ids of the client's tools/call requests not yet answered
@@ -470,9 +471,11 @@ class Router:
             return
         with self._lock:
             if asks:
-                self._input_required.add(key)
+                self._input_required[key] = None
+                while len(self._input_required) > _CANCELLED_REMEMBERED:
+                    self._input_required.popitem(last=False)
             else:
-                self._input_required.discard(key)
+                self._input_required.pop(key, None)
 
     # -- confirmation through the client ----------------------------------------------------------
 

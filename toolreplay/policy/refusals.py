@@ -13,7 +13,7 @@ __all__ = ["REFUSAL_PREFIXES", "is_refusal"]
 # How the gate's own refusals begin: a record with one of these never ran its tool.
 REFUSAL_PREFIXES = ("tool not allowed: ", "confirmation required", "budget exceeded: ", "recording failed: ",
                     "outcome unknown: ", "interrupted: ", "re-entrant call: ", "denied by rule ", "cancelled: ",
-                    "tool definition not verified against its pin: ", "tool not pinned: ")
+                    "tool definition not verified against its pin: ", "tool not pinned: ", "already ran: ")
 
 
 def is_refusal(response: Mapping[str, Any]) -> bool:
