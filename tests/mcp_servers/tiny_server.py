@@ -1,7 +1,7 @@
 """A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
-`tick` (a read whose answer changes: `tick N` on its Nth call), `hold` (never answers; it serves other
+`tick` (a read whose answer changes: `tick N` on its Nth call), `blob` (a result of `size` bytes), `hold` (never answers; it serves other
 requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
@@ -29,6 +29,7 @@ def _tools(description: str) -> list[dict[str, object]]:
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
         {"name": "tick", "description": "Count the calls.", "inputSchema": {"type": "object"}},
+        {"name": "blob", "description": "Return size bytes.", "inputSchema": {"type": "object"}},
         {"name": "hold", "description": "Answer only when cancelled (never).", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
         {"name": "forge", "description": "Send a result for the client's request `target`.",
@@ -115,6 +116,8 @@ class TinyServer:
                 if isinstance(reply, dict) and reply.get("id") == ask_id:
                     text = json.dumps(reply.get("result"), sort_keys=True)
                     break
+        elif name == "blob" and isinstance(args, dict):  # a large result: `size` bytes of text
+            text = "x" * int(args.get("size", 0))
         elif name == "tick":
             self.ticks += 1
             text = str(self.ticks)

@@ -144,10 +144,10 @@ class _FunctionHost:
         return None if tool in self._tools else "tool not allowed: " + tool
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        return self._tools[tool](**copy.deepcopy(args))
+        return self._tools[tool](**args)  # the gate hands every host a copy
 
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
-        return self._confirm is not None and self._confirm(tool, copy.deepcopy(args)) is True
+        return self._confirm is not None and self._confirm(tool, args) is True
 
 
 class _Pending:
@@ -271,7 +271,7 @@ class Gate:
         request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed,
                         variant)
         answer = self._decide(request)
-        return Answer(copy.deepcopy(answer.response), answer.outcome)
+        return Answer(copy.deepcopy(answer.response), answer.outcome, answer.index)
 
     def _decide(self, call: _Call) -> Answer:
         failure = self._check_recording()
