@@ -228,7 +228,7 @@ class RugPullTest(Workspace):
         self.assertEqual(self.session("Echo the text back."),
                          ((["echo", "write_note"], (False, ['echo {"text": "hi"}'])), ""))
         self.assertEqual(run("mcp-pins", "show", self.pins), (0, (
-            "pinned ask_client 5fdc9a9522b5eab9\npinned crash d93d70a4a633cdd6\npinned delete_all a706325c255a1688\n"
+            "pinned ask_client 5fdc9a9522b5eab9\npinned blob 7f49043ee10c9075\npinned crash d93d70a4a633cdd6\npinned delete_all a706325c255a1688\n"
             "pinned echo 0b10d46a4834feb6\npinned forge dd57cd882a71f3c2\npinned hold ca473208b05baf80\npinned needs_input bc2751ecea4f109f\npinned noisy d0dcbe1214ee4f98\npinned tick 9e9012d77b6f31b8\n"
             "pinned write_note f870978f77b9520b\n"), ""))
 

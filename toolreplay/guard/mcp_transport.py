@@ -101,7 +101,7 @@ class StdioTransport:
         child = self._child
         assert child is not None and child.stdout is not None
         try:
-            for line in iter(child.stdout.readline, b""):
+            for line in read_lines(child.stdout):  # in chunks: a raw pipe's readline reads a byte at a time
                 if line.strip():
                     handle(line)
         except (OSError, ValueError) as exc:
