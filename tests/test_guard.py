@@ -694,6 +694,18 @@ class RestartTest(RecordCase):
             self.assertEqual(gate.stop_reason, "budget")
             self.assertEqual(gate.call("get_order", {"order_id": 1}), {"ok": False, "error": "budget exceeded: budget"})
 
+    def test_a_refusal_as_the_proxy_recorded_it_before_does_not_count_as_run(self) -> None:
+        old = {"content": [{"type": "text", "text": "toolreplay: confirmation required"}], "isError": True}
+        with SessionRecorder.open(self.path) as recorder:
+            recorder.append("cancel_order", {"order_id": 2}, old)
+            recorder.append("cancel_order", {"order_id": 1}, {**old, "isError": False})  # a result: it ran
+        store = Store()
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+            self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {**old, "isError": False})
+        self.assertEqual(store.runs, ["cancel_order"])
+
     def test_refused_write_on_record_runs_after_a_restart(self) -> None:
         with SessionRecorder.open(self.path) as recorder:
             Gate(Store().tools(), STORE_POLICY, recorder=recorder).call("cancel_order", {"order_id": 2})
