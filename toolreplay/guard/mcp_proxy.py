@@ -2,11 +2,12 @@
 
 Three parts, each in its own module: the transport (`mcp_transport`: the client on the proxy's own
 stdin/stdout, the server as a child process, one JSON-RPC message per line), the router
-(`mcp_router`: what each message means; listings filtered, calls sent through the gate, confirmation
-asked through the client) and the core, the same `Gate` and `SessionRecorder` as the Python guard: a
-write's intent is synced before it is forwarded, every call is recorded before its answer is sent,
-a call is refused when the record cannot be written, and a proxy restarted on the same record brings
-back the writes, budgets and rule history it holds and refuses a write whose outcome is unknown.
+(`mcp_router`: what each message means; listings filtered, calls sent through the gate in the order
+sent, cancellations; confirmation asked through the client by `mcp_confirm`) and the core, the same
+`Gate` and `SessionRecorder` as the Python guard: a write's intent is synced before it is forwarded,
+every call is recorded before its answer is sent, a call is refused when the record cannot be
+written, and a proxy restarted on the same record brings back the writes, budgets and rule history
+it holds and refuses a write whose outcome is unknown.
 """
 
 from __future__ import annotations

@@ -11,10 +11,9 @@ Every message passes through unchanged, byte for byte, except:
 The router is the gate's `ToolHost`: the gate calls back `run` and `confirm` with the call's own
 context (`CallContext`), passed explicitly, never kept in thread-local state.
 
-A write tool needs a person's confirmation: when the client declared the elicitation capability at
-`initialize`, the proxy asks through an `elicitation/create` request of its own (ids the server never
-sees); in protocol 2026-07-28, when the call's `_meta` declares it, through an `input_required` result
-that the client's retry answers; otherwise the call is refused with "confirmation required".
+A write tool needs a person's confirmation, asked through the client (`mcp_confirm`: an
+`elicitation/create` request of the proxy's own, or an `input_required` round trip in protocol
+2026-07-28); a client that can do neither gets the call refused with "confirmation required".
 
 Batches (JSON arrays) are handled element by element when the negotiated protocol version allows them
 (2025-03-26), and answered with an Invalid Request error otherwise. Malformed JSON from either side is
@@ -26,13 +25,13 @@ from __future__ import annotations
 import json
 import queue
 import re
-import secrets
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.guard.gate import Answer, CallCancelled, Gate
+from toolreplay.guard.mcp_confirm import ClientConfirmation, approves
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_transport import StdioTransport
 from toolreplay.guard.mcp_wire import (
@@ -42,7 +41,6 @@ from toolreplay.guard.mcp_wire import (
     Batch,
     Waiter,
     call_key,
-    declares_form_elicitation,
     dump_message,
     error_message,
     id_key,
@@ -124,11 +122,9 @@ class Router:
         self._gate: Gate | None = None
         self._lock = threading.Lock()
         self._calls: dict[str, Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
-        self._confirms: dict[str, Waiter] = {}   # our elicitation ids -> the worker awaiting the answer
-        self._confirming: dict[str, str] = {}     # ids of calls awaiting confirmation -> our elicitation id
+        self._confirmation = ClientConfirmation(self._to_client)
         # calls the server answered with input_required (the oldest forgotten past _CANCELLED_REMEMBERED)
         self._input_required: OrderedDict[bytes, None] = OrderedDict()
-        self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self._requests: dict[str, str] = {}       # ids of the client's requests sent to the server -> method
         self._inflight: dict[str, CallContext] = {}  # ids of the client's tools/call requests not yet answered
         self._cancelled: OrderedDict[str, None] = OrderedDict()  # ids of cancelled calls sent to the server
@@ -136,7 +132,6 @@ class Router:
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
         self._idle = 0
-        self._elicitation = False
         self._record_error_said = False
         self._version: str | None = None
         self._turns = _Turns()
@@ -179,25 +174,15 @@ class Router:
         return response
 
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
-        """Ask the person through the client: an elicitation request, or an input_required round trip."""
+        """Ask the person through the client (mcp_confirm); a cancelled call raises CallCancelled."""
         assert isinstance(context, CallContext)
         self._turns.release(context.ticket)  # a call waiting for a person holds back no other call
         if self._transport.closing:
             return False
-        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-        question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
-                    "requestedSchema": {"type": "object", "properties": {"approve": {
-                        "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
-        if self._elicitation:
-            answer = self._ask_by_request(question, context)
-        elif declares_form_elicitation(context.message):
-            answer = self._ask_by_round_trip(question, context)
-        else:
-            return False
+        answer = self._confirmation.ask(tool, args, context)
         if context.cancelled:
             raise CallCancelled("the client cancelled the call while it waited for a person", started=False)
-        return (isinstance(answer, dict) and answer.get("action") == "accept"
-                and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
+        return approves(answer)
 
     # -- lines from either side ---------------------------------------------------------------------------
 
@@ -243,10 +228,7 @@ class Router:
 
     def shutdown(self) -> None:
         """The session ends: withdraw open questions and let the workers finish the calls already queued."""
-        with self._lock:  # a client that is gone answers no confirmation
-            confirms = [*self._confirms.values(), *self._round_trips.values()]
-        for waiter in confirms:
-            waiter.done.set()
+        self._confirmation.close()
         with self._lock:
             workers = list(self._workers)
         for _ in workers:
@@ -262,14 +244,7 @@ class Router:
             return True  # not ours to judge: the server answers it
         method = message.get("method")
         if method is None and "id" in message:  # a response: to our elicitation, else the server's request
-            key = id_key(message["id"])
-            with self._lock:
-                waiter = self._confirms.pop(key, None)
-            if waiter is None:
-                return True
-            waiter.reply = message
-            waiter.done.set()
-            return False
+            return not self._confirmation.answered(message)
         if "id" not in message:
             if method == "tools/call":
                 self._transport.say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
@@ -288,7 +263,7 @@ class Router:
             with self._lock:
                 self._batches[key] = batch
         if method == "tools/call":
-            if not self._resume_confirmation(message):
+            if not self._confirmation.resumed(message):
                 context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
                 with self._lock:
                     self._inflight[key] = context
@@ -299,7 +274,8 @@ class Router:
             capabilities = params.get("capabilities") if isinstance(params, dict) else None
             elicitation = capabilities.get("elicitation") if isinstance(capabilities, dict) else None
             # 2025-11-25: {} means form mode; a client declaring only "url" cannot show our form.
-            self._elicitation = isinstance(elicitation, dict) and ("form" in elicitation or "url" not in elicitation)
+            self._confirmation.elicitation = isinstance(elicitation, dict) and (
+                "form" in elicitation or "url" not in elicitation)
         with self._lock:
             self._requests[key] = method if isinstance(method, str) else ""
         return True
@@ -477,59 +453,7 @@ class Router:
             else:
                 self._input_required.pop(key, None)
 
-    # -- confirmation through the client ----------------------------------------------------------
-
-    def _ask_by_request(self, question: dict[str, Any], context: CallContext) -> Any:
-        """Ask with an `elicitation/create` request of the proxy's own; return the client's result."""
-        own_id = "toolreplay-confirm-" + secrets.token_hex(16)  # never seen by the server
-        waiter = Waiter()
-        with self._lock:
-            self._confirms[id_key(own_id)] = waiter
-            self._confirming[context.key] = own_id
-        self._to_client({"jsonrpc": "2.0", "id": own_id, "method": "elicitation/create", "params": question})
-        waiter.done.wait()
-        with self._lock:
-            self._confirms.pop(id_key(own_id), None)
-            self._confirming.pop(context.key, None)
-        return waiter.reply.get("result") if waiter.reply is not None else None
-
-    def _ask_by_round_trip(self, question: dict[str, Any], context: CallContext) -> Any:
-        """Protocol 2026-07-28: answer the call with `input_required`; the client's retry carries the
-        answer, and the call's outcome then goes to the retry."""
-        key = "toolreplay-confirm-" + secrets.token_hex(16)
-        waiter = Waiter()
-        with self._lock:
-            self._round_trips[key] = waiter
-        self._to_client({"jsonrpc": "2.0", "id": context.message["id"], "result": {
-            "resultType": "input_required",
-            "inputRequests": {key: {"method": "elicitation/create", "params": {"mode": "form", **question}}}}})
-        waiter.done.wait()
-        with self._lock:
-            self._round_trips.pop(key, None)
-        retry = waiter.reply
-        if retry is None:
-            return None
-        context.target = retry
-        original, params = context.message["params"], retry.get("params")
-        if not isinstance(params, dict) or (params.get("name"), params.get("arguments", {})) != (
-                original.get("name"), original.get("arguments", {})):
-            return None  # the retry is not the call that was asked about
-        return params["inputResponses"][key]
-
-    def _resume_confirmation(self, message: dict[str, Any]) -> bool:
-        """Hand a retry answering one of our `input_required` questions to the call waiting for it."""
-        params = message.get("params")
-        responses = params.get("inputResponses") if isinstance(params, dict) else None
-        if not isinstance(responses, dict):
-            return False
-        with self._lock:
-            key = next((key for key in responses if key in self._round_trips), None)
-            waiter = self._round_trips.pop(key) if key is not None else None
-        if waiter is None:
-            return False
-        waiter.reply = message
-        waiter.done.set()
-        return True
+    # -- cancellation ---------------------------------------------------------------------------------
 
     def _cancel_call(self, params: Any) -> None:
         """The client cancelled a call: release what waits for it (the server's reply, a person's answer);
@@ -547,15 +471,10 @@ class Router:
                 self._cancelled[key] = None
                 while len(self._cancelled) > _CANCELLED_REMEMBERED:
                     self._cancelled.popitem(last=False)
-            own_id = self._confirming.pop(key, None)
-            question = self._confirms.pop(id_key(own_id), None) if own_id is not None else None
         if waiter is not None:
             waiter.done.set()
         self._turns.wake()
-        if question is not None:  # withdraw the proxy's own question
-            self._to_client({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                             "params": {"requestId": own_id, "reason": "the tool call was cancelled"}})
-            question.done.set()
+        self._confirmation.withdraw(key)
 
     # -- writing ------------------------------------------------------------------------------------
 
