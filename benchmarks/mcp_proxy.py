@@ -8,9 +8,9 @@ The server is tests/mcp_servers/tiny_server.py (standard library, answers at onc
 read) are made in the same run three ways: to the server directly, through the proxy, and through the
 proxy with `--record` (a sealed record, one line written per call). The added latency is the proxy's
 percentile minus the direct one. Memory is the proxy process's resident set (VmRSS) after the warm-up
-and after the memory run. With distinct calls the gate's table of executed calls grows with them (one
-entry per distinct call, by design: repeats are answered from it); a last run repeats one call, which
-the gate answers from that table, to show the proxy's own per-call state does not grow.
+and after the memory run. `echo` is a read, and reads are not held (the read cache is off by
+default), so memory should not grow with distinct calls; a last run repeats one call, to show the
+proxy's own per-call state does not grow either.
 """
 
 from __future__ import annotations

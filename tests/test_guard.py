@@ -189,8 +189,13 @@ class ConfirmationTest(unittest.TestCase):
 
 
 class IdempotencyTest(unittest.TestCase):
+    def test_identical_read_runs_again_by_default(self) -> None:
+        clock = iter(range(100))
+        gate = Gate({"now": lambda: {"t": next(clock)}}, Policy("a", frozenset({"now"})))
+        self.assertEqual([gate.call("now", {}) for _ in range(3)], [{"t": 0}, {"t": 1}, {"t": 2}])
+
     def test_identical_call_runs_once_and_returns_the_original(self) -> None:
-        gate, tools = make_gate()
+        gate, tools = make_gate(read_cache=True)
         first = gate.call("echo", {"value": {"b": 1, "a": 2.0}})
         again = gate.call("echo", {"value": {"a": 2, "b": 1.0}})  # canonically identical
         self.assertEqual(first, again)
@@ -218,13 +223,13 @@ class IdempotencyTest(unittest.TestCase):
         self.assertEqual(len(tools.runs), 1)
 
     def test_failed_call_is_not_retried(self) -> None:
-        gate, tools = make_gate()
+        gate, tools = make_gate(read_cache=True)
         self.assertEqual(gate.call("fail", {}), gate.call("fail", {}))
         self.assertEqual(len(tools.runs), 1)
 
     def test_responses_are_copies(self) -> None:
         store = {"items": [1]}
-        gate = Gate({"peek": lambda: store}, Policy("a", frozenset({"peek"})))
+        gate = Gate({"peek": lambda: store}, Policy("a", frozenset({"peek"})), read_cache=True)
         seen = gate.call("peek", {})
         seen["items"].append(2)
         store["items"].append(3)
@@ -270,7 +275,8 @@ class IdempotencyTest(unittest.TestCase):
         guard._Pending = Pending  # type: ignore[misc]
         try:
             with SessionRecorder.open(path) as recorder:
-                gate = Gate({"get_order": slow}, Policy("a", frozenset({"get_order"})), recorder=recorder)
+                gate = Gate({"get_order": slow}, Policy("a", frozenset({"get_order"})), recorder=recorder,
+                            read_cache=True)
                 results: list[Any] = [None, None]
                 def request(slot: int) -> None:
                     results[slot] = gate.call("get_order", {"order_id": 3})
@@ -477,7 +483,7 @@ class StaleReadTest(unittest.TestCase):
 
     def test_reads_are_cached_until_a_write_runs(self) -> None:
         store = Store()
-        gate = Gate(store.tools(), STORE_POLICY, confirm=approve)
+        gate = Gate(store.tools(), STORE_POLICY, confirm=approve, read_cache=True)
         for _ in range(3):
             gate.call("get_order", {"order_id": 1})
         gate.call("cancel_order", {"order_id": 2})
@@ -488,7 +494,7 @@ class StaleReadTest(unittest.TestCase):
     def test_a_refused_or_repeated_write_keeps_the_cache(self) -> None:
         store = Store()
         answers = [False, True]
-        gate = Gate(store.tools(), STORE_POLICY, confirm=lambda tool, args: answers.pop(0))
+        gate = Gate(store.tools(), STORE_POLICY, confirm=lambda tool, args: answers.pop(0), read_cache=True)
         gate.call("get_order", {"order_id": 1})
         self.assertEqual(gate.call("cancel_order", {"order_id": 2}), DECLINED)
         gate.call("get_order", {"order_id": 1})
@@ -501,7 +507,7 @@ class StaleReadTest(unittest.TestCase):
     def test_a_failing_write_empties_the_cache_too(self) -> None:
         store = Store()
         store.status[2] = "cancelled"
-        gate = Gate(store.tools(), STORE_POLICY, confirm=approve)
+        gate = Gate(store.tools(), STORE_POLICY, confirm=approve, read_cache=True)
         gate.call("get_order", {"order_id": 2})
         self.assertEqual(gate.call("cancel_order", {"order_id": 2}),
                          {"ok": False, "error": "ValueError: order 2 is already cancelled"})
@@ -517,7 +523,7 @@ class StaleReadTest(unittest.TestCase):
 
     def test_mutators_change_state_without_confirmation(self) -> None:
         store = Store()
-        gate = Gate(store.tools(), STORE_POLICY, mutators={"note"})
+        gate = Gate(store.tools(), STORE_POLICY, mutators={"note"}, read_cache=True)
         gate.call("get_order", {"order_id": 1})
         self.assertEqual(gate.call("note", {"order_id": 1, "text": "hi"}), {"ok": True})
         self.assertEqual(gate.call("note", {"order_id": 1, "text": "hi"}), {"ok": True})
@@ -537,10 +543,115 @@ class StaleReadTest(unittest.TestCase):
 
     def test_keys_do_not_matter_for_reads(self) -> None:
         store = Store()
-        gate = Gate(store.tools(), STORE_POLICY)
+        gate = Gate(store.tools(), STORE_POLICY, read_cache=True)
         gate.call("get_order", {"order_id": 1}, key="a")
         gate.call("get_order", {"order_id": 1}, key="b")
         self.assertEqual(store.runs, ["get_order"])
+
+
+class RepeatableTest(unittest.TestCase):
+    POLICY = Policy("support", frozenset({"get_order", "cancel_order", "note"}), frozenset({"cancel_order", "note"}),
+                    repeatable_tools=frozenset({"note"}))
+
+    def test_each_call_of_a_repeatable_tool_is_a_new_action_confirmed_on_its_own(self) -> None:
+        store = Store()
+        asked: list[str] = []
+        gate = Gate(store.tools(), self.POLICY, confirm=lambda tool, args: asked.append(tool) or True)
+        args = {"order_id": 1, "text": "called again"}
+        self.assertEqual([gate.call("note", args) for _ in range(3)], [{"ok": True}] * 3)
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+        self.assertEqual((store.runs, asked), (["note"] * 3 + ["cancel_order"], ["note"] * 3 + ["cancel_order"]))
+
+    def test_a_declined_repeat_does_not_run_and_the_next_is_asked_again(self) -> None:
+        store = Store()
+        answers = [True, False, True]
+        gate = Gate(store.tools(), self.POLICY, confirm=lambda tool, args: answers.pop(0))
+        args = {"order_id": 1, "text": "x"}
+        self.assertEqual([gate.call("note", args) for _ in range(3)], [{"ok": True}, DECLINED, {"ok": True}])
+        self.assertEqual(store.runs, ["note", "note"])
+
+    def test_a_host_key_still_answers_a_retry(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, repeatable={"note"})
+        args = {"order_id": 1, "text": "x"}
+        for key in ("call_1", "call_1", "call_2", None, None, "call_2"):
+            gate.call("note", args, key=key)
+        self.assertEqual(store.runs, ["note"] * 4)  # call_1, call_2 and both keyless calls
+
+    def test_a_repeatable_tool_changes_state_for_the_read_cache(self) -> None:
+        store = Store()
+        gate = Gate(store.tools(), STORE_POLICY, repeatable={"note"}, read_cache=True)
+        for tool, args in (("get_order", {"order_id": 1}), ("note", {"order_id": 1, "text": "x"}),
+                           ("get_order", {"order_id": 1})):
+            gate.call(tool, args)
+        self.assertEqual(store.runs, ["get_order", "note", "get_order"])
+
+    def test_a_recorded_repeatable_call_runs_again_after_a_restart(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "s.jsonl")
+        args = {"order_id": 1, "text": "x"}
+        for _ in range(2):
+            store = Store()
+            with SessionRecorder.open(path) as recorder:
+                gate = Gate(store.tools(), STORE_POLICY, repeatable={"note"}, recorder=recorder)
+                self.assertEqual(gate.call("note", args), {"ok": True})
+            self.assertEqual(store.runs, ["note"])
+            self.assertFalse(os.path.exists(path + ".intents"))  # announced and settled like any write
+
+
+class FrontEndTest(unittest.TestCase):
+    def test_handle_gives_the_outcome(self) -> None:
+        gate, tools = make_gate(confirm=approve, read_cache=True)
+        self.assertEqual([(answer.response, answer.outcome) for answer in (
+            gate.handle("get_order", {"order_id": 1}), gate.handle("get_order", {"order_id": 1}),
+            gate.handle("delete_everything", {}), gate.handle("cancel_order", {"order_id": 1}),
+            gate.handle("cancel_order", {"order_id": 1}))], [
+            ({"order_id": 1, "status": "shipped"}, "ran"), ({"order_id": 1, "status": "shipped"}, "cached"),
+            ({"ok": False, "error": "tool not allowed: delete_everything"}, "refused"),
+            ({"ok": True, "order_id": 1}, "ran"), ({"ok": True, "order_id": 1}, "cached")])
+
+    def test_a_variant_is_another_request(self) -> None:
+        gate, tools = make_gate(confirm=approve, read_cache=True)
+        for tool in ("get_order", "cancel_order"):
+            for variant in (b"", b'{"task":{}}', b'{"task":{}}', b""):
+                gate.handle(tool, {"order_id": 1}, variant=variant)
+        self.assertEqual(tools.runs, [("get_order", {"order_id": 1})] * 2 + [("cancel_order", {"order_id": 1})] * 2)
+
+
+class MemoryTest(unittest.TestCase):
+    """The responses held to answer repeats are bounded; a write past the bound still never runs again."""
+
+    def test_an_old_write_without_a_record_is_refused_not_run(self) -> None:
+        gate, tools = make_gate(confirm=approve, remember_bytes=60)  # each response is 25 bytes
+        for order_id in (1, 2, 3, 3, 2):
+            self.assertEqual(gate.call("cancel_order", {"order_id": order_id}), {"ok": True, "order_id": order_id})
+        self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {
+            "ok": False, "error": "already ran: an identical cancel_order call ran earlier; its answer is no longer "
+                                  "held in memory and cannot be read back from a record"})
+        self.assertEqual(len(tools.runs), 3)
+
+    def test_an_old_write_is_answered_from_the_record(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "s.jsonl")
+        for _ in range(2):  # in the session, then after a restart (the record's writes bounded too)
+            tools = Tools()
+            with SessionRecorder.open(path) as recorder:
+                gate = Gate(tools.mapping(), POLICY, confirm=approve, recorder=recorder, remember_bytes=60)
+                for order_id in (1, 2, 3):
+                    gate.call("cancel_order", {"order_id": order_id})
+                answer = gate.handle("cancel_order", {"order_id": 1})
+            self.assertEqual((answer.response, answer.outcome), ({"ok": True, "order_id": 1}, "cached"))
+            self.assertLessEqual(len(tools.runs), 3)
+        self.assertEqual(tools.runs, [])  # after the restart nothing ran again
+
+    def test_the_read_cache_is_bounded(self) -> None:
+        gate, tools = make_gate(read_cache=True, remember_bytes=70)  # each read answers 34 bytes
+        for order_id in (1, 2, 1, 3, 1):
+            gate.call("get_order", {"order_id": order_id})
+        self.assertEqual([args["order_id"] for _, args in tools.runs], [1, 2, 3, 1])
 
 
 class RecordCase(unittest.TestCase):
@@ -588,6 +699,35 @@ class RestartTest(RecordCase):
         self.assertEqual([r[1:] for r in self.records()][2:], [
             ("cancel_order", {"order_id": 2}, {"ok": True, "order_id": 2})] * 3 + [
             ("cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1})])
+
+    def test_budgets_continue_after_a_restart(self) -> None:
+        policy = Policy("a", frozenset({"get_order", "cancel_order"}), limits=Limits(max_steps=3, max_result_bytes=60))
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            gate.call("get_order", {"order_id": 1})  # 33 bytes of result
+            gate.call("nothing", {})  # refused: a step, no bytes
+        self.assertEqual((gate.steps, gate.result_bytes), (2, 33))
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            self.assertEqual((gate.steps, gate.result_bytes, gate.stop_reason), (2, 33, None))
+            self.assertEqual(gate.call("get_order", {"order_id": 2}), {"order_id": 2, "status": "processing"})
+            self.assertEqual((gate.steps, gate.result_bytes, gate.stop_reason), (3, 69, "budget"))
+        with SessionRecorder.open(self.path) as recorder:  # a record already past a limit stops at once
+            gate = Gate(Store().tools(), policy, recorder=recorder)
+            self.assertEqual(gate.stop_reason, "budget")
+            self.assertEqual(gate.call("get_order", {"order_id": 1}), {"ok": False, "error": "budget exceeded: budget"})
+
+    def test_a_refusal_as_the_proxy_recorded_it_before_does_not_count_as_run(self) -> None:
+        old = {"content": [{"type": "text", "text": "toolreplay: confirmation required"}], "isError": True}
+        with SessionRecorder.open(self.path) as recorder:
+            recorder.append("cancel_order", {"order_id": 2}, old)
+            recorder.append("cancel_order", {"order_id": 1}, {**old, "isError": False})  # a result: it ran
+        store = Store()
+        with SessionRecorder.open(self.path) as recorder:
+            gate = Gate(store.tools(), STORE_POLICY, confirm=approve, recorder=recorder)
+            self.assertEqual(gate.call("cancel_order", {"order_id": 2}), {"ok": True, "order_id": 2})
+            self.assertEqual(gate.call("cancel_order", {"order_id": 1}), {**old, "isError": False})
+        self.assertEqual(store.runs, ["cancel_order"])
 
     def test_refused_write_on_record_runs_after_a_restart(self) -> None:
         with SessionRecorder.open(self.path) as recorder:
@@ -825,7 +965,7 @@ class InterruptTest(RecordCase):
             return {"status": "shipped"}
 
         policy = Policy("a", frozenset({"cancel_order", "lookup"}), frozenset({"cancel_order"}))
-        gate = Gate({"cancel_order": cancel_order, "lookup": lookup}, policy, confirm=approve)
+        gate = Gate({"cancel_order": cancel_order, "lookup": lookup}, policy, confirm=approve, read_cache=True)
         outer: list[dict[str, Any]] = []
         worker = threading.Thread(target=lambda: outer.extend(
             [gate.call("cancel_order", {"order_id": 1}), gate.call("lookup", {"order_id": 1})]), daemon=True)

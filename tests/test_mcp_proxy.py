@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -44,7 +45,8 @@ class Proxy:
     """One proxy process over the tiny server, spoken to line by line."""
 
     def __init__(self, directory: str, *extra: str, server_args: tuple[str, ...] = (),
-                 rules: dict[str, Any] | None = None) -> None:
+                 rules: dict[str, Any] | None = None, server: list[str] | None = None) -> None:
+        """`rules` are fields over POLICY's; `server` replaces the tiny server (and `server_args`)."""
         policy = os.path.join(directory, "policy.json")
         with open(policy, "w", encoding="utf-8") as out:
             json.dump({**POLICY, **(rules or {})}, out)
@@ -52,7 +54,7 @@ class Proxy:
         self.stderr = open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy, "--record", self.record, *extra,
-             "--", sys.executable, TINY, *server_args],
+             "--", *(server or [sys.executable, TINY, *server_args])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, cwd=ROOT,
             env={**os.environ, "PYTHONPATH": ROOT})
         self.watchdog = threading.Timer(60, self.process.kill)
@@ -175,12 +177,106 @@ class ProxyWireTest(unittest.TestCase):
         proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
         self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
             "requestId": request["id"], "reason": "the tool call was cancelled"}})
-        self.assertEqual(proxy.recv(), text_result(8, "toolreplay: confirmation required", True))
-        # A late answer to the withdrawn question goes nowhere: nothing runs.
+        # A late answer to the withdrawn question goes nowhere: nothing runs, and call 8 gets no reply.
         proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
                                                                       "content": {"approve": True}}})
         self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))
-        self.assertEqual(proxy.close()[0], 0)
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        self.assertCountEqual(self.responses(proxy), [
+            {"ok": False, "error": "cancelled: the client cancelled the call while it waited for a person"},
+            text_result(9, "echo {}", False)["result"]])
+
+    def responses(self, proxy: Proxy) -> list[dict[str, Any]]:
+        with open(proxy.record, encoding="utf-8") as record:
+            return [json.loads(line)["response"] for line in record]
+
+    def test_a_cancelled_call_is_released_forwarded_and_recorded(self) -> None:
+        proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        for number in (1, 4):  # the identical read again: it was released, so it runs again
+            proxy.send(call(number, "hold"))
+            self.assertEqual(proxy.ask(call(2, "echo", text="meanwhile")),
+                             text_result(2, 'echo {"text": "meanwhile"}', False))
+            # the server gets it too: it stops holding, and never answers the call
+            proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": number}})
+            self.assertEqual(proxy.ask(call(number + 1, "echo")), text_result(number + 1, "echo {}", False))
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        cancelled = {"ok": False, "error": "cancelled: the client cancelled the call while the server ran it"}
+        responses = self.responses(proxy)
+        self.assertEqual((len(responses), responses.count(cancelled)), (6, 2))
+
+    def test_a_cancelled_write_has_an_unknown_outcome(self) -> None:
+        proxy = self.start("--mutator", "hold", rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        proxy.send(call(1, "hold"))
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))  # calls keep their order:
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1}})  # 1 is sent
+        unknown = ("toolreplay: outcome unknown: an identical hold call started earlier and its result was never "
+                   "recorded; a person must check whether it took effect, then delete its line from "
+                   "record.jsonl.intents")
+        self.assertEqual(proxy.ask(call(2, "hold")), text_result(2, unknown, True))
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        self.assertEqual(self.responses(proxy)[1:], [
+            {"ok": False, "error": "cancelled: the client cancelled the call while the server ran it; whether "
+                                   "the write took effect is unknown"}, {"ok": False, "error": unknown[12:]}])
+        with open(proxy.record + ".intents", encoding="utf-8") as intents:  # still open after the session
+            self.assertEqual(json.loads(intents.read())["tool"], "hold")
+
+    def test_pipelined_calls_reach_the_server_in_the_order_sent(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--repeatable", "write_note", server_args=("--notes", notes), rules={"write_tools": []})
+        numbers = range(1, 61)
+        proxy.send(b"".join(json.dumps(call(n, "write_note", n=n)).encode() + b"\n" for n in numbers))
+        self.assertEqual(sorted(proxy.recv()["id"] for _ in numbers), list(numbers))  # answered in any order
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        with open(notes, encoding="utf-8") as written:  # the server's own order
+            self.assertEqual([json.loads(line)["n"] for line in written], list(numbers))
+
+    def test_valid_json_passes_through_whatever_its_content(self) -> None:
+        proxy = self.start(server_args=("--odd",), rules={"allowed_tools": [*POLICY["allowed_tools"], "odd"]})
+        proxy.send({"jsonrpc": "2.0", "id": "l", "method": "tools/list"})
+        listing = proxy.line()  # changed (filtered), so written anew: the odd values as they came
+        self.assertIn(b'"description":"Echo the text back. \\ud800"', listing)
+        self.assertIn(b'"maxLength":1e400', listing)
+        self.assertEqual(json.loads(listing)["result"]["tools"][-1]["name"], "odd")
+        proxy.send(call(1, "odd"))  # a reply the proxy need not change: the bytes the server sent
+        self.assertEqual(proxy.line(), b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":'
+                                       b'"x\\ud800y"}],"structuredContent":{"n":1e400},"isError":false}}\n')
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        # the record format holds neither value: the record says so in what it holds instead
+        self.assertEqual(self.responses(proxy), [{"content": [{"type": "text", "text": "x\ufffdy"}],
+                                                  "structuredContent": {"n": "1e400"}, "isError": False}])
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+
+    def test_a_task_augmented_call_is_not_the_plain_call(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--mutator", "write_note", server_args=("--notes", notes), rules={"write_tools": []})
+        plain = proxy.ask(call(1, "write_note", text="t"))["result"]
+        tasked = []
+        for number, ttl in ((2, 60000), (3, 60000), (4, 1000)):
+            request = call(number, "write_note", text="t")
+            request["params"]["task"] = {"ttl": ttl}
+            tasked.append(proxy.ask(request)["result"])
+        self.assertEqual(plain, text_result(1, 'write_note {"text": "t"}', False)["result"])
+        # an identical task request is answered by the first; another ttl is another request
+        self.assertEqual(tasked, [{"task": {"taskId": "task-1", "status": "working", "ttl": 60000}}] * 2 + [
+            {"task": {"taskId": "task-2", "status": "working", "ttl": 1000}}])
+        self.assertEqual(proxy.ask(call(5, "write_note", text="t"))["result"], plain)
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "t"}\n' * 3)
+
+    def test_an_id_already_in_flight_is_refused(self) -> None:
+        proxy = self.start(rules={"allowed_tools": [*POLICY["allowed_tools"], "hold"]})
+        proxy.send(call(5, "hold"))
+        self.assertEqual(proxy.ask(call(9, "echo")), text_result(9, "echo {}", False))  # 5 reached the server
+        in_use = {"jsonrpc": "2.0", "id": 5, "error": {
+            "code": -32600, "message": "Invalid Request: the id is already used by a request in flight"}}
+        self.assertEqual(proxy.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}), in_use)
+        self.assertEqual(proxy.ask(call(5, "echo")), in_use)
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}})
+        # the server might still answer the cancelled call: its id stays taken
+        self.assertEqual(proxy.ask(call(5, "echo")), in_use)
+        self.assertEqual(proxy.ask(call(6, "echo")), text_result(6, "echo {}", False))
+        self.assertEqual(proxy.close(), (0, b"", ""))
 
     def test_a_retry_with_input_responses_reaches_the_server(self) -> None:
         proxy = self.start()
@@ -325,6 +421,29 @@ class ProxyWireTest(unittest.TestCase):
         with open(notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "once"}\n')
 
+    def test_every_read_reaches_the_server_unless_the_read_cache_is_asked_for(self) -> None:
+        for extra, answers in (((), ["1", "2", "3"]), (("--read-cache",), ["1", "1", "1"])):
+            with self.subTest(extra=extra):
+                proxy = self.start(*extra, rules={"allowed_tools": [*POLICY["allowed_tools"], "tick"]})
+                self.assertEqual([proxy.ask(call(n, "tick")) for n in range(3)],
+                                 [text_result(n, f"tick {answer}", False) for n, answer in enumerate(answers)])
+                self.assertEqual(proxy.close()[0], 0)
+
+    def test_a_repeatable_write_runs_each_time_confirmed_on_its_own(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--repeatable", "write_note", server_args=("--notes", notes),
+                           capabilities={"elicitation": {}})
+        for number in (1, 2):
+            proxy.send(call(number, "write_note", text="again"))
+            request = proxy.recv()
+            self.assertEqual(request["method"], "elicitation/create")
+            proxy.send({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept",
+                                                                          "content": {"approve": True}}})
+            self.assertEqual(proxy.recv(), text_result(number, 'write_note {"text": "again"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "again"}\n' * 2)
+
     def test_record_holds_every_call_and_verifies(self) -> None:
         proxy = self.start()
         proxy.ask(call(1, "echo", text="a"))
@@ -336,7 +455,7 @@ class ProxyWireTest(unittest.TestCase):
             records = [json.loads(line) for line in record]
         self.assertEqual([(r["tool"], r["args"], r["response"]) for r in records], [
             ("echo", {"text": "a"}, text_result(1, 'echo {"text": "a"}', False)["result"]),
-            ("delete_all", {}, text_result(2, "toolreplay: tool not allowed: delete_all", True)["result"]),
+            ("delete_all", {}, {"ok": False, "error": "tool not allowed: delete_all"}),  # as the library guard
             ("echo", {"text": "a"}, text_result(3, 'echo {"text": "a"}', False)["result"])])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
         self.assertEqual(run("replay", proxy.record)[0], 1)  # the repeated echo is a redundant call
@@ -365,33 +484,38 @@ class RecordFailureTest(unittest.TestCase):
     def test_a_record_that_cannot_grow_refuses_every_later_call(self) -> None:
         import io
 
+        from tests.faults import FullDiskHandle
         from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.guard.recorder import SessionRecorder
         from toolreplay.policy.model import parse_policy
 
-        class FullDisk:
-            def append(self, tool: str, args: dict[str, Any], response: dict[str, Any]) -> int:
-                raise OSError(28, "No space left on device")
-
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "record.jsonl")
         client_in, to_proxy = os.pipe()
         from_proxy, client_out = os.pipe()
         diagnostics = io.StringIO()
         with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
-                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive, \
+                SessionRecorder.open(path, sealed=True) as recorder:
             proxy = McpProxy([sys.executable, TINY], parse_policy(POLICY), client_in=proxy_in, client_out=proxy_out,
-                             diagnostics=diagnostics, recorder=FullDisk())  # type: ignore[arg-type]
+                             diagnostics=diagnostics, recorder=recorder)
             runner = threading.Thread(target=proxy.run)
             runner.start()
             replies = []
-            for number in (1, 2):
+            for number in (1, 2, 3):
+                if number == 2:
+                    recorder._handle = FullDiskHandle(recorder._handle)  # type: ignore[attr-defined]
                 send.write(json.dumps(call(number, "echo", text="x")).encode() + b"\n")
                 send.flush()
                 replies.append(json.loads(receive.readline()))
             send.close()
             runner.join(timeout=30)
-        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False), text_result(
-            2, "toolreplay: the session record cannot be written: No space left on device", True)])
-        self.assertEqual(diagnostics.getvalue(), "toolreplay mcp-proxy: the session record cannot be written: No space "
-                                                 "left on device; refusing every further tools/call\n")
+        error = f"cannot write {path}: No space left on device"
+        self.assertEqual(replies, [text_result(1, 'echo {"text": "x"}', False)] + [
+            text_result(number, "toolreplay: recording failed: " + error, True) for number in (2, 3)])
+        self.assertEqual(diagnostics.getvalue(), f"toolreplay mcp-proxy: the session record cannot be written: "
+                                                 f"{error}; refusing every further tools/call\n")
 
 
 class GateOptionsTest(unittest.TestCase):
@@ -405,6 +529,7 @@ class GateOptionsTest(unittest.TestCase):
         policy = Policy(agent="a", allowed_tools=frozenset({"echo", "git_commit"}))
         plain = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr)
         tuned = McpProxy(["true"], policy, client_in=io.BytesIO(), client_out=io.BytesIO(), diagnostics=_sys.stderr,
-                         mutators=["git_commit"], read_cache=False)
-        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), True))
-        self.assertEqual((tuned._gate._writes, tuned._gate._read_cache), (frozenset({"git_commit"}), False))
+                         mutators=["git_commit"], repeatable=["echo"], read_cache=True)
+        self.assertEqual((plain._gate._writes, plain._gate._read_cache), (frozenset(), False))
+        self.assertEqual((tuned._gate._writes, tuned._gate._repeatable, tuned._gate._read_cache),
+                         (frozenset({"git_commit", "echo"}), frozenset({"echo"}), True))

@@ -679,6 +679,8 @@ class LoadTest(Harness):
         for text, message in [
             (base + '"write_tools": ["refund"]}',
              'write tool "refund" is not in allowed_tools (a write tool must be allowed to be confirmed)'),
+            (base + '"repeatable_tools": ["append"]}', 'repeatable tool "append" is not in allowed_tools'),
+            (base + '"repeatable_tools": "echo"}', 'field "repeatable_tools" must be an array of strings'),
             (base + '"limits": {"max_steps": 2.0}}', 'limit "max_steps" must be a positive integer'),
             (base + '"root": ""}', 'field "root" must be a folder (a non-empty string)'),
             (base + '"root": ["/srv"]}', 'field "root" must be a folder (a non-empty string)'),

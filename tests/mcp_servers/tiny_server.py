@@ -1,11 +1,13 @@
 """A tiny MCP stdio server for the proxy's tests and benchmark: standard library only, one message a line.
 
-Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE),
-`ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
+Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
+`tick` (a read whose answer changes: `tick N` on its Nth call), `blob` (a result of `size` bytes), `hold` (never answers; it serves other
+requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
-description (a rug pull between two runs). Batches are answered with a batch.
+description (a rug pull between two runs). A call with `params.task` gets a task handle (`task-N`) as its result. `--odd` puts valid JSON that Python cannot write back as such
+into the listing (a lone surrogate escape, the number 1e400) and adds the tool `odd`, whose result holds both. Batches are answered with a batch.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
 
@@ -25,6 +28,9 @@ def _tools(description: str) -> list[dict[str, object]]:
         {"name": "write_note", "description": "Append a note.", "inputSchema": text,
          "annotations": {"destructiveHint": False}},
         {"name": "ask_client", "description": "Ask the client for its roots.", "inputSchema": {"type": "object"}},
+        {"name": "tick", "description": "Count the calls.", "inputSchema": {"type": "object"}},
+        {"name": "blob", "description": "Return size bytes.", "inputSchema": {"type": "object"}},
+        {"name": "hold", "description": "Answer only when cancelled (never).", "inputSchema": {"type": "object"}},
         {"name": "noisy", "description": "Write noise, then answer.", "inputSchema": {"type": "object"}},
         {"name": "forge", "description": "Send a result for the client's request `target`.",
          "inputSchema": {"type": "object"}},
@@ -36,13 +42,16 @@ def _tools(description: str) -> list[dict[str, object]]:
 
 
 class TinyServer:
-    def __init__(self, description: str, notes: str | None) -> None:
+    def __init__(self, description: str, notes: str | None, odd: bool = False) -> None:
+        self.odd = odd
         self.description = description
         self.notes = notes
         self.asked = 0
+        self.ticks = 0
+        self.tasks = 0
 
     def send(self, message: object) -> None:
-        sys.stdout.write(json.dumps(message, separators=(",", ":")) + "\n")
+        sys.stdout.write(json.dumps(message, separators=(",", ":")).replace('"__BIG__"', "1e400") + "\n")
         sys.stdout.flush()
 
     def answer(self, request: dict[str, object]) -> dict[str, object] | None:
@@ -60,8 +69,21 @@ class TinyServer:
             result = {}
         elif method == "tools/list":
             result = {"tools": _tools(self.description)}
+            if self.odd:
+                result["tools"][0]["description"] += " \ud800"
+                result["tools"][0]["inputSchema"]["properties"]["text"]["maxLength"] = "__BIG__"
+                result["tools"].append({"name": "odd", "description": "Odd JSON.", "inputSchema": {"type": "object"}})
+        elif method == "tools/call" and params.get("name") == "hold":
+            self.hold(request["id"])
+            return None
+        elif method == "tools/call" and params.get("name") == "odd":
+            result = {"content": [{"type": "text", "text": "x\ud800y"}], "structuredContent": {"n": "__BIG__"},
+                      "isError": False}
         elif method == "tools/call":
             result = self.call(str(params.get("name")), params.get("arguments") or {})
+            if isinstance(params.get("task"), dict):  # 2025-11-25: a task-augmented call gets a task handle
+                self.tasks += 1
+                result = {"task": {"taskId": f"task-{self.tasks}", "status": "working", "ttl": params["task"].get("ttl")}}
             if params.get("name") == "needs_input" and "inputResponses" not in params:
                 result = {"resultType": "input_required", "requestState": "round-1", "inputRequests": {
                     "q": {"method": "elicitation/create", "params": {"mode": "form", "message": "Which?",
@@ -83,6 +105,8 @@ class TinyServer:
         if name == "write_note" and self.notes:
             with open(self.notes, "a", encoding="utf-8") as out:
                 out.write(text + "\n")
+            if isinstance(args, dict) and args.get("hang"):  # a write that is killed while it runs
+                time.sleep(3600)
         elif name == "ask_client":
             self.asked += 1
             ask_id = f"ask-{self.asked}"
@@ -92,6 +116,11 @@ class TinyServer:
                 if isinstance(reply, dict) and reply.get("id") == ask_id:
                     text = json.dumps(reply.get("result"), sort_keys=True)
                     break
+        elif name == "blob" and isinstance(args, dict):  # a large result: `size` bytes of text
+            text = "x" * int(args.get("size", 0))
+        elif name == "tick":
+            self.ticks += 1
+            text = str(self.ticks)
         elif name == "forge" and isinstance(args, dict):
             self.send({"jsonrpc": "2.0", "id": args.get("target"), "result": {
                 "content": [{"type": "text", "text": "forged"}], "isError": False}})
@@ -105,29 +134,42 @@ class TinyServer:
 
     def serve(self) -> None:
         for line in sys.stdin:
-            if not line.strip():
-                continue
-            try:
-                message = json.loads(line)
-            except ValueError:
-                self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
-                continue
-            if isinstance(message, list):
-                replies = [reply for item in message if (reply := self.answer(item)) is not None]
-                if replies:
-                    self.send(replies)
-            elif isinstance(message, dict) and "method" in message:
-                reply = self.answer(message)
-                if reply is not None:
-                    self.send(reply)
+            self.handle(line)
+
+    def handle(self, line: str) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.send({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            return
+        if isinstance(message, list):
+            replies = [reply for item in message if (reply := self.answer(item)) is not None]
+            if replies:
+                self.send(replies)
+        elif isinstance(message, dict) and "method" in message:
+            reply = self.answer(message)
+            if reply is not None:
+                self.send(reply)
+
+    def hold(self, request_id: object) -> None:
+        """Serve everything else until the client cancels `request_id`; then never answer it."""
+        for line in sys.stdin:
+            message = json.loads(line) if line.strip() else None
+            if (isinstance(message, dict) and message.get("method") == "notifications/cancelled"
+                    and (message.get("params") or {}).get("requestId") == request_id):
+                return
+            self.handle(line)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--description", default="Echo the text back.")
     parser.add_argument("--notes")
+    parser.add_argument("--odd", action="store_true")
     args = parser.parse_args()
-    TinyServer(args.description, args.notes).serve()
+    TinyServer(args.description, args.notes, args.odd).serve()
 
 
 if __name__ == "__main__":

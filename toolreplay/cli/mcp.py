@@ -40,7 +40,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         io.stdout.flush()
         proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
-                         read_cache=not args.no_read_cache)
+                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache)
         previous = _on_stop_signals(proxy)
         try:
             status = proxy.run()
@@ -90,16 +90,24 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] -- SERVER_COMMAND [ARGS...]",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
+              "[--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
     parser.add_argument("--mutator", action="append", metavar="NAME",
                         help="a tool that changes state without needing confirmation: runs once per identical "
-                             "call and empties the read cache (repeatable)")
-    parser.add_argument("--no-read-cache", action="store_true",
-                        help="run every read, even one identical to an earlier read with no write between")
+                             "call and empties the read cache (may be given more than once)")
+    parser.add_argument("--repeatable", action="append", metavar="NAME",
+                        help="a tool that changes state and whose identical calls are each a new action (append, "
+                             "send, insert): every call runs, confirmed on its own if it needs confirmation "
+                             "(may be given more than once)")
+    parser.add_argument("--read-cache", action="store_true",
+                        help="answer a read identical to an earlier one from that one while no write has run since "
+                             "(default: every read reaches the server)")
+    # the default since the read cache became opt-in; still accepted so existing client configurations start
+    parser.add_argument("--no-read-cache", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 

@@ -14,15 +14,22 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    write tool; a firing allow rule lets a write tool run without it;
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
-   response; a read is answered from an identical earlier read only while no write has run since;
-   a retry racing the original waits for it;
+   response; a retry racing the original waits for it. A repeatable tool (`repeatable_tools`) is a
+   write whose every call is a new action, unless the host gives the same key again. Reads run every
+   time, unless the read cache is on: then an identical read is answered from the earlier one while
+   no write has run since;
 6. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
    a refusal says whether the person declined, nobody could be asked, or the question timed out;
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
-Every request, whatever happened to it, is appended to the recorder when one is given.
+Every request, whatever happened to it, is appended to the recorder when one is given, before its
+answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
+
+Front ends: a Python host passes its tool functions and a `confirm` callback; a front end that runs
+the tools itself (the MCP proxy) passes a `ToolHost`, and hands each request its own `context`, which
+the gate gives back to the host's `run` and `confirm` for that request only.
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ import re
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
+from toolreplay.format.records import read_session
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState, Ruling
@@ -50,13 +59,21 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Gate", "ConsoleApprover", "CannotConfirmError", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES",
-           "is_refusal"]
+__all__ = ["Answer", "CallCancelled", "CannotConfirmError", "Gate", "ConsoleApprover", "OUTCOMES", "STOP_REASONS",
+           "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
+# What happened to a request (the record format's meta.outcome): the tool ran; an earlier identical
+# call answered it; the gate refused it; the client cancelled it; nobody can know (a write cut short).
+OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
+
 # Arguments and results nested deeper than this are refused: every reader of the record can hold them.
 MAX_NESTING = 256
+
+# The responses the gate holds to answer repeats, in canonical bytes, for the writes and for the read
+# cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
+REMEMBER_BYTES = 16 * 1024 * 1024
 
 Confirm = Callable[[str, dict[str, Any]], bool]
 
@@ -68,15 +85,81 @@ class CannotConfirmError(ToolReplayError):
     """Raised by a `confirm` callback that has no way to ask a person (no terminal, a client that cannot ask)."""
 
 
+class CallCancelled(Exception):
+    """Raised by a host's `run` or `confirm` when the client cancelled the call: no answer will come.
+
+    `started` says whether the call may have reached the tool: a write cancelled after it started has
+    an unknown outcome; one cancelled before (or while waiting for a person) did not run."""
+
+    def __init__(self, reason: str, *, started: bool = True) -> None:
+        super().__init__(reason)
+        self.started = started
+
+
+class ToolHost(Protocol):
+    """A front end that runs the tools itself; `context` is the per-call value given to `Gate.handle`."""
+
+    def refusal(self, tool: str) -> str | None:
+        """None when the host can run `tool` (an allowed tool), else why not (the refusal text)."""
+
+    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
+
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+        """Ask a person (never the model) whether this exact call may run; True only for a yes.
+
+        Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the gate answered a request, and how (one of OUTCOMES)."""
+
+    response: dict[str, Any]
+    outcome: str
+    index: int | None = None  # the record's index, when it was recorded
+
+
 @dataclass(frozen=True, slots=True)
 class _Call:
-    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key."""
+    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key,
+    `call_id` the id the model or protocol gave it, `context` the front end's own per-call value."""
 
     tool: str
     args: dict[str, Any]
     identity: bytes
     key: str | None
     write: bool
+    fresh: bool  # a repeatable tool's call without a key (or a continued one): a new action
+    call_id: str | None = None
+    context: Any = None
+    passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
+    variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
+
+    @property
+    def slot(self) -> bytes:
+        """The call's key in this session's tables: its identity and its variant."""
+        return self.identity + b"\n" + self.variant if self.variant else self.identity
+
+
+class _FunctionHost:
+    """The library front end: tools are `func(**args)`, confirmation is `confirm(tool, args)`."""
+
+    def __init__(self, tools: Mapping[str, Callable[..., Any]], confirm: Confirm | None) -> None:
+        self._tools = dict(tools)
+        self._confirm = confirm
+
+    def refusal(self, tool: str) -> str | None:
+        return None if tool in self._tools else "tool not allowed: " + tool
+
+    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+        return self._tools[tool](**args)  # the gate hands every host a copy
+
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+        if self._confirm is None:
+            raise CannotConfirmError("no confirm callback")
+        answer: bool = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
+        return answer
 
 
 class _Pending:
@@ -84,29 +167,38 @@ class _Pending:
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.cancelled = False  # it ended without an answer: those that waited for it are decided anew
         self.thread = threading.get_ident()
-        self.response: dict[str, Any] = {"ok": False,
-                                         "error": "RuntimeError: the original call did not finish"}
+        self.index: int | None = None  # its record's index
+        self.response: dict[str, Any] | None = {"ok": False,
+                                                "error": "RuntimeError: the original call did not finish"}
 
 
 class Gate:
     """Puts a policy between an agent and its real tools; `call` is the agent's only way in."""
 
-    def __init__(self, tools: Mapping[str, Callable[..., Any]], policy: Policy, *,
+    def __init__(self, tools: Mapping[str, Callable[..., Any]] | ToolHost, policy: Policy, *,
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
-                 mutators: Iterable[str] = (), read_cache: bool = True) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
+                 remember_bytes: int = REMEMBER_BYTES) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
-        `read_cache=False` runs every read. A recorder that continues a record brings back the writes
-        it holds (they are not run again) and the writes whose outcome is unknown (they are refused).
+        `repeatable` are more tools like the policy's `repeatable_tools` (they change state, and each
+        call without a key runs as a new action); `read_cache=True` answers an identical read from the
+        earlier one while no write has run since. A recorder that continues a record brings back the
+        writes it holds (they are not run again), the writes whose outcome is unknown (they are refused),
+        the steps and result bytes of the budgets and the history of the rules.
+
+        `tools` may instead be a `ToolHost` (then `confirm` is not used): a front end running the tools.
+        `remember_bytes` bounds the responses held to answer repeats (the writes', the read cache's).
         """
-        self._tools = dict(tools)
+        self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
-        self._writes = frozenset(policy.write_tools) | frozenset(mutators)
+        self._repeatable = frozenset(policy.repeatable_tools) | frozenset(repeatable)
+        self._writes = frozenset(policy.write_tools) | frozenset(mutators) | self._repeatable
         self._read_cache = read_cache
-        self._confirm = confirm
         self._recorder = recorder
         self._clock = clock
         self._screen = screen
@@ -118,7 +210,12 @@ class Gate:
         self._record_error: str | None = None
         self._written: dict[tuple[bytes, str | None], _Pending] = {}
         self._reads: dict[bytes, _Pending] = {}
-        self._recorded: dict[bytes, dict[str, Any]] = {}
+        self._recorded: dict[bytes, dict[str, Any] | int] = {}  # a continued record's writes (or their index)
+        self._remember_bytes = remember_bytes
+        # the writes whose response is held -> its size and record index
+        self._held: OrderedDict[Any, tuple[int, int | None]] = OrderedDict()
+        self._held_bytes = 0
+        self._reads_bytes = 0
         self._unknown: dict[bytes, str] = {}
         self._rule_set = RuleSet(policy.rules)
         self._rules = RuleState(self._rule_set) if policy.rules else None
@@ -155,8 +252,20 @@ class Gate:
         """Run one request of the agent through the gate; return the response the agent sees.
 
         `key` is an idempotency key (say the model's tool_call_id): identical writes with different
-        keys both run; the same key (or none) twice runs once. Reads ignore it.
+        keys both run; the same key (or none) twice runs once, except that a repeatable tool's calls
+        without a key all run. Reads ignore it.
         """
+        return self.handle(tool, args, key=key).response
+
+    def handle(self, tool: str, args: dict[str, Any], *, key: str | None = None, call_id: str | None = None,
+               context: Any = None, passed: bool = False, variant: bytes = b"") -> Answer:
+        """`call` for front ends: the answer with its outcome. `call_id` is the id the model or the
+        protocol gave the call; `context` goes to the host's `run` and `confirm` for this call only;
+        `passed=True` continues a call the gate already passed (a protocol round trip): it is checked
+        for recording, budgets, the allowlist and an unknown outcome, then runs as a new action.
+        `variant` is what else makes the request distinct (an MCP task request): an identical call with
+        another variant is not answered by this one; a record holds no variant, so a continued record
+        answers only calls without one; an unknown outcome refuses every variant."""
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
@@ -170,17 +279,22 @@ class Gate:
         if _too_deep(args):
             raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
         # what is checked, confirmed and recorded; the model's dict may change
-        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes)
-        return copy.deepcopy(self._decide(request))
+        fresh = passed or (key is None and tool in self._repeatable)
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed,
+                        variant)
+        answer = self._decide(request)
+        return Answer(copy.deepcopy(answer.response), answer.outcome, answer.index)
 
-    def _decide(self, call: _Call) -> dict[str, Any]:
+    def _decide(self, call: _Call) -> Answer:
         failure = self._check_recording()
         if failure is not None:
-            return failure
+            return Answer(failure, "refused")
         for check in (self._check_budget, self._check_allowed, self._check_outcome_known):
             refusal = check(call)
             if refusal is not None:
                 return self._refuse(call, refusal)
+        if call.passed:  # its rules, idempotency and confirmation were decided in its first round
+            return self._run(call, _Pending())
         ruling = self._check_rules(call)
         if ruling is not None and ruling.refusal is not None:
             return self._refuse(call, ruling.refusal)
@@ -188,7 +302,10 @@ class Gate:
         if earlier is not None:
             return self._repeat(call, earlier)
         if self._needs_confirmation(call, ruling):
-            refusal = self._confirmation_refusal(call, ruling)
+            try:
+                refusal = self._confirmation_refusal(call, ruling)
+            except CallCancelled as exc:
+                return self._record(call, _refusal(_cancelled(exc, False)), "cancelled")
             if refusal is not None:
                 return self._refuse(call, refusal)
         pending, owner = self._register(call)
@@ -224,9 +341,9 @@ class Gate:
             return "budget exceeded: " + self._stop_reason
 
     def _check_allowed(self, call: _Call) -> str | None:
-        if call.tool not in self._policy.allowed_tools or call.tool not in self._tools:
+        if call.tool not in self._policy.allowed_tools:
             return "tool not allowed: " + call.tool
-        return None
+        return self._host.refusal(call.tool)
 
     def _check_outcome_known(self, call: _Call) -> str | None:
         if not call.write:
@@ -240,15 +357,17 @@ class Gate:
         return (f"outcome unknown: an identical {call.tool} call started earlier and its result was never "
                 f"recorded; a person must check whether it took effect, then {where}")
 
-    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | None:
+    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | int | None:
         """The identical earlier call that answers this one (a recorded write's response), else None."""
+        if call.fresh:
+            return None
         with self._lock:
             if call.write:
-                recorded = self._recorded.get(call.identity)
+                recorded = self._recorded.get(call.identity) if not call.variant else None
                 if recorded is not None:
                     return recorded
-                return self._written.get((call.identity, call.key))
-            return self._reads.get(call.identity)
+                return self._written.get((call.slot, call.key))
+            return self._reads.get(call.slot)
 
     def _check_rules(self, call: _Call) -> Ruling | None:
         """The rules' ruling on the call (None without rules); unless denied, it counts as executed."""
@@ -275,11 +394,12 @@ class Gate:
         return refusal
 
     def _ask(self, call: _Call) -> str | None:
-        """None when `confirm` returned True; DECLINED for False, TIMED_OUT for a TimeoutError, else NOT_ASKED."""
-        if self._confirm is None:
-            return NOT_ASKED
+        """None when the host's `confirm` returned True; DECLINED for False, TIMED_OUT for a TimeoutError,
+        else NOT_ASKED (CannotConfirmError, a failing approver, an answer that is not a bool)."""
         try:
-            answer = self._confirm(call.tool, copy.deepcopy(call.args))
+            answer = self._host.confirm(call.tool, copy.deepcopy(call.args), call.context)
+        except CallCancelled:
+            raise
         except TimeoutError:
             return TIMED_OUT
         except Exception:  # CannotConfirmError, or a failing approver: nobody said yes, nor no
@@ -297,24 +417,55 @@ class Gate:
         """The call's pending entry, and whether this request owns (runs) it."""
         with self._lock:
             table: dict[Any, _Pending] = self._written if call.write else self._reads
-            slot: Any = (call.identity, call.key) if call.write else call.identity
+            slot: Any = (call.slot, call.key) if call.write else call.slot
             pending = table.get(slot)
             if pending is not None:
                 return pending, False
             pending = _Pending()
-            if call.write or self._read_cache:
+            if (call.write and not call.fresh) or (not call.write and self._read_cache):
                 table[slot] = pending
             return pending, True
 
-    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any]) -> dict[str, Any]:
+    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any] | int) -> Answer:
         if isinstance(earlier, dict):
-            return self._record(call, earlier)
+            return self._record(call, earlier, "cached")
+        if isinstance(earlier, int):
+            return self._from_record(call, earlier)
         if not earlier.done.is_set() and earlier.thread == threading.get_ident():
             return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
         earlier.done.wait()
-        return self._record(call, earlier.response)
+        if earlier.cancelled:
+            return self._after_cancelled(call)
+        response = earlier.response
+        if response is None:  # no longer held
+            return self._from_record(call, earlier.index)
+        return self._record(call, response, "refused" if is_refusal(response) else "cached")
 
-    def _run(self, call: _Call, pending: _Pending) -> dict[str, Any]:
+    def _from_record(self, call: _Call, index: int | None) -> Answer:
+        """Answer a repeat of a write whose response is no longer held: read back from the record."""
+        response = None
+        if index is not None and self._recorder is not None:
+            try:
+                with open(self._recorder.path, "rb") as handle:
+                    response = next((record.response for record in read_session(handle, self._recorder.path)
+                                     if record.index == index), None)
+            except (OSError, ToolReplayError):
+                response = None
+        if response is None:  # it still does not run again
+            return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
+                                      "longer held in memory and cannot be read back from a record")
+        return self._record(call, response, "cached")
+
+    def _after_cancelled(self, call: _Call) -> Answer:
+        """An identical call this one waited for was cancelled: a read runs; a write whose outcome is now
+        unknown is refused as such, any other write is refused (its retry is confirmed afresh)."""
+        if not call.write:
+            pending, owner = self._register(call)
+            return self._run(call, pending) if owner else self._repeat(call, pending)
+        return self._refuse(call, self._check_outcome_known(call) or
+                            "cancelled: an identical call it waited for was cancelled")
+
+    def _run(self, call: _Call, pending: _Pending) -> Answer:
         try:
             try:
                 intent = self._announce(call)
@@ -322,19 +473,27 @@ class Gate:
                 self._recording_failed(exc)
                 self._forget(call)
                 pending.response = _refusal("recording failed: " + (self._record_error or ""))
-                return pending.response
+                return Answer(pending.response, "refused")
             except BaseException:
                 self._forget(call)
                 raise
             try:
-                response = self._execute(call)
+                response, size = self._execute(call)
+            except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
+                unknown = call.write and exc.started
+                pending.response = _refusal(_cancelled(exc, unknown))
+                pending.cancelled = True
+                self._forget(call, unknown=unknown)
+                return self._record(call, pending.response, "unknown" if unknown else "cancelled")
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
                 pending.response = _refusal(_interrupted(exc))
                 self._forget(call, unknown=call.write)
-                self._record(call, pending.response)
+                self._record(call, pending.response, "unknown" if call.write else "cancelled")
                 raise
-            pending.response = self._record(call, response, intent)
-            return pending.response
+            answer = self._record(call, response, "ran", intent)
+            pending.response, pending.index = answer.response, answer.index
+            self._hold(call, pending, size)
+            return answer
         finally:
             pending.done.set()
 
@@ -350,16 +509,44 @@ class Gate:
         """Drop the call's pending entry (it did not run, or its outcome is unknown)."""
         with self._lock:
             if call.write:
-                self._written.pop((call.identity, call.key), None)
+                if not call.fresh:
+                    self._written.pop((call.slot, call.key), None)
                 if unknown:
                     self._unknown[call.identity] = f"{call.tool} {canonical_json(call.args)}"
             else:
-                self._reads.pop(call.identity, None)
+                self._reads.pop(call.slot, None)
 
-    def _execute(self, call: _Call) -> dict[str, Any]:
+    def _hold(self, call: _Call, pending: _Pending, size: int) -> None:
+        """Count the response now held in a table; past the limit, drop the oldest (docs/guard.md, Memory)."""
+        with self._lock:
+            if call.write and not call.fresh:
+                slot = (call.slot, call.key)
+                if self._written.get(slot) is pending:
+                    self._held_write(slot, size, pending.index)
+            elif not call.write and self._read_cache and self._reads.get(call.slot) is pending:
+                if self._reads_bytes + size > self._remember_bytes:
+                    self._reads = {slot: entry for slot, entry in self._reads.items() if not entry.done.is_set()}
+                    self._reads[call.slot] = pending
+                    self._reads_bytes = 0
+                self._reads_bytes += size
+
+    def _held_write(self, slot: Any, size: int, index: int | None) -> None:
+        """Hold one more write's response (lock held); drop the oldest past the limit, keeping its index."""
+        self._held[slot] = (size, index)
+        self._held_bytes += size
+        while self._held_bytes > self._remember_bytes and len(self._held) > 1:
+            old, (old_size, old_index) = self._held.popitem(last=False)
+            self._held_bytes -= old_size
+            if isinstance(old, bytes):  # a continued record's write
+                if old_index is not None:
+                    self._recorded[old] = old_index
+            elif (entry := self._written.get(old)) is not None:
+                entry.response = None
+
+    def _execute(self, call: _Call) -> tuple[dict[str, Any], int]:
         try:
             try:
-                result = self._tools[call.tool](**copy.deepcopy(call.args))
+                result = self._host.run(call.tool, copy.deepcopy(call.args), call.context)
             finally:
                 if call.write:  # whatever it did, earlier reads may be stale now
                     with self._lock:
@@ -369,8 +556,11 @@ class Gate:
                 raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
             size = len(canonical_bytes(response))
             response = copy.deepcopy(response)  # the tool may keep and change what it returned
+        except CallCancelled:
+            raise
         except Exception as exc:  # the agent sees the failure; the host keeps running
-            return _refusal(_describe(exc))
+            failure = _refusal(_describe(exc))
+            return failure, len(failure["error"]) + 24
         limit = self._policy.limits.max_result_bytes
         with self._lock:
             self._result_bytes += size
@@ -378,23 +568,25 @@ class Gate:
                 self._stop_reason = "budget"
         if self._screen is not None:
             self._screen.check(call.tool, call.args, response)
-        return response
+        return response, size
 
-    def _refuse(self, call: _Call, message: str) -> dict[str, Any]:
-        return self._record(call, _refusal(message))
+    def _refuse(self, call: _Call, message: str) -> Answer:
+        return self._record(call, _refusal(message), "refused")
 
-    def _record(self, call: _Call, response: dict[str, Any], intent: int | None = None) -> dict[str, Any]:
-        """Append the request with `response`; if that fails, the refusal that replaces it."""
+    def _record(self, call: _Call, response: dict[str, Any], outcome: str, intent: int | None = None) -> Answer:
+        """Append the request with `response` before it is answered; if that fails, the refusal that
+        replaces it. `outcome` and `call.call_id` are what the record's meta says once the format has it."""
         if self._recorder is None:
-            return response
+            return Answer(response, outcome)
+        failed = "unknown" if outcome == "ran" and call.write else "refused"
         if self._record_error is not None:
-            return _refusal("recording failed: " + self._record_error)
+            return Answer(_refusal("recording failed: " + self._record_error), failed)
         try:
-            self._recorder.append(call.tool, call.args, response, intent=intent)
+            index = self._recorder.append(call.tool, call.args, response, intent=intent)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
-            return _refusal("recording failed: " + (self._record_error or ""))
-        return response
+            return Answer(_refusal("recording failed: " + (self._record_error or "")), failed)
+        return Answer(response, outcome, index)
 
     def _recording_failed(self, exc: BaseException) -> None:
         with self._lock:
@@ -406,22 +598,34 @@ class Gate:
     # -- a record continued after a restart -------------------------------------------------------
 
     def _resume(self, recorder: SessionRecorder) -> None:
-        """Bring back the writes the record holds and find the announced writes it does not."""
+        """Bring back the writes the record holds, the budgets' counts and the rules' history, and find
+        the announced writes the record does not hold."""
         intents = list(recorder.previous_intents)
         wanted = {intent.call for intent in intents}
         landed: dict[bytes, list[int]] = {}
         for record in recorder.history():
             self._remember_for_rules(record)
-            if record.tool not in self._writes or is_refusal(record.response):
+            self._steps += 1
+            if is_refusal(record.response):
+                continue
+            # every answer that is no refusal counts, a repeat included: a record (format 1.0) does not
+            # say which answers were cached, and counting too much stops early rather than late
+            self._result_bytes += len(record.canonical_response)
+            if record.tool not in self._writes or record.tool in self._repeatable:
                 continue
             identity = record.canonical_call
-            self._recorded.setdefault(identity, record.response)
+            if identity not in self._recorded:
+                self._recorded[identity] = record.response
+                self._held_write(identity, len(record.canonical_response), record.index)
             if identity in wanted:
                 landed.setdefault(identity, []).append(record.index)
         unknown = _unresolved(intents, landed)
         for intent in unknown:
             self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
         recorder.keep_intents(unknown)
+        limit = self._policy.limits.max_result_bytes
+        if limit is not None and self._result_bytes > limit:
+            self._stop_reason = "budget"
 
 
     def _remember_for_rules(self, record: Record) -> None:
@@ -460,6 +664,11 @@ def _refusal(message: str) -> dict[str, Any]:
 
 def _interrupted(exc: BaseException) -> str:
     return f"interrupted: {type(exc).__name__}"
+
+
+def _cancelled(exc: CallCancelled, unknown: bool) -> str:
+    why = str(exc) or "the call was cancelled"
+    return f"cancelled: {why}" + ("; whether the write took effect is unknown" if unknown else "")
 
 
 def _too_deep(value: Any) -> bool:

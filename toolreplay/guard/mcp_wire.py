@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import secrets
 import threading
 from collections.abc import Iterator
 from typing import IO, Any
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 
-__all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch", "Waiter",
+__all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch", "BigNumber", "Waiter",
            "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key", "parse_message",
-           "read_lines", "refusal_result"]
+           "read_lines", "recordable", "refusal_result"]
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
@@ -22,14 +24,80 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+class BigNumber(float):
+    """A JSON number beyond a double (`1e400`): infinite as a float, written back as the text it came as."""
+
+    text: str
+
+    def __new__(cls, text: str) -> BigNumber:
+        number = super().__new__(cls, float(text))
+        number.text = text
+        return number
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    return value if math.isfinite(value) else BigNumber(text)
+
+
 def parse_message(line: bytes) -> Any:
-    """One message line as JSON (NaN and Infinity refused); ValueError when it is not JSON."""
-    return json.loads(line, parse_constant=_reject_constant)
+    """One message line as JSON (NaN and Infinity refused; a number beyond a double kept as a
+    BigNumber); ValueError when it is not JSON. Lone surrogate escapes are valid JSON and kept."""
+    return json.loads(line, parse_constant=_reject_constant, parse_float=_number)
 
 
 def dump_message(message: Any) -> bytes:
-    """One message as a line of compact UTF-8 JSON."""
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"
+    """One message as a line of compact UTF-8 JSON; lone surrogates and BigNumbers go out as they came
+    (escaped; the number's own text)."""
+    try:
+        return json.dumps(message, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode("utf-8") + b"\n"
+    except ValueError:  # a BigNumber, or a lone surrogate that UTF-8 cannot hold
+        return _dump_carefully(message)
+
+
+def _dump_carefully(message: Any) -> bytes:
+    """ASCII JSON (lone surrogates escaped), each BigNumber put back in place of a unique placeholder."""
+    nonce = secrets.token_hex(8)
+    numbers: list[str] = []
+
+    def swap(value: Any) -> Any:
+        if isinstance(value, BigNumber):
+            numbers.append(value.text)
+            return f"toolreplay-number-{nonce}-{len(numbers) - 1}"
+        if isinstance(value, dict):
+            return {key: swap(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [swap(item) for item in value]
+        return value
+
+    text = json.dumps(swap(message), ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+    for number, original in enumerate(numbers):
+        text = text.replace(f'"toolreplay-number-{nonce}-{number}"', original, 1)
+    return text.encode("ascii") + b"\n"
+
+
+def recordable(value: Any) -> Any:
+    """`value` with what the record format cannot hold replaced: a BigNumber by its text (a string),
+    a lone surrogate by U+FFFD. Everything else is kept."""
+    if isinstance(value, BigNumber):
+        return value.text
+    if isinstance(value, str):
+        if not _has_lone_surrogate(value):
+            return value
+        return "".join("\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else char for char in value)
+    if isinstance(value, dict):
+        return {recordable(key): recordable(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [recordable(item) for item in value]
+    return value
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def id_key(value: Any) -> str:
@@ -93,11 +161,12 @@ def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
 class Waiter:
     """One reply awaited by a worker thread."""
 
-    __slots__ = ("done", "reply")
+    __slots__ = ("done", "line", "reply")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: dict[str, Any] | None = None
+        self.line: bytes | None = None  # the reply's line as it came, when it came alone (not in a batch)
 
 
 class Batch:

@@ -1,13 +1,14 @@
 """The permission file: the scope file, optionally with the guard's write tools, limits and rules.
 
     {"agent": "docs-reader", "allowed_tools": ["read_file", "list_dir", "search"],
-     "write_tools": ["write_file"], "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60},
-     "rules": [...]}
+     "write_tools": ["write_file"], "repeatable_tools": ["append_log"],
+     "limits": {"max_steps": 20, "max_result_bytes": 100000, "max_seconds": 60}, "rules": [...]}
 
-`agent` and `allowed_tools` are required; `write_tools`, `limits`, `rules` and `root` (the folder the
-tools' relative paths are relative to, where `under` rules read absolute paths) are optional; anything
-else is an input error, and so is a `write_tools` entry that is not in `allowed_tools`, or a tool name
-that looks like a pattern (`book_*`: names match exactly). Integer limits
+`agent` and `allowed_tools` are required; `write_tools`, `repeatable_tools`, `limits`, `rules`,
+`root` (the folder the tools' relative paths are relative to, where `under` rules read absolute
+paths) and `redact` are optional; anything else is an input error, and so is a `write_tools` or
+`repeatable_tools` entry that is not in `allowed_tools`, or a tool name that looks like a pattern
+(`book_*`: names match exactly). Integer limits
 are JSON integers (not `2.0`, `1e2` or `true`). `scope` checks the names and the rules; the guard
 enforces all of it. The rules' syntax is in `toolreplay.policy.ruleparse` and docs/policy.md.
 """
@@ -29,7 +30,7 @@ from toolreplay.policy.rules import Rule
 __all__ = ["Limits", "Policy", "load_policy", "parse_policy"]
 
 _LIMIT_FIELDS = ("max_steps", "max_result_bytes", "max_seconds")
-_FIELDS = ("agent", "allowed_tools", "write_tools", "limits", "rules", "root", "redact")
+_FIELDS = ("agent", "allowed_tools", "write_tools", "repeatable_tools", "limits", "rules", "root", "redact")
 _PATTERN_CHARACTERS = frozenset("*?[")  # glob syntax: refused in a tool name rather than read literally
 
 
@@ -51,6 +52,8 @@ class Policy:
     write_tools: frozenset[str] = frozenset()
     limits: Limits = field(default_factory=Limits)
     rules: tuple[Rule, ...] = ()
+    # state-changing tools whose identical calls are each a new action (append, send, insert)
+    repeatable_tools: frozenset[str] = frozenset()
     root: str | None = None  # absolute; where `under` rules read absolute paths
     redact: Redaction | None = None  # what the guard's record replaces by a keyed hash (`toolreplay.policy.redaction`)
 
@@ -117,6 +120,9 @@ def parse_policy(obj: Any, base: str | None = None) -> Policy:
         if name not in allowed:
             raise ValueError(f"write tool {json.dumps(name)[:60]} is not in allowed_tools "
                              "(a write tool must be allowed to be confirmed)")
+    repeatable = _string_list(obj.get("repeatable_tools", []), "repeatable_tools")
+    for name in sorted(repeatable - allowed):
+        raise ValueError(f"repeatable tool {json.dumps(name)[:60]} is not in allowed_tools")
     root, segments = _root(obj["root"], base) if "root" in obj else (None, None)
     return Policy(
         agent=obj["agent"],
@@ -124,6 +130,7 @@ def parse_policy(obj: Any, base: str | None = None) -> Policy:
         write_tools=write_tools,
         limits=_limits(obj.get("limits", {})),
         rules=parse_rules(obj["rules"], allowed, segments) if "rules" in obj else (),
+        repeatable_tools=repeatable,
         root=root,
         redact=parse_redaction(obj["redact"]) if "redact" in obj else None,
     )
