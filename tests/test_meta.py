@@ -248,12 +248,18 @@ class ScopeOutcomeTest(unittest.TestCase):
         self.assertEqual((code, out), (0, "calls: 3\nfindings: 0\nnot checked: rule pace: a rate needs the time of "
                                           "each call (meta.ts), which this record does not carry\n"))
 
-    def test_a_call_the_guard_refused_is_no_violation_and_does_not_count(self) -> None:
+    def test_a_call_the_guard_refused_is_checked_but_does_not_count(self) -> None:
         refused = _line(1, {"outcome": "refused"}, tool="send", args={"n": 1},
                         response={"ok": False, "error": "denied by rule once: once only"})
         code, out = _scope(POLICY_COUNT, _line(0, tool="send", args={"n": 0}), refused,
-                           _line(2, {"outcome": "refused"}, tool="forbidden"))
-        self.assertEqual((code, out), (0, "calls: 3\nfindings: 0\n"))
+                           _line(2, tool="send", args={"n": 2}), _line(3, {"outcome": "refused"}, tool="forbidden"))
+        # The refused call is the guard's own violation, reported as the guard saw it; it did not run, so
+        # the next call is judged as the second send, not the third.
+        self.assertEqual((code, out), (1, "calls: 4\nfindings: 3\n"
+                                          "index 1: policy-violation: tool 'send' denied by rule once: once only\n"
+                                          "index 2: policy-violation: tool 'send' denied by rule once: once only\n"
+                                          "index 3: permission-overreach: tool 'forbidden' is not in the declared "
+                                          "scope for agent 'a'\n"))
 
     def test_cached_and_cancelled_calls_do_not_count_unknown_ones_do(self) -> None:
         for outcome, findings in (("cached", 0), ("cancelled", 0), ("unknown", 1), ("ran", 1)):
@@ -265,3 +271,78 @@ class ScopeOutcomeTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GuardedSessionTest(unittest.TestCase):
+    """The guard's record carries meta: its backtest checks rate rules and agrees with the live guard, and
+    its OpenTelemetry export is dated when the calls ran, with the protocol's ids."""
+
+    POLICY = {"agent": "a", "allowed_tools": ["send", "read"],
+              "rules": [{"id": "pace", "tools": ["send"], "effect": "deny", "reason": "two a minute",
+                         "unless": [{"rate": "send", "max": 2, "seconds": 60}]}]}
+
+    def setUp(self) -> None:
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.folder = folder.name
+
+    def test_the_backtest_of_a_guarded_session_checks_rates_and_agrees_with_the_guard(self) -> None:
+        from toolreplay.guard.gate import Gate
+        from toolreplay.guard.recorder import SessionRecorder
+        from toolreplay.policy.model import parse_policy
+
+        record = os.path.join(self.folder, "record.jsonl")
+        seconds = iter([0, 10, 20, 30, 95])  # the gate's clock and the record's, one call each
+        now = [0.0]
+
+        def clock() -> float:
+            return now[0]
+
+        def wall() -> int:
+            now[0] = float(next(seconds))
+            return 1_796_140_800 * 10**9 + int(now[0]) * 10**9
+
+        with SessionRecorder.open(record) as recorder:
+            gate = Gate({"send": lambda n: {"sent": n}, "read": lambda: {}}, parse_policy(self.POLICY),
+                        recorder=recorder, clock=clock, wall_clock=wall)
+            answers = [gate.handle("send", {"n": n}, call_id=f"call_{n}") for n in range(4)]
+            answers.append(gate.handle("send", {"n": 4}, call_id="call_4"))
+        self.assertEqual([answer.outcome for answer in answers], ["ran", "ran", "refused", "refused", "ran"])
+        with open(record, encoding="utf-8") as handle:
+            metas = [json.loads(line)["meta"] for line in handle]
+        self.assertEqual([(meta["ts"], meta["call_id"], meta["outcome"]) for meta in metas], [
+            ("2026-12-01T16:00:00.000Z", "call_0", "ran"), ("2026-12-01T16:00:10.000Z", "call_1", "ran"),
+            ("2026-12-01T16:00:20.000Z", "call_2", "refused"), ("2026-12-01T16:00:30.000Z", "call_3", "refused"),
+            ("2026-12-01T16:01:35.000Z", "call_4", "ran")])
+        self.assertTrue(all(meta["duration_ms"] >= 0 for meta in metas))
+        with open(record, encoding="utf-8") as handle:
+            code, out = _scope(self.POLICY, *handle)
+        # Exactly the two calls the guard refused, and the rate rule checked (no "not checked" line).
+        self.assertEqual((code, out), (1, "calls: 5\nfindings: 2\n"
+                                          "index 2: policy-violation: tool 'send' denied by rule pace: two a minute\n"
+                                          "index 3: policy-violation: tool 'send' denied by rule pace: two a minute\n"))
+
+    def test_the_export_of_a_guarded_session_opens_when_it_ran(self) -> None:
+        import time
+
+        from toolreplay.guard.gate import Gate
+        from toolreplay.guard.recorder import SessionRecorder
+        from toolreplay.policy.model import parse_policy
+
+        record = os.path.join(self.folder, "record.jsonl")
+        before = time.time_ns()
+        with SessionRecorder.open(record, sealed=True) as recorder:
+            gate = Gate({"send": lambda n: {"sent": n}, "read": lambda: {}},
+                        parse_policy({"agent": "a", "allowed_tools": ["send", "read"]}), recorder=recorder)
+            gate.handle("read", {}, call_id="toolu_01")
+            gate.handle("send", {"n": 1}, call_id="toolu_02")
+        after = time.time_ns()
+        code, out, err = run("export", "otel", record)
+        self.assertEqual((code, err), (0, ""))
+        spans = json.loads(out)["resourceSpans"][0]["scopeSpans"][0]["spans"]
+        for span in spans:
+            self.assertLessEqual(abs(int(span["startTimeUnixNano"]) - before), 10**9)
+            self.assertLessEqual(int(span["endTimeUnixNano"]), after + 10**6)
+        ids = [next(a["value"]["stringValue"] for a in span["attributes"] if a["key"] == "gen_ai.tool.call.id")
+               for span in spans[1:]]
+        self.assertEqual(ids, ["toolu_01", "toolu_02"])

@@ -249,8 +249,10 @@ class Harness(unittest.TestCase):
         if recorder is not None:
             self.addCleanup(recorder.close)
         tick = iter(range(10**6))
+        wall_tick = iter(range(10**6))  # the record's times (meta.ts), 100 s apart like the gate's clock
         gate = Gate({name: tool(name) for name in TOOLS}, self.policy, confirm=confirm, recorder=recorder,
-                    clock=clock or (lambda: float(next(tick)) * 100))
+                    clock=clock or (lambda: float(next(tick)) * 100),
+                    wall_clock=lambda: 1_796_140_800 * 10**9 + next(wall_tick) * 100 * 10**9)
         return gate, ran
 
     def scope(self, session: str, *options: str) -> tuple[int, str, str]:
@@ -299,8 +301,8 @@ class TableTest(Harness):
                 found = [line for line in lines if line.startswith(f"index {len(history)}: ")]
                 self.assertEqual(found, [] if want is None else [want])
                 self.assertEqual(err, "")
-                self.assertEqual(lines[-2], "not checked: rule pace: a rate needs the time of each call (meta.ts), "
-                                            "which this record does not carry")
+                # The guard's record carries each call's time: the backtest checks the rate rule too.
+                self.assertFalse([line for line in lines if line.startswith("not checked")], out)
 
 
 class RootTest(Harness):

@@ -37,18 +37,16 @@ class ScopeReport:
 ToolFact = tuple[int, str, bool]
 RuleFact = tuple[int, str, Any, int, "float | None"]
 
-# What a record's outcome means to a backtest (docs/policy.md): the guard refused it (REFUSED: no
-# finding, not counted), it did not run (NOT_COUNTED: cached or cancelled, checked but not counted), it
-# ran or may have (COUNTED).
-COUNTED, NOT_COUNTED, REFUSED = 0, 1, 2
+# What a record's outcome means to a backtest (docs/policy.md): every call is checked, as the guard
+# checked it; only those that ran, or may have, count for later `count`, `after` and `rate` conditions.
+COUNTED, NOT_COUNTED = 0, 1
 _BACKTEST_CODES = {"ran": COUNTED, "unknown": COUNTED, "cached": NOT_COUNTED, "cancelled": NOT_COUNTED,
-                   "refused": REFUSED}
+                   "refused": NOT_COUNTED}
 
 
 def tool_fact(record: Record) -> ToolFact:
-    """What scope keeps of a record: its index, its tool name, and whether the record says the guard refused it."""
-    meta = record.meta
-    return record.index, record.tool, meta is not None and meta.get("outcome") == "refused"
+    """What scope keeps of a record: its index and tool name (and a flag kept for the facts' shape)."""
+    return record.index, record.tool, False
 
 
 def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
@@ -56,10 +54,9 @@ def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
     if meta is None:
         return (record.index, record.tool, rules.prepare(record.tool, record.args),
                 NOT_COUNTED if is_refusal(record.response) else COUNTED, None)
-    code = _BACKTEST_CODES[meta.get("outcome", "ran")]
-    prepared = None if code == REFUSED else rules.prepare(record.tool, record.args)
     ts = meta.get("ts")
-    return record.index, record.tool, prepared, code, None if ts is None else ts_seconds(ts)
+    return (record.index, record.tool, rules.prepare(record.tool, record.args),
+            _BACKTEST_CODES[meta.get("outcome", "ran")], None if ts is None else ts_seconds(ts))
 
 
 def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:
@@ -83,9 +80,9 @@ def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     calls = 0
-    for index, tool, refused in facts:
+    for index, tool, _ in facts:
         calls += 1
-        if tool not in allowed and not refused:
+        if tool not in allowed:
             findings.append(index, "permission-overreach", tool)
     return ScopeReport(policy.agent, calls, findings)
 
@@ -93,9 +90,9 @@ def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:
 def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
     """`audit_scope` with the rules, over the facts of `rule_fact_extractor`, in record order.
 
-    A call the record says the guard refused is no violation and does not count; a cached or cancelled
-    call is checked but does not count; `rate` rules are checked on calls with a time, and listed as
-    not checked when a call without one is counted."""
+    Every call is checked; one the record shows refused, cached or cancelled does not count for later
+    conditions; `rate` rules are checked on calls with a time, and listed as not checked when a call
+    has none."""
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     rules = RuleSet(policy.rules)
@@ -104,8 +101,6 @@ def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
     untimed = False
     for index, tool, prepared, code, now in facts:
         calls += 1
-        if code == REFUSED:
-            continue
         if tool not in allowed:  # the guard refuses it before the rules
             findings.append(index, "permission-overreach", tool)
             continue

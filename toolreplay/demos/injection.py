@@ -126,7 +126,7 @@ def _play(out: TextIO, path: str) -> None:
     out.write(f"customer: {_QUESTION}\n")
     before = store.summary()
     out.write(f"store before: {before}\n")
-    with SessionRecorder.open(path) as recorder:
+    with SessionRecorder.open(path, format_1_0=True) as recorder:  # the seed demo shows format 1.0 bytes
         _session(out, Gate(store.tools(), POLICY, recorder=recorder, screen=screen), screen)
     after = store.summary()
     out.write(f"store after: {after} ({'unchanged' if after == before else 'CHANGED'})\n")

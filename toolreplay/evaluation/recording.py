@@ -34,7 +34,7 @@ class RunRecording:
         if self.temporary is not None:
             if os.path.exists(self.temporary):
                 os.unlink(self.temporary)
-            self.recorder = SessionRecorder.open(self.temporary)
+            self.recorder = SessionRecorder.open(self.temporary, format_1_0=True)  # same run, same bytes
 
     def finish(self, complete: bool) -> None:
         """Close the record; move it into place when the run completed, else remove it."""

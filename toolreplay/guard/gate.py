@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
-from toolreplay.format.records import read_session
+from toolreplay.format.records import format_ts, read_session
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState, Ruling
@@ -135,6 +135,8 @@ class _Call:
     context: Any = None
     passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
     variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
+    started_ns: int = 0  # when the request reached the gate: wall clock, ns since the epoch (meta.ts)
+    started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
 
     @property
     def slot(self) -> bytes:
@@ -181,7 +183,7 @@ class Gate:
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
-                 remember_bytes: int = REMEMBER_BYTES) -> None:
+                 remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -193,6 +195,7 @@ class Gate:
 
         `tools` may instead be a `ToolHost` (then `confirm` is not used): a front end running the tools.
         `remember_bytes` bounds the responses held to answer repeats (the writes', the read cache's).
+        `wall_clock` (ns since the epoch) dates each record's `meta.ts`.
         """
         self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -201,6 +204,7 @@ class Gate:
         self._read_cache = read_cache
         self._recorder = recorder
         self._clock = clock
+        self._wall_clock = wall_clock
         self._screen = screen
         self._started = clock()
         self._lock = threading.Lock()
@@ -272,8 +276,12 @@ class Gate:
             raise ValueError("args must be a JSON object (a dict)")
         if key is not None and not isinstance(key, str):
             raise ValueError("key must be a string or None")
+        started_ns, started = self._wall_clock(), time.perf_counter()
         try:
-            identity = canonical_bytes({"tool": tool, "args": args})
+            # A redacting record holds the redacted call: it is the identity repeats are matched by, in this
+            # session and in a continued record (equal secrets redact alike, different ones differently).
+            redactor = None if self._recorder is None else self._recorder.redactor
+            identity = canonical_bytes({"tool": tool, "args": args if redactor is None else redactor.args(args)})
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"args have no JSON form: {exc}") from None
         if _too_deep(args):
@@ -281,7 +289,7 @@ class Gate:
         # what is checked, confirmed and recorded; the model's dict may change
         fresh = passed or (key is None and tool in self._repeatable)
         request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed,
-                        variant)
+                        variant, started_ns, started)
         answer = self._decide(request)
         return Answer(copy.deepcopy(answer.response), answer.outcome, answer.index)
 
@@ -574,15 +582,21 @@ class Gate:
         return self._record(call, _refusal(message), "refused")
 
     def _record(self, call: _Call, response: dict[str, Any], outcome: str, intent: int | None = None) -> Answer:
-        """Append the request with `response` before it is answered; if that fails, the refusal that
-        replaces it. `outcome` and `call.call_id` are what the record's meta says once the format has it."""
+        """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
+        it reached the gate, how long until now, its call id, `outcome`); if that fails, the refusal that
+        replaces it."""
         if self._recorder is None:
             return Answer(response, outcome)
         failed = "unknown" if outcome == "ran" and call.write else "refused"
         if self._record_error is not None:
             return Answer(_refusal("recording failed: " + self._record_error), failed)
+        meta: dict[str, Any] = {"ts": format_ts(call.started_ns),
+                                "duration_ms": round((time.perf_counter() - call.started) * 1000, 3)}
+        if call.call_id is not None:
+            meta["call_id"] = call.call_id
+        meta["outcome"] = outcome
         try:
-            index = self._recorder.append(call.tool, call.args, response, intent=intent)
+            index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
             return Answer(_refusal("recording failed: " + (self._record_error or "")), failed)
