@@ -17,7 +17,7 @@ from typing import Any
 from tests.faults import FullDiskHandle, fill, small_tmpfs
 from toolreplay.format.records import read_session
 from toolreplay.guard import gate as guard
-from toolreplay.guard.gate import MAX_NESTING, CannotConfirmError, ConsoleApprover, Gate, is_refusal
+from toolreplay.guard.gate import MAX_NESTING, CallCancelled, CannotConfirmError, ConsoleApprover, Gate, is_refusal
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
 
@@ -611,6 +611,36 @@ class FrontEndTest(unittest.TestCase):
             ({"order_id": 1, "status": "shipped"}, "ran"), ({"order_id": 1, "status": "shipped"}, "cached"),
             ({"ok": False, "error": "tool not allowed: delete_everything"}, "refused"),
             ({"ok": True, "order_id": 1}, "ran"), ({"ok": True, "order_id": 1}, "cached")])
+
+    def test_a_tool_host_gets_each_call_its_own_context(self) -> None:
+        seen: list[tuple[str, str, Any]] = []
+
+        class Host:
+            def refusal(self, tool: str) -> str | None:
+                return "tool definition not verified against its pin: " + tool if tool == "get_order" else None
+
+            def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
+                seen.append(("run", tool, context))
+                if context == "cancel me":
+                    raise CallCancelled("the client cancelled the call")
+                return {"ok": True}
+
+            def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+                seen.append(("confirm", tool, context))
+                return context != "no"
+
+        gate = Gate(Host(), POLICY, repeatable={"cancel_order"})
+        answers = [gate.handle(tool, {"order_id": 1}, context=context) for tool, context in (
+            ("cancel_order", "yes"), ("cancel_order", "no"), ("echo", "cancel me"), ("get_order", "pins"),
+            ("cancel_order", "cancel me"))]
+        self.assertEqual([(answer.response.get("error"), answer.outcome) for answer in answers], [
+            (None, "ran"), ("confirmation declined", "refused"), ("cancelled: the client cancelled the call", "cancelled"),
+            ("tool definition not verified against its pin: get_order", "refused"),
+            ("cancelled: the client cancelled the call; whether the write took effect is unknown", "unknown")])
+        self.assertEqual(seen, [("confirm", "cancel_order", "yes"), ("run", "cancel_order", "yes"),
+                                ("confirm", "cancel_order", "no"), ("run", "echo", "cancel me"),
+                                ("confirm", "cancel_order", "cancel me"), ("run", "cancel_order", "cancel me")])
+        self.assertEqual(gate.unknown_outcomes, ('cancel_order {"order_id":1}',))
 
     def test_a_variant_is_another_request(self) -> None:
         gate, tools = make_gate(confirm=approve, read_cache=True)

@@ -246,6 +246,17 @@ class ProxyWireTest(unittest.TestCase):
                                                   "structuredContent": {"n": "1e400"}, "isError": False}])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
+    def test_pipelined_identical_writes_run_once_and_all_get_answers(self) -> None:
+        notes = os.path.join(self.directory, "notes.txt")
+        proxy = self.start("--mutator", "write_note", server_args=("--notes", notes), rules={"write_tools": []})
+        for round_ in range(5):
+            numbers = range(round_ * 20, round_ * 20 + 20)
+            proxy.send(b"".join(json.dumps(call(n, "write_note", round=round_)).encode() + b"\n" for n in numbers))
+            self.assertEqual(sorted(proxy.recv()["id"] for _ in numbers), list(numbers))
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        with open(notes, encoding="utf-8") as written:
+            self.assertEqual([json.loads(line)["round"] for line in written], list(range(5)))
+
     def test_a_task_augmented_call_is_not_the_plain_call(self) -> None:
         notes = os.path.join(self.directory, "notes.txt")
         proxy = self.start("--mutator", "write_note", server_args=("--notes", notes), rules={"write_tools": []})

@@ -62,9 +62,9 @@ _CANCELLED_REMEMBERED = 1024
 
 
 class _Turns:
-    """Calls reach the server in the order the client sent them: each takes a ticket on arrival and is
-    forwarded only once every earlier ticket is released (forwarded, answered by the proxy, or waiting
-    for a person, which holds back no other call)."""
+    """Calls reach the server in the order the client sent them: each takes a ticket on arrival and
+    enters the gate only once every earlier ticket is released (forwarded, answered by the proxy, or
+    waiting for a person, which holds back no other call)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
@@ -150,7 +150,6 @@ class Router:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Forward the call as it came and wait for the server's reply; the record holds its result."""
         assert isinstance(context, CallContext)
-        self._turns.wait(context.ticket, context)
         waiter = Waiter()
         with self._sending:  # a cancellation sees the call either not sent or sent
             with self._lock:
@@ -177,6 +176,8 @@ class Router:
         """Ask the person through the client (mcp_confirm); a cancelled call raises CallCancelled."""
         assert isinstance(context, CallContext)
         self._turns.release(context.ticket)  # a call waiting for a person holds back no other call
+        if context.cancelled:
+            raise CallCancelled("the client cancelled the call before a person was asked", started=False)
         if self._transport.closing:
             raise CannotConfirmError("the proxy is closing")
         answer = self._confirmation.ask(tool, args, context)
@@ -412,6 +413,10 @@ class Router:
             return error_message(message["id"], INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
                                                                 "and an arguments object")
         assert isinstance(params, dict) and self._gate is not None
+        # calls enter the gate in the order sent, each once the earlier ones were sent, answered or
+        # are waiting for a person: so they reach the server in that order, and a call never waits
+        # for an identical one that the client sent after it
+        self._turns.wait(context.ticket, context)
         continuing = self._continuation(name, args, params)
         try:
             answer = self._gate.handle(name, args, call_id=_call_id(message["id"]), context=context,
