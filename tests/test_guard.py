@@ -543,6 +543,35 @@ class StaleReadTest(unittest.TestCase):
         self.assertEqual(store.runs, ["get_order"])
 
 
+class ConfirmationDeferredTest(unittest.TestCase):
+    """A framework adapter's confirm callback raises ConfirmationDeferred: the answer comes in a later call."""
+
+    def test_nothing_recorded_or_counted_and_the_same_call_comes_back(self) -> None:
+        answers: list[bool | None] = [None, True]
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            answer = answers.pop(0)
+            if answer is None:
+                raise guard.ConfirmationDeferred("asked through the framework")
+            return answer
+
+        limited = Policy("support", frozenset({"get_order", "cancel_order"}), frozenset({"cancel_order"}),
+                       limits=Limits(max_steps=2))
+        with tempfile.TemporaryDirectory() as directory:
+            record = os.path.join(directory, "r.jsonl")
+            with SessionRecorder.open(record) as recorder:
+                gate, tools = make_gate(limited, confirm=confirm, recorder=recorder)
+                with self.assertRaises(guard.ConfirmationDeferred):
+                    gate.call("cancel_order", {"order_id": 1}, key="c1")
+                self.assertEqual((gate.steps, tools.runs), (0, []))
+                self.assertEqual(os.path.getsize(record), 0)
+                self.assertEqual(gate.call("cancel_order", {"order_id": 1}, key="c1"), {"ok": True, "order_id": 1})
+                self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
+            with open(record, "rb") as handle:
+                self.assertEqual([r.tool for r in read_session(handle, record)], ["cancel_order", "get_order"])
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1}), ("get_order", {"order_id": 1})])
+
+
 class RecordCase(unittest.TestCase):
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()

@@ -50,8 +50,8 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Gate", "ConsoleApprover", "CannotConfirmError", "STOP_REASONS", "MAX_NESTING", "REFUSAL_PREFIXES",
-           "is_refusal"]
+__all__ = ["Gate", "ConsoleApprover", "CannotConfirmError", "ConfirmationDeferred", "STOP_REASONS", "MAX_NESTING",
+           "REFUSAL_PREFIXES", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
@@ -66,6 +66,12 @@ NOT_ASKED, DECLINED, TIMED_OUT = "confirmation required", "confirmation declined
 
 class CannotConfirmError(ToolReplayError):
     """Raised by a `confirm` callback that has no way to ask a person (no terminal, a client that cannot ask)."""
+
+
+class ConfirmationDeferred(ToolReplayError):
+    """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
+    interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,
+    then makes the same call again. The framework adapters (toolreplay/guard/adapters) use it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +288,10 @@ class Gate:
             answer = self._confirm(call.tool, copy.deepcopy(call.args))
         except TimeoutError:
             return TIMED_OUT
+        except ConfirmationDeferred:  # not decided yet: the same request comes back with the answer
+            with self._lock:
+                self._steps -= 1
+            raise
         except Exception:  # CannotConfirmError, or a failing approver: nobody said yes, nor no
             return NOT_ASKED
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way

@@ -1,0 +1,121 @@
+"""The behaviour table every framework adapter passes (tests/test_adapter_*.py): one scripted model, one policy.
+
+Each step is one model turn asking for one tool call (with a fixed tool-call id); `answer` is what the
+person says when the guard asks through the framework's approval mechanism (None: nobody is asked).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
+from toolreplay.format.records import read_session
+from toolreplay.policy.model import Policy, parse_policy
+
+__all__ = ["POLICY", "STEPS", "Step", "Tools", "TOOLS_SAW", "RECORD", "check_record", "policy"]
+
+
+def policy() -> Policy:
+    """The policy the table is written for (a fresh object: parse_policy validates it)."""
+    return parse_policy(POLICY)
+
+
+POLICY: dict[str, Any] = {
+    "agent": "shop",
+    "allowed_tools": ["get_order", "cancel_order", "write_note"],
+    "write_tools": ["cancel_order"],
+    "rules": [{"id": "notes-in-docs", "tools": ["write_note"], "effect": "deny", "reason": "notes go under docs/",
+               "unless": [{"arg": "path", "under": ["docs"]}]}],
+    "limits": {"max_steps": 7},
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    call_id: str
+    tool: str
+    args: dict[str, Any]
+    response: dict[str, Any]  # what the record holds, and (in the framework's idiom) what the model gets
+    answer: bool | None = None  # the approval given when the guard asks
+
+
+STEPS = [
+    Step("call_1", "get_order", {"order_id": 1}, {"order_id": 1, "status": "processing"}),
+    Step("call_2", "refund", {"order_id": 1}, {"ok": False, "error": "tool not allowed: refund"}),
+    Step("call_3", "write_note", {"path": "notes/todo.md", "text": "hi"},
+         {"ok": False, "error": "denied by rule notes-in-docs: notes go under docs/"}),
+    Step("call_4", "cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1}, answer=True),
+    Step("call_5", "cancel_order", {"order_id": 2}, {"ok": False, "error": "confirmation declined"}, answer=False),
+    # the same tool call delivered again (a resumed run, a re-executed graph node): answered, not run, not asked
+    Step("call_4", "cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1}),
+    Step("call_6", "write_note", {"path": "docs/a.md", "text": "hi"}, {"ok": True, "path": "docs/a.md"}),
+    Step("call_7", "get_order", {"order_id": 2}, {"ok": False, "error": "budget exceeded: max_steps"}),
+]
+
+# What the real tool functions saw, in order.
+TOOLS_SAW = [("get_order", {"order_id": 1}), ("cancel_order", {"order_id": 1}),
+             ("write_note", {"path": "docs/a.md", "text": "hi"})]
+
+# The record: every step, in order, as (tool, args, response).
+RECORD = [(step.tool, step.args, step.response) for step in STEPS]
+
+
+class Tools:
+    """The agent's real tools (plain functions a framework wraps); `saw` lists every call that ran."""
+
+    def __init__(self) -> None:
+        self.saw: list[tuple[str, dict[str, Any]]] = []
+
+    def get_order(self, order_id: int) -> dict[str, Any]:
+        """Look an order up."""
+        self.saw.append(("get_order", {"order_id": order_id}))
+        return {"order_id": order_id, "status": "processing"}
+
+    def cancel_order(self, order_id: int) -> dict[str, Any]:
+        """Cancel an order."""
+        self.saw.append(("cancel_order", {"order_id": order_id}))
+        return {"ok": True, "order_id": order_id}
+
+    def refund(self, order_id: int) -> dict[str, Any]:
+        """Refund an order."""
+        self.saw.append(("refund", {"order_id": order_id}))
+        return {"ok": True}
+
+    def write_note(self, path: str, text: str) -> dict[str, Any]:
+        """Write a note to a file."""
+        self.saw.append(("write_note", {"path": path, "text": text}))
+        return {"ok": True, "path": path}
+
+
+SCOPE = (1, "calls: 8\nfindings: 2\n"
+            "index 1: permission-overreach: tool 'refund' is not in the declared scope for agent 'shop'\n"
+            "index 2: policy-violation: tool 'write_note' denied by rule notes-in-docs: notes go under docs/\n", "")
+
+
+def _cli(*argv: str) -> tuple[int, str, str]:
+    io = IO.memory()
+    code = main(list(argv), io)
+    return code, io.out(), io.err()
+
+
+def check_record(test: Any, path: str, policy_path: str) -> None:
+    """The sealed record holds every step; verify, replay and scope read it."""
+    with open(path, "rb") as handle:
+        records = list(read_session(handle, path))
+    test.assertEqual([(r.tool, r.args, r.response) for r in records], RECORD)
+    test.assertEqual(_cli("verify", path), (0, "chain: intact\n", ""))
+    test.assertEqual(_cli("replay", path, "--mutator", "cancel_order"),
+                     (0, "calls: 8\ndivergence: none\nfindings: 0\n", ""))
+    test.assertEqual(_cli("scope", path, policy_path), SCOPE)
+
+
+def write_policy(folder: str) -> str:
+    """The table's policy as a file (for `scope`)."""
+    path = os.path.join(folder, "policy.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(POLICY, handle)
+    return path
