@@ -13,23 +13,22 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolreplay.guard.gate import CannotConfirmError, ConfirmationDeferred, Gate
+from toolreplay.guard.gate import CannotConfirmError, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import is_refusal
 
-__all__ = ["GuardCore", "is_refusal"]
+__all__ = ["Confirm", "GuardCore", "is_refusal"]
 
 Confirm = Callable[[str, dict[str, Any]], bool]
 
 
 @dataclass(slots=True)
 class _Invocation:
-    """One call in flight: how to run it, and what the framework's own approval said (None: not asked)."""
+    """One call in flight: how to run it, and how the framework asks a person (None: the guard's `confirm`)."""
 
     run: Callable[[dict[str, Any]], Any]
-    approval: bool | None
-    defer: bool
+    ask: Confirm | None
 
 
 class GuardCore:
@@ -44,37 +43,36 @@ class GuardCore:
         self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, **gate_options)
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None, run: Callable[[dict[str, Any]], Any], *,
-             approval: bool | None = None, defer: bool = False) -> dict[str, Any]:
-        """Put one framework tool call through the gate; `call_id` is the framework's tool-call id (the
-        idempotency key). `run(args)` runs the framework's tool when the gate lets it; `approval` is the
-        framework's answer to a confirmation when it has one; `defer=True` raises ConfirmationDeferred
-        (nothing recorded) when a confirmation is needed and not yet answered."""
-        token = self._invocation.set(_Invocation(run, approval, defer))
+             ask: Confirm | None = None) -> dict[str, Any]:
+        """Put one framework tool call through the gate: the one place an adapter calls it. `call_id` is the
+        framework's tool-call id (the idempotency key). `run(args)` runs the framework's tool when the gate
+        lets it. `ask(tool, args)` is the framework's way to ask a person (its approval or interrupt): it
+        answers True or False, or raises ConfirmationDeferred (nothing recorded) when the answer comes in a
+        later call; without it the guard's `confirm` callback asks."""
+        token = self._invocation.set(_Invocation(run, ask))
         try:
             return self.gate.call(tool, args, key=call_id)
         finally:
             self._invocation.reset(token)
 
     async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
-                         run: Callable[[dict[str, Any]], Awaitable[Any]], *, approval: bool | None = None,
-                         defer: bool = False) -> dict[str, Any]:
+                         run: Callable[[dict[str, Any]], Awaitable[Any]], *,
+                         ask: Confirm | None = None) -> dict[str, Any]:
         """`call` for an async framework: the gate runs on a worker thread, the tool on this event loop."""
         loop = asyncio.get_running_loop()
 
         def run_on_loop(gate_args: dict[str, Any]) -> Any:
             return asyncio.run_coroutine_threadsafe(_awaited(run(gate_args)), loop).result()
 
-        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop, approval=approval, defer=defer)
+        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop, ask=ask)
 
     def _dispatch(self, **args: Any) -> Any:
         return self._invocation.get().run(args)
 
     def _ask(self, tool: str, args: dict[str, Any]) -> bool:
         invocation = self._invocation.get()
-        if invocation.approval is not None:
-            return invocation.approval
-        if invocation.defer:
-            raise ConfirmationDeferred(f"{tool} waits for approval")
+        if invocation.ask is not None:
+            return invocation.ask(tool, args)
         if self._confirm is None:
             raise CannotConfirmError("no confirm callback was given to the guard")
         return self._confirm(tool, args)

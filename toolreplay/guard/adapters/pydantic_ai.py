@@ -65,7 +65,7 @@ class PydanticAIGuard(AbstractCapability[Any]):
                         waiting = self._waiting.pop(part.tool_call_id, None)
                     if waiting is not None:
                         await self._core.call_async(waiting[0], waiting[1], part.tool_call_id, _never_run,
-                                                    approval=False)
+                                                    ask=_answer(False))
         return request_context
 
     async def guard_call(self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any],
@@ -73,21 +73,26 @@ class PydanticAIGuard(AbstractCapability[Any]):
         """The one place this adapter calls the gate; `ctx.tool_call_id` is the framework's tool-call id."""
         args = to_jsonable_python(tool_args)
         call_id = ctx.tool_call_id
-        approval = True if ctx.tool_call_approved else None
+        ran: list[Any] = []
 
         async def run(gate_args: dict[str, Any]) -> Any:
-            return to_jsonable_python(await toolset.call_tool(name, tool_args, ctx, tool))
+            ran.append(await toolset.call_tool(name, tool_args, ctx, tool))
+            return to_jsonable_python(ran[0])
 
+        ask = None
+        if ctx.tool_call_approved:
+            ask = _answer(True)
+        elif self._approvals and call_id is not None:
+            ask = _defer
         try:
-            response = await self._core.call_async(name, args, call_id, run, approval=approval,
-                                                   defer=self._approvals and call_id is not None)
+            response = await self._core.call_async(name, args, call_id, run, ask=ask)
         except ConfirmationDeferred:
             with self._lock:
                 self._waiting[call_id or ""] = (name, args)
             raise ApprovalRequired(metadata={"toolreplay": "confirmation required"}) from None
         if is_refusal(response):
             return ToolDenied(response["error"])
-        return response
+        return ran[0] if ran else response
 
 
 @dataclass
@@ -106,6 +111,14 @@ class GuardedToolset(WrapperToolset[Any]):
     def visit_and_replace(self, visitor: Any) -> AbstractToolset[Any]:
         """Keep the guard around whatever replaces the wrapped toolset."""
         return replace(self, wrapped=self.wrapped.visit_and_replace(visitor))
+
+
+def _answer(answer: bool) -> Confirm:
+    return lambda tool, args: answer
+
+
+def _defer(tool: str, args: dict[str, Any]) -> bool:
+    raise ConfirmationDeferred(f"{tool} waits for approval")
 
 
 async def _never_run(args: dict[str, Any]) -> Any:
