@@ -16,12 +16,18 @@ from toolreplay.cli._io import IO
 from toolreplay.format.records import read_session
 from toolreplay.policy.model import Policy, parse_policy
 
-__all__ = ["POLICY", "STEPS", "Step", "Tools", "TOOLS_SAW", "RECORD", "check_record", "policy"]
+__all__ = ["POLICY", "STEPS", "Step", "Tools", "TOOLS_SAW", "check_record", "policy", "steps", "write_policy"]
 
 
-def policy() -> Policy:
-    """The policy the table is written for (a fresh object: parse_policy validates it)."""
-    return parse_policy(POLICY)
+def policy(redelivers: bool = True) -> Policy:
+    """The policy the table is written for (a fresh object: parse_policy validates it). A framework that never
+    delivers a tool-call id twice (the Agents SDK drops a repeated `call_id` itself) plays the table without
+    the redelivered step, so its budget is one step smaller."""
+    return parse_policy(_policy(redelivers))
+
+
+def _policy(redelivers: bool) -> dict[str, Any]:
+    return {**POLICY, "limits": {"max_steps": 7 if redelivers else 6}}
 
 
 POLICY: dict[str, Any] = {
@@ -41,6 +47,7 @@ class Step:
     args: dict[str, Any]
     response: dict[str, Any]  # what the record holds, and (in the framework's idiom) what the model gets
     answer: bool | None = None  # the approval given when the guard asks
+    redelivered: bool = False  # the same tool call again (the same id)
 
 
 STEPS = [
@@ -51,7 +58,7 @@ STEPS = [
     Step("call_4", "cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1}, answer=True),
     Step("call_5", "cancel_order", {"order_id": 2}, {"ok": False, "error": "confirmation declined"}, answer=False),
     # the same tool call delivered again (a resumed run, a re-executed graph node): answered, not run, not asked
-    Step("call_4", "cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1}),
+    Step("call_4", "cancel_order", {"order_id": 1}, {"ok": True, "order_id": 1}, redelivered=True),
     Step("call_6", "write_note", {"path": "docs/a.md", "text": "hi"}, {"ok": True, "path": "docs/a.md"}),
     Step("call_7", "get_order", {"order_id": 2}, {"ok": False, "error": "budget exceeded: max_steps"}),
 ]
@@ -60,8 +67,11 @@ STEPS = [
 TOOLS_SAW = [("get_order", {"order_id": 1}), ("cancel_order", {"order_id": 1}),
              ("write_note", {"path": "docs/a.md", "text": "hi"})]
 
-# The record: every step, in order, as (tool, args, response).
-RECORD = [(step.tool, step.args, step.response) for step in STEPS]
+
+
+def steps(redelivers: bool = True) -> list[Step]:
+    """The table as the framework plays it."""
+    return [step for step in STEPS if redelivers or not step.redelivered]
 
 
 class Tools:
@@ -102,20 +112,23 @@ def _cli(*argv: str) -> tuple[int, str, str]:
     return code, io.out(), io.err()
 
 
-def check_record(test: Any, path: str, policy_path: str) -> None:
-    """The sealed record holds every step; verify, replay and scope read it."""
+def check_record(test: Any, path: str, folder: str, redelivers: bool = True) -> None:
+    """The sealed record holds every step, in order; verify, replay and scope read it."""
     with open(path, "rb") as handle:
         records = list(read_session(handle, path))
-    test.assertEqual([(r.tool, r.args, r.response) for r in records], RECORD)
+    played = steps(redelivers)
+    test.assertEqual([(r.tool, r.args, r.response) for r in records],
+                     [(step.tool, step.args, step.response) for step in played])
     test.assertEqual(_cli("verify", path), (0, "chain: intact\n", ""))
     test.assertEqual(_cli("replay", path, "--mutator", "cancel_order"),
-                     (0, "calls: 8\ndivergence: none\nfindings: 0\n", ""))
-    test.assertEqual(_cli("scope", path, policy_path), SCOPE)
+                     (0, f"calls: {len(played)}\ndivergence: none\nfindings: 0\n", ""))
+    code, out, err = _cli("scope", path, write_policy(folder, redelivers))
+    test.assertEqual((code, out.replace(f"calls: {len(played)}\n", "calls: 8\n"), err), SCOPE)
 
 
-def write_policy(folder: str) -> str:
+def write_policy(folder: str, redelivers: bool = True) -> str:
     """The table's policy as a file (for `scope`)."""
     path = os.path.join(folder, "policy.json")
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump(POLICY, handle)
+        json.dump(_policy(redelivers), handle)
     return path

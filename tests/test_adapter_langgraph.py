@@ -11,7 +11,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy, write_policy
+from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
 from tests.support import integration, require
 from toolreplay.guard import SessionRecorder
 
@@ -108,7 +108,7 @@ class LangGraphAdapterTest(unittest.TestCase):
         self.assertEqual(tools.saw, TOOLS_SAW)
         self.assertEqual(asked, ["call_4", "call_5"])
         self.assertEqual(model_got(messages), expected_messages())
-        check_record(self, path, write_policy(self.tmp))
+        check_record(self, path, self.tmp)
 
     def test_behaviour_table(self) -> None:
         self.check_table(use_async=False)

@@ -8,7 +8,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy, write_policy
+from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
 from tests.support import integration, require
 from toolreplay.guard import SessionRecorder
 
@@ -80,7 +80,7 @@ class PydanticAIAdapterTest(unittest.TestCase):
             else:
                 expected.append((step.call_id, "success", step.response))
         self.assertEqual(model_got(result), expected)
-        check_record(self, path, write_policy(self.tmp))
+        check_record(self, path, self.tmp)
 
     def test_confirm_callback_when_approvals_are_off(self) -> None:
         from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard

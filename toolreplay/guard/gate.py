@@ -179,6 +179,27 @@ class Gate:
         request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes)
         return copy.deepcopy(self._decide(request))
 
+    def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> bool:
+        """Whether `call` with these args would ask `confirm` now: it passes the earlier checks and has not
+        run. Records and counts nothing (for a framework that asks before it calls the tool)."""
+        try:
+            call = _Call(tool, copy.deepcopy(args), canonical_bytes({"tool": tool, "args": args}), key,
+                         tool in self._writes)
+        except (CanonicalError, RecursionError, TypeError):
+            return False
+        max_steps = self._policy.limits.max_steps
+        if self._record_error is not None or self._stop_reason is not None or (
+                max_steps is not None and self._steps >= max_steps):
+            return False
+        if self._check_allowed(call) is not None or self._check_outcome_known(call) is not None:
+            return False
+        ruling = self._check_rules(call)
+        if ruling is not None and self._rules is not None:
+            self._rules.withdraw(ruling)
+        if ruling is not None and ruling.refusal is not None:
+            return False
+        return self._earlier(call) is None and self._needs_confirmation(call, ruling)
+
     def _decide(self, call: _Call) -> dict[str, Any]:
         failure = self._check_recording()
         if failure is not None:
