@@ -3,6 +3,7 @@ table."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import tempfile
@@ -35,7 +36,7 @@ def run_table(tools: Tools, guard: Any) -> tuple[Any, list[str]]:
     else:
         agent = Agent(name="shop", model=model, tools=list(guard.wrap(functions)), hooks=guard.hooks)
     config = RunConfig(tracing_disabled=True)
-    result = Runner.run_sync(agent, "go", max_turns=20, run_config=config)
+    result = asyncio.run(Runner.run(agent, "go", max_turns=20, run_config=config))
     asked = []
     while result.interruptions:
         state = result.to_state()
@@ -44,7 +45,7 @@ def run_table(tools: Tools, guard: Any) -> tuple[Any, list[str]]:
             asked.append(call_id)
             answer = next(step.answer for step in STEPS if step.call_id == call_id and step.answer is not None)
             (state.approve if answer else state.reject)(item)
-        result = Runner.run_sync(agent, state, max_turns=20, run_config=config)
+        result = asyncio.run(Runner.run(agent, state, max_turns=20, run_config=config))
     return result, asked
 
 
@@ -75,6 +76,30 @@ class OpenAIAgentsAdapterTest(unittest.TestCase):
         self.assertEqual(asked, ["call_4", "call_5"])
         self.assertEqual(model_got(result), expected_outputs(REJECTED))
         check_record(self, path, self.tmp, redelivers=False)
+
+    def test_a_restarted_host_does_not_run_a_recorded_write_again(self) -> None:
+        """Idempotency through the SDK: a new guard on the same record answers a write it holds (any
+        call_id), without asking a person and without running the tool."""
+        from agents import Agent, RunConfig, Runner, function_tool
+        from agents.testing import ScriptedModel, assistant_message, function_call
+
+        from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard
+
+        path = os.path.join(self.tmp, "session.jsonl")
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            run_table(Tools(), OpenAIAgentsGuard(policy(redelivers=False), recorder=recorder))
+        tools = Tools()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            guard = OpenAIAgentsGuard(policy(redelivers=False), recorder=recorder)
+            model = ScriptedModel([[function_call("cancel_order", {"order_id": 1}, call_id="call_9")],
+                                   [assistant_message("done")]])
+            agent = Agent(name="shop", model=model, tools=guard.wrap([function_tool(tools.cancel_order)]),
+                          hooks=guard.hooks)
+            result = asyncio.run(Runner.run(agent, "again", run_config=RunConfig(tracing_disabled=True)))
+        self.assertEqual((result.interruptions, tools.saw), ([], []))
+        self.assertEqual(model_got(result), [("call_9", {"ok": True, "order_id": 1})])
+        with open(path, encoding="utf-8") as handle:
+            self.assertEqual(len(handle.readlines()), len(STEPS) + 1)
 
     def test_confirm_callback_when_approvals_are_off(self) -> None:
         from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import os
 import tempfile
@@ -31,7 +32,7 @@ def run_table(tools: Tools, guard: Any) -> tuple[Any, list[str]]:
 
     agent = Agent(FunctionModel(model), tools=[tools.get_order, tools.cancel_order, tools.refund, tools.write_note],
                   capabilities=[guard], output_type=[str, DeferredToolRequests])
-    result = agent.run_sync("go")
+    result = asyncio.run(agent.run("go"))
     asked = []
     while isinstance(result.output, DeferredToolRequests):
         approvals = {}
@@ -39,8 +40,8 @@ def run_table(tools: Tools, guard: Any) -> tuple[Any, list[str]]:
             asked.append(call.tool_call_id)
             approvals[call.tool_call_id] = next(step.answer for step in STEPS
                                                 if step.call_id == call.tool_call_id and step.answer is not None)
-        result = agent.run_sync(message_history=result.all_messages(),
-                                deferred_tool_results=DeferredToolResults(approvals=approvals))
+        result = asyncio.run(agent.run(message_history=result.all_messages(),
+                                       deferred_tool_results=DeferredToolResults(approvals=approvals)))
     return result, asked
 
 

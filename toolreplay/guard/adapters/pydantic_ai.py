@@ -82,6 +82,8 @@ class PydanticAIGuard(AbstractCapability[Any]):
         ask = None
         if ctx.tool_call_approved:
             ask = _answer(True)
+            with self._lock:
+                self._waiting.pop(call_id or "", None)
         elif self._approvals and call_id is not None:
             ask = _defer
         try:
