@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 from langchain_core.messages import ToolMessage
 from langgraph.errors import GraphInterrupt
@@ -28,7 +28,7 @@ from toolreplay.policy.model import Policy
 
 __all__ = ["LangGraphGuard"]
 
-Result = ToolMessage | Command[Any]
+Result: TypeAlias = ToolMessage | Command[Any]
 
 
 class LangGraphGuard:

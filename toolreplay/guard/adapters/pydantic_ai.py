@@ -13,7 +13,7 @@ Needs `pydantic-ai-slim` (the `pydantic-ai` extra); toolreplay's core never impo
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic_ai import ApprovalRequired, RunContext, ToolDenied
@@ -109,10 +109,6 @@ class GuardedToolset(WrapperToolset[Any]):
         if self.guard is None:
             raise RuntimeError("GuardedToolset needs a guard")
         return await self.guard.guard_call(name, tool_args, ctx, self.wrapped, tool)
-
-    def visit_and_replace(self, visitor: Any) -> AbstractToolset[Any]:
-        """Keep the guard around whatever replaces the wrapped toolset."""
-        return replace(self, wrapped=self.wrapped.visit_and_replace(visitor))
 
 
 def _answer(answer: bool) -> Confirm:
