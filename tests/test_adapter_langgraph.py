@@ -132,6 +132,29 @@ class LangGraphAdapterTest(unittest.TestCase):
         self.assertEqual(tools.saw, TOOLS_SAW)
         self.assertEqual(model_got(messages), expected_messages())
 
+    def test_a_tool_that_raises_is_an_error_message_on_record(self) -> None:
+        from langchain_core.tools import StructuredTool
+        from langgraph.prebuilt.tool_node import ToolCallRequest
+
+        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+        from toolreplay.policy.model import Policy
+
+        def lookup(order_id: int) -> dict[str, Any]:
+            """Look an order up."""
+            raise ValueError("database is down")
+
+        tool = StructuredTool.from_function(lookup)
+        path = os.path.join(self.tmp, "session.jsonl")
+        with SessionRecorder.open(path) as recorder:
+            guard = LangGraphGuard(Policy("a", frozenset({"lookup"})), recorder=recorder)
+            call = {"name": "lookup", "args": {"order_id": 1}, "id": "c1", "type": "tool_call"}
+            request = ToolCallRequest(tool_call=call, tool=tool, state={}, runtime=None)  # type: ignore[arg-type]
+            message = guard.wrap_tool_call(request, lambda r: tool.invoke(r.tool_call))
+        error = {"ok": False, "error": "ValueError: database is down"}
+        self.assertEqual((message.status, json.loads(message.content), message.tool_call_id), ("error", error, "c1"))
+        with open(path, encoding="utf-8") as handle:
+            self.assertEqual(json.loads(handle.read())["response"], error)
+
     def test_without_the_guard_every_call_runs(self) -> None:
         """The table's script itself: unguarded, the forbidden and rule-breaking calls reach the tools."""
         tools = Tools()

@@ -118,5 +118,6 @@ def _message(call: Any, response: dict[str, Any], ran: list[Result]) -> Result:
                            status="error")
     if ran:
         return ran[0]
+    failed = response.get("ok") is False and isinstance(response.get("error"), str)  # the tool raised
     return ToolMessage(content=json.dumps(response, ensure_ascii=False), name=call["name"],
-                       tool_call_id=call.get("id") or "")
+                       tool_call_id=call.get("id") or "", status="error" if failed else "success")
