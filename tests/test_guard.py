@@ -682,6 +682,72 @@ class MemoryTest(unittest.TestCase):
         for order_id in (1, 2, 1, 3, 1):
             gate.call("get_order", {"order_id": order_id})
         self.assertEqual([args["order_id"] for _, args in tools.runs], [1, 2, 3, 1])
+class ConfirmationDeferredTest(unittest.TestCase):
+    """A framework adapter's confirm callback raises ConfirmationDeferred: the answer comes in a later call."""
+
+    def test_nothing_recorded_or_counted_and_the_same_call_comes_back(self) -> None:
+        answers: list[bool | None] = [None, True]
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            answer = answers.pop(0)
+            if answer is None:
+                raise guard.ConfirmationDeferred("asked through the framework")
+            return answer
+
+        limited = Policy("support", frozenset({"get_order", "cancel_order"}), frozenset({"cancel_order"}),
+                       limits=Limits(max_steps=2))
+        with tempfile.TemporaryDirectory() as directory:
+            record = os.path.join(directory, "r.jsonl")
+            with SessionRecorder.open(record) as recorder:
+                gate, tools = make_gate(limited, confirm=confirm, recorder=recorder)
+                with self.assertRaises(guard.ConfirmationDeferred):
+                    gate.call("cancel_order", {"order_id": 1}, key="c1")
+                self.assertEqual((gate.steps, tools.runs), (0, []))
+                self.assertEqual(os.path.getsize(record), 0)
+                self.assertEqual(gate.call("cancel_order", {"order_id": 1}, key="c1"), {"ok": True, "order_id": 1})
+                self.assertEqual(gate.call("get_order", {"order_id": 1}), {"order_id": 1, "status": "shipped"})
+            with open(record, "rb") as handle:
+                self.assertEqual([r.tool for r in read_session(handle, record)], ["cancel_order", "get_order"])
+        self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1}), ("get_order", {"order_id": 1})])
+
+
+class NeedsConfirmationTest(unittest.TestCase):
+    """`Gate.needs_confirmation`: would this call ask now? (for frameworks that ask before calling the tool)"""
+
+    def test_only_a_call_that_would_reach_the_question(self) -> None:
+        from toolreplay.policy.model import parse_policy
+
+        limited = parse_policy({
+            "agent": "support", "allowed_tools": ["get_order", "cancel_order", "echo"],
+            "write_tools": ["cancel_order"], "limits": {"max_steps": 3},
+            "rules": [{"id": "no-9", "tools": ["cancel_order"], "effect": "deny", "reason": "order 9 is locked",
+                       "when": [{"arg": "order_id", "eq": 9}]},
+                      {"id": "free-3", "tools": ["cancel_order"], "effect": "allow", "reason": "order 3 is free",
+                       "when": [{"arg": "order_id", "eq": 3}]},
+                      {"id": "loud", "tools": ["echo"], "effect": "ask", "reason": "a person reads it",
+                       "when": [{"arg": "value", "eq": "loud"}]}]})
+        with tempfile.TemporaryDirectory() as directory:
+            record = os.path.join(directory, "r.jsonl")
+            with SessionRecorder.open(record) as recorder:
+                gate, tools = make_gate(limited, confirm=lambda tool, args: True, recorder=recorder)
+                cases = [("cancel_order", {"order_id": 1}, "k1", True),   # a write tool
+                         ("echo", {"value": "loud"}, None, True),           # an ask rule
+                         ("echo", {"value": "quiet"}, None, False),         # a read
+                         ("get_order", {"order_id": 1}, None, False),
+                         ("delete_everything", {}, None, False),            # not allowed: refused, not asked
+                         ("cancel_order", {"order_id": 9}, "k1", False),   # a deny rule
+                         ("cancel_order", {"order_id": 3}, "k1", False)]   # an allow rule
+                for tool, args, key, expected in cases:
+                    with self.subTest(tool=tool, args=args):
+                        self.assertIs(gate.needs_confirmation(tool, args, key=key), expected)
+                self.assertEqual((gate.steps, os.path.getsize(record), tools.runs), (0, 0, []))
+                gate.call("cancel_order", {"order_id": 1}, key="k1")
+                self.assertFalse(gate.needs_confirmation("cancel_order", {"order_id": 1}, key="k1"))  # ran: answered
+                self.assertTrue(gate.needs_confirmation("cancel_order", {"order_id": 1}, key="k2"))
+                gate.call("get_order", {"order_id": 1})
+                gate.call("get_order", {"order_id": 2})
+                self.assertFalse(gate.needs_confirmation("cancel_order", {"order_id": 1}, key="k2"))  # over budget
+            self.assertEqual(gate.steps, 3)
 
 
 class RecordCase(unittest.TestCase):

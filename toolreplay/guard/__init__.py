@@ -6,6 +6,7 @@ from toolreplay.guard.gate import (
     Answer,
     CallCancelled,
     CannotConfirmError,
+    ConfirmationDeferred,
     ConsoleApprover,
     Gate,
     ToolHost,
@@ -15,5 +16,5 @@ from toolreplay.guard.recorder import RecordingError, SessionRecorder
 from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
 
 __all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "CallCancelled", "CannotConfirmError",
-           "ConsoleApprover", "Gate", "Intent", "RecordingError", "Screen", "ScreenFlag", "SessionRecorder", "ToolHost",
-           "scan_value"]
+           "ConfirmationDeferred", "ConsoleApprover", "Gate", "Intent", "RecordingError", "Screen", "ScreenFlag",
+           "SessionRecorder", "ToolHost", "scan_value"]

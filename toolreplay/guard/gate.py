@@ -59,8 +59,8 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Answer", "CallCancelled", "CannotConfirmError", "Gate", "ConsoleApprover", "OUTCOMES", "STOP_REASONS",
-           "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
+__all__ = ["Answer", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate", "ConsoleApprover",
+           "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
@@ -118,6 +118,10 @@ class Answer:
     response: dict[str, Any]
     outcome: str
     index: int | None = None  # the record's index, when it was recorded
+class ConfirmationDeferred(ToolReplayError):
+    """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
+    interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,
+    then makes the same call again. The framework adapters (toolreplay/guard/adapters) use it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +282,7 @@ class Gate:
             raise ValueError("key must be a string or None")
         started_ns, started = self._wall_clock(), time.perf_counter()
         try:
-            # A redacting record holds the redacted call: it is the identity repeats are matched by, in this
-            # session and in a continued record (equal secrets redact alike, different ones differently).
-            redactor = None if self._recorder is None else self._recorder.redactor
-            identity = canonical_bytes({"tool": tool, "args": args if redactor is None else redactor.args(args)})
+            identity = self._identity(tool, args)
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"args have no JSON form: {exc}") from None
         if _too_deep(args):
@@ -292,6 +293,34 @@ class Gate:
                         variant, started_ns, started)
         answer = self._decide(request)
         return Answer(copy.deepcopy(answer.response), answer.outcome, answer.index)
+
+    def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> bool:
+        """Whether this call would ask `confirm` now: it passes the earlier checks and has not run.
+        Records and counts nothing (for a framework that asks before it calls the tool)."""
+        try:
+            call = _Call(tool, copy.deepcopy(args), self._identity(tool, args), key, tool in self._writes,
+                         key is None and tool in self._repeatable)
+        except (CanonicalError, RecursionError, TypeError):
+            return False
+        max_steps = self._policy.limits.max_steps
+        if self._record_error is not None or self._stop_reason is not None or (
+                max_steps is not None and self._steps >= max_steps):
+            return False
+        if self._check_allowed(call) is not None or self._check_outcome_known(call) is not None:
+            return False
+        ruling = self._check_rules(call)
+        if ruling is not None and self._rules is not None:
+            self._rules.withdraw(ruling)
+        if ruling is not None and ruling.refusal is not None:
+            return False
+        return self._earlier(call) is None and self._needs_confirmation(call, ruling)
+
+    def _identity(self, tool: str, args: dict[str, Any]) -> bytes:
+        """The call's canonical form, as the record holds it: a redacting record holds the redacted call,
+        which is what repeats are matched by, in this session and in a continued record (equal secrets
+        redact alike, different ones differently)."""
+        redactor = None if self._recorder is None else self._recorder.redactor
+        return canonical_bytes({"tool": tool, "args": args if redactor is None else redactor.args(args)})
 
     def _decide(self, call: _Call) -> Answer:
         failure = self._check_recording()
@@ -410,6 +439,10 @@ class Gate:
             raise
         except TimeoutError:
             return TIMED_OUT
+        except ConfirmationDeferred:  # not decided yet: the same request comes back with the answer
+            with self._lock:
+                self._steps -= 1
+            raise
         except Exception:  # CannotConfirmError, or a failing approver: nobody said yes, nor no
             return NOT_ASKED
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way

@@ -1,0 +1,166 @@
+"""The LangGraph adapter against the real LangGraph (a ToolNode in a graph, GenericFakeChatModel scripting the
+model, an in-memory checkpointer for the interrupts): the behaviour table, sync and async."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import tempfile
+import unittest
+from typing import Any
+
+from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
+from tests.support import integration, require
+from toolreplay.guard import SessionRecorder
+
+HAVE = importlib.util.find_spec("langgraph") is not None and importlib.util.find_spec("langchain_core") is not None
+REASON = "langgraph / langchain-core are not installed (.ci/install.d/60-frameworks.sh installs them)"
+
+
+def build_graph(tools: Tools, guard: Any) -> Any:
+    """model -> tools -> model ..., the model a GenericFakeChatModel playing the table's script."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import StructuredTool
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode, tools_condition
+
+    script = [AIMessage(content="", tool_calls=[{"name": step.tool, "args": dict(step.args), "id": step.call_id}])
+              for step in STEPS] + [AIMessage(content="done")]
+    model = GenericFakeChatModel(messages=iter(script))
+    functions = [tools.get_order, tools.cancel_order, tools.refund, tools.write_note]
+    node_options = {} if guard is None else {"wrap_tool_call": guard.wrap_tool_call,
+                                             "awrap_tool_call": guard.awrap_tool_call}
+    tool_node = ToolNode([StructuredTool.from_function(f) for f in functions], **node_options)
+
+    def agent(state: MessagesState) -> dict[str, Any]:
+        return {"messages": [model.invoke(state["messages"])]}
+
+    graph = StateGraph(MessagesState)
+    graph.add_node("agent", agent)
+    graph.add_node("tools", tool_node)
+    graph.add_edge(START, "agent")
+    graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+    graph.add_edge("tools", "agent")
+    return graph.compile(checkpointer=InMemorySaver())
+
+
+def run_table(graph: Any, use_async: bool = False) -> tuple[list[Any], list[str]]:
+    """Run to the end, resuming each interrupt with the table's answer; the final messages and who was asked."""
+    from langgraph.types import Command
+
+    config = {"configurable": {"thread_id": "t"}}
+
+    def invoke(value: Any) -> dict[str, Any]:
+        if use_async:
+            return asyncio.run(graph.ainvoke(value, config))  # type: ignore[no-any-return]
+        return graph.invoke(value, config)  # type: ignore[no-any-return]
+
+    state = invoke({"messages": [("user", "go")]})
+    asked = []
+    while state.get("__interrupt__"):
+        (pause,) = state["__interrupt__"]
+        call_id = pause.value["tool_call_id"]
+        asked.append(call_id)
+        answer = next(step.answer for step in STEPS if step.call_id == call_id and step.answer is not None)
+        state = invoke(Command(resume=answer))
+    return state["messages"], asked
+
+
+def model_got(messages: list[Any]) -> list[tuple[str, str, Any]]:
+    from langchain_core.messages import ToolMessage
+
+    return [(m.tool_call_id, m.status, m.content) for m in messages if isinstance(m, ToolMessage)]
+
+
+def expected_messages() -> list[tuple[str, str, Any]]:
+    expected = []
+    for step in STEPS:
+        if step.response.get("ok") is False:
+            expected.append((step.call_id, "error", step.response["error"]))
+        else:
+            expected.append((step.call_id, "success", json.dumps(step.response)))
+    return expected
+
+
+@integration
+class LangGraphAdapterTest(unittest.TestCase):
+    def setUp(self) -> None:
+        require(HAVE, REASON)
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self) -> None:
+        self._tmp.cleanup()
+
+    def check_table(self, use_async: bool) -> None:
+        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+
+        tools = Tools()
+        path = os.path.join(self.tmp, "session.jsonl")
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            guard = LangGraphGuard(policy(), recorder=recorder)
+            messages, asked = run_table(build_graph(tools, guard), use_async)
+        self.assertEqual(messages[-1].content, "done")
+        self.assertEqual(tools.saw, TOOLS_SAW)
+        self.assertEqual(asked, ["call_4", "call_5"])
+        self.assertEqual(model_got(messages), expected_messages())
+        check_record(self, path, self.tmp)
+
+    def test_behaviour_table(self) -> None:
+        self.check_table(use_async=False)
+
+    def test_behaviour_table_async(self) -> None:
+        self.check_table(use_async=True)
+
+    def test_confirm_callback_when_interrupts_are_off(self) -> None:
+        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+
+        questions = []
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            questions.append((tool, args))
+            return bool(args["order_id"] == 1)
+
+        tools = Tools()
+        messages, asked = run_table(build_graph(tools, LangGraphGuard(policy(), confirm=confirm, interrupts=False)))
+        self.assertEqual(asked, [])
+        self.assertEqual(questions, [("cancel_order", {"order_id": 1}), ("cancel_order", {"order_id": 2})])
+        self.assertEqual(tools.saw, TOOLS_SAW)
+        self.assertEqual(model_got(messages), expected_messages())
+
+    def test_a_tool_that_raises_is_an_error_message_on_record(self) -> None:
+        from langchain_core.tools import StructuredTool
+        from langgraph.prebuilt.tool_node import ToolCallRequest
+
+        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+        from toolreplay.policy.model import Policy
+
+        def lookup(order_id: int) -> dict[str, Any]:
+            """Look an order up."""
+            raise ValueError("database is down")
+
+        tool = StructuredTool.from_function(lookup)
+        path = os.path.join(self.tmp, "session.jsonl")
+        with SessionRecorder.open(path) as recorder:
+            guard = LangGraphGuard(Policy("a", frozenset({"lookup"})), recorder=recorder)
+            call = {"name": "lookup", "args": {"order_id": 1}, "id": "c1", "type": "tool_call"}
+            request = ToolCallRequest(tool_call=call, tool=tool, state={}, runtime=None)  # type: ignore[arg-type]
+            message = guard.wrap_tool_call(request, lambda r: tool.invoke(r.tool_call))
+        error = {"ok": False, "error": "ValueError: database is down"}
+        self.assertEqual((message.status, json.loads(message.content), message.tool_call_id), ("error", error, "c1"))
+        with open(path, encoding="utf-8") as handle:
+            self.assertEqual(json.loads(handle.read())["response"], error)
+
+    def test_without_the_guard_every_call_runs(self) -> None:
+        """The table's script itself: unguarded, the forbidden and rule-breaking calls reach the tools."""
+        tools = Tools()
+        messages, asked = run_table(build_graph(tools, None))
+        self.assertEqual((asked, len(tools.saw), messages[-1].content), ([], 8, "done"))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,122 @@
+"""The pydantic-ai adapter against the real pydantic-ai (its FunctionModel scripts the model): the behaviour table."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import tempfile
+import unittest
+from typing import Any
+
+from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
+from tests.support import integration, require
+from toolreplay.guard import SessionRecorder
+
+HAVE = importlib.util.find_spec("pydantic_ai") is not None
+REASON = "pydantic-ai-slim is not installed (.ci/install.d/60-frameworks.sh installs it)"
+
+
+def run_table(tools: Tools, guard: Any) -> tuple[Any, list[str]]:
+    """Run the scripted agent to the end, answering each approval request from the table."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        turn = sum(isinstance(message, ModelResponse) for message in messages)
+        if turn == len(STEPS):
+            return ModelResponse(parts=[TextPart("done")])
+        step = STEPS[turn]
+        return ModelResponse(parts=[ToolCallPart(step.tool, dict(step.args), tool_call_id=step.call_id)])
+
+    agent = Agent(FunctionModel(model), tools=[tools.get_order, tools.cancel_order, tools.refund, tools.write_note],
+                  capabilities=[guard], output_type=[str, DeferredToolRequests])
+    result = asyncio.run(agent.run("go"))
+    asked = []
+    while isinstance(result.output, DeferredToolRequests):
+        approvals = {}
+        for call in result.output.approvals:
+            asked.append(call.tool_call_id)
+            approvals[call.tool_call_id] = next(step.answer for step in STEPS
+                                                if step.call_id == call.tool_call_id and step.answer is not None)
+        result = asyncio.run(agent.run(message_history=result.all_messages(),
+                                       deferred_tool_results=DeferredToolResults(approvals=approvals)))
+    return result, asked
+
+
+def model_got(result: Any) -> list[tuple[str, str, Any]]:
+    from pydantic_ai.messages import ToolReturnPart
+
+    return [(part.tool_call_id, part.outcome, part.content) for message in result.all_messages()
+            for part in message.parts if isinstance(part, ToolReturnPart)]
+
+
+@integration
+class PydanticAIAdapterTest(unittest.TestCase):
+    def setUp(self) -> None:
+        require(HAVE, REASON)
+        self._tmp = tempfile.TemporaryDirectory()
+        self.tmp = self._tmp.name
+
+    def tearDown(self) -> None:
+        self._tmp.cleanup()
+
+    def test_behaviour_table(self) -> None:
+        from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard
+
+        tools = Tools()
+        path = os.path.join(self.tmp, "session.jsonl")
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            guard = PydanticAIGuard(policy(), recorder=recorder)
+            result, asked = run_table(tools, guard)
+        self.assertEqual(result.output, "done")
+        self.assertEqual(tools.saw, TOOLS_SAW)
+        self.assertEqual(asked, ["call_4", "call_5"])
+        expected = []
+        for step in STEPS:
+            if step.response.get("ok") is False:
+                message = "The tool call was denied." if step.answer is False else step.response["error"]
+                expected.append((step.call_id, "denied", message))
+            else:
+                expected.append((step.call_id, "success", step.response))
+        self.assertEqual(model_got(result), expected)
+        check_record(self, path, self.tmp)
+
+    def test_confirm_callback_when_approvals_are_off(self) -> None:
+        from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard
+
+        questions = []
+
+        def confirm(tool: str, args: dict[str, Any]) -> bool:
+            questions.append((tool, args))
+            return bool(args["order_id"] == 1)
+
+        tools = Tools()
+        guard = PydanticAIGuard(policy(), confirm=confirm, approvals=False)
+        result, asked = run_table(tools, guard)
+        self.assertEqual(asked, [])
+        self.assertEqual(questions, [("cancel_order", {"order_id": 1}), ("cancel_order", {"order_id": 2})])
+        self.assertEqual(tools.saw, TOOLS_SAW)
+        self.assertIn(("call_5", "denied", "confirmation declined"), model_got(result))
+
+    def test_without_the_guard_every_call_runs(self) -> None:
+        """The table's script itself: unguarded, the forbidden and rule-breaking calls reach the tools."""
+        tools = Tools()
+        result, asked = run_table(tools, _NoGuard())
+        self.assertEqual(asked, [])
+        self.assertEqual(len(tools.saw), 8)
+        self.assertEqual(result.output, "done")
+
+
+def _NoGuard() -> Any:
+    from pydantic_ai.capabilities import AbstractCapability
+
+    class NoGuard(AbstractCapability[Any]):
+        pass
+
+    return NoGuard()
+
+
+if __name__ == "__main__":
+    unittest.main()

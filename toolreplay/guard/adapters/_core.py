@@ -1,0 +1,83 @@
+"""What the framework adapters share: one Gate in front of the framework's tools, reached per call.
+
+The gate is built with one dispatcher per tool the policy allows; each adapter hands the framework's
+own way of running that call (a closure) to `GuardCore.call`, the only place an adapter calls the gate.
+So the allowlist, rules, idempotency, budgets, confirmation and the record are the gate's, unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from toolreplay.guard.gate import CannotConfirmError, Gate
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.policy.model import Policy
+from toolreplay.policy.refusals import is_refusal
+
+__all__ = ["Confirm", "GuardCore", "is_refusal"]
+
+Confirm = Callable[[str, dict[str, Any]], bool]
+
+
+@dataclass(slots=True)
+class _Invocation:
+    """One call in flight: how to run it, and how the framework asks a person (None: the guard's `confirm`)."""
+
+    run: Callable[[dict[str, Any]], Any]
+    ask: Confirm | None
+
+
+class GuardCore:
+    """A Gate whose tools are whatever the framework runs for the current call."""
+
+    def __init__(self, policy: Policy, *, confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
+                 **gate_options: Any) -> None:
+        """`confirm` answers confirmations the framework cannot ask itself; `gate_options` go to `Gate`."""
+        self._invocation: contextvars.ContextVar[_Invocation] = contextvars.ContextVar("toolreplay_invocation")
+        self._confirm = confirm
+        tools = {name: self._dispatch for name in policy.allowed_tools}
+        self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, **gate_options)
+
+    def call(self, tool: str, args: dict[str, Any], call_id: str | None, run: Callable[[dict[str, Any]], Any], *,
+             ask: Confirm | None = None) -> dict[str, Any]:
+        """Put one framework tool call through the gate: the one place an adapter calls it. `call_id` is the
+        framework's tool-call id (the idempotency key). `run(args)` runs the framework's tool when the gate
+        lets it. `ask(tool, args)` is the framework's way to ask a person (its approval or interrupt): it
+        answers True or False, or raises ConfirmationDeferred (nothing recorded) when the answer comes in a
+        later call; without it the guard's `confirm` callback asks."""
+        token = self._invocation.set(_Invocation(run, ask))
+        try:
+            # the framework's id is the idempotency key and the record's meta.call_id
+            return self.gate.handle(tool, args, key=call_id, call_id=call_id).response
+        finally:
+            self._invocation.reset(token)
+
+    async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
+                         run: Callable[[dict[str, Any]], Awaitable[Any]], *,
+                         ask: Confirm | None = None) -> dict[str, Any]:
+        """`call` for an async framework: the gate runs on a worker thread, the tool on this event loop."""
+        loop = asyncio.get_running_loop()
+
+        def run_on_loop(gate_args: dict[str, Any]) -> Any:
+            return asyncio.run_coroutine_threadsafe(_awaited(run(gate_args)), loop).result()
+
+        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop, ask=ask)
+
+    def _dispatch(self, **args: Any) -> Any:
+        return self._invocation.get().run(args)
+
+    def _ask(self, tool: str, args: dict[str, Any]) -> bool:
+        invocation = self._invocation.get()
+        if invocation.ask is not None:
+            return invocation.ask(tool, args)
+        if self._confirm is None:
+            raise CannotConfirmError("no confirm callback was given to the guard")
+        return self._confirm(tool, args)
+
+
+async def _awaited(value: Awaitable[Any]) -> Any:
+    return await value
