@@ -33,14 +33,19 @@ def _pairing_id(conversation: Conversation, position: int, body: Any, key: str) 
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
-    """The calls and replies of one conversation, in part order."""
+    """The calls and replies of one conversation, in part order; each model content is a turn (its
+    parallel functionCall parts share it)."""
+    turn = -1
     for position, raw in enumerate(conversation.messages):
-        for part in _message(conversation, position, raw):
+        parts = _message(conversation, position, raw)
+        turn += raw.get("role") == "model"
+        for part in parts:
             if not isinstance(part, dict):
                 raise conversation.error(position, "a part must be an object")
             if "functionCall" in part:
                 name, call_id = _pairing_id(conversation, position, part["functionCall"], "functionCall")
-                yield ToolCall(call_id, name, part["functionCall"].get("args", MISSING), position)
+                yield ToolCall(call_id, name, part["functionCall"].get("args", MISSING), position,
+                               turn=turn if raw.get("role") == "model" else None)
             elif "functionResponse" in part:
                 body = part["functionResponse"]
                 _, call_id = _pairing_id(conversation, position, body, "functionResponse")
