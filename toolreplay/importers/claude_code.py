@@ -18,7 +18,7 @@ from typing import Any
 
 from toolreplay.importers.anthropic import content_event
 from toolreplay.importers.conversations import Conversation
-from toolreplay.importers.pairing import Event, TimeError, ToolCall, iso_time
+from toolreplay.importers.pairing import Event, ToolCall, call_times, iso_time
 
 __all__ = ["read_events"]
 
@@ -45,10 +45,7 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             raise conversation.error(position, '"message.content" must be a string or an array of content blocks')
         for block in content:
             event = content_event(conversation, position, block, turn)
-            if isinstance(event, ToolCall) and "timestamp" in raw:
-                try:
-                    event = dataclasses.replace(event, ts=iso_time(raw["timestamp"]).text)
-                except TimeError as problem:
-                    event = dataclasses.replace(event, time_note=str(problem))
+            if isinstance(event, ToolCall):
+                event = dataclasses.replace(event, **call_times(raw.get("timestamp"), None, iso_time))
             if event is not None:
                 yield event

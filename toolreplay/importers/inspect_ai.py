@@ -20,10 +20,9 @@ from toolreplay.importers.pairing import (
     MISSING,
     Event,
     Note,
-    TimeError,
     ToolCall,
     ToolReply,
-    duration_ms,
+    call_times,
     iso_time,
     reply_response,
 )
@@ -45,15 +44,7 @@ def _times(conversation: Conversation) -> dict[str, dict[str, Any]]:
     for event in conversation.timeline or ():
         if not isinstance(event, dict) or event.get("event") != "tool" or not isinstance(event.get("id"), str):
             continue
-        times: dict[str, Any] = {}
-        try:
-            start = iso_time(event.get("timestamp"))
-            times["ts"] = start.text
-            if event.get("completed") is not None:
-                times["duration_ms"] = duration_ms(start, iso_time(event["completed"]))
-        except TimeError as problem:
-            times["time_note"] = str(problem)
-        found.setdefault(event["id"], times)
+        found.setdefault(event["id"], call_times(event.get("timestamp"), event.get("completed"), iso_time))
     return found
 
 

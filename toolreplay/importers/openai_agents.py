@@ -15,37 +15,20 @@ the call, so records of this format have no `call_id` and no `turn`.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import (
     MISSING,
     Event,
-    TimeError,
     ToolCall,
     ToolReply,
-    duration_ms,
+    call_times,
     flag_error,
     iso_time,
     reply_response,
 )
 
 __all__ = ["read_events"]
-
-
-def _times(span: dict[str, Any]) -> dict[str, Any]:
-    """The span's start (`ts`), its duration when it ended, or why its times were not read."""
-    if span.get("started_at") is None:
-        return {}
-    times: dict[str, Any] = {}
-    try:
-        start = iso_time(span["started_at"])
-        times["ts"] = start.text
-        if span.get("ended_at") is not None:
-            times["duration_ms"] = duration_ms(start, iso_time(span["ended_at"]))
-    except TimeError as problem:
-        times["time_note"] = str(problem)
-    return times
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
@@ -71,7 +54,8 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             kept = output if isinstance(output, dict) else {"result": output}
             response = flag_error(kept, error is not None, {"result": output})
         call_id = span.get("id") if isinstance(span.get("id"), str) else f"span {position}"
-        yield ToolCall(call_id, name, data.get("input", MISSING), position, id=None, **_times(span))
+        yield ToolCall(call_id, name, data.get("input", MISSING), position, id=None,
+                       **call_times(span.get("started_at"), span.get("ended_at"), iso_time))
         if span.get("ended_at") is None and data.get("output") is None and error is None:
             continue  # the span never ended: the call has no recorded result
         yield ToolReply(call_id, response, position)

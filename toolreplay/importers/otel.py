@@ -35,10 +35,9 @@ from toolreplay.importers.otlp import Span
 from toolreplay.importers.pairing import (
     MISSING,
     Event,
-    TimeError,
     ToolCall,
     ToolReply,
-    duration_ms,
+    call_times,
     flag_error,
     nano_time,
     reply_response,
@@ -120,19 +119,6 @@ def _turns(spans: list[Any]) -> tuple[dict[str, int], dict[str, int], dict[str, 
     return by_span, by_call, {parent: turns[0] for parent, turns in children.items() if len(turns) == 1}
 
 
-def _times(span: Span) -> dict[str, Any]:
-    """A tool span's start (`ts`) and duration, or why its end time was not read."""
-    if not span.start:
-        return {}
-    start = nano_time(span.start)
-    if span.end is None or span.end in (0, "0"):
-        return {"ts": start.text}
-    try:
-        return {"ts": start.text, "duration_ms": duration_ms(start, nano_time(span.end))}
-    except TimeError as problem:
-        return {"ts": start.text, "time_note": f"end {problem}"}
-
-
 def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, str]]) -> Iterator[Event]:
     by_id = {span.span_id: tool for _, span, tool in named}
     by_span, by_call, by_parent = _turns(list(conversation.messages))
@@ -145,8 +131,9 @@ def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, s
         turn = by_call.get(kept) if kept is not None else None
         if turn is None:
             turn = by_span.get(span.parent_id, by_parent.get(span.parent_id))
+        end = None if span.end in (None, 0, "0") else span.end  # 0 is "unknown" in OTLP
         yield ToolCall(call_id, tool, _first(span.attributes, "gen_ai.tool.call.arguments", "input.value"), position,
-                       id=kept, turn=turn, **_times(span))
+                       id=kept, turn=turn, **call_times(span.start or None, end, nano_time))
         response = _response(span)
         if response is not None:
             yield ToolReply(call_id, response, position)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,6 +39,7 @@ __all__ = [
     "iso_time",
     "nano_time",
     "duration_ms",
+    "call_times",
 ]
 
 CallId = str | int | None  # JSON-RPC ids may be numbers; None when the source has none
@@ -231,8 +232,30 @@ def duration_ms(start: Time, end: Time) -> int | float:
     """Milliseconds from start to end (an integer when whole); a TimeError when the end comes first."""
     nanoseconds = end.ns - start.ns
     if nanoseconds < 0:
-        raise TimeError(f"ends ({end.text}) before it starts ({start.text})")
+        raise TimeError(f"end time {end.text} comes before the start {start.text}")
     return nanoseconds // 10**6 if nanoseconds % 10**6 == 0 else nanoseconds / 10**6
+
+
+def call_times(start: Any, end: Any, read: Callable[[Any], Time], quiet_local: bool = False) -> dict[str, Any]:
+    """A call's `ts` and `duration_ms` (ToolCall fields) from the start and end the source states
+    (None where it states none), each read with `read`; what cannot be read is left out and said in
+    `time_note`. `quiet_local`: a start without a UTC offset is left out without a word."""
+    if start is None:
+        return {}
+    try:
+        begun = read(start)
+    except TimeError as problem:
+        return {} if quiet_local and problem.local else {"time_note": f"{problem}; no ts kept"}
+    if end is None:
+        return {"ts": begun.text}
+    try:
+        finished = read(end)
+    except TimeError as problem:
+        return {"ts": begun.text, "time_note": f"end {problem}; no duration kept"}
+    try:
+        return {"ts": begun.text, "duration_ms": duration_ms(begun, finished)}
+    except TimeError as problem:
+        return {"ts": begun.text, "time_note": f"{problem}; no duration kept"}
 
 
 def parse_arguments(value: Any) -> tuple[dict[str, Any], str | None]:
@@ -357,10 +380,11 @@ def pair_events(
     untimed = [pending for pending in calls if pending.call.time_note is not None]
     if untimed:  # said once per conversation: a log's times are usually all of one kind
         first = untimed[0]
-        more = f" (and for {len(untimed) - 1} more calls)" if len(untimed) > 1 else ""
+        others = len(untimed) - 1
+        more = f" (and {others} more call{'s' if others > 1 else ''})" if others else ""
         found.append((first.call.message, _warn(
             conversation, first.call.message,
-            f"call {first.index} ({first.call.tool}): {first.call.time_note}; not kept{more}", first.line)))
+            f"call {first.index} ({first.call.tool}): {first.call.time_note}{more}", first.line)))
     for pending, response in zip(calls, responses, strict=True):
         call = pending.call
         label = f"call {pending.index} ({call.tool})"

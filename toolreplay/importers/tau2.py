@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from toolreplay.importers.conversations import Conversation
-from toolreplay.importers.pairing import MISSING, TimeError, ToolCall, ToolReply, iso_time, reply_response
+from toolreplay.importers.pairing import MISSING, ToolCall, ToolReply, call_times, iso_time, reply_response
 from toolreplay.importers.pairing import call_id as _call_id
 
 __all__ = ["read_events"]
@@ -43,15 +43,6 @@ def _call(conversation: Conversation, position: int, call: Any, turn: int, times
                     turn=turn if requestor == "assistant" else None, **times)
 
 
-def _times(message: dict[str, Any]) -> dict[str, Any]:
-    if message.get("timestamp") is None:
-        return {}
-    try:
-        return {"ts": iso_time(message["timestamp"]).text}
-    except TimeError as problem:
-        return {} if problem.local else {"time_note": str(problem)}
-
-
 def _reply(conversation: Conversation, position: int, message: Any) -> ToolReply:
     if not isinstance(message, dict):
         raise conversation.error(position, "a tool message must be an object")
@@ -72,7 +63,7 @@ def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise conversation.error(position, '"tool_calls" must be an array or null')
-        times = _times(message) if tool_calls else {}
+        times = call_times(message.get("timestamp"), None, iso_time, quiet_local=True) if tool_calls else {}
         for call in tool_calls or ():
             yield _call(conversation, position, call, turn, times)
         if message["role"] != "tool":
