@@ -275,6 +275,29 @@ class OpenTelemetryTest(unittest.TestCase):
         )
 
 
+    def test_one_call_at_two_levels_keeps_the_id_either_span_has(self) -> None:
+        # An execute_tool span without an id around the MCP client span of the same call (request id 5).
+        trace = "7d8aa5a2d2c872e8321cf37308d69df4"
+        spans = [
+            _span(trace, "8000000000000001", "", "execute_tool read_file", T, T + 4_000_000, {
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file",
+                "gen_ai.tool.call.arguments": '{"path": "a.md"}', "gen_ai.tool.call.result": "hello"}),
+            _span(trace, "8000000000000002", "8000000000000001", "tools/call read_file", T + 1_000_000,
+                  T + 3_000_000, {"mcp.method.name": "tools/call", "gen_ai.tool.name": "read_file",
+                                  "jsonrpc.request.id": "5"}),
+        ]
+        document = {"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}
+        self.assertEqual(
+            _run("otel", json.dumps(document).encode("utf-8")),
+            (
+                0,
+                '{"index": 0, "tool": "read_file", "args": {"path": "a.md"}, "response": {"text": "hello"}, '
+                '"meta": {"ts": "2025-12-01T14:40:00Z", "duration_ms": 4, "call_id": "5"}}\n',
+                "",
+            ),
+        )
+
+
 class AgentsSdkTest(unittest.TestCase):
     def test_function_spans_give_times_but_no_ids_or_turns(self) -> None:
         data = _lines(

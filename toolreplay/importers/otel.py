@@ -119,15 +119,23 @@ def _turns(spans: list[Any]) -> tuple[dict[str, int], dict[str, int], dict[str, 
     return by_span, by_call, {parent: turns[0] for parent, turns in children.items() if len(turns) == 1}
 
 
+def _kept_id(span: Span) -> str | None:
+    """The call's id a tool span gives: the model's, else OpenInference's, else the MCP request's."""
+    value = _first(span.attributes, "gen_ai.tool.call.id", "tool_call.id", "jsonrpc.request.id")
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" else None
+
+
 def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, str]]) -> Iterator[Event]:
     by_id = {span.span_id: tool for _, span, tool in named}
+    inner = {span.parent_id: span for _, span, tool in named if span.parent_id and by_id.get(span.parent_id) == tool}
     by_span, by_call, by_parent = _turns(list(conversation.messages))
     for position, span, tool in named:
         if span.parent_id and by_id.get(span.parent_id) == tool:
             continue  # the inner span of one call seen at two levels
         call_id = span.span_id or f"span {position}"
-        kept = _first(span.attributes, "gen_ai.tool.call.id", "tool_call.id", "jsonrpc.request.id")
-        kept = str(kept) if isinstance(kept, (str, int)) and not isinstance(kept, bool) and kept != "" else None
+        kept = _kept_id(span)
+        if kept is None and span.span_id in inner:  # the id the inner span (an MCP client's) has
+            kept = _kept_id(inner[span.span_id])
         turn = by_call.get(kept) if kept is not None else None
         if turn is None:
             turn = by_span.get(span.parent_id, by_parent.get(span.parent_id))
