@@ -97,6 +97,7 @@ class TimeTest(unittest.TestCase):
             (True, "time true is not a count of nanoseconds since 1970"),
             (-1, "time -1 is not a count of nanoseconds since 1970"),
             (10**30, "time 1000000000000000000000000000000 is after the year 9999"),
+            ("9" * 5000, f'time "{"9" * 55}..." is after the year 9999'),
         ]:
             with self.subTest(value=value), self.assertRaises(TimeError) as caught:
                 nano_time(value)
@@ -399,6 +400,18 @@ class Tau2Test(unittest.TestCase):
                 'warning: <stdin>: conversation 1, message 2: call 1 (user:toggle_data): time "yesterday" is not an '
                 "ISO 8601 date and time; no ts kept (and 1 more call)\n",
             ),
+        )
+
+
+    def test_a_call_on_another_role_has_no_turn(self) -> None:
+        # The agent's call written on a user message, before any assistant message: no model turn.
+        data = json.dumps({"simulations": [{"id": "s", "task_id": "1", "messages": [
+            {"role": "user", "content": None, "tool_calls": [{"id": "c1", "name": "f", "arguments": {},
+                                                              "requestor": "assistant"}]},
+            {"role": "tool", "id": "c1", "content": "ok", "requestor": "assistant", "error": False}]}]}).encode()
+        self.assertEqual(
+            _run("tau2", data),
+            (0, '{"index": 0, "tool": "f", "args": {}, "response": {"text": "ok"}, "meta": {"call_id": "c1"}}\n', ""),
         )
 
 

@@ -217,6 +217,8 @@ def iso_time(value: Any) -> Time:
 def nano_time(value: Any) -> Time:
     """Nanoseconds since the Unix epoch (an integer or its decimal string, as OTLP writes them)."""
     if isinstance(value, str) and re.fullmatch(r"\d+", value, re.ASCII):
+        if len(value) > 30:  # past the year 9999 (and too long for int() to read)
+            raise TimeError(f"time {_shown(value)} is after the year 9999")
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TimeError(f"time {_shown(value)} is not a count of nanoseconds since 1970")

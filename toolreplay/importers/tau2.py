@@ -30,7 +30,7 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
 
 
 
-def _call(conversation: Conversation, position: int, call: Any, turn: int, times: dict[str, Any]) -> ToolCall:
+def _call(conversation: Conversation, position: int, call: Any, turn: int | None, times: dict[str, Any]) -> ToolCall:
     if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not call["name"]:
         raise conversation.error(position, 'a tool call has no "name" string')
     requestor = call.get("requestor", "assistant")
@@ -65,7 +65,7 @@ def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
             raise conversation.error(position, '"tool_calls" must be an array or null')
         times = call_times(message.get("timestamp"), None, iso_time, quiet_local=True) if tool_calls else {}
         for call in tool_calls or ():
-            yield _call(conversation, position, call, turn, times)
+            yield _call(conversation, position, call, turn if message["role"] == "assistant" else None, times)
         if message["role"] != "tool":
             continue
         parts = message.get("tool_messages")
