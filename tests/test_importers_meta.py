@@ -15,6 +15,8 @@ list with two model responses; Gemini contents with parallel `functionCall` part
 
 from __future__ import annotations
 
+import base64
+import importlib.util
 import io
 import json
 import os
@@ -22,6 +24,7 @@ import tempfile
 import unittest
 from typing import Any
 
+from tests.support import require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.format.records import read_session
@@ -297,6 +300,52 @@ class OpenTelemetryTest(unittest.TestCase):
                 "",
             ),
         )
+
+
+    def test_spans_of_the_opentelemetry_sdk(self) -> None:
+        # The real SDK: a chat span whose output asks for two calls, then their execute_tool spans.
+        require(
+            all(importlib.util.find_spec(name) is not None
+                for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common")),
+            "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common are not installed",
+        )
+        from google.protobuf.json_format import MessageToDict
+        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        tracer = provider.get_tracer("test")
+        with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+            with tracer.start_as_current_span("chat gpt-4o", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.output.messages": _asks(
+                        ("call_p", "get_weather", {"city": "Paris"}), ("call_o", "get_weather", {"city": "Oslo"}))}):
+                pass
+            for call_id, city in (("call_p", "Paris"), ("call_o", "Oslo")):
+                with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                        "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps({"city": city}),
+                        "gen_ai.tool.call.result": "cold"}):
+                    pass
+        document = MessageToDict(encode_spans(exporter.get_finished_spans()))
+        for resource in document["resourceSpans"]:  # proto3 JSON -> OTLP/JSON: hex ids
+            for scope in resource["scopeSpans"]:
+                for span in scope["spans"]:
+                    for key in ("traceId", "spanId", "parentSpanId"):
+                        if key in span:
+                            span[key] = base64.b64decode(span[key]).hex()
+        code, out, err = _run("otel", json.dumps(document).encode("utf-8"))
+        self.assertEqual((code, err), (0, ""))
+        tools = [span for span in exporter.get_finished_spans() if span.name.startswith("execute_tool")]
+        metas = [json.loads(line)["meta"] for line in out.splitlines()]
+        self.assertEqual([(meta["call_id"], meta["turn"]) for meta in metas], [("call_p", 0), ("call_o", 0)])
+        for meta, span in zip(metas, tools, strict=True):  # the SDK's own clock, to the nanosecond
+            start = iso_time(meta["ts"])
+            self.assertEqual(start.ns, span.start_time)
+            self.assertEqual(round(meta["duration_ms"] * 10**6), span.end_time - span.start_time)
 
 
 class AgentsSdkTest(unittest.TestCase):
