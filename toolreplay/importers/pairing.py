@@ -62,7 +62,7 @@ class NameKey(str):
         return self[1:]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A call as the source wrote it: `arguments` is the raw value (a JSON string, an object, ...).
 
@@ -109,7 +109,7 @@ class ToolCall:
         return found or None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ToolReply:
     """A reply, already mapped to its response object."""
 
@@ -129,7 +129,7 @@ class Note:
 Event = ToolCall | ToolReply | Note
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ImportedCall:
     """One record of an imported session, before its index is written."""
 
