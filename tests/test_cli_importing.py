@@ -13,7 +13,8 @@ ONE = (
     b'[{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ls", '
     b'"arguments": "{\\"path\\": \\".\\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]'
 )
-ONE_SESSION = '{"index": 0, "tool": "ls", "args": {"path": "."}, "response": {"text": "a.txt"}}\n'
+ONE_SESSION = ('{"index": 0, "tool": "ls", "args": {"path": "."}, "response": {"text": "a.txt"}, '
+               '"meta": {"call_id": "c1", "turn": 0}}\n')
 TWO = b'{"messages": ' + ONE + b'}\n{"messages": []}\n'
 
 
@@ -163,7 +164,8 @@ class ImportCommandTest(unittest.TestCase):
             self._run("import", "mcp", "-", stdin=data),
             (
                 0,
-                '{"index": 0, "tool": "ls", "args": {}, "response": {"error": "no recorded response"}}\n',
+                '{"index": 0, "tool": "ls", "args": {}, "response": {"error": "no recorded response"}, '
+                '"meta": {"call_id": "1"}}\n',
                 "warning: <stdin>:1: conversation 0, message 0: call 0 (ls): no reply; response set to "
                 '{"error": "no recorded response"}\n',
             ),

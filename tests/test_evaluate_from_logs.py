@@ -188,7 +188,8 @@ class ImportSuiteTest(unittest.TestCase):
 }
 """)
         self.assertEqual(self.read("cassettes", "0001.jsonl"),
-                         '{"index": 0, "tool": "add", "args": {"x": 20, "y": 22}, "response": {"text": "42"}}\n')
+                         '{"index": 0, "tool": "add", "args": {"x": 20, "y": 22}, "response": {"text": "42"}, "meta": '
+                         '{"call_id": "for_tool_call_5f99e121-8910-464c-bfa1-4b55dafacfbd", "turn": 0}}\n')
         code, out, err = self.run_cli("eval", os.path.join(self.suite_dir, "suite.json"), "--agent", RECORDED)
         self.assertEqual((code, err), (0, ""))
         self.assertEqual(out.split("\n")[1:5], [

@@ -5,6 +5,7 @@ round trip (export, then `import otel`, gives the same session). A real OTLP con
 from __future__ import annotations
 
 import base64
+import datetime
 import glob
 import importlib.util
 import json
@@ -64,6 +65,11 @@ def _import(data: bytes) -> tuple[int, str, str]:
     return code, io.out(), io.err()
 
 
+def _without_meta(session: str) -> list[dict[str, object]]:
+    records = [json.loads(line) for line in session.splitlines()]
+    return [{key: value for key, value in record.items() if key != "meta"} for record in records]
+
+
 def _sessions() -> list[bytes]:
     """Every session the repository holds: samples and the importers' expected outputs."""
     found = []
@@ -110,13 +116,23 @@ class ExportTest(unittest.TestCase):
         self.assertEqual(found, [["ValueError"], ["tool_error"], ["budget exceeded: max_steps"]])
 
     def test_round_trip_gives_the_same_session(self) -> None:
+        # Byte for byte, meta included: times and call ids come back from the spans, turn, outcome and
+        # the x- keys from the toolreplay.* attributes, and a time the export placed is not taken for one.
         sessions = _sessions()
         self.assertGreater(len(sessions), 40)
+        self.assertGreater(sum(b'"meta": {"ts"' in session for session in sessions), 3)
         for session in sessions:
             with self.subTest(session=session[:80]):
                 code, exported, _ = _export(session, "--with-content")
                 self.assertEqual(code, 0)
                 self.assertEqual(_import(exported.encode("utf-8")), (0, session.decode("utf-8"), ""))
+
+    def test_round_trip_of_every_meta_key(self) -> None:
+        session = (b'{"index": 0, "tool": "a", "args": {}, "response": {}, "meta": {"ts": "2026-12-01T16:00:00.123Z", '
+                   b'"duration_ms": 2.5, "call_id": "toolu_01", "turn": 3, "outcome": "cached", "x-host": ["h", 1]}}\n'
+                   b'{"index": 1, "tool": "b", "args": {}, "response": {}, "meta": {"turn": 4, "outcome": "refused"}}\n')
+        code, exported, _ = _export(session, "--with-content")
+        self.assertEqual(_import(exported.encode("utf-8")), (0, session.decode("utf-8"), ""))
 
     def test_without_content_the_import_keeps_tools_and_errors(self) -> None:
         self.assertEqual(
@@ -249,12 +265,22 @@ class OpenTelemetryPackagesTest(unittest.TestCase):
                     for key in ("traceId", "spanId", "parentSpanId"):
                         if key in span:
                             span[key] = base64.b64decode(span[key]).hex()
+        # Each record's meta is its span's start and duration (the SDK's clock, in nanoseconds).
+        tools = [span for span in exporter.get_finished_spans() if span.name.startswith("execute_tool")]
+        metas = [
+            {"ts": datetime.datetime.fromtimestamp(span.start_time // 10**9, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S")
+             + (f".{span.start_time % 10**9:09d}".rstrip("0") if span.start_time % 10**9 else "") + "Z",
+             "duration_ms": (lambda ns: ns // 10**6 if ns % 10**6 == 0 else ns / 10**6)(span.end_time - span.start_time)}
+            for span in tools
+        ]
         self.assertEqual(
             _import(json.dumps(document).encode("utf-8")),
             (
                 0,
-                '{"index": 0, "tool": "get_weather", "args": {"city": "Paris"}, "response": {"temp": 14}}\n'
-                '{"index": 1, "tool": "get_weather", "args": {"city": "Oslo"}, "response": {"text": "cold"}}\n',
+                '{"index": 0, "tool": "get_weather", "args": {"city": "Paris"}, "response": {"temp": 14}, '
+                f'"meta": {json.dumps(metas[0])}}}\n'
+                '{"index": 1, "tool": "get_weather", "args": {"city": "Oslo"}, "response": {"text": "cold"}, '
+                f'"meta": {json.dumps(metas[1])}}}\n',
                 "",
             ),
         )

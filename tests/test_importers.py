@@ -94,7 +94,8 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(len(result.sessions), 1)
         self.assertEqual(
             result.sessions[0].calls,
-            (ImportedCall("ls", {"_raw_arguments": "{bad"}, {"error": "no recorded response"}),),
+            (ImportedCall("ls", {"_raw_arguments": "{bad"}, {"error": "no recorded response"},
+                          {"call_id": "c1", "turn": 0}),),
         )
         self.assertEqual(
             result.warnings,
@@ -123,7 +124,7 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(
             session.to_jsonl(),
             '{"index": 0, "tool": "echo", "args": {"s": "\\u00e9"}, '
-            '"response": {"error": "no recorded response"}}\n',
+            '"response": {"error": "no recorded response"}, "meta": {"call_id": "1"}}\n',
         )
 
     def test_unknown_format_is_a_usage_error(self) -> None:
@@ -143,7 +144,8 @@ class LibraryTest(unittest.TestCase):
         )
         self.assertEqual(
             import_log(data, "openai-chat", "x").sessions[0].to_jsonl(),
-            '{"index": 0, "tool": "pay", "args": {"amount": 100.0}, "response": {"paid": 100.0}}\n',
+            '{"index": 0, "tool": "pay", "args": {"amount": 100.0}, "response": {"paid": 100.0}, '
+            '"meta": {"call_id": "c", "turn": 0}}\n',
         )
 
 

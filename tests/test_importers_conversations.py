@@ -131,7 +131,7 @@ class PairingTest(unittest.TestCase):
         records = pair_events(
             conversation, [ToolCall("a", "f", '{"k": 1}', 0), ToolReply("a", {"ok": True}, 1)], []
         )
-        self.assertEqual(records, [ImportedCall("f", {"k": 1}, {"ok": True})])
+        self.assertEqual(records, [ImportedCall("f", {"k": 1}, {"ok": True}, {"call_id": "a"})])
 
 
 # (raw arguments, args, why kept raw)

@@ -14,9 +14,14 @@ from toolreplay.cli._io import IO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 INSPECT = os.path.join(ROOT, "tests", "fixtures", "import", "inspect-ai")
+# The sample's tool events time the calls: `timestamp` is the start, `completed` the end.
 SAMPLE_ONE = (
-    '{"index": 0, "tool": "add", "args": {"x": 1, "y": 2}, "response": {"text": "3"}}\n'
-    '{"index": 1, "tool": "divide", "args": {"x": 1, "y": 0}, "response": {"error": true, "text": "division by zero"}}\n'
+    '{"index": 0, "tool": "add", "args": {"x": 1, "y": 2}, "response": {"text": "3"}, "meta": {"ts": '
+    '"2026-11-30T14:09:50.327057Z", "duration_ms": 240.321, "call_id": '
+    '"for_tool_call_ea1c0d08-c275-41fc-a2a6-3af35249fabe", "turn": 0}}\n'
+    '{"index": 1, "tool": "divide", "args": {"x": 1, "y": 0}, "response": {"error": true, "text": "division by zero"}, '
+    '"meta": {"ts": "2026-11-30T14:09:50.618367Z", "duration_ms": 13.887, "call_id": '
+    '"for_tool_call_5da002ea-9cef-4f26-b47a-406d69bd6976", "turn": 1}}\n'
 )
 
 
@@ -91,7 +96,8 @@ class OpenTelemetryTest(unittest.TestCase):
         export = {"resourceSpans": [{"scopeSpans": [{"spans": [_span("01" * 8, 1, first), _span("02" * 8, 2, second)]}]}]}
         self.assertEqual(
             _run(["import", "auto", "-"], json.dumps(export).encode("utf-8")),
-            (0, '{"index": 0, "tool": "get_weather", "args": {"city": "Rome"}, "response": {"temp": 21}}\n',
+            (0, '{"index": 0, "tool": "get_weather", "args": {"city": "Rome"}, "response": {"temp": 21}, '
+                '"meta": {"call_id": "call_1", "turn": 0}}\n',
              "detected format: otel\n"),
         )
 
@@ -204,7 +210,8 @@ class GeminiResponsesTest(unittest.TestCase):
                   piece({"jsonPath": "$.location", "stringValue": "Francisco"}, name="get_weather", id="t1",
                         more=False)]
         code, out, _ = _run(["import", "gemini", "-"], _lines(*pieces))
-        self.assertEqual((code, out), (0, NO_REPLY % (0, "get_weather", '{"location": "Francisco"}')))
+        self.assertEqual((code, out), (0, (NO_REPLY % (0, "get_weather", '{"location": "Francisco"}')).replace(
+            "}}\n", '}, "meta": {"call_id": "t1"}}\n')))
         # A string goes on only while its own piece says willContinue; quoted keys and indexes.
         pieces = [piece({"jsonPath": "$.q", "stringValue": "San ", "willContinue": True},
                         {"jsonPath": "$['a.b'][1]", "nullValue": "NULL_VALUE"}, name="s"),

@@ -1,5 +1,8 @@
 """Real trajectories (../shared/corpus/raw) import to exactly the corpus sessions (../shared/corpus/real).
 
+The corpus sessions are format 1.0: the imported records equal them once their `meta` (the ids and
+turns the raw files have; their times, local without a UTC offset, are not kept) is set aside.
+
 The corpus names each session after its conversation: tau-bench `task{task_id}_trial{trial}_{position}`,
 tau2 `{position:03d}_task{task_id}`, with task ids and trials read from the raw file itself. Every
 imported session is also run through `replay`, which must accept it (exit 0 or 1, never 2).
@@ -16,6 +19,7 @@ from typing import Any
 
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.format.records import format_record
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,6 +33,13 @@ def _tau1_name(conversation: dict[str, Any], position: int) -> str:
 
 def _tau2_name(simulation: dict[str, Any], position: int) -> str:
     return f"{position:03d}_task{simulation['task_id']}.jsonl"
+
+
+def _split_meta(session: bytes) -> tuple[bytes, list[Any]]:
+    """A session's records without `meta` (as format 1.0 writes them), and each record's meta."""
+    records = [json.loads(line) for line in session.splitlines()]
+    lines = [format_record(r["index"], r["tool"], r["args"], r["response"]) + "\n" for r in records]
+    return "".join(lines).encode("utf-8"), [r.get("meta") for r in records]
 
 
 # (raw file, format, corpus folder, conversations of the raw file, corpus name of a conversation,
@@ -87,7 +98,10 @@ class RealDataTest(unittest.TestCase):
                     with open(os.path.join(target, f"{position:04d}.jsonl"), "rb") as handle:
                         got = handle.read()
                     with open(os.path.join(expected_dir, name_of(conversation, position)), "rb") as handle:
-                        self.assertEqual(got, handle.read(), f"{raw}: conversation {position}")
+                        records, metas = _split_meta(got)
+                        self.assertEqual(records, handle.read(), f"{raw}: conversation {position}")
+                    for meta in metas:  # every call has its id and was asked for in a model turn
+                        self.assertEqual(sorted(meta), ["call_id", "turn"], f"{raw}: conversation {position}")
                     total += got.count(b"\n")
                     self._assert_replay_accepts(os.path.join(target, f"{position:04d}.jsonl"))
                 self.assertEqual(total, calls)

@@ -33,7 +33,9 @@ class RealLogShapesTest(unittest.TestCase):
             b'"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}}]},\n'
             b' {"role": "tool", "tool_call_id": "c1", "content": "12:00"}]'
         )
-        expected = '{"index": 0, "tool": "get_time", "args": {}, "response": {"text": "12:00"}}\n'
+        # The first assistant message asked for nothing (a placeholder): the call is of turn 1.
+        expected = ('{"index": 0, "tool": "get_time", "args": {}, "response": {"text": "12:00"}, '
+                    '"meta": {"call_id": "c1", "turn": 1}}\n')
         self.assertEqual(_run("openai-chat", data), (0, expected, ""))
         self.assertEqual(_run("auto", data), (0, expected, "detected format: openai-chat\n"))
 
@@ -55,7 +57,7 @@ class RealLogShapesTest(unittest.TestCase):
             (
                 0,
                 '{"index": 0, "tool": "summarise", "args": {"doc": "a.md"}, "response": {"content": '
-                '[{"type": "text", "text": "summary: short"}]}}\n',
+                '[{"type": "text", "text": "summary: short"}]}, "meta": {"call_id": "1"}}\n',
                 "",
             ),
         )
@@ -72,7 +74,8 @@ class RealLogShapesTest(unittest.TestCase):
             _run("mcp", data),
             (
                 0,
-                '{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"content": []}}\n',
+                '{"index": 0, "tool": "search", "args": {"q": "x"}, "response": {"content": []}, '
+                '"meta": {"call_id": "2"}}\n',
                 'warning: <stdin>:2: conversation 0, message 1: the server rejected the tools/call request of '
                 'message 0 (id 1, no "params.name" string); not imported\n',
             ),
@@ -100,7 +103,7 @@ class RealLogShapesTest(unittest.TestCase):
             out.splitlines()[1],
             '{"index": 1, "tool": "deploy", "args": {"env": "prod", "_mcp_params": {"inputResponses": '
             '{"confirm": {"action": "accept"}}, "requestState": "s1"}}, "response": {"content": '
-            '[{"type": "text", "text": "deployed"}]}}',
+            '[{"type": "text", "text": "deployed"}]}, "meta": {"call_id": "2"}}',
         )
         replay = IO.memory(stdin=out.encode("utf-8"))
         self.assertEqual(main(["replay", "-"], replay), 0, replay.out())  # no duplicate-call finding
@@ -117,7 +120,8 @@ class RealLogShapesTest(unittest.TestCase):
             (
                 0,
                 '{"index": 0, "tool": "web_search", "args": {"query": "x"}, "response": {"error": true, '
-                '"content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}}\n',
+                '"content": {"type": "web_search_tool_result_error", "error_code": "max_uses_exceeded"}}, '
+                '"meta": {"call_id": "srvtoolu_1", "turn": 0}}\n',
                 "",
             ),
         )
@@ -133,7 +137,8 @@ class RealLogShapesTest(unittest.TestCase):
             _run("openai-chat", data),
             (
                 0,
-                '{"index": 0, "tool": "get_time", "args": {}, "response": {"error": "no recorded response"}}\n',
+                '{"index": 0, "tool": "get_time", "args": {}, "response": {"error": "no recorded response"}, '
+                '"meta": {"call_id": "c1", "turn": 0}}\n',
                 'warning: <stdin>: conversation 0, message 1: call 0 (get_time): no reply; response set to '
                 '{"error": "no recorded response"}\n',
             ),
@@ -160,7 +165,8 @@ class RealLogShapesTest(unittest.TestCase):
             _run("auto", body),
             (
                 0,
-                '{"index": 0, "tool": "get_weather", "args": {"city": "Paris"}, "response": {"text": "rain"}}\n',
+                '{"index": 0, "tool": "get_weather", "args": {"city": "Paris"}, "response": {"text": "rain"}, '
+                '"meta": {"call_id": "c1", "turn": 0}}\n',
                 "detected format: openai-responses\n",
             ),
         )
@@ -173,7 +179,7 @@ class RealLogShapesTest(unittest.TestCase):
         self.assertEqual(
             _run("auto", completion)[1],
             '{"index": 0, "tool": "get_weather", "args": {"city": "Oslo"}, "response": {"error": '
-            '"no recorded response"}}\n',
+            '"no recorded response"}, "meta": {"call_id": "c1", "turn": 0}}\n',
         )
 
     def test_responses_log_with_only_hosted_calls_is_detected(self) -> None:
@@ -419,8 +425,11 @@ class NumberSpellingTest(unittest.TestCase):
             for start in (b'"18446744073709551615"', b"5", b'"0"'):
                 with self.subTest(number=number, start=start):
                     code, out, _ = _run("otel", _otlp(start, number))
+                    # The start reads as a time (0 means none in OTLP): 2^64-1 ns is in the year 2554.
+                    when = {b'"18446744073709551615"': ', "meta": {"ts": "2554-07-21T23:34:33.709551615Z"}',
+                            b"5": ', "meta": {"ts": "1970-01-01T00:00:00.000000005Z"}', b'"0"': ""}[start]
                     self.assertEqual((code, out), (0, '{"index": 0, "tool": "f", "args": {}, "response": '
-                                                      '{"error": "no recorded response"}}\n'))
+                                                      f'{{"error": "no recorded response"}}{when}}}\n'))
 
     def test_an_integer_too_long_to_convert_is_placed_by_line_and_column(self) -> None:
         document = json.loads(_otlp())

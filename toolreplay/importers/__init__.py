@@ -65,7 +65,7 @@ class ImportedSession:
     def lines(self) -> Iterator[str]:
         """The session file's lines, one at a time (a big session is never one string)."""
         for index, call in enumerate(self.calls):
-            yield format_record(index, call.tool, call.args, call.response) + "\n"
+            yield format_record(index, call.tool, call.args, call.response, call.meta) + "\n"
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def _check_unicode(conversation: Conversation, calls: list[ImportedCall]) -> Non
             raise InputError(conversation.path, conversation.line,
                              f"conversation {conversation.position}, call {index}: {NESTING_MESSAGE}")
         try:
-            json.dumps([call.tool, call.args, call.response], ensure_ascii=False).encode("utf-8")
+            json.dumps([call.tool, call.args, call.response, call.meta], ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError:
             raise InputError(
                 conversation.path,

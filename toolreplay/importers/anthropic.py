@@ -37,8 +37,9 @@ def _is_error_content(content: Any) -> bool:
     return isinstance(kind, str) and kind.endswith("_tool_result_error")
 
 
-def content_event(conversation: Conversation, position: int, block: Any) -> Event | None:
-    """The call or reply of one content block, or None for any other block."""
+def content_event(conversation: Conversation, position: int, block: Any, turn: int | None = None) -> Event | None:
+    """The call or reply of one content block (a call asked for in model turn `turn`), or None for any
+    other block."""
     if not isinstance(block, dict) or not isinstance(block.get("type"), str):
         raise conversation.error(position, 'a content block must be an object with a "type" string')
     kind = block["type"]
@@ -46,7 +47,7 @@ def content_event(conversation: Conversation, position: int, block: Any) -> Even
         name = block.get("name")
         if not isinstance(name, str) or not name:
             raise conversation.error(position, f'a {kind} block has no "name" string')
-        return ToolCall(_call_id(block.get("id")), name, block.get("input", MISSING), position)
+        return ToolCall(_call_id(block.get("id")), name, block.get("input", MISSING), position, turn=turn)
     if (kind.endswith("tool_result") or kind.endswith("tool_result_error")) and "tool_use_id" in block:
         error = block.get("is_error", False)
         if not isinstance(error, bool):
@@ -59,11 +60,13 @@ def content_event(conversation: Conversation, position: int, block: Any) -> Even
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
-    """The calls and replies of one conversation, in block order."""
+    """The calls and replies of one conversation, in block order; each assistant message is a turn."""
+    turn = -1
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
+        turn += message["role"] == "assistant"
         if isinstance(message["content"], list):
             for block in message["content"]:
-                event = content_event(conversation, position, block)
+                event = content_event(conversation, position, block, turn if message["role"] == "assistant" else None)
                 if event is not None:
                     yield event

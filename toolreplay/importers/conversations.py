@@ -148,6 +148,7 @@ class Conversation:
     container: str = "messages"  # where the messages were: simulations, messages, traj, array, lines, ...
     paths: tuple[str, ...] | None = None  # per message, its JSON path, where "message M" says too little
     notes: tuple[str, ...] = ()  # what the layout could not read, said as warnings
+    timeline: list[Any] | None = None  # what the layout logs beside the messages (inspect_ai: a sample's events)
 
     def line_of(self, message: int) -> int | None:
         """The file line of a message, when the file is JSON Lines."""
@@ -324,7 +325,9 @@ def _inspect_conversations(samples: list[Any], path: str, names: list[str] | Non
         where = names[position] if names is not None else f"samples[{position}]"
         if not isinstance(sample, dict) or not isinstance(sample.get("messages"), list):
             raise InputError(path, None, f'{where}: a sample has no "messages" array')
-        found.append(Conversation(path, position, sample["messages"], container="samples"))
+        events = sample.get("events")
+        found.append(Conversation(path, position, sample["messages"], container="samples",
+                                  timeline=events if isinstance(events, list) else None))
     return found
 
 

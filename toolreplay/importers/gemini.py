@@ -159,9 +159,10 @@ class _StreamedCall:
             holder = holder[step]
 
 
-def _function_call(conversation: Conversation, position: int, body: Any,
-                   streamed: _StreamedCall | None) -> tuple[list[Event], _StreamedCall | None]:
-    """The events of one `functionCall` part, and the streamed call still waiting for pieces."""
+def _function_call(conversation: Conversation, position: int, body: Any, streamed: _StreamedCall | None,
+                   turn: int | None) -> tuple[list[Event], _StreamedCall | None]:
+    """The events of one `functionCall` part (asked for in model turn `turn`), and the streamed call still
+    waiting for pieces."""
     events: list[Event] = []
     pieces = isinstance(body, dict) and ("partialArgs" in body or body.get("willContinue") is True)
     if streamed is not None and isinstance(body, dict) and body.get("name") in (None, streamed.name) \
@@ -172,26 +173,31 @@ def _function_call(conversation: Conversation, position: int, body: Any,
             events += streamed.unfinished()
         name, call_id = _pairing_id(conversation, position, body, "functionCall")
         if not pieces:
-            return [*events, ToolCall(call_id, name, body.get("args", MISSING), position)], None
+            return [*events, ToolCall(call_id, name, body.get("args", MISSING), position, turn=turn)], None
         current = _StreamedCall(name, call_id, position)
     current.add(conversation, position, body.get("partialArgs", []))
     if body.get("willContinue") is True:
         return events, current
-    return [*events, ToolCall(current.call_id, current.name, current.args, current.position)], None
+    return [*events, ToolCall(current.call_id, current.name, current.args, current.position, turn=turn)], None
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
-    """The calls and replies of one conversation, in part order."""
+    """The calls and replies of one conversation, in part order; each model content is a turn (its
+    parallel functionCall parts share it)."""
     streamed: _StreamedCall | None = None
+    turn = -1
     for position, raw in enumerate(conversation.messages):
         notes: list[str] = []
         parts = _parts(conversation, position, raw, notes)
         yield from (Note(note, position) for note in notes)
+        model = isinstance(raw, dict) and raw.get("role") == "model"
+        turn += model
         for part in parts:
             if not isinstance(part, dict):
                 raise conversation.error(position, "a part must be an object")
             if "functionCall" in part:
-                events, streamed = _function_call(conversation, position, part["functionCall"], streamed)
+                events, streamed = _function_call(conversation, position, part["functionCall"], streamed,
+                                                  turn if model else None)
                 yield from events
             elif "functionResponse" in part:
                 body = part["functionResponse"]

@@ -6,6 +6,10 @@ as JSON Lines, a JSON array, or the `{"data": [...]}` batch its exporter sends) 
 `output` (the result's text). A span with an `error` gets `"error": true` in front of its response
 (whose text is the error's `message` when there is no output); a span that never ended (`ended_at`
 null) without output has no recorded response. An `mcp_tools` or other span is skipped.
+
+A span's `started_at` is the call's time, and with `ended_at` its duration. The spans carry no id of
+the model's tool call (the span's own id only pairs it) and do not say which model response asked for
+the call, so records of this format have no `call_id` and no `turn`.
 """
 
 from __future__ import annotations
@@ -13,7 +17,16 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from toolreplay.importers.conversations import Conversation
-from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, flag_error, reply_response
+from toolreplay.importers.pairing import (
+    MISSING,
+    Event,
+    ToolCall,
+    ToolReply,
+    call_times,
+    flag_error,
+    iso_time,
+    reply_response,
+)
 
 __all__ = ["read_events"]
 
@@ -41,7 +54,8 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             kept = output if isinstance(output, dict) else {"result": output}
             response = flag_error(kept, error is not None, {"result": output})
         call_id = span.get("id") if isinstance(span.get("id"), str) else f"span {position}"
-        yield ToolCall(call_id, name, data.get("input", MISSING), position)
+        yield ToolCall(call_id, name, data.get("input", MISSING), position, id=None,
+                       **call_times(span.get("started_at"), span.get("ended_at"), iso_time))
         if span.get("ended_at") is None and data.get("output") is None and error is None:
             continue  # the span never ended: the call has no recorded result
         yield ToolReply(call_id, response, position)

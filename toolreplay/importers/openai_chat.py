@@ -35,32 +35,34 @@ def is_placeholder(function_call: Any) -> bool:
     )
 
 
-def _function_call(conversation: Conversation, position: int, function: Any, call_id: Any) -> ToolCall:
+def _function_call(conversation: Conversation, position: int, function: Any, call_id: Any, turn: int) -> ToolCall:
     if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
         raise conversation.error(position, 'a tool call has no "function.name" string')
-    return ToolCall(_call_id(call_id), function["name"], function.get("arguments", MISSING), position)
+    return ToolCall(_call_id(call_id), function["name"], function.get("arguments", MISSING), position, turn=turn)
 
 
-def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[ToolCall]:
+def _calls(conversation: Conversation, position: int, message: dict[str, Any], turn: int) -> Iterator[ToolCall]:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise conversation.error(position, '"tool_calls" must be an array')
     for call in tool_calls or ():
         if not isinstance(call, dict):
             raise conversation.error(position, "a tool call must be an object")
-        yield _function_call(conversation, position, call.get("function"), call.get("id"))
+        yield _function_call(conversation, position, call.get("function"), call.get("id"), turn)
     function_call = message.get("function_call")
     if function_call is not None and not is_placeholder(function_call):
-        yield _function_call(conversation, position, function_call, None)
+        yield _function_call(conversation, position, function_call, None, turn)
 
 
 def read_events(conversation: Conversation) -> Iterator[ToolCall | ToolReply]:
-    """The calls and replies of one conversation, in message order."""
+    """The calls and replies of one conversation, in message order; each assistant message is a turn."""
+    turn = -1
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
         role = message["role"]
         if role == "assistant":
-            yield from _calls(conversation, position, message)
+            turn += 1
+            yield from _calls(conversation, position, message, turn)
         elif role == "tool":
             yield ToolReply(
                 _call_id(message.get("tool_call_id")),

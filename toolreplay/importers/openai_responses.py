@@ -5,6 +5,9 @@ A call is `{"type": "function_call", "call_id", "name", "arguments": JSON string
 `custom_tool_call` (free-text `input`) becomes args `{"input": TEXT}`, with `custom_tool_call_output` as
 its reply. Tool calls that the API runs itself (`web_search_call`, `mcp_call`, ...) have no function
 reply in the log; each is a warning, not a record. Messages and reasoning items are skipped.
+
+One model response writes several items (reasoning, a message, function calls): a run of the model's
+items, up to the next input item (a function call output, a user message), is one model turn.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ def _item(conversation: Conversation, position: int, item: Any) -> dict[str, Any
 
 
 
-def _call(conversation: Conversation, position: int, item: dict[str, Any]) -> ToolCall:
+def _call(conversation: Conversation, position: int, item: dict[str, Any], turn: int) -> ToolCall:
     name = item.get("name")
     if not isinstance(name, str) or not name:
         raise conversation.error(position, f'a {item["type"]} item has no "name" string')
@@ -42,17 +45,32 @@ def _call(conversation: Conversation, position: int, item: dict[str, Any]) -> To
         text = item.get("input", "")
         if not isinstance(text, str):
             raise conversation.error(position, 'a custom_tool_call\'s "input" must be a string')
-        return ToolCall(_call_id(item.get("call_id")), name, {"input": text}, position)
-    return ToolCall(_call_id(item.get("call_id")), name, item.get("arguments", MISSING), position)
+        return ToolCall(_call_id(item.get("call_id")), name, {"input": text}, position, turn=turn)
+    return ToolCall(_call_id(item.get("call_id")), name, item.get("arguments", MISSING), position, turn=turn)
+
+
+def _is_model_item(item: dict[str, Any]) -> bool | None:
+    """Whether an item is the model's output (True) or an input (False); None when it says neither."""
+    kind = item.get("type")
+    if item.get("role") == "assistant" or kind == "reasoning" or (isinstance(kind, str) and kind.endswith("_call")):
+        return True
+    if item.get("role") in ("user", "system", "developer") or (isinstance(kind, str) and kind.endswith("_output")):
+        return False
+    return None
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The calls and replies of one conversation, in item order."""
+    turn, in_turn = -1, False
     for position, raw in enumerate(conversation.messages):
         item = _item(conversation, position, raw)
         kind = item.get("type")
+        model = _is_model_item(item)
+        if model is not None:
+            turn += model and not in_turn
+            in_turn = model
         if kind in ("function_call", "custom_tool_call"):
-            yield _call(conversation, position, item)
+            yield _call(conversation, position, item, turn)
         elif kind in _REPLY_TYPES:
             yield ToolReply(
                 _call_id(item.get("call_id")), reply_response(item.get("output", MISSING), False), position

@@ -15,6 +15,13 @@ Read, in this order of preference within a trace:
    `gen_ai.input.messages` / `gen_ai.output.messages` (and OpenInference's flattened
    `llm.*_messages.N.message.tool_calls.M.tool_call.function.*`), each id read once, since every
    chat span repeats the history before it (a span's input messages beyond those already read are new).
+
+What a record keeps besides (`meta`): a tool span's start time as `ts` and, with its end, `duration_ms`
+(a time of 0 is unknown in OTLP, so not kept); its `gen_ai.tool.call.id` (or OpenInference's
+`tool_call.id`, MCP's `jsonrpc.request.id`) as `call_id`; and as `turn` the ordinal of the model call
+(a chat or LLM span, by start time) that asked for it, where the trace shows which: the model call
+whose output holds the call's id, the tool span's parent, or the one model call under the tool
+span's parent. Chat-span parts have no times; their ids are kept, and each assistant message is a turn.
 """
 
 from __future__ import annotations
@@ -23,9 +30,19 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from toolreplay.format.records import OUTCOMES, check_meta, ts_nanoseconds
 from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
 from toolreplay.importers.otlp import Span
-from toolreplay.importers.pairing import MISSING, Event, ToolCall, ToolReply, flag_error, reply_response
+from toolreplay.importers.pairing import (
+    MISSING,
+    Event,
+    ToolCall,
+    ToolReply,
+    call_times,
+    flag_error,
+    nano_time,
+    reply_response,
+)
 
 __all__ = ["read_events"]
 
@@ -74,16 +91,113 @@ def _response(span: Span) -> dict[str, Any] | None:
     return {"result": result}
 
 
+def _is_model_span(span: Span) -> bool:
+    attributes = span.attributes
+    return (attributes.get("gen_ai.operation.name") in ("chat", "text_completion", "generate_content")
+            or attributes.get("openinference.span.kind") == "LLM")
+
+
+def _output_call_ids(span: Span) -> Iterator[str]:
+    """The ids of the tool calls a model span's output messages ask for."""
+    attributes = span.attributes
+    for message in [*_messages(attributes.get("gen_ai.output.messages")), *_flat_messages(attributes, "output")]:
+        parts = message.get("parts") if isinstance(message, dict) else None
+        for part in parts if isinstance(parts, list) else ():
+            if isinstance(part, dict) and part.get("type") == "tool_call" and isinstance(part.get("id"), str):
+                yield part["id"]
+
+
+def _turns(spans: list[Any]) -> tuple[dict[str, int], dict[str, int], dict[str, int]]:
+    """The model calls of a trace in start order: their turn by span id, by the id of each tool call
+    their output asks for, and by the id of a parent span with exactly one model call under it."""
+    by_span: dict[str, int] = {}
+    by_call: dict[str, int] = {}
+    children: dict[str, list[int]] = {}
+    for span in spans:
+        if isinstance(span, Span) and _is_model_span(span):
+            turn = by_span.setdefault(span.span_id, len(by_span))
+            for call_id in _output_call_ids(span):
+                by_call.setdefault(call_id, turn)
+            if span.parent_id:
+                children.setdefault(span.parent_id, []).append(turn)
+    return by_span, by_call, {parent: turns[0] for parent, turns in children.items() if len(turns) == 1}
+
+
+def _kept_id(span: Span) -> str | None:
+    """The call's id a tool span gives: the model's, else OpenInference's, else the MCP request's."""
+    value = _first(span.attributes, "gen_ai.tool.call.id", "tool_call.id", "jsonrpc.request.id")
+    return str(value) if isinstance(value, (str, int)) and not isinstance(value, bool) and value != "" else None
+
+
 def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, str]]) -> Iterator[Event]:
     by_id = {span.span_id: tool for _, span, tool in named}
+    inner = {span.parent_id: span for _, span, tool in named if span.parent_id and by_id.get(span.parent_id) == tool}
+    by_span, by_call, by_parent = _turns(list(conversation.messages))
     for position, span, tool in named:
         if span.parent_id and by_id.get(span.parent_id) == tool:
             continue  # the inner span of one call seen at two levels
         call_id = span.span_id or f"span {position}"
-        yield ToolCall(call_id, tool, _first(span.attributes, "gen_ai.tool.call.arguments", "input.value"), position)
+        kept = _kept_id(span)
+        if kept is None and span.span_id in inner:  # the id the inner span (an MCP client's) has
+            kept = _kept_id(inner[span.span_id])
+        turn = by_call.get(kept) if kept is not None else None
+        if turn is None:
+            turn = by_span.get(span.parent_id, by_parent.get(span.parent_id))
+        end = None if span.end in (None, 0, "0") else span.end  # 0 is "unknown" in OTLP
+        times = call_times(span.start or None, end, nano_time)
+        own = _exported_meta(span.attributes)
+        if span.attributes.get("toolreplay.placed_time") is True:  # placed by `export otel`, not recorded
+            times = {}
+        elif "ts" in times:
+            times = _exported_times(span, times)
+        if isinstance(own.get("turn"), int):
+            turn = own.pop("turn")
+        own.pop("turn", None)
+        yield ToolCall(call_id, tool, _first(span.attributes, "gen_ai.tool.call.arguments", "input.value"), position,
+                       id=kept, turn=turn, extra=tuple(own.items()), **times)
         response = _response(span)
         if response is not None:
             yield ToolReply(call_id, response, position)
+
+
+def _exported_times(span: Span, times: dict[str, Any]) -> dict[str, Any]:
+    """The times of a span `export otel` wrote: the record's own spelling of the same start instant, and
+    no duration where the export placed the end."""
+    spelled = span.attributes.get("toolreplay.ts")
+    if isinstance(spelled, str):
+        try:
+            check_meta({"ts": spelled})
+            same = ts_nanoseconds(spelled) == ts_nanoseconds(times["ts"])
+        except ValueError:
+            same = False
+        if same:
+            times = {**times, "ts": spelled}
+    if span.attributes.get("toolreplay.placed_end") is True:
+        times = {key: value for key, value in times.items() if key != "duration_ms"}
+    return times
+
+
+def _exported_meta(attributes: dict[str, Any]) -> dict[str, Any]:
+    """The rest of a record's meta that `export otel` wrote as attributes (toolreplay.turn, .outcome and
+    .meta, the `x-` keys as JSON text); what does not read as the format allows is left out."""
+    found: dict[str, Any] = {}
+    turn = attributes.get("toolreplay.turn")
+    if isinstance(turn, str) and turn.isascii() and turn.isdigit() and len(turn) < 19:
+        turn = int(turn)
+    if isinstance(turn, int) and not isinstance(turn, bool) and turn >= 0:
+        found["turn"] = turn
+    outcome = attributes.get("toolreplay.outcome")
+    if outcome in OUTCOMES:
+        found["outcome"] = outcome
+    own = attributes.get("toolreplay.meta")
+    if isinstance(own, str):
+        try:
+            value = parse_json(own)
+        except JSONTextError:
+            value = None
+        if isinstance(value, dict) and all(isinstance(key, str) and key.startswith("x-") for key in value):
+            found.update(value)
+    return found
 
 
 def _messages(value: Any) -> list[Any]:
@@ -127,6 +241,7 @@ def _chat_events(conversation: Conversation) -> Iterator[Event]:
     seen_calls: set[Any] = set()
     seen_replies: set[Any] = set()
     history = 0  # messages already read: each chat span's input repeats the ones before it
+    turn = -1
     for position, span in enumerate(conversation.messages):
         attributes = span.attributes
         inputs = [*_messages(attributes.get("gen_ai.input.messages")), *_flat_messages(attributes, "input")]
@@ -136,6 +251,8 @@ def _chat_events(conversation: Conversation) -> Iterator[Event]:
         new = inputs[history:] if len(inputs) >= history else inputs
         history = len(inputs) + len(outputs)
         for message in [*new, *outputs]:
+            assistant = isinstance(message, dict) and message.get("role") == "assistant"
+            turn += assistant
             parts = message.get("parts") if isinstance(message, dict) else None
             for part in parts if isinstance(parts, list) else ():
                 if not isinstance(part, dict):
@@ -145,7 +262,8 @@ def _chat_events(conversation: Conversation) -> Iterator[Event]:
                     if call_id is not None and call_id in seen_calls:
                         continue
                     seen_calls.add(call_id)
-                    yield ToolCall(call_id, part["name"], part.get("arguments", MISSING), position)
+                    yield ToolCall(call_id, part["name"], part.get("arguments", MISSING), position,
+                                   turn=turn if assistant else None)
                 elif part.get("type") == "tool_call_response":
                     if call_id is not None and call_id in seen_replies:
                         continue

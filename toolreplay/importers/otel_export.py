@@ -4,7 +4,8 @@ Each tool span is INTERNAL, a child of the session's `invoke_agent` span, named 
 with the GenAI attributes `gen_ai.operation.name` (`execute_tool`), `gen_ai.tool.name`,
 `gen_ai.tool.type` (`function`) and, where the record's `meta` has one, `gen_ai.tool.call.id`. The rest
 of `meta` travels as `toolreplay.turn`, `toolreplay.outcome` and `toolreplay.meta` (the `x-` keys as
-JSON text), so the import gives the record back. Arguments and results may hold sensitive data, so
+JSON text), and `toolreplay.ts` (the record's own spelling of its start), so the import gives the
+record back. Arguments and results may hold sensitive data, so
 `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` (JSON text) are written only when asked
 for. A response with an `error` (a refused guard request: `{"ok": false, "error": "tool not allowed:
 X"}`, a failed tool) sets `error.type` and an error status.
@@ -12,7 +13,8 @@ X"}`, a failed tool) sets `error.type` and an error status.
 Times: a record with `meta.ts` starts then and lasts its `duration_ms` (1 ms when it has none). A record
 without `meta.ts` starts where the span before it ended (the first at `start`, by default the Unix
 epoch) and is marked `toolreplay.placed_time`, so a reader (and the import) knows the time is not a
-recorded one. The `invoke_agent` span runs from the first start to the last end.
+recorded one; a record with a time and no duration is marked `toolreplay.placed_end`. The
+`invoke_agent` span runs from the first start to the last end.
 
 Everything is derived from the session, so the same session exports the same bytes: the trace id is
 the first 16 bytes of SHA-256 over the records' canonical bytes, each span id the first 8 bytes of
@@ -96,6 +98,12 @@ def _span(trace_id: str, parent: str, record: _Exported, content: bool) -> dict[
             attributes.append(attribute("toolreplay.meta", json.dumps(own, ensure_ascii=False, allow_nan=False)))
     if placed:
         attributes.append(attribute("toolreplay.placed_time", True))
+    elif meta is not None:
+        # the record's own spelling of its time (the span's start is the same instant, in ns), and whether
+        # its end was placed (a record with a time but no duration)
+        attributes.append(attribute("toolreplay.ts", meta["ts"]))
+        if "duration_ms" not in meta:
+            attributes.append(attribute("toolreplay.placed_end", True))
     span: dict[str, Any] = {
         "traceId": trace_id,
         "spanId": span_id,

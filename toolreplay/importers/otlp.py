@@ -33,6 +33,7 @@ class Span:
     status_message: str
     json_path: str
     line: int | None
+    end: Any = None  # `endTimeUnixNano` as written (read where used: a bad end time loses a duration only)
 
 
 def _fail(path: str, line: int | None, where: str, text: str) -> InputError:
@@ -166,6 +167,7 @@ def _span(span: Any, path: str, line: int | None, where: str) -> Span:
         message if isinstance(message, str) else "",
         where,
         line,
+        span.get("endTimeUnixNano"),
     )
 
 

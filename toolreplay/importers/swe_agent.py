@@ -5,7 +5,7 @@ With function calling, an assistant message has `tool_calls[]` (`{"id", "functio
 list (each id gets that reply). Without function calling, an assistant message's `action` (a command
 line) is the call: its first word is the tool and `{"action": TEXT}` the args, and the next message
 with `"message_type": "observation"` is its reply (other observations, such as the task statement,
-are not replies).
+are not replies). Each assistant message is a model turn.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _message(conversation: Conversation, position: int, message: Any) -> dict[st
 
 
 
-def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -> Iterator[ToolCall]:
+def _calls(conversation: Conversation, position: int, message: dict[str, Any], turn: int) -> Iterator[ToolCall]:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise conversation.error(position, '"tool_calls" must be an array or null')
@@ -36,20 +36,23 @@ def _calls(conversation: Conversation, position: int, message: dict[str, Any]) -
             function = call.get("function") if isinstance(call, dict) else None
             if not isinstance(function, dict) or not isinstance(function.get("name"), str) or not function["name"]:
                 raise conversation.error(position, 'a tool call has no "function.name" string')
-            yield ToolCall(_call_id(call.get("id")), function["name"], function.get("arguments", MISSING), position)
+            yield ToolCall(_call_id(call.get("id")), function["name"], function.get("arguments", MISSING), position,
+                           turn=turn)
         return
     action = message.get("action")
     if isinstance(action, str) and action.strip():
-        yield ToolCall(None, action.split()[0], {"action": action}, position)
+        yield ToolCall(None, action.split()[0], {"action": action}, position, turn=turn)
 
 
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The calls and replies of one trajectory, in message order."""
     action_waiting = False  # an action without function calling waits for the next observation
+    turn = -1
     for position, raw in enumerate(conversation.messages):
         message = _message(conversation, position, raw)
         if message["role"] == "assistant":
-            calls = list(_calls(conversation, position, message))
+            turn += 1
+            calls = list(_calls(conversation, position, message, turn))
             action_waiting = bool(calls) and not message.get("tool_calls")
             yield from calls
             continue
