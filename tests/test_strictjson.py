@@ -39,6 +39,13 @@ BAD = [
     ("100,000 nested arrays", "[" * 100000 + "]" * 100000, "nesting deeper than 512", 1),
     ("513 nested arrays", "[" * 513 + "]" * 513, "nesting deeper than 512", 1),
     ("too deep on line 2", "[\n" + "[" * 512 + "]" * 513, "nesting deeper than 512", 2),
+    # Too deep but too short to parse (a text that parses nests at most half its length deep): the
+    # brackets are counted once the parse fails, and too deep still comes before the parser's error.
+    ("513 open brackets and nothing else", "[" * 513, "nesting deeper than 512", 1),
+    ("513 open brackets, then a duplicate key", "[" * 513 + '{"a": 1, "a": 2}', "nesting deeper than 512", 1),
+    ("513 open brackets, then NaN", "[" * 513 + "NaN", "nesting deeper than 512", 1),
+    ("513 open brackets on line 2", "1\n" + "{" * 513, "nesting deeper than 512", 2),
+    ("512 open brackets and nothing else", "[" * 512, "invalid JSON: Expecting value (column 513)", 1),
     ("ends early, at the end of the line", '{"a": 1\n', "invalid JSON: Expecting ',' delimiter (column 8)", 1),
     ("ends early after CRLF", '{"a":\r\n', "invalid JSON: Expecting value (column 6)", 1),
     ("ends early on line 2", '{\n"a": [1\n\n', "invalid JSON: Expecting ',' delimiter (column 8)", 2),

@@ -33,6 +33,16 @@ class EscapeTextTest(unittest.TestCase):
             with self.subTest(char=hex(ord(raw))):
                 self.assertEqual(escape_text(f"a{raw}b"), f"a{shown}b")
 
+    def test_every_character_of_the_unsafe_ranges_is_escaped(self) -> None:
+        # escape_text skips its pattern for text that str.isprintable() accepts: every unsafe
+        # character must be unprintable, or that shortcut would let it through.
+        ranges = [(0x00, 0x1F), (0x7F, 0x9F), (0x61C, 0x61C), (0x200E, 0x200F), (0x2028, 0x202E), (0x2066, 0x2069)]
+        for low, high in ranges:
+            for code in range(low, high + 1):
+                with self.subTest(char=hex(code)):
+                    shown = f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+                    self.assertEqual(escape_text(f"ok {chr(code)}"), f"ok {shown}")
+
     def test_printable_text_is_unchanged(self) -> None:
         for text in ("read_file", "naïve 検索 émoji 😀", "back\\slash", "\u00a0nbsp", ""):
             self.assertIs(escape_text(text), text)

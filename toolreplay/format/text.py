@@ -23,6 +23,6 @@ def _escape(match: re.Match[str]) -> str:
 
 def escape_text(text: str) -> str:
     """`text` with each unsafe character as `\\xNN` (below U+0100) or `\\uNNNN`; the rest unchanged."""
-    if _UNSAFE.search(text) is None:
+    if text.isprintable() or _UNSAFE.search(text) is None:  # every unsafe character is unprintable
         return text
     return _UNSAFE.sub(_escape, text)
