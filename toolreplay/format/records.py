@@ -210,12 +210,7 @@ def check_meta(meta: Any) -> None:
             if not value:
                 raise JSONLineError("meta field \"call_id\" must not be empty")
         elif key == "turn":
-            if type(value) is not int:
-                shown = "a number with a fraction or exponent" if isinstance(value, (int, float)) and not isinstance(
-                    value, bool) else json_type_name(value)
-                raise JSONLineError(f"meta field \"turn\" must be an integer, not {shown}")
-            if value < 0:
-                raise JSONLineError(f"meta field \"turn\" must not be negative, got {value}")
+            _check_count(value, 'meta field "turn"')
         elif key == "outcome":
             if value not in OUTCOMES or not isinstance(value, str):
                 raise JSONLineError(f"meta field \"outcome\" must be one of {', '.join(OUTCOMES)}, "
@@ -261,14 +256,18 @@ def _check_fields(obj: Any, sealed: bool | None) -> bool:
     return is_link
 
 
+def _check_count(value: Any, what: str) -> None:
+    """An integer >= 0 (`1.0` and `true` are not), or a JSONLineError naming `what`."""
+    if type(value) is not int:
+        shown = "a number with a fraction or exponent" if isinstance(value, (int, float)) and not isinstance(
+            value, bool) else json_type_name(value)
+        raise JSONLineError(f"{what} must be an integer, not {shown}")
+    if value < 0:
+        raise JSONLineError(f"{what} must not be negative, got {value}")
+
+
 def _check_types(obj: dict[str, Any], is_link: bool) -> None:
-    index = obj["index"]
-    if type(index) is not int:
-        shown = "a number with a fraction or exponent" if isinstance(index, (int, float)) and not isinstance(
-            index, bool) else json_type_name(index)
-        raise JSONLineError(f"field \"index\" must be an integer, not {shown}")
-    if index < 0:
-        raise JSONLineError(f"field \"index\" must not be negative, got {index}")
+    _check_count(obj["index"], 'field "index"')
     tool = obj["tool"]
     if not isinstance(tool, str):
         raise JSONLineError(f"field \"tool\" must be a string, not {json_type_name(tool)}")
