@@ -62,7 +62,7 @@ class DemoEvalTest(unittest.TestCase):
             with open(os.path.join(directory, "sloppy_model", "all-orders-completed.jsonl"), encoding="utf-8") as f:
                 self.assertEqual(f.read(), '{"index": 0, "tool": "get_order", "args": {"order_id": 3015}, "response": '
                                            '{"order_id": 3015, "customer_id": "C-1042", "status": "completed", '
-                                           '"items": ["water filter"], "total": "420.00"}}\n')
+                                           '"items": ["water filter"], "total": "420.00"}, "meta": {"turn": 0, "outcome": "ran"}}\n')
 
     def test_docs_show_the_real_output(self) -> None:
         # docs/evaluate.md's examples are all run by test_readme; this pins the demo's block there

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import unittest
@@ -512,3 +513,22 @@ class ParallelTurnTest(unittest.TestCase):
         with self.assertRaises(Exception) as caught:
             case_suite({"cassette": self.cassette}, [["get_order", ["get_order"]]])
         self.assertIn("cases[0].expected_tools[0][1]: groups do not nest", str(caught.exception))
+
+
+class RecordedTurnTest(unittest.TestCase):
+    def test_the_record_of_a_run_holds_each_calls_turn_and_outcome_and_no_time(self) -> None:
+        with tempfile.TemporaryDirectory() as directory:
+            cassette = os.path.join(directory, "orders.jsonl")
+            with open(cassette, "wb") as handle:
+                handle.write(CASSETTE)
+            suite = case_suite({"cassette": cassette}, [["get_order", "get_order"]])
+            steps = iter([[ToolCall("get_order", {"order_id": 8}), ToolCall("get_order", {"order_id": 7,
+                                                                                           "opts": {"full": True}})],
+                          ToolCall("refund", {}), Answer("shipped")])
+            record = os.path.join(directory, "run.jsonl")
+            run_case(NamedAgent("a", "tests:a", lambda conversation: next(steps)), suite, suite.cases[0],
+                     record=record)
+            with open(record, encoding="utf-8") as handle:
+                metas = [json.loads(line)["meta"] for line in handle]
+        self.assertEqual(metas, [{"turn": 0, "outcome": "ran"}, {"turn": 0, "outcome": "ran"},
+                                 {"turn": 1, "outcome": "refused"}])

@@ -34,7 +34,8 @@ class RunRecording:
         if self.temporary is not None:
             if os.path.exists(self.temporary):
                 os.unlink(self.temporary)
-            self.recorder = SessionRecorder.open(self.temporary, format_1_0=True)  # same run, same bytes
+            # each call's turn and outcome, no times: the same run gives the same bytes
+            self.recorder = SessionRecorder.open(self.temporary, meta_keys=("turn", "outcome"))
 
     def finish(self, complete: bool) -> None:
         """Close the record; move it into place when the run completed, else remove it."""

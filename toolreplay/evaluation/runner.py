@@ -192,7 +192,7 @@ class _Guard:
 
     def call(self, tool: str, args: dict[str, Any], turn: int) -> tuple[dict[str, Any], str | None]:
         """The response to one request, and the limit that refused it (None when it was not refused)."""
-        response = self.gate.call(tool, args)
+        response = self.gate.handle(tool, args, turn=turn).response
         return response, self.gate.stop_reason
 
 

@@ -136,6 +136,7 @@ class _Call:
     write: bool
     fresh: bool  # a repeatable tool's call without a key (or a continued one): a new action
     call_id: str | None = None
+    turn: int | None = None  # the model turn that asked for it, where the front end knows (meta.turn)
     context: Any = None
     passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
     variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
@@ -266,11 +267,13 @@ class Gate:
         return self.handle(tool, args, key=key).response
 
     def handle(self, tool: str, args: dict[str, Any], *, key: str | None = None, call_id: str | None = None,
-               context: Any = None, passed: bool = False, variant: bytes = b"") -> Answer:
+               context: Any = None, passed: bool = False, variant: bytes = b"",
+               turn: int | None = None) -> Answer:
         """`call` for front ends: the answer with its outcome. `call_id` is the id the model or the
-        protocol gave the call; `context` goes to the host's `run` and `confirm` for this call only;
-        `passed=True` continues a call the gate already passed (a protocol round trip): it is checked
-        for recording, budgets, the allowlist and an unknown outcome, then runs as a new action.
+        protocol gave the call, `turn` the model turn that asked for it (both go to the record's meta);
+        `context` goes to the host's `run` and `confirm` for this call only; `passed=True` continues a
+        call the gate already passed (a protocol round trip): it is checked for recording, budgets, the
+        allowlist and an unknown outcome, then runs as a new action.
         `variant` is what else makes the request distinct (an MCP task request): an identical call with
         another variant is not answered by this one; a record holds no variant, so a continued record
         answers only calls without one; an unknown outcome refuses every variant."""
@@ -289,8 +292,10 @@ class Gate:
             raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
         # what is checked, confirmed and recorded; the model's dict may change
         fresh = passed or (key is None and tool in self._repeatable)
-        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, context, passed,
-                        variant, started_ns, started)
+        if turn is not None and (type(turn) is not int or turn < 0):
+            raise ValueError("turn must be a non-negative integer or None")
+        request = _Call(tool, copy.deepcopy(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
+                        passed, variant, started_ns, started)
         answer = self._decide(request)
         return Answer(copy.deepcopy(answer.response), answer.outcome, answer.index)
 
@@ -627,6 +632,8 @@ class Gate:
                                 "duration_ms": round((time.perf_counter() - call.started) * 1000, 3)}
         if call.call_id is not None:
             meta["call_id"] = call.call_id
+        if call.turn is not None:
+            meta["turn"] = call.turn
         meta["outcome"] = outcome
         try:
             index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from types import TracebackType
 from typing import Any
 
@@ -56,12 +56,13 @@ class SessionRecorder:
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
                  needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
                  checkpoints: CheckpointWriter | None = None, format_1_0: bool = False,
-                 redactor: Redactor | None = None) -> None:
+                 redactor: Redactor | None = None, meta_keys: Collection[str] | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
         self.format_1_0 = format_1_0
         self.redactor = redactor
+        self.meta_keys = None if meta_keys is None else frozenset(meta_keys)
         self.truncated_bytes = truncated_bytes
         self.previous_intents: tuple[Intent, ...] = tuple(intents or ())
         self.resumed_records = next_index
@@ -78,11 +79,14 @@ class SessionRecorder:
 
     @classmethod
     def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
-             format_1_0: bool = False, redactor: Redactor | None = None) -> SessionRecorder:
+             format_1_0: bool = False, redactor: Redactor | None = None,
+             meta_keys: Collection[str] | None = None) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
-        `format_1_0` writes records without `meta`, for tools that read only format 1.0. `redactor`
+        `format_1_0` writes records without `meta`, for tools that read only format 1.0; `meta_keys` keeps
+        only those keys of each record's `meta` (say `turn` and `outcome`, for a record that must come out the
+        same bytes every run: no times), and no `meta` when none is left. `redactor`
         replaces secrets in every record's args and response, and in the intents, before they are written.
         """
         if checkpoints is not None and not sealed:
@@ -99,7 +103,7 @@ class SessionRecorder:
             handle.close()
             raise
         return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, format_1_0=format_1_0,
-                   redactor=redactor, **state)
+                   redactor=redactor, meta_keys=meta_keys, **state)
 
     @property
     def next_index(self) -> int:
@@ -165,6 +169,8 @@ class SessionRecorder:
             raise ValueError("args and response must be JSON objects")
         if self.format_1_0:
             meta = None
+        elif meta is not None and self.meta_keys is not None:
+            meta = {key: value for key, value in meta.items() if key in self.meta_keys} or None
         if self.redactor is not None:
             args, response = self.redactor.args(args), self.redactor.response(response)
         try:  # encode before taking the lock: a value with no JSON form is refused, nothing written
