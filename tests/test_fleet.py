@@ -11,17 +11,18 @@ import os
 import pickle
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import textwrap
 import unittest
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
 from tests.support import end_worker, integration, kill_parent, require
+from toolreplay.audit.findings import Finding
 from toolreplay.audit.fleet import (
     FleetSummary,
     SessionJob,
@@ -194,8 +195,8 @@ class AuditCommandTest(FleetDirTest):
         self.assertEqual(document["sessions"][2], {
             "path": "fleet/d-broken.jsonl", "error": None, "calls": 6, "sealed": True, "chain": "broken",
             "first_broken_index": 3, "divergence": None, "findings_total": 1,
-            "findings": [{"index": 2, "kind": "redundant-call", "tool": "read_file", "related_index": 1,
-                          "message": "tool 'read_file' repeats the identical call at index 1 with no state change "
+            "findings": [{"index": 2, "kind": "redundant-call", "severity": "finding", "tool": "read_file",
+                          "rule": None, "related_index": 1, "message": "tool 'read_file' repeats the identical call at index 1 with no state change "
                                      "between them"}]})
         self.assertEqual(document["sessions"][3]["error"], "fleet/e-bad.jsonl:2: record must be a JSON object, not array")
         summary = document["summary"]
@@ -253,6 +254,25 @@ findings: 0
 information: 2
 sealed: 0
 broken chains: 0
+"""
+
+# With --count-changes the information counts as findings: in every line, total, table and the exit code.
+COUNTED_CHANGES_TEXT = """\
+changed/a.jsonl: calls 3, findings 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+changed/b.jsonl: calls 3, findings 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+
+sessions: 2
+unreadable: 0
+calls: 6
+sessions with findings: 2
+findings: 2
+information: 0
+sealed: 0
+broken chains: 0
 findings by kind:
   changed-after-write: 2
 findings by tool:
@@ -274,7 +294,7 @@ class StateAwareAuditTest(FleetDirTest):
 
     def test_a_change_after_a_write_is_information(self) -> None:
         self.assertEqual(run("audit", "changed", "--state-aware"), (0, STATE_AWARE_TEXT, ""))
-        self.assertEqual(run("audit", "changed", "--state-aware", "--count-changes"), (1, STATE_AWARE_TEXT, ""))
+        self.assertEqual(run("audit", "changed", "--state-aware", "--count-changes"), (1, COUNTED_CHANGES_TEXT, ""))
         # without --state-aware the same sessions are non-deterministic, and the report says nothing of information
         code, out, _ = run("audit", "changed")
         self.assertEqual((code, out.splitlines()[0]), (1, "changed/a.jsonl: calls 3, findings 1, divergence index 2"))
@@ -302,25 +322,89 @@ class StateAwareAuditTest(FleetDirTest):
         # the cards count as the text report does: no findings, two pieces of information
         self.assertIn('<div class="card good"><div class="v">0</div><div class="l">findings', out)
         self.assertIn('<div class="card "><div class="v">2</div><div class="l">information', out)
-        self.assertIn("changed-after-write", out)
+        # information is in no chart and no ranking: the findings charts are empty, no session is detailed
+        self.assertIn('<h3>Findings by kind</h3><p class="note">None.</p>', out)
+        self.assertNotIn("Session details", out)
 
 
-@dataclass(frozen=True)
-class _RuleFinding:
-    """A finding of a kind this module has never heard of, carrying a rule id (as policy rules will)."""
+# A change after a write (information) next to a repeat of the same call (a finding that counts).
+MIXED = CHANGED + '{"index": 3, "tool": "search", "args": {"q": "a"}, "response": {"hits": 2}}\n'
 
-    index: int
-    kind: str
-    tool: str
-    related_index: int | None
-    message: str
-    rule: str
+
+class OneCountTest(FleetDirTest):
+    """The same input counts the same in text, JSON, HTML, SQLite and the exit code (information never counts)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        os.makedirs("mixed")
+        self.write("mixed/a.jsonl", MIXED)
+        self.write("mixed/b.jsonl", CHANGED)  # information only
+        shutil.copy(os.path.join(SAMPLES, "session-dirty.jsonl"), "mixed/c-dirty.jsonl")
+
+    def _counts(self, *extra: str) -> dict[str, Any]:
+        args = ("audit", "mixed", "--state-aware", *extra)
+        code, text, _ = run(*args)
+        heads = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("mixed/")}
+        lines = text.splitlines()
+        top = lines[lines.index("most findings:") + 1:]
+        by_kind = lines[lines.index("findings by kind:") + 1:lines.index("findings by tool:")]
+        per_session = {path: int(head.split("findings ")[1].split(",")[0]) for path, head in heads.items()}
+        counts: dict[str, Any] = {
+            "exit": code, "text total": int(next(x for x in lines if x.startswith("findings: "))[10:]),
+            "text sessions": per_session, "text ranking": sum(int(line.split()[0]) for line in top),
+            "text by kind": sum(int(line.rsplit(": ", 1)[1]) for line in by_kind)}
+        code, out, _ = run(*args, "--format", "json")
+        document = json.loads(out)
+        counts.update({
+            "json exit": code, "json total": document["summary"]["findings"],
+            "json sessions": {s["path"]: s["findings_total"] for s in document["sessions"]},
+            "json listed": {s["path"]: sum(f["severity"] == "finding" or "--count-changes" in extra
+                                           for f in s["findings"]) for s in document["sessions"]},
+            "json ranking": sum(s["findings"] for s in document["summary"]["most_findings"]),
+            "json by kind": sum(document["summary"]["findings_by_kind"].values())})
+        code, page, _ = run(*args, "--format", "html")
+        rows = json.loads(page.split('<script type="application/json" id="rows">')[1].split("</script>")[0])["rows"]
+        ranking = page.split("<h2>Sessions with the most findings</h2>")[1].split("</table>")[0]
+        counts.update({
+            "html exit": code,
+            "html total": int(page.split('<div class="l">findings</div>')[0].rsplit('<div class="v">', 1)[1]
+                              .split("<")[0]),
+            "html sessions": {"mixed/" + row[0] + row[1]: row[3] for row in rows},  # paths below the common folder
+            "html ranking": sum(int(cell.split("<")[0]) for cell in ranking.split('<td class="n">')[1::2])})
+        code, _, _ = run(*args, "--format", "sqlite", "-o", "fleet.db")
+        with contextlib.closing(sqlite3.connect("fleet.db")) as db:
+            counts.update({
+                "sqlite exit": code,
+                "sqlite total": db.execute("SELECT sum(findings) FROM sessions").fetchone()[0],
+                "sqlite rows": db.execute("SELECT count(*) FROM findings WHERE severity = 'finding'").fetchone()[0],
+                "sqlite sessions": dict(db.execute("SELECT path, findings FROM sessions"))})
+        return counts
+
+    def test_one_count_everywhere(self) -> None:
+        sessions = {"mixed/a.jsonl": 1, "mixed/b.jsonl": 0, "mixed/c-dirty.jsonl": 1}
+        want = {"exit": 1, "json exit": 1, "html exit": 1, "sqlite exit": 1}
+        for name in ("text total", "text ranking", "text by kind", "json total", "json ranking", "json by kind",
+                     "html total", "html ranking", "sqlite total", "sqlite rows"):
+            want[name] = 2
+        for name in ("text sessions", "json sessions", "json listed", "html sessions", "sqlite sessions"):
+            want[name] = sessions
+        self.assertEqual(self._counts(), want)
+
+    def test_count_changes_counts_information_everywhere(self) -> None:
+        sessions = {"mixed/a.jsonl": 2, "mixed/b.jsonl": 1, "mixed/c-dirty.jsonl": 2}
+        want = {"exit": 1, "json exit": 1, "html exit": 1, "sqlite exit": 1, "sqlite rows": 2}  # rows: by severity
+        for name in ("text total", "text ranking", "text by kind", "json total", "json ranking", "json by kind",
+                     "html total", "html ranking", "sqlite total"):
+            want[name] = 5
+        for name in ("text sessions", "json sessions", "json listed", "html sessions", "sqlite sessions"):
+            want[name] = sessions
+        self.assertEqual(self._counts("--count-changes"), want)
 
 
 class SummaryTest(unittest.TestCase):
     def test_new_kinds_and_rules_just_appear(self) -> None:
-        finding = _RuleFinding(3, "policy-violation", "refund", None, "denied by rule R1: too large", "R1")
-        results = [SessionResult("a.jsonl", 5, finding_count=1, findings=(finding,),  # type: ignore[arg-type]
+        finding = Finding(3, "policy-violation", "refund", None, "denied by rule R1: too large", "R1")
+        results = [SessionResult("a.jsonl", 5, finding_count=1, findings=(finding,),
                                  by_kind=(("policy-violation", 1),), by_tool=(("refund", 1),), by_rule=(("R1", 1),))]
         summary = FleetSummary()
         text = "".join(iter_fleet_text(fold(results, summary), summary))

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
-from toolreplay.audit.findings import Finding
+from toolreplay.audit.findings import Finding, counts
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -54,6 +54,7 @@ class SessionOptions:
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
     tables: bool = False  # keep what the database output needs: every finding, and each call's tool
+    count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +100,28 @@ class SessionResult:
     calls: int = 0
     sealed: bool = False
     divergence: int | None = None
-    finding_count: int = 0
+    finding_count: int = 0  # the findings that count (a checkpoint's too), as `toolreplay.audit.findings.counts`
     findings: tuple[Finding, ...] = ()  # the first FINDINGS_LISTED, in report order; () when `rendered` has them
-    by_kind: tuple[tuple[str, int], ...] = ()
+    by_kind: tuple[tuple[str, int], ...] = ()  # by_kind, by_tool, by_rule: of the findings that count
     by_tool: tuple[tuple[str, int], ...] = ()
     by_rule: tuple[tuple[str, int], ...] = ()
     chain: ChainReport | None = None  # for a sealed file
     error: str | None = None  # `PATH:LINE: message` when the session could not be read
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
     rendered: str | None = None  # this session's part of the report, when the options asked for one
-    information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
+    information: int | None = None  # state-aware: the findings listed that do not count
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
     call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
 
     @property
     def counted(self) -> int:
-        """The findings that count (a checkpoint's too): all but the state-aware information."""
-        return self.finding_count - (self.information or 0)
+        """The findings that count (a checkpoint's too): `finding_count`."""
+        return self.finding_count
+
+    @property
+    def listed_total(self) -> int:
+        """Every finding of the session, information included: what its full list would hold."""
+        return self.finding_count + (self.information or 0)
 
     @property
     def found(self) -> bool:
@@ -195,17 +201,23 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     kinds: Counter[str] = Counter(kind for kind, _ in status.findings) if status is not None else Counter()
     tools_found: Counter[str] = Counter()
     rules: Counter[str] = Counter()
+    uncounted = 0
+    count_changes = options.count_changes
     for finding in findings:
+        if not counts(finding.kind, count_changes):
+            uncounted += 1
+            continue
         kinds[finding.kind] += 1
         tools_found[finding.tool] += 1
-        rule = finding_rule(finding)
+        rule = finding.rule
         if rule is not None:
             rules[rule] += 1
     extra = len(status.findings) if status is not None else 0
     listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
-    return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) + extra,
-                         listed, _counted(kinds), _counted(tools_found), _counted(rules),
-                         chain, checkpoint=status, information=information, call_tools=tuple(reading.tools or ()))
+    return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
+                         listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
+                         information=uncounted if information is not None else None,
+                         call_tools=tuple(reading.tools or ()))
 
 
 class _SessionPass:
@@ -478,14 +490,14 @@ class FleetSummary:
             return
         self.calls += result.calls
         self.histogram[_bucket(result.calls)] += 1
+        self.information += result.information or 0
         if not result.finding_count:
             return
-        self.sessions_with_findings += result.counted > 0
+        self.sessions_with_findings += 1
         self.findings += result.finding_count
-        self.information += result.information or 0
-        for counter, counts in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
+        for counter, pairs in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
                                 (self.by_rule, result.by_rule)):
-            for name, count in counts:  # a loop: Counter.update's checks cost more than the adding, per session
+            for name, count in pairs:  # a loop: Counter.update's checks cost more than the adding, per session
                 counter[name] += count
         full = len(self._top) >= self._top_size
         if full and (not self._top or result.finding_count < self._top[0].findings):
@@ -514,13 +526,13 @@ class FleetSummary:
 
     @property
     def counted(self) -> int:
-        """The findings that count: all but the state-aware information (the reports' `findings`)."""
-        return self.findings - self.information
+        """The findings that count (the reports' `findings`): `findings`, folded from each `SessionResult.counted`."""
+        return self.findings
 
     @property
     def found(self) -> bool:
-        """Whether anything was found: a finding (information only with `count_changes`) or a broken chain."""
-        return (self.findings if self.count_changes else self.counted) > 0 or self.broken > 0
+        """Whether anything was found: a finding that counts or a broken chain (the exit code 1)."""
+        return self.findings > 0 or self.broken > 0
 
 
 def _bucket(calls: int) -> int:

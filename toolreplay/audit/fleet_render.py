@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from toolreplay.audit.findings import Finding
-from toolreplay.audit.fleet import CheckpointStatus, FleetSummary, SessionResult, finding_rule, ranked_counts
+from toolreplay.audit.findings import Finding, finding_fields
+from toolreplay.audit.fleet import CheckpointStatus, FleetSummary, SessionResult, ranked_counts
 from toolreplay.format.text import escape_text
 
 __all__ = ["fold", "iter_fleet_text", "iter_fleet_json", "finding_json", "summary_json", "checkpoint_phrase"]
@@ -79,7 +79,7 @@ def _session_text(result: SessionResult) -> Iterator[str]:
     checkpoint_findings = result.checkpoint.findings if result.checkpoint is not None else ()
     for kind, message in checkpoint_findings:
         yield f"  checkpoint: {kind}: {escape_text(message)}\n"
-    left = result.finding_count - len(result.findings) - len(checkpoint_findings)
+    left = result.listed_total - len(result.findings) - len(checkpoint_findings)
     if left:
         yield f"  ... {left} more findings not listed\n"
 
@@ -110,13 +110,8 @@ def _summary_text(summary: FleetSummary) -> Iterator[str]:
 
 
 def finding_json(finding: Finding) -> dict[str, Any]:
-    """A finding as the JSON reports show it (`rule` only for a kind that carries one)."""
-    item: dict[str, Any] = {"index": finding.index, "kind": finding.kind, "tool": finding.tool,
-                            "related_index": finding.related_index, "message": finding.message}
-    rule = finding_rule(finding)
-    if rule is not None:
-        item["rule"] = rule
-    return item
+    """A finding as every JSON report shows it (`toolreplay.audit.findings.finding_fields`)."""
+    return finding_fields(finding)
 
 
 def _session_json(result: SessionResult) -> dict[str, Any]:
@@ -126,7 +121,7 @@ def _session_json(result: SessionResult) -> dict[str, Any]:
         "first_broken_index": None if result.chain is None else result.chain.broken_at,
         "divergence": result.divergence, "findings_total": result.finding_count,
         "findings": [finding_json(f) for f in result.findings]}
-    if result.information is not None:  # state-aware: findings_total counts them, they are not counted findings
+    if result.information is not None:  # state-aware: listed in findings, not in findings_total
         document["information"] = result.information
     status = result.checkpoint
     if status is not None:  # only for a session with a checkpoint beside it

@@ -52,7 +52,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
     return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
-                          args.max_line_bytes, tables=args.format == "sqlite")
+                          args.max_line_bytes, tables=args.format == "sqlite", count_changes=args.count_changes)
 
 
 def _engine(args: argparse.Namespace) -> Engine:

@@ -310,12 +310,16 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
     """A session's findings (a list, open or folded) and timeline; anchors start with `prefix` so several fit
     in one page."""
     meta = [count(detail.calls, "call"), count(detail.finding_count, "finding")]
+    if detail.information:
+        meta.append(f"{number(detail.information)} information")
     if detail.divergence is not None:
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
     meta.append(_chain_text(detail))
     meta.append(_checkpoint_text(detail))
-    # The findings of calls: a checkpoint's findings are counted in finding_count and shown in the line above.
-    listed = detail.finding_count - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0)
+    # The findings of calls (information too): a checkpoint's findings are counted in finding_count and shown
+    # in the line above.
+    listed = (detail.finding_count + detail.information
+              - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0))
     yield f'<p class="meta">{" · ".join(part for part in meta if part)}</p>\n'
     if detail.error is not None:
         yield f'<p class="err mono">{text(detail.error)}</p>\n'
