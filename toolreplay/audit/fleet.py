@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
@@ -32,7 +32,7 @@ from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
-           "audit_session", "audit_batch",
+           "audit_session", "audit_batch", "distinct_calls_with_findings", "RankedSession",
            "find_sessions", "finding_rule", "open_session", "ranked_counts", "FINDINGS_LISTED", "TOP_SESSIONS",
            "LISTED_PROBLEMS", "CALL_BUCKETS"]
 
@@ -55,6 +55,7 @@ class SessionOptions:
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
     tables: bool = False  # keep what the database output needs: every finding, and each call's tool
     count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
+    all_sessions: bool = False  # the text report lists every session, not only those with something found
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +113,7 @@ class SessionResult:
     information: int | None = None  # state-aware: the findings listed that do not count
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
     call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
+    distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
 
     @property
     def counted(self) -> int:
@@ -137,6 +139,24 @@ class SessionResult:
 def finding_rule(finding: Finding) -> str | None:
     """The id of the policy rule a finding came from, when its kind carries one."""
     return finding.rule
+
+
+# Kinds whose related index is an identical earlier call: the two calls are one distinct call.
+_SAME_CALL_KINDS = frozenset({"redundant-call", "non-determinism", "retry-after-error"})
+
+
+def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False) -> int:
+    """How many distinct calls have a finding that counts: a call and its identical repeats (joined by a
+    redundant-call, non-determinism or retry-after-error) are one, whatever their number of findings.
+
+    This is what ranks sessions, so a looping agent's hundred repeats of one call (each a redundant-call
+    and perhaps a policy-violation too) weigh as one call, not as two hundred findings."""
+    first: dict[int, int] = {}  # index -> the earliest identical call (findings come in index order)
+    for finding in findings:
+        related = finding.related_index
+        if related is not None and finding.kind in _SAME_CALL_KINDS:
+            first[finding.index] = first.get(related, related)
+    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes)})
 
 
 def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -217,7 +237,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
                          information=uncounted if information is not None else None,
-                         call_tools=tuple(reading.tools or ()))
+                         call_tools=tuple(reading.tools or ()),
+                         distinct_calls=distinct_calls_with_findings(findings, count_changes) + extra)
 
 
 class _SessionPass:
@@ -332,7 +353,8 @@ def audit_batch(jobs: Sequence[SessionJob], options: SessionOptions) -> list[Ses
     from toolreplay.audit.fleet_render import render_session  # the renderer imports this module
 
     # The rendered part carries the findings: the result sent back keeps only the counts the summary needs.
-    return [replace(result, rendered=render_session(result, options.render), findings=()) for result in results]
+    return [replace(result, rendered=render_session(result, options.render, options.all_sessions), findings=())
+            for result in results]
 
 
 def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
@@ -420,13 +442,25 @@ def _walk(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
 
 @dataclass(order=True, frozen=True, slots=True)
 class _Ranked:
-    """A session in the "most findings" table; the heap keeps the largest, ties by the earlier path."""
+    """A session in the ranking: the heap keeps the most distinct calls with findings, then the most
+    findings, ties by the earlier path."""
 
+    distinct_calls: int
     findings: int
     reverse_path: tuple[int, ...]  # a later path ranks lower
     path: str = field(compare=False)
     calls: int = field(compare=False)
     by_kind: tuple[tuple[str, int], ...] = field(compare=False)
+
+
+class RankedSession(NamedTuple):
+    """A session of the ranking every report shows (text, JSON, HTML), best first."""
+
+    path: str
+    findings: int
+    calls: int
+    by_kind: tuple[tuple[str, int], ...]
+    distinct_calls: int
 
 
 def _reverse_key(path: str) -> tuple[int, ...]:
@@ -448,6 +482,7 @@ class FleetSummary:
         self.sessions = 0
         self.calls = 0
         self.sessions_with_findings = 0
+        self.quiet = 0  # sessions read whole with nothing found (no finding that counts, no broken chain)
         self.findings = 0
         self.sealed = 0
         self.by_kind: Counter[str] = Counter()
@@ -490,6 +525,8 @@ class FleetSummary:
             return
         self.calls += result.calls
         self.histogram[_bucket(result.calls)] += 1
+        if not result.found:
+            self.quiet += 1
         self.information += result.information or 0
         if not result.finding_count:
             return
@@ -500,9 +537,11 @@ class FleetSummary:
             for name, count in pairs:  # a loop: Counter.update's checks cost more than the adding, per session
                 counter[name] += count
         full = len(self._top) >= self._top_size
-        if full and (not self._top or result.finding_count < self._top[0].findings):
-            return  # fewer findings than every session kept: no need for the (costly) tie-break key
-        ranked = _Ranked(result.finding_count, _reverse_key(result.path), result.path, result.calls, result.by_kind)
+        if full and (not self._top or (result.distinct_calls, result.finding_count)
+                     < (self._top[0].distinct_calls, self._top[0].findings)):
+            return  # ranks below every session kept: no need for the (costly) tie-break key
+        ranked = _Ranked(result.distinct_calls, result.finding_count, _reverse_key(result.path), result.path,
+                         result.calls, result.by_kind)
         if not full:
             heapq.heappush(self._top, ranked)
         elif ranked > self._top[0]:
@@ -520,9 +559,10 @@ class FleetSummary:
                 kind, message = status.findings[0]
                 self.failed_listed.append((path, f"{kind}: {message}"))
 
-    def top_sessions(self) -> list[tuple[str, int, int, tuple[tuple[str, int], ...]]]:
-        """(path, findings, calls, findings by kind) of the sessions with the most findings, most first."""
-        return [(r.path, r.findings, r.calls, r.by_kind) for r in sorted(self._top, reverse=True)]
+    def top_sessions(self) -> list[RankedSession]:
+        """The sessions with the most distinct calls with findings (then the most findings), first first."""
+        return [RankedSession(r.path, r.findings, r.calls, r.by_kind, r.distinct_calls)
+                for r in sorted(self._top, reverse=True)]
 
     @property
     def counted(self) -> int:

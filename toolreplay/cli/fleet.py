@@ -52,7 +52,8 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
     return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
-                          args.max_line_bytes, tables=args.format == "sqlite", count_changes=args.count_changes)
+                          args.max_line_bytes, tables=args.format == "sqlite", count_changes=args.count_changes,
+                          all_sessions=args.all_sessions)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -122,8 +123,10 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
     elif args.format == "html":
         _write(_html(results, jobs, options, engine, summary), args.output, io)
     else:
-        render = iter_fleet_json if args.format == "json" else iter_fleet_text
-        _write(render(fold(results, summary), summary), args.output, io)
+        if args.format == "json":
+            _write(iter_fleet_json(fold(results, summary), summary), args.output, io)
+        else:
+            _write(iter_fleet_text(fold(results, summary), summary, args.all_sessions), args.output, io)
     for path, why in summary.skipped_listed:
         io.stderr.write(f"warning: {escape_text(path)}: skipped: {escape_text(why)}\n")
     if summary.skipped > len(summary.skipped_listed):
@@ -158,6 +161,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
                         help="report format (default: text); sqlite: a database of sessions, calls and findings "
                              "(with -o FILE)")
+    parser.add_argument("--all-sessions", action="store_true",
+                        help="text report: list every session (by default only those with something found, "
+                             "unreadable or skipped)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")

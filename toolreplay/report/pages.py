@@ -140,13 +140,16 @@ def _worst(summary: FleetSummary, anchors: dict[str, str], base: str) -> Iterato
     top = summary.top_sessions()
     if not top:
         return
-    yield ('<h2>Sessions with the most findings</h2>\n<section class="panel"><table><thead><tr><th>Session</th>'
-           '<th class="n">Findings</th><th class="n">Calls</th><th>Kinds</th></tr></thead><tbody>\n')
-    for path, findings, calls, kinds in top:
+    yield ('<h2>Sessions with the most findings</h2>\n<p class="note">Ranked by distinct calls with findings (a '
+           'call and its identical repeats are one), then by findings.</p>\n<section class="panel"><table><thead>'
+           '<tr><th>Session</th><th class="n">Distinct calls</th><th class="n">Findings</th><th class="n">Calls</th>'
+           '<th>Kinds</th></tr></thead><tbody>\n')
+    for path, findings, calls, kinds, distinct in top:
         name = path_text(path, base)
         link = f'<a class="path" href="#{anchors[path]}">{name}</a>' if path in anchors else name
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
-        yield (f'<tr><td>{link}</td><td class="n">{number(findings)}</td><td class="n">{number(calls)}</td>'
+        yield (f'<tr><td>{link}</td><td class="n">{number(distinct)}</td><td class="n">{number(findings)}</td>'
+               f'<td class="n">{number(calls)}</td>'
                f'<td>{badges}</td></tr>\n')
     yield "</tbody></table></section>\n"
 
