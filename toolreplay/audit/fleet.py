@@ -32,7 +32,7 @@ from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
-           "audit_session", "audit_batch", "distinct_calls_with_findings", "RankedSession",
+           "audit_session", "audit_batch", "distinct_calls_with_findings", "RankedSession", "fold",
            "find_sessions", "finding_rule", "open_session", "ranked_counts", "FINDINGS_LISTED", "TOP_SESSIONS",
            "LISTED_PROBLEMS", "CALL_BUCKETS"]
 
@@ -573,6 +573,13 @@ class FleetSummary:
     def found(self) -> bool:
         """Whether anything was found: a finding that counts or a broken chain (the exit code 1)."""
         return self.findings > 0 or self.broken > 0
+
+
+def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[SessionResult]:
+    """Pass the results on, folding each into `summary` first."""
+    for result in results:
+        summary.add(result)
+        yield result
 
 
 def _bucket(calls: int) -> int:

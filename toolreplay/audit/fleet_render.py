@@ -11,18 +11,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from toolreplay.audit.findings import Finding, finding_fields
-from toolreplay.audit.fleet import CheckpointStatus, FleetSummary, SessionResult, ranked_counts
+from toolreplay.audit.fleet import CheckpointStatus, FleetSummary, SessionResult, fold, ranked_counts
 from toolreplay.format.text import escape_text
 
 __all__ = ["fold", "iter_fleet_text", "finding_text_lines", "listed", "RUN_LENGTH",
            "iter_fleet_json", "finding_json", "summary_json", "checkpoint_phrase"]
-
-
-def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[SessionResult]:
-    """Pass the results on, folding each into `summary` first."""
-    for result in results:
-        summary.add(result)
-        yield result
 
 
 def _session_head(result: SessionResult) -> str:
