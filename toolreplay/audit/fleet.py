@@ -23,7 +23,7 @@ from typing import IO, Any, NamedTuple
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
-from toolreplay.audit.findings import Finding, counts
+from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -223,11 +223,18 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     rules: Counter[str] = Counter()
     uncounted = 0
     count_changes = options.count_changes
+    not_counted: frozenset[str] = frozenset() if count_changes else INFORMATION_KINDS  # `counts`, no call each
+    first: dict[int, int] = {}  # as `distinct_calls_with_findings`, in the same loop
+    found_at: set[int] = set()
     for finding in findings:
-        if not counts(finding.kind, count_changes):
+        kind, index, related = finding.kind, finding.index, finding.related_index
+        if related is not None and kind in _SAME_CALL_KINDS:
+            first[index] = first.get(related, related)
+        if kind in not_counted:
             uncounted += 1
             continue
-        kinds[finding.kind] += 1
+        found_at.add(index)
+        kinds[kind] += 1
         tools_found[finding.tool] += 1
         rule = finding.rule
         if rule is not None:
@@ -238,7 +245,7 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
                          information=uncounted if information is not None else None,
                          call_tools=tuple(reading.tools or ()),
-                         distinct_calls=distinct_calls_with_findings(findings, count_changes) + extra)
+                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra)
 
 
 class _SessionPass:
