@@ -259,7 +259,7 @@ class FileChangedDuringReadTest(unittest.TestCase):
                     "scope": ["scope", self.path, os.path.join(os.path.dirname(__file__), "..", "samples",
                                                                "scope.json")]}[command]
             io = IO.memory()
-            with mock.patch("toolreplay.cli.audit.read_facts", reading):
+            with mock.patch("toolreplay.audit.api.read_facts", reading):
                 code = main([*argv, "--jobs", "2"], io)
             self.assertEqual((code, io.out(), io.err()), (2, "", f"error: {self.path}: {CHANGED_MESSAGE}\n"))
             self.assertEqual(os.listdir(self.folder.name), ["s.jsonl"])

@@ -42,14 +42,18 @@ REPLAY_DIRTY_JSON = """{
     {
       "index": 2,
       "kind": "redundant-call",
+      "severity": "finding",
       "tool": "read_file",
+      "rule": null,
       "related_index": 1,
       "message": "tool 'read_file' repeats the identical call at index 1 with no state change between them"
     },
     {
       "index": 5,
       "kind": "non-determinism",
+      "severity": "finding",
       "tool": "search",
+      "rule": null,
       "related_index": 3,
       "message": "tool 'search' returned a different response than the identical call at index 3"
     }
@@ -64,7 +68,9 @@ SCOPE_DIRTY_JSON = """{
     {
       "index": 4,
       "kind": "permission-overreach",
+      "severity": "finding",
       "tool": "write_file",
+      "rule": null,
       "related_index": null,
       "message": "tool 'write_file' is not in the declared scope for agent 'docs-reader'"
     }

@@ -11,17 +11,18 @@ import os
 import pickle
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import textwrap
 import unittest
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 from unittest import mock
 
 from tests.support import end_worker, integration, kill_parent, require
+from toolreplay.audit.findings import Finding
 from toolreplay.audit.fleet import (
     FleetSummary,
     SessionJob,
@@ -40,7 +41,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
 CORPUS = os.path.join(os.path.dirname(ROOT), "shared", "corpus", "real")
 
-FLEET_TEXT = """\
+FLEET_SESSIONS = """\
 fleet/a-dirty.jsonl: calls 6, findings 2, divergence index 5
   index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them
   index 5: non-determinism: tool 'search' returned a different response than the identical call at index 3
@@ -50,9 +51,8 @@ fleet/c-sealed.jsonl: calls 6, findings 2, divergence index 5, chain intact
 fleet/d-broken.jsonl: calls 6, findings 1, chain broken at index 3
   index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 with no state change between them
 fleet/e-bad.jsonl: unreadable: fleet/e-bad.jsonl:2: record must be a JSON object, not array
-fleet/sub/b-clean.jsonl: calls 4, findings 0
-
-sessions: 5
+"""
+FLEET_SUMMARY = """\
 unreadable: 1
 calls: 22
 sessions with findings: 3
@@ -65,11 +65,15 @@ findings by kind:
 findings by tool:
   read_file: 3
   search: 2
-most findings:
-  2 in 6 calls: fleet/a-dirty.jsonl
-  2 in 6 calls: fleet/c-sealed.jsonl
-  1 in 6 calls: fleet/d-broken.jsonl
+most distinct calls with findings:
+  2 distinct calls, 2 findings, 6 calls: fleet/a-dirty.jsonl
+  2 distinct calls, 2 findings, 6 calls: fleet/c-sealed.jsonl
+  1 distinct call, 1 finding, 6 calls: fleet/d-broken.jsonl
 """
+# By default the clean session is left out (and counted); --all-sessions lists it.
+FLEET_TEXT = (FLEET_SESSIONS + "\nsessions: 5\n"
+              "not listed above: 1 session without findings (--all-sessions lists them)\n" + FLEET_SUMMARY)
+FLEET_TEXT_ALL = FLEET_SESSIONS + "fleet/sub/b-clean.jsonl: calls 4, findings 0\n\nsessions: 5\n" + FLEET_SUMMARY
 BAD_LINE = "error: fleet/e-bad.jsonl:2: record must be a JSON object, not array\n"
 
 
@@ -114,13 +118,17 @@ class AuditCommandTest(FleetDirTest):
     def test_text_report_and_exit_2_for_an_unreadable_session(self) -> None:
         self.assertEqual(run("audit", "fleet"), (2, FLEET_TEXT, BAD_LINE))
 
+    def test_all_sessions_lists_the_clean_ones_too(self) -> None:
+        self.assertEqual(run("audit", "fleet", "--all-sessions"), (2, FLEET_TEXT_ALL, BAD_LINE))
+        self.assertEqual(run("audit", "fleet", "--all-sessions", "--jobs", "1"), (2, FLEET_TEXT_ALL, BAD_LINE))
+
     def test_allow_unreadable_keeps_the_exit_code_of_the_findings(self) -> None:
         self.assertEqual(run("audit", "fleet", "--allow-unreadable"), (1, FLEET_TEXT, "warning" + BAD_LINE[5:]))
 
     def test_clean_fleet_exits_0_and_findings_exit_1(self) -> None:
         code, out, err = run("audit", "fleet/sub")
         self.assertEqual((code, err), (0, ""))
-        self.assertTrue(out.startswith("fleet/sub/b-clean.jsonl: calls 4, findings 0\n\nsessions: 1\n"))
+        self.assertTrue(out.startswith("\nsessions: 1\nnot listed above: 1 session without findings"))
         self.assertEqual(run("audit", "fleet/a-dirty.jsonl")[0], 1)
 
     def test_a_broken_chain_alone_is_found(self) -> None:
@@ -135,7 +143,7 @@ class AuditCommandTest(FleetDirTest):
         self.assertIn("broken chains: 1\n", out)
 
     def test_paths_globs_and_duplicates(self) -> None:
-        code, out, _ = run("audit", "fleet/*-dirty.jsonl", "fleet/a-dirty.jsonl", "fleet/sub")
+        code, out, _ = run("audit", "fleet/*-dirty.jsonl", "fleet/a-dirty.jsonl", "fleet/sub", "--all-sessions")
         self.assertEqual(code, 1)
         self.assertEqual([line.split(":")[0] for line in out.split("\n\n")[0].splitlines() if not line[0].isspace()],
                          ["fleet/a-dirty.jsonl", "fleet/sub/b-clean.jsonl"])
@@ -193,9 +201,9 @@ class AuditCommandTest(FleetDirTest):
             "fleet/sub/b-clean.jsonl"])
         self.assertEqual(document["sessions"][2], {
             "path": "fleet/d-broken.jsonl", "error": None, "calls": 6, "sealed": True, "chain": "broken",
-            "first_broken_index": 3, "divergence": None, "findings_total": 1,
-            "findings": [{"index": 2, "kind": "redundant-call", "tool": "read_file", "related_index": 1,
-                          "message": "tool 'read_file' repeats the identical call at index 1 with no state change "
+            "first_broken_index": 3, "divergence": None, "findings_total": 1, "distinct_calls_with_findings": 1,
+            "findings": [{"index": 2, "kind": "redundant-call", "severity": "finding", "tool": "read_file",
+                          "rule": None, "related_index": 1, "message": "tool 'read_file' repeats the identical call at index 1 with no state change "
                                      "between them"}]})
         self.assertEqual(document["sessions"][3]["error"], "fleet/e-bad.jsonl:2: record must be a JSON object, not array")
         summary = document["summary"]
@@ -253,13 +261,32 @@ findings: 0
 information: 2
 sealed: 0
 broken chains: 0
+"""
+
+# With --count-changes the information counts as findings: in every line, total, table and the exit code.
+COUNTED_CHANGES_TEXT = """\
+changed/a.jsonl: calls 3, findings 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+changed/b.jsonl: calls 3, findings 1
+  index 2: changed-after-write: tool 'search' returned a different response than the identical call at index 0 \
+after the state-changing call at index 1
+
+sessions: 2
+unreadable: 0
+calls: 6
+sessions with findings: 2
+findings: 2
+information: 0
+sealed: 0
+broken chains: 0
 findings by kind:
   changed-after-write: 2
 findings by tool:
   search: 2
-most findings:
-  1 in 3 calls: changed/a.jsonl
-  1 in 3 calls: changed/b.jsonl
+most distinct calls with findings:
+  1 distinct call, 1 finding, 3 calls: changed/a.jsonl
+  1 distinct call, 1 finding, 3 calls: changed/b.jsonl
 """
 
 
@@ -273,8 +300,13 @@ class StateAwareAuditTest(FleetDirTest):
             self.write(f"changed/{name}.jsonl", CHANGED)
 
     def test_a_change_after_a_write_is_information(self) -> None:
-        self.assertEqual(run("audit", "changed", "--state-aware"), (0, STATE_AWARE_TEXT, ""))
-        self.assertEqual(run("audit", "changed", "--state-aware", "--count-changes"), (1, STATE_AWARE_TEXT, ""))
+        self.assertEqual(run("audit", "changed", "--state-aware", "--all-sessions"), (0, STATE_AWARE_TEXT, ""))
+        self.assertEqual(run("audit", "changed", "--state-aware", "--count-changes"), (1, COUNTED_CHANGES_TEXT, ""))
+        # by default a session with information only is not listed (it has no findings): only counted
+        code, out, _ = run("audit", "changed", "--state-aware")
+        self.assertEqual((code, out.split("\n")[:4]), (0, [
+            "", "sessions: 2", "not listed above: 2 sessions without findings (--all-sessions lists them)",
+            "unreadable: 0"]))
         # without --state-aware the same sessions are non-deterministic, and the report says nothing of information
         code, out, _ = run("audit", "changed")
         self.assertEqual((code, out.splitlines()[0]), (1, "changed/a.jsonl: calls 3, findings 1, divergence index 2"))
@@ -302,25 +334,151 @@ class StateAwareAuditTest(FleetDirTest):
         # the cards count as the text report does: no findings, two pieces of information
         self.assertIn('<div class="card good"><div class="v">0</div><div class="l">findings', out)
         self.assertIn('<div class="card "><div class="v">2</div><div class="l">information', out)
-        self.assertIn("changed-after-write", out)
+        # information is in no chart and no ranking: the findings charts are empty, no session is detailed
+        self.assertIn('<h3>Findings by kind</h3><p class="note">None.</p>', out)
+        self.assertNotIn("Session details", out)
 
 
-@dataclass(frozen=True)
-class _RuleFinding:
-    """A finding of a kind this module has never heard of, carrying a rule id (as policy rules will)."""
+# A change after a write (information) next to a repeat of the same call (a finding that counts).
+MIXED = CHANGED + '{"index": 3, "tool": "search", "args": {"q": "a"}, "response": {"hits": 2}}\n'
 
-    index: int
-    kind: str
-    tool: str
-    related_index: int | None
-    message: str
-    rule: str
+
+class OneCountTest(FleetDirTest):
+    """The same input counts the same in text, JSON, HTML, SQLite and the exit code (information never counts)."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        os.makedirs("mixed")
+        self.write("mixed/a.jsonl", MIXED)
+        self.write("mixed/b.jsonl", CHANGED)  # information only
+        shutil.copy(os.path.join(SAMPLES, "session-dirty.jsonl"), "mixed/c-dirty.jsonl")
+
+    def _counts(self, *extra: str) -> dict[str, Any]:
+        args = ("audit", "mixed", "--state-aware", *extra)
+        code, text, _ = run(*args, "--all-sessions")
+        heads = {line.split(":")[0]: line for line in text.splitlines() if line.startswith("mixed/")}
+        lines = text.splitlines()
+        top = lines[lines.index("most distinct calls with findings:") + 1:]
+        by_kind = lines[lines.index("findings by kind:") + 1:lines.index("findings by tool:")]
+        per_session = {path: int(head.split("findings ")[1].split(",")[0]) for path, head in heads.items()}
+        counts: dict[str, Any] = {
+            "exit": code, "text total": int(next(x for x in lines if x.startswith("findings: "))[10:]),
+            "text sessions": per_session, "text ranking": sum(int(line.split(", ")[1].split()[0]) for line in top),
+            "text by kind": sum(int(line.rsplit(": ", 1)[1]) for line in by_kind)}
+        code, out, _ = run(*args, "--format", "json")
+        document = json.loads(out)
+        counts.update({
+            "json exit": code, "json total": document["summary"]["findings"],
+            "json sessions": {s["path"]: s["findings_total"] for s in document["sessions"]},
+            "json listed": {s["path"]: sum(f["severity"] == "finding" or "--count-changes" in extra
+                                           for f in s["findings"]) for s in document["sessions"]},
+            "json ranking": sum(s["findings"] for s in document["summary"]["most_findings"]),
+            "json by kind": sum(document["summary"]["findings_by_kind"].values())})
+        code, page, _ = run(*args, "--format", "html")
+        rows = json.loads(page.split('<script type="application/json" id="rows">')[1].split("</script>")[0])["rows"]
+        ranking = page.split("<h2>Sessions with the most findings</h2>")[1].split("</table>")[0]
+        counts.update({
+            "html exit": code,
+            "html total": int(page.split('<div class="l">findings</div>')[0].rsplit('<div class="v">', 1)[1]
+                              .split("<")[0]),
+            "html sessions": {"mixed/" + row[0] + row[1]: row[3] for row in rows},  # paths below the common folder
+            "html ranking": sum(int(cell.split("<")[0]) for cell in ranking.split('<td class="n">')[2::3])})
+        # one ranking: the same sessions in the same order in text, JSON and HTML
+        order = [line.rsplit(": ", 1)[1] for line in top]
+        self.assertEqual([s["path"] for s in document["summary"]["most_findings"]], order)
+        self.assertEqual(["mixed/" + cell.split("</a>")[0].rsplit(">", 1)[1]
+                          for cell in ranking.split('<a class="path"')[1:]], order)
+        code, _, _ = run(*args, "--format", "sqlite", "-o", "fleet.db")
+        with contextlib.closing(sqlite3.connect("fleet.db")) as db:
+            counts.update({
+                "sqlite exit": code,
+                "sqlite total": db.execute("SELECT sum(findings) FROM sessions").fetchone()[0],
+                "sqlite rows": db.execute("SELECT count(*) FROM findings WHERE severity = 'finding'").fetchone()[0],
+                "sqlite sessions": dict(db.execute("SELECT path, findings FROM sessions"))})
+        return counts
+
+    def test_one_count_everywhere(self) -> None:
+        sessions = {"mixed/a.jsonl": 1, "mixed/b.jsonl": 0, "mixed/c-dirty.jsonl": 1}
+        want = {"exit": 1, "json exit": 1, "html exit": 1, "sqlite exit": 1}
+        for name in ("text total", "text ranking", "text by kind", "json total", "json ranking", "json by kind",
+                     "html total", "html ranking", "sqlite total", "sqlite rows"):
+            want[name] = 2
+        for name in ("text sessions", "json sessions", "json listed", "html sessions", "sqlite sessions"):
+            want[name] = sessions
+        self.assertEqual(self._counts(), want)
+
+    def test_count_changes_counts_information_everywhere(self) -> None:
+        sessions = {"mixed/a.jsonl": 2, "mixed/b.jsonl": 1, "mixed/c-dirty.jsonl": 2}
+        want = {"exit": 1, "json exit": 1, "html exit": 1, "sqlite exit": 1, "sqlite rows": 2}  # rows: by severity
+        for name in ("text total", "text ranking", "text by kind", "json total", "json ranking", "json by kind",
+                     "html total", "html ranking", "sqlite total"):
+            want[name] = 5
+        for name in ("text sessions", "json sessions", "json listed", "html sessions", "sqlite sessions"):
+            want[name] = sessions
+        self.assertEqual(self._counts("--count-changes"), want)
+
+
+def _calls(*calls: tuple[str, str]) -> str:
+    return "".join(f'{{"index": {i}, "tool": "{tool}", "args": {{"q": "{q}"}}, "response": {{}}}}\n'
+                   for i, (tool, q) in enumerate(calls))
+
+
+class ActionableReportTest(FleetDirTest):
+    """A looping agent is one line per run of identical findings, and one distinct call in the ranking."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        os.makedirs("agents")
+        self.write("agents/loop.jsonl", _calls(("search", "a"), *[("transfer", "x")] * 6))
+        self.write("agents/wide.jsonl", _calls(("search", "a"), ("transfer", "1"), ("transfer", "2"),
+                                               ("transfer", "3")))
+        self.write("scope.json", '{"agent": "a", "allowed_tools": ["search"]}')
+
+    def test_runs_are_grouped_and_ranked_by_distinct_calls(self) -> None:
+        code, out, _ = run("audit", "agents", "--policy", "scope.json")
+        self.assertEqual(code, 1)
+        self.assertEqual(out.split("\n\n")[0].splitlines(), [
+            "agents/loop.jsonl: calls 7, findings 11",
+            "  indices 1-6: permission-overreach: 6 identical findings: tool 'transfer' is not in the declared "
+            "scope for agent 'a'",
+            "  indices 2-6: redundant-call: 5 repeats of index 1: tool 'transfer' repeats the identical call at "
+            "index 1 with no state change between them",
+            "agents/wide.jsonl: calls 4, findings 3",
+            "  indices 1-3: permission-overreach: 3 identical findings: tool 'transfer' is not in the declared "
+            "scope for agent 'a'"])
+        # three different calls outrank one call repeated six times, whatever its number of findings
+        self.assertIn("most distinct calls with findings:\n"
+                      "  3 distinct calls, 3 findings, 4 calls: agents/wide.jsonl\n"
+                      "  1 distinct call, 11 findings, 7 calls: agents/loop.jsonl\n", out)
+        document = json.loads(run("audit", "agents", "--policy", "scope.json", "--format", "json")[1])
+        self.assertEqual([(s["path"], s["distinct_calls_with_findings"], s["findings"])
+                          for s in document["summary"]["most_findings"]],
+                         [("agents/wide.jsonl", 3, 3), ("agents/loop.jsonl", 1, 11)])
+
+    def test_two_of_a_kind_are_not_a_run(self) -> None:
+        self.write("agents/two.jsonl", _calls(("transfer", "x"), ("transfer", "x")))
+        code, out, _ = run("audit", "agents/two.jsonl", "--policy", "scope.json")
+        self.assertEqual(out.split("\n\n")[0].splitlines(), [
+            "agents/two.jsonl: calls 2, findings 3",
+            "  index 0: permission-overreach: tool 'transfer' is not in the declared scope for agent 'a'",
+            "  index 1: permission-overreach: tool 'transfer' is not in the declared scope for agent 'a'",
+            "  index 1: redundant-call: tool 'transfer' repeats the identical call at index 0 with no state change "
+            "between them"])
+
+    def test_a_run_with_gaps_says_so(self) -> None:
+        self.write("agents/gaps.jsonl", _calls(("search", "a"), ("search", "a"), ("search", "b"), ("search", "a"),
+                                               ("search", "a")))
+        code, out, _ = run("audit", "agents/gaps.jsonl")
+        self.assertEqual(out.split("\n\n")[0].splitlines(), [
+            "agents/gaps.jsonl: calls 5, findings 3",
+            "  indices 1..4 (with gaps): redundant-call: 3 repeats of index 0: tool 'search' repeats the identical "
+            "call at index 0 with no state change between them"])
 
 
 class SummaryTest(unittest.TestCase):
     def test_new_kinds_and_rules_just_appear(self) -> None:
-        finding = _RuleFinding(3, "policy-violation", "refund", None, "denied by rule R1: too large", "R1")
-        results = [SessionResult("a.jsonl", 5, finding_count=1, findings=(finding,),  # type: ignore[arg-type]
+        finding = Finding(3, "policy-violation", "refund", None, "denied by rule R1: too large", "R1")
+        results = [SessionResult("a.jsonl", 5, finding_count=1, findings=(finding,),
                                  by_kind=(("policy-violation", 1),), by_tool=(("refund", 1),), by_rule=(("R1", 1),))]
         summary = FleetSummary()
         text = "".join(iter_fleet_text(fold(results, summary), summary))
@@ -666,9 +824,9 @@ unverified checkpoints: 0
 findings by kind:
   rewritten: 1
   truncated: 1
-most findings:
-  1 in 3 calls: fleet/cut.jsonl
-  1 in 4 calls: fleet/forged.jsonl
+most distinct calls with findings:
+  1 distinct call, 1 finding, 3 calls: fleet/cut.jsonl
+  1 distinct call, 1 finding, 4 calls: fleet/forged.jsonl
 """
 UNVERIFIED_WARNING = ("warning: 4 checkpoints not verified: give --allowed-signers FILE or --hmac-key NAME "
                       "SECRET_FILE to check them\n")
@@ -716,7 +874,8 @@ class CheckpointFleetTest(unittest.TestCase):
                              "--origin", origin, *keys), (0, "", ""))
 
     def test_text_report_anchored_truncated_rewritten_and_none(self) -> None:
-        self.assertEqual(run("audit", "fleet", "--hmac-key", "ci", "ci.secret"), (1, CHECKPOINT_FLEET_TEXT, ""))
+        self.assertEqual(run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--all-sessions"),
+                         (1, CHECKPOINT_FLEET_TEXT, ""))
 
     def test_json_fields(self) -> None:
         code, out, err = run("audit", "fleet", "--hmac-key", "ci", "ci.secret", "--format", "json")
@@ -761,7 +920,7 @@ class CheckpointFleetTest(unittest.TestCase):
 
     def test_without_keys_checkpoints_are_unverified_and_found_nothing(self) -> None:
         code, out, err = run("audit", "fleet/anchored.jsonl", "fleet/grown.jsonl", "fleet/cut.jsonl",
-                             "fleet/forged.jsonl")
+                             "fleet/forged.jsonl", "--all-sessions")
         self.assertEqual((code, err), (0, UNVERIFIED_WARNING))
         self.assertEqual(out.split("\n")[:2], [
             "fleet/anchored.jsonl: calls 4, findings 0, chain intact, checkpoint unverified",
@@ -809,7 +968,7 @@ class CheckpointFleetTest(unittest.TestCase):
         self.seal("clean.jsonl", "cut-ssh", "example.com/run-7", "--ssh-key", "alice@example.com", "alice")
         self.write("fleet/cut-ssh.jsonl", "".join(self.read("fleet/cut-ssh.jsonl").splitlines(keepends=True)[:2]))
         paths = ("fleet/ssh.jsonl", "fleet/mallory.jsonl", "fleet/cut-ssh.jsonl")
-        code, out, err = run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "2")
+        code, out, err = run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "2", "--all-sessions")
         self.assertEqual((code, err), (1, ""))
         self.assertEqual(out.split("\n\n")[0].splitlines(), [
             "fleet/cut-ssh.jsonl: calls 2, findings 1, chain intact, checkpoint failed (example.com/run-7, size 4)",
@@ -817,7 +976,7 @@ class CheckpointFleetTest(unittest.TestCase):
             "fleet/mallory.jsonl: calls 4, findings 1, chain intact, checkpoint failed",
             "  checkpoint: unknown-key: the checkpoint has no signature from a known key",
             "fleet/ssh.jsonl: calls 4, findings 0, chain intact, checkpoint anchored (example.com/run-5, size 4)"])
-        self.assertEqual(run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "1"),
+        self.assertEqual(run("audit", *paths, "--allowed-signers", "allowed_signers", "--jobs", "1", "--all-sessions"),
                          (code, out, err))
         document = json.loads(run("audit", "fleet/ssh.jsonl", "--allowed-signers", "allowed_signers",
                                   "--format", "json")[1])

@@ -33,8 +33,8 @@ findings by kind:
 findings by tool:
   read_file: 1
   search: 1
-most findings:
-  2 in 6 calls: fleet/a.jsonl
+most distinct calls with findings:
+  2 distinct calls, 2 findings, 6 calls: fleet/a.jsonl
 """
 
 

@@ -10,10 +10,11 @@ import tempfile
 import unittest
 from unittest import mock
 
+from toolreplay.audit.detail import CallView
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.report import pages
-from toolreplay.report.html import json_text, path_text, text
+from toolreplay.report.html import args_summaries, json_text, path_text, text
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -104,3 +105,26 @@ class FleetPageTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _view(index: int, tool: str, args: str, size: int | None = None) -> CallView:
+    return CallView(index, tool, args, "{}", len(args.encode("utf-8")) if size is None else size, 2)
+
+
+class ArgsSummaryTest(unittest.TestCase):
+    """The timeline's one-line args put first the fields that differ between the shown calls of one tool."""
+
+    def test_the_field_that_differs_comes_first(self) -> None:
+        calls = [_view(i, "book", f'{{"cabin":"economy","flights":["HAT1"],"payment":"card_{i}","user":"u1"}}')
+                 for i in range(3)] + [_view(3, "search", '{"q":"a"}'), _view(4, "search", '{"q":"b","z":1}')]
+        self.assertEqual(args_summaries(calls), {
+            0: '{"payment":"card_0","cabin":"economy","flights":["HAT1"],"user":"u1"}',
+            1: '{"payment":"card_1","cabin":"economy","flights":["HAT1"],"user":"u1"}',
+            2: '{"payment":"card_2","cabin":"economy","flights":["HAT1"],"user":"u1"}',
+            3: '{"q":"a"}',  # a field present in one call and absent in another differs too
+            4: '{"q":"b","z":1}'})
+
+    def test_alike_calls_single_calls_and_cut_args_keep_their_text(self) -> None:
+        calls = [_view(0, "book", '{"a":1}'), _view(1, "book", '{"a":1}'), _view(2, "read", '{"p":"x"}'),
+                 _view(3, "list", '{"b":1,"a":1}', size=500), _view(4, "list", '{"b":2,"a":1}')]
+        self.assertEqual(args_summaries(calls), {})

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from toolreplay.audit.chain import ChainReport
-from toolreplay.audit.findings import Finding
+from toolreplay.audit.findings import Finding, counts
 from toolreplay.audit.fleet import CheckpointStatus, SessionJob, SessionOptions, audit_session, open_session
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import read_session
@@ -63,8 +63,9 @@ class SessionDetail:
     chain: ChainReport | None = None
     sealed: bool = False
     error: str | None = None
-    by_kind: tuple[tuple[str, int], ...] = ()  # every finding's kind counted, shown or not
+    by_kind: tuple[tuple[str, int], ...] = ()  # every counted finding's kind, shown or not
     checkpoint: CheckpointStatus | None = None  # the checkpoint beside the session (fleet audit)
+    information: int = 0  # findings listed that do not count (`toolreplay.audit.findings.counts`)
 
 
 def _cut(data: bytes, limit: int) -> str:
@@ -102,15 +103,21 @@ def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: 
                  limits: DetailLimits, chain: ChainReport | None = None, sealed: bool = False,
                  finding_count: int | None = None, error: str | None = None,
                  by_kind: tuple[tuple[str, int], ...] | None = None,
-                 checkpoint: CheckpointStatus | None = None) -> SessionDetail:
+                 checkpoint: CheckpointStatus | None = None, information: int | None = None,
+                 count_changes: bool = False) -> SessionDetail:
     """The detail of a session already audited: its findings (the first `limits.findings`) and their calls.
 
-    `findings` is every finding (counted by kind here) unless `finding_count` and `by_kind` say otherwise."""
+    `findings` is every finding (those that count counted by kind here, as `toolreplay.audit.findings.counts`
+    with `count_changes`) unless `finding_count`, `information` and `by_kind` say otherwise."""
     shown = collect_calls(job, _wanted(findings, limits), limits.text) if calls else ()
-    if by_kind is None:
-        by_kind = tuple(sorted(Counter(finding.kind for finding in findings).items()))
-    return SessionDetail(job.display, calls, divergence, len(findings) if finding_count is None else finding_count,
-                         tuple(findings[:limits.findings]), shown, chain, sealed, error, by_kind, checkpoint)
+    if finding_count is None or by_kind is None or information is None:
+        kinds = Counter(finding.kind for finding in findings if counts(finding.kind, count_changes))
+        counted = sum(kinds.values())
+        finding_count = counted if finding_count is None else finding_count
+        information = len(findings) - counted if information is None else information
+        by_kind = tuple(sorted(kinds.items())) if by_kind is None else by_kind
+    return SessionDetail(job.display, calls, divergence, finding_count, tuple(findings[:limits.findings]), shown,
+                         chain, sealed, error, by_kind, checkpoint, information)
 
 
 def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, DetailLimits]) -> list[SessionDetail]:
@@ -121,5 +128,5 @@ def detail_batch(jobs: Sequence[SessionJob], argument: tuple[SessionOptions, Det
         result = audit_session(job, options)
         details.append(build_detail(job, result.calls, result.divergence, result.findings, limits, result.chain,
                                     result.sealed, result.finding_count, result.error, result.by_kind,
-                                    result.checkpoint))
+                                    result.checkpoint, result.information or 0))
     return details

@@ -5,9 +5,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import overload
+from typing import Any, overload
 
-__all__ = ["Finding", "FindingList", "KINDS"]
+__all__ = ["Finding", "FindingList", "KINDS", "INFORMATION_KINDS", "SEVERITIES", "counts", "finding_fields"]
 
 # Sorted by name: findings at one index are listed in this order. `changed-after-write` and
 # `retry-after-error` come only from `replay --state-aware`. Several policy-violation findings at one
@@ -16,10 +16,17 @@ KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "poli
          "retry-after-error")
 
 
+# The one definition of what counts. A kind here is information (listed, never in a total, a ranking or an
+# exit code unless the user asks with --count-changes); every other kind is a finding.
+INFORMATION_KINDS = frozenset({"changed-after-write"})
+SEVERITIES = ("finding", "information")
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """One finding: where, what kind, which tool, the related earlier call, the message, and the rule
-    (the id of the policy rule, for a policy-violation; None for every other kind)."""
+    """One finding: where, what kind, which tool, the related earlier call, the message, the rule (the id
+    of the policy rule, for a policy-violation; None for every other kind) and its severity, `finding` or
+    `information` (see `counts`)."""
 
     index: int
     kind: str
@@ -27,6 +34,24 @@ class Finding:
     related_index: int | None
     message: str
     rule: str | None = None
+
+    @property
+    def severity(self) -> str:
+        """`information` for a kind in INFORMATION_KINDS, `finding` for every other."""
+        return "information" if self.kind in INFORMATION_KINDS else "finding"
+
+
+def counts(kind: str, count_changes: bool = False) -> bool:
+    """Whether a finding of this kind counts (in totals, rankings, charts and the exit code): a finding
+    always, information only when `count_changes` asks for it."""
+    return count_changes or kind not in INFORMATION_KINDS
+
+
+def finding_fields(finding: Finding) -> dict[str, Any]:
+    """A finding as every JSON report shows it, its fields always in this order (`rule` null but for a
+    policy-violation)."""
+    return {"index": finding.index, "kind": finding.kind, "severity": finding.severity, "tool": finding.tool,
+            "rule": finding.rule, "related_index": finding.related_index, "message": finding.message}
 
 
 def _message(kind: str, tool: str, related: int | None, context: str, verdict: tuple[str, str, str] | None,

@@ -19,11 +19,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
-from toolreplay.audit.findings import Finding
+from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
 from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
 from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -32,7 +32,7 @@ from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
-           "audit_session", "audit_batch",
+           "audit_session", "audit_batch", "distinct_calls_with_findings", "RankedSession", "fold",
            "find_sessions", "finding_rule", "open_session", "ranked_counts", "FINDINGS_LISTED", "TOP_SESSIONS",
            "LISTED_PROBLEMS", "CALL_BUCKETS"]
 
@@ -54,6 +54,8 @@ class SessionOptions:
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
     tables: bool = False  # keep what the database output needs: every finding, and each call's tool
+    count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
+    all_sessions: bool = False  # the text report lists every session, not only those with something found
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,23 +101,29 @@ class SessionResult:
     calls: int = 0
     sealed: bool = False
     divergence: int | None = None
-    finding_count: int = 0
+    finding_count: int = 0  # the findings that count (a checkpoint's too), as `toolreplay.audit.findings.counts`
     findings: tuple[Finding, ...] = ()  # the first FINDINGS_LISTED, in report order; () when `rendered` has them
-    by_kind: tuple[tuple[str, int], ...] = ()
+    by_kind: tuple[tuple[str, int], ...] = ()  # by_kind, by_tool, by_rule: of the findings that count
     by_tool: tuple[tuple[str, int], ...] = ()
     by_rule: tuple[tuple[str, int], ...] = ()
     chain: ChainReport | None = None  # for a sealed file
     error: str | None = None  # `PATH:LINE: message` when the session could not be read
     checkpoint: CheckpointStatus | None = None  # when a checkpoint is beside the session
     rendered: str | None = None  # this session's part of the report, when the options asked for one
-    information: int | None = None  # state-aware: the changed-after-write findings, listed but not counted
+    information: int | None = None  # state-aware: the findings listed that do not count
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
     call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
+    distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
 
     @property
     def counted(self) -> int:
-        """The findings that count (a checkpoint's too): all but the state-aware information."""
-        return self.finding_count - (self.information or 0)
+        """The findings that count (a checkpoint's too): `finding_count`."""
+        return self.finding_count
+
+    @property
+    def listed_total(self) -> int:
+        """Every finding of the session, information included: what its full list would hold."""
+        return self.finding_count + (self.information or 0)
 
     @property
     def found(self) -> bool:
@@ -131,6 +139,24 @@ class SessionResult:
 def finding_rule(finding: Finding) -> str | None:
     """The id of the policy rule a finding came from, when its kind carries one."""
     return finding.rule
+
+
+# Kinds whose related index is an identical earlier call: the two calls are one distinct call.
+_SAME_CALL_KINDS = frozenset({"redundant-call", "non-determinism", "retry-after-error"})
+
+
+def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False) -> int:
+    """How many distinct calls have a finding that counts: a call and its identical repeats (joined by a
+    redundant-call, non-determinism or retry-after-error) are one, whatever their number of findings.
+
+    This is what ranks sessions, so a looping agent's hundred repeats of one call (each a redundant-call
+    and perhaps a policy-violation too) weigh as one call, not as two hundred findings."""
+    first: dict[int, int] = {}  # index -> the earliest identical call (findings come in index order)
+    for finding in findings:
+        related = finding.related_index
+        if related is not None and finding.kind in _SAME_CALL_KINDS:
+            first[finding.index] = first.get(related, related)
+    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes)})
 
 
 def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -195,17 +221,31 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     kinds: Counter[str] = Counter(kind for kind, _ in status.findings) if status is not None else Counter()
     tools_found: Counter[str] = Counter()
     rules: Counter[str] = Counter()
+    uncounted = 0
+    count_changes = options.count_changes
+    not_counted: frozenset[str] = frozenset() if count_changes else INFORMATION_KINDS  # `counts`, no call each
+    first: dict[int, int] = {}  # as `distinct_calls_with_findings`, in the same loop
+    found_at: set[int] = set()
     for finding in findings:
-        kinds[finding.kind] += 1
+        kind, index, related = finding.kind, finding.index, finding.related_index
+        if related is not None and kind in _SAME_CALL_KINDS:
+            first[index] = first.get(related, related)
+        if kind in not_counted:
+            uncounted += 1
+            continue
+        found_at.add(index)
+        kinds[kind] += 1
         tools_found[finding.tool] += 1
-        rule = finding_rule(finding)
+        rule = finding.rule
         if rule is not None:
             rules[rule] += 1
     extra = len(status.findings) if status is not None else 0
     listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
-    return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) + extra,
-                         listed, _counted(kinds), _counted(tools_found), _counted(rules),
-                         chain, checkpoint=status, information=information, call_tools=tuple(reading.tools or ()))
+    return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
+                         listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
+                         information=uncounted if information is not None else None,
+                         call_tools=tuple(reading.tools or ()),
+                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra)
 
 
 class _SessionPass:
@@ -320,7 +360,8 @@ def audit_batch(jobs: Sequence[SessionJob], options: SessionOptions) -> list[Ses
     from toolreplay.audit.fleet_render import render_session  # the renderer imports this module
 
     # The rendered part carries the findings: the result sent back keeps only the counts the summary needs.
-    return [replace(result, rendered=render_session(result, options.render), findings=()) for result in results]
+    return [replace(result, rendered=render_session(result, options.render, options.all_sessions), findings=())
+            for result in results]
 
 
 def find_sessions(patterns: Iterable[str]) -> list[SessionJob]:
@@ -408,13 +449,25 @@ def _walk(folder: str) -> Iterator[tuple[str, tuple[str | None, str | None]]]:
 
 @dataclass(order=True, frozen=True, slots=True)
 class _Ranked:
-    """A session in the "most findings" table; the heap keeps the largest, ties by the earlier path."""
+    """A session in the ranking: the heap keeps the most distinct calls with findings, then the most
+    findings, ties by the earlier path."""
 
+    distinct_calls: int
     findings: int
     reverse_path: tuple[int, ...]  # a later path ranks lower
     path: str = field(compare=False)
     calls: int = field(compare=False)
     by_kind: tuple[tuple[str, int], ...] = field(compare=False)
+
+
+class RankedSession(NamedTuple):
+    """A session of the ranking every report shows (text, JSON, HTML), best first."""
+
+    path: str
+    findings: int
+    calls: int
+    by_kind: tuple[tuple[str, int], ...]
+    distinct_calls: int
 
 
 def _reverse_key(path: str) -> tuple[int, ...]:
@@ -436,6 +489,7 @@ class FleetSummary:
         self.sessions = 0
         self.calls = 0
         self.sessions_with_findings = 0
+        self.quiet = 0  # sessions read whole with nothing found (no finding that counts, no broken chain)
         self.findings = 0
         self.sealed = 0
         self.by_kind: Counter[str] = Counter()
@@ -478,19 +532,23 @@ class FleetSummary:
             return
         self.calls += result.calls
         self.histogram[_bucket(result.calls)] += 1
+        if not result.found:
+            self.quiet += 1
+        self.information += result.information or 0
         if not result.finding_count:
             return
-        self.sessions_with_findings += result.counted > 0
+        self.sessions_with_findings += 1
         self.findings += result.finding_count
-        self.information += result.information or 0
-        for counter, counts in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
+        for counter, pairs in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),
                                 (self.by_rule, result.by_rule)):
-            for name, count in counts:  # a loop: Counter.update's checks cost more than the adding, per session
+            for name, count in pairs:  # a loop: Counter.update's checks cost more than the adding, per session
                 counter[name] += count
         full = len(self._top) >= self._top_size
-        if full and (not self._top or result.finding_count < self._top[0].findings):
-            return  # fewer findings than every session kept: no need for the (costly) tie-break key
-        ranked = _Ranked(result.finding_count, _reverse_key(result.path), result.path, result.calls, result.by_kind)
+        if full and (not self._top or (result.distinct_calls, result.finding_count)
+                     < (self._top[0].distinct_calls, self._top[0].findings)):
+            return  # ranks below every session kept: no need for the (costly) tie-break key
+        ranked = _Ranked(result.distinct_calls, result.finding_count, _reverse_key(result.path), result.path,
+                         result.calls, result.by_kind)
         if not full:
             heapq.heappush(self._top, ranked)
         elif ranked > self._top[0]:
@@ -508,19 +566,27 @@ class FleetSummary:
                 kind, message = status.findings[0]
                 self.failed_listed.append((path, f"{kind}: {message}"))
 
-    def top_sessions(self) -> list[tuple[str, int, int, tuple[tuple[str, int], ...]]]:
-        """(path, findings, calls, findings by kind) of the sessions with the most findings, most first."""
-        return [(r.path, r.findings, r.calls, r.by_kind) for r in sorted(self._top, reverse=True)]
+    def top_sessions(self) -> list[RankedSession]:
+        """The sessions with the most distinct calls with findings (then the most findings), first first."""
+        return [RankedSession(r.path, r.findings, r.calls, r.by_kind, r.distinct_calls)
+                for r in sorted(self._top, reverse=True)]
 
     @property
     def counted(self) -> int:
-        """The findings that count: all but the state-aware information (the reports' `findings`)."""
-        return self.findings - self.information
+        """The findings that count (the reports' `findings`): `findings`, folded from each `SessionResult.counted`."""
+        return self.findings
 
     @property
     def found(self) -> bool:
-        """Whether anything was found: a finding (information only with `count_changes`) or a broken chain."""
-        return (self.findings if self.count_changes else self.counted) > 0 or self.broken > 0
+        """Whether anything was found: a finding that counts or a broken chain (the exit code 1)."""
+        return self.findings > 0 or self.broken > 0
+
+
+def fold(results: Iterable[SessionResult], summary: FleetSummary) -> Iterator[SessionResult]:
+    """Pass the results on, folding each into `summary` first."""
+    for result in results:
+        summary.add(result)
+        yield result
 
 
 def _bucket(calls: int) -> int:

@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterable
 
 from toolreplay import __version__
+from toolreplay.audit.findings import INFORMATION_KINDS  # noqa: F401  (importable from here, as before)
 from toolreplay.audit.fleet import SessionResult
 from toolreplay.errors import UsageError
 from toolreplay.format.output import replace_atomically
@@ -20,7 +21,6 @@ from toolreplay.format.output import replace_atomically
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "RULE_VIOLATIONS_QUERY", "write_fleet_sqlite"]
 
 SCHEMA_VERSION = 1
-INFORMATION_KINDS = frozenset({"changed-after-write"})  # state-aware: listed, not counted
 
 SCHEMA = """\
 CREATE TABLE audit (
@@ -95,7 +95,7 @@ def _session_row(number: int, result: SessionResult) -> tuple[object, ...]:
 
 def _finding_rows(number: int, result: SessionResult, state_aware: bool) -> list[tuple[object, ...]]:
     rows: list[tuple[object, ...]] = [
-        (number, f.index, f.kind, "information" if state_aware and f.kind in INFORMATION_KINDS else "finding",
+        (number, f.index, f.kind, f.severity,
          f.tool, f.rule, f.related_index, f.message) for f in result.findings]
     if result.checkpoint is not None:
         rows += [(number, None, kind, "finding", None, None, None, message)

@@ -11,6 +11,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import ChainReport
+from toolreplay.audit.findings import finding_fields
 from toolreplay.format.text import escape_text
 
 if TYPE_CHECKING:  # modules load when their command runs: `seal` and `verify` need none of these
@@ -42,11 +43,7 @@ def _json_with_findings(head: dict[str, Any], findings: Sequence[Finding]) -> It
     opening = _json({**head, "findings": [0]})
     yield opening[:opening.rindex("0")].rstrip(" ")
     for position, f in enumerate(findings):
-        fields: dict[str, Any] = {"index": f.index, "kind": f.kind, "tool": f.tool}
-        if f.rule is not None:
-            fields["rule"] = f.rule
-        fields.update(related_index=f.related_index, message=f.message)
-        item = json.dumps(fields, indent=2, ensure_ascii=False)
+        item = json.dumps(finding_fields(f), indent=2, ensure_ascii=False)
         yield ("" if position == 0 else ",\n") + "    " + item.replace("\n", "\n    ")
     yield "\n  ]\n}\n"
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
-import shlex
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -12,7 +10,17 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from toolreplay import __version__
-from toolreplay.audit.chain import GENESIS, LinkFact, line_digest, link_fact, seal_fact, seal_facts, verify_link_facts
+from toolreplay.audit.api import (
+    LinkReading,
+    mutator_set,
+    read_mutators_file,
+    replay_session,
+    scope_session,
+    seal_session,
+    session_facts,
+    session_file,
+    verify_session,
+)
 from toolreplay.audit.render import (
     chain_json,
     chain_text,
@@ -28,37 +36,14 @@ from toolreplay.audit.render import (
 )
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.errors import InputError, UsageError
-from toolreplay.format.chunks import read_facts, usable_cores
+from toolreplay.format.chunks import usable_cores
 from toolreplay.format.output import Output, write_atomically
-from toolreplay.format.records import MAX_LINE_BYTES, STDIN_NAME, TornLineError, line_too_long
+from toolreplay.format.records import MAX_LINE_BYTES
 
 if TYPE_CHECKING:  # imported by the commands that use them: `seal` and `verify` start faster without
     from toolreplay.audit.fleet import SessionJob
-    from toolreplay.audit.scope import ScopeReport
-    from toolreplay.policy.model import Policy
 
 __all__ = ["register", "read_mutators_file", "max_line_option"]
-
-
-def read_mutators_file(path: str) -> list[str]:
-    """Tool names from a mutators file: one per line, `#` comments and blank lines ignored."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            lines = handle.read().split("\n")
-    except OSError as exc:
-        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise InputError(path, None, "not valid UTF-8") from None
-    names = []
-    for lineno, line in enumerate(lines, 1):
-        name = line.split("#", 1)[0].strip()
-        if not name:
-            continue
-        if any(ch.isspace() for ch in name):
-            raise InputError(path, lineno, f"a tool name has no white space: {name!r}")
-        names.append(name)
-    return names
 
 
 def _run_version(args: argparse.Namespace, io: IO) -> int:
@@ -67,63 +52,24 @@ def _run_version(args: argparse.Namespace, io: IO) -> int:
 
 
 def _run_replay(args: argparse.Namespace, io: IO) -> int:
-    from toolreplay.audit.replay import (
-        DEFAULT_MUTATORS,
-        audit_call_facts,
-        audit_state_facts,
-        call_fact,
-        counted_findings,
-        state_fact,
-    )
+    from toolreplay.audit.replay import counted_findings
 
-    mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
-    for path in args.mutators or ():
-        mutators.update(read_mutators_file(path))
-    audit: Any = audit_state_facts if args.state_aware else audit_call_facts
-    extract: Any = state_fact if args.state_aware else call_fact
+    mutators = mutator_set(args.mutator or (), args.mutators or ())
     if args.format == "html":
-        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
-        report = _html_page(args, io, "replay", lambda path: audit(_read(path, extract, args, io, hint=hint), mutators))
-        return 1 if counted_findings(report, args.count_changes) else 0
-    report = audit(_read(args.session, extract, args, io), mutators)
-    _emit(iter_replay_json(report) if args.format == "json" else iter_replay_text(report), args.output, io)
+        with session_file(args.session, io.stdin) as job:
+            hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+            report = replay_session(job.path, mutators=mutators, state_aware=args.state_aware, hint=hint,
+                                    **_reading(args, io))
+            _html_page(job, report, args, io, "replay")
+    else:
+        report = replay_session(args.session, mutators=mutators, state_aware=args.state_aware, **_reading(args, io))
+        _emit(iter_replay_json(report) if args.format == "json" else iter_replay_text(report), args.output, io)
     return 1 if counted_findings(report, args.count_changes) else 0
 
 
-_END = object()
-
-
-def _read(path: str, extract: Any, args: argparse.Namespace, io: IO, links: bool = False,
-          hint: bool = True) -> Iterator[Any]:
-    """`read_facts` with the command's options. An input error before the first record, in a file that looks
-    like a log `import` reads, ends with a hint to import it (unless `hint` is False)."""
-    facts = read_facts(path, extract, links=links, jobs=args.jobs, stdin=io.stdin, max_line=args.max_line_bytes)
-    try:
-        first = next(facts, _END)
-    except InputError as exc:
-        if not hint:
-            raise
-        raise _with_import_hint(exc, path, args.max_line_bytes) from None
-    if first is _END:
-        return
-    yield first
-    yield from facts
-
-
-def _with_import_hint(exc: InputError, path: str, max_line: int) -> InputError:
-    if path == "-" or exc.line is None or exc.message == line_too_long(max_line):
-        return exc
-    from toolreplay.importers.sniff import sniff_log_format
-
-    fmt = sniff_log_format(path)
-    if fmt is None:
-        return exc
-    what = "chat messages" if fmt == "auto" else f"a log in the {fmt} format"
-    message = (f"{exc.message} (this looks like {what}, not a session: convert it with "
-               f"'toolreplay import {fmt} {shlex.quote(path)} -o SESSION.jsonl')")
-    if isinstance(exc, TornLineError):
-        return TornLineError(exc.path, exc.line, message, exc.size)
-    return InputError(exc.path, exc.line, message)
+def _reading(args: argparse.Namespace, io: IO) -> dict[str, Any]:
+    """How the library reads a session for this command: workers, standard input, the line limit."""
+    return {"jobs": args.jobs, "stdin": io.stdin, "max_line": args.max_line_bytes}
 
 
 def _emit(pieces: Iterable[str], path: str | None, io: IO) -> None:
@@ -138,15 +84,13 @@ def _emit(pieces: Iterable[str], path: str | None, io: IO) -> None:
 
 def _run_mutators(args: argparse.Namespace, io: IO) -> int:
     from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
-    from toolreplay.audit.replay import DEFAULT_MUTATORS, state_fact
+    from toolreplay.audit.replay import state_fact
 
-    known: set[str] = set(DEFAULT_MUTATORS)
-    for path in args.mutators or ():
-        known.update(read_mutators_file(path))
+    known = mutator_set((), args.mutators or ())
     evidence = MutatorEvidence()
     for session in args.sessions:
-        collect_evidence(_read(session, state_fact, args, io), evidence)
-    io.stdout.write(mutators_text(propose_mutators(evidence, known), len(args.sessions)))
+        collect_evidence(session_facts(session, state_fact, **_reading(args, io)), evidence)
+    io.stdout.write(mutators_text(propose_mutators(evidence, set(known)), len(args.sessions)))
     return 0
 
 
@@ -155,98 +99,38 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
 
     policy = load_policy(args.scope)
     if args.format == "html":
-        hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
-        scope = _html_page(args, io, "scope", lambda path: _scope_report(path, policy, args, io, hint), policy.agent)
-        return 1 if scope.findings else 0
-    report = _scope_report(args.session, policy, args, io)
-    _emit(iter_scope_json(report) if args.format == "json" else iter_scope_text(report), args.output, io)
+        with session_file(args.session, io.stdin) as job:
+            hint = args.session != "-"  # standard input is read from a copy: no hint naming the copy
+            report = scope_session(job.path, policy, hint=hint, **_reading(args, io))
+            _html_page(job, report, args, io, "scope", policy.agent)
+    else:
+        report = scope_session(args.session, policy, **_reading(args, io))
+        _emit(iter_scope_json(report) if args.format == "json" else iter_scope_text(report), args.output, io)
     return 1 if report.findings else 0
 
 
-def _scope_report(path: str, policy: Policy, args: argparse.Namespace, io: IO, hint: bool = True) -> ScopeReport:
-    from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+def _html_page(job: SessionJob, report: Any, args: argparse.Namespace, io: IO, command: str,
+               agent: str | None = None) -> None:
+    """Write the HTML page of one session's report."""
+    from toolreplay.report.pages import session_report_page
 
-    if policy.rules:
-        return audit_rule_facts(_read(path, rule_fact_extractor(policy), args, io, hint=hint), policy)
-    return audit_tool_facts(_read(path, tool_fact, args, io, hint=hint), policy)
-
-
-def _html_page(args: argparse.Namespace, io: IO, command: str, run: Any, agent: str | None = None) -> Any:
-    """Write the HTML page of one session's report; return the report `run(path)` made."""
-    from toolreplay.audit.detail import SESSION_LIMITS, build_detail
-    from toolreplay.report.pages import session_page
-
-    with _session_file(args.session, io) as job:
-        report = run(job.path)
-        detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings,
-                              SESSION_LIMITS)
-    _emit(session_page(detail, command, agent), args.output, io)
-    return report
-
-
-@contextmanager
-def _session_file(path: str, io: IO) -> Iterator[SessionJob]:
-    """The session as a file that can be read twice (the page needs the calls behind the findings).
-
-    Standard input is copied to a temporary file first, and errors still name `<stdin>`."""
-    from toolreplay.audit.fleet import SessionJob
-
-    if path != "-":
-        yield SessionJob(path, path)
-        return
-    with tempfile.TemporaryDirectory(prefix="toolreplay-") as folder:
-        copy = os.path.join(folder, "stdin.jsonl")
-        with open(copy, "wb") as handle:
-            shutil.copyfileobj(io.stdin, handle, 1 << 20)
-        try:
-            yield SessionJob(copy, STDIN_NAME)
-        except InputError as exc:
-            raise InputError(STDIN_NAME, exc.line, exc.message) from None
+    _emit(session_report_page(job, report, command, agent, getattr(args, "count_changes", False)), args.output, io)
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain is complete (and its checkpoint signed) before any byte reaches the output: an input
     # error on any line, or a failed signature, leaves none.
     signers = checkpoint_cli.seal_signers(args)
-    facts = _read(args.session, seal_fact, args, io)
-    lines: Iterable[bytes] = seal_facts(facts)
-    tally = _Tally(lines) if signers else None
+    chain = seal_session(args.session, origin=args.origin, signers=signers, **_reading(args, io))
     with output_whole(args.output, io) as output:
-        for line in tally or lines:
+        for line in chain:
             output.write(line)
-        checkpoint = _sign(args, tally, signers)
+        checkpoint = chain.checkpoint()
     if checkpoint is not None:
         from toolreplay.audit.checkpoint import write_atomically as write_checkpoint
 
         write_checkpoint(args.checkpoint, checkpoint)
     return 0
-
-
-def _sign(args: argparse.Namespace, tally: _Tally | None, signers: Any) -> bytes | None:
-    """The signed checkpoint of the chain just written, when signers were given."""
-    if tally is None:
-        return None
-    from toolreplay.audit.checkpoint import format_checkpoint
-
-    checkpoint: bytes = format_checkpoint(args.origin, tally.count, tally.head, signers)
-    return checkpoint
-
-
-class _Tally:
-    """Passes link lines through, counting them and keeping the last digest (the chain's head)."""
-
-    def __init__(self, lines: Iterable[bytes]) -> None:
-        self._lines = lines
-        self.count = 0
-        self.head = GENESIS
-
-    def __iter__(self) -> Iterator[bytes]:
-        line = b""
-        for line in self._lines:  # noqa: B007 - the last line is the head
-            self.count += 1
-            yield line
-        if self.count:
-            self.head = line_digest(line)
 
 
 @contextmanager
@@ -277,26 +161,19 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
-    torn: list[TornLineError] = []
-
-    def links() -> Iterator[LinkFact]:
-        try:
-            yield from _read(args.sealed, link_fact, args, io, links=True)
-        except TornLineError as exc:  # a write cut short by a crash: verify the links before it, and say so
-            torn.append(exc)
-
     if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
-        result = checkpoint_cli.verify_with_checkpoints(args, links)
+        reading = LinkReading(args.sealed, **_reading(args, io))
+        result = checkpoint_cli.verify_with_checkpoints(args, lambda: reading)
         text = checkpoint_json(result) if args.format == "json" else checkpoint_text(result)
-        ok = result.ok
+        ok, torn = result.ok, None if reading.torn is None else reading.torn.size
     else:
-        report = verify_link_facts(links())
-        text = chain_json(report) if args.format == "json" else chain_text(report)
-        ok = report.intact
-    if torn:
-        text = torn_json(text, torn[0].size) if args.format == "json" else text + torn_text(torn[0].size)
+        verified = verify_session(args.sealed, **_reading(args, io))
+        text = chain_json(verified.chain) if args.format == "json" else chain_text(verified.chain)
+        ok, torn = verified.chain.intact, verified.torn
+    if torn is not None:
+        text = torn_json(text, torn) if args.format == "json" else text + torn_text(torn)
     io.stdout.write(text)
-    return 0 if ok and not torn else 1
+    return 0 if ok and torn is None else 1
 
 
 def _format_option(parser: argparse.ArgumentParser, html: bool = False) -> None:

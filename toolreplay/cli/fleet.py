@@ -8,34 +8,23 @@ session or folder that could not be read (each is still reported, and named on s
 from __future__ import annotations
 
 import argparse
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
-from toolreplay.audit.detail import FLEET_LIMITS, SessionDetail, detail_batch
+from toolreplay.audit.api import audit_many, mutator_set
 from toolreplay.audit.engines import Engine, LocalEngine
-from toolreplay.audit.fleet import (
-    TOP_SESSIONS,
-    FleetSummary,
-    SessionJob,
-    SessionOptions,
-    SessionResult,
-    audit_batch,
-    find_sessions,
-)
-from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
-from toolreplay.audit.replay import DEFAULT_MUTATORS
+from toolreplay.audit.fleet import SessionOptions
+from toolreplay.audit.fleet_render import iter_fleet_json, iter_fleet_text
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, max_line_option, output_whole, read_mutators_file
+from toolreplay.cli.audit import _positive_int, max_line_option, output_whole
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
-from toolreplay.report.pages import RowSpool, iter_fleet_page
+from toolreplay.report.pages import DETAILED_SESSIONS, fleet_report_page
 
 __all__ = ["register"]
 
-DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls
 _EXIT_CODES = """exit codes:
   0  every session read, nothing found
   1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
@@ -46,13 +35,12 @@ _EXIT_CODES = """exit codes:
 
 
 def _options(args: argparse.Namespace) -> SessionOptions:
-    mutators = set(DEFAULT_MUTATORS) | set(args.mutator or ())
-    for path in args.mutators or ():
-        mutators.update(read_mutators_file(path))
     policy = load_policy(args.policy) if args.policy else None
     render = args.format if args.format in ("text", "json") else None  # rendered by the workers
-    return SessionOptions(frozenset(mutators), policy, checkpoint_cli.trusted_keys(args), render, args.state_aware,
-                          args.max_line_bytes, tables=args.format == "sqlite")
+    return SessionOptions(mutator_set(args.mutator or (), args.mutators or ()), policy,
+                          checkpoint_cli.trusted_keys(args), render, args.state_aware, args.max_line_bytes,
+                          tables=args.format == "sqlite", count_changes=args.count_changes,
+                          all_sessions=args.all_sessions)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -67,36 +55,6 @@ def _engine(args: argparse.Namespace) -> Engine:
     return LocalEngine(args.jobs)
 
 
-def _html(results: Iterable[SessionResult], jobs: list[SessionJob], options: SessionOptions, engine: Engine,
-          summary: FleetSummary) -> Iterator[str]:
-    spool = RowSpool()
-    try:
-        for result in fold(results, summary):
-            if result.skipped is None:  # not a session: named on stderr
-                spool.add(result)
-        rank = {path: place for place, (path, *_) in enumerate(summary.top_sessions())}
-        wanted = [job for job in jobs if job.display in rank]
-        details: list[SessionDetail] = list(engine.map_batches(detail_batch, wanted, (options, FLEET_LIMITS)))
-        details.sort(key=lambda d: rank[d.path])
-        base = _common_folder(jobs)
-        subtitle = (f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with "
-                    + ("state-aware replay" if options.state_aware else "replay"))
-        if options.policy is not None:
-            subtitle += f" and scope for agent {options.policy.agent!r}"
-        yield from iter_fleet_page(summary, spool.rows(), details, subtitle, base)
-    finally:
-        spool.close()
-
-
-def _common_folder(jobs: list[SessionJob]) -> str:
-    """The folder (with its trailing `/`) every session's display path is in, or "" when there is none."""
-    if not jobs:
-        return ""
-    first, last = jobs[0].display, jobs[-1].display  # sorted: their common prefix is everyone's
-    folder = os.path.commonprefix([first, last]).rpartition("/")[0]
-    return folder + "/" if folder else ("/" if first.startswith("/") else "")
-
-
 def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
     """To a file written whole (`toolreplay.format.output`: a device stays a device), or to stdout once the
     report is complete, so a run that fails half-way (a lost Dask scheduler, a killed worker) prints none of it."""
@@ -109,21 +67,19 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
     if args.format == "sqlite" and not args.output:
         raise UsageError("--format sqlite needs -o FILE (a database is written to a file, not to standard output)")
     options = _options(args)
-    engine = _engine(args)
-    jobs = find_sessions(args.paths)
-    results = engine.map_batches(audit_batch, jobs, options)
-    summary = FleetSummary(DETAILED_SESSIONS if args.format == "html" else TOP_SESSIONS, args.state_aware,
-                           args.count_changes)
+    run = audit_many(args.paths, options, _engine(args), top=DETAILED_SESSIONS if args.format == "html" else None)
+    summary = run.summary
     if args.format == "sqlite":
         from toolreplay.audit.fleet_sqlite import write_fleet_sqlite
 
-        write_fleet_sqlite(args.output, fold(results, summary), state_aware=options.state_aware,
+        write_fleet_sqlite(args.output, run.results, state_aware=options.state_aware,
                            policy_agent=None if options.policy is None else options.policy.agent)
     elif args.format == "html":
-        _write(_html(results, jobs, options, engine, summary), args.output, io)
+        _write(fleet_report_page(run), args.output, io)
+    elif args.format == "json":
+        _write(iter_fleet_json(run.results, summary), args.output, io)
     else:
-        render = iter_fleet_json if args.format == "json" else iter_fleet_text
-        _write(render(fold(results, summary), summary), args.output, io)
+        _write(iter_fleet_text(run.results, summary, args.all_sessions), args.output, io)
     for path, why in summary.skipped_listed:
         io.stderr.write(f"warning: {escape_text(path)}: skipped: {escape_text(why)}\n")
     if summary.skipped > len(summary.skipped_listed):
@@ -158,6 +114,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
                         help="report format (default: text); sqlite: a database of sessions, calls and findings "
                              "(with -o FILE)")
+    parser.add_argument("--all-sessions", action="store_true",
+                        help="text report: list every session (by default only those with something found, "
+                             "unreadable or skipped)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")

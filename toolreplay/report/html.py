@@ -10,9 +10,11 @@ from __future__ import annotations
 import base64
 import hashlib
 import html
+import json
 import re
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from toolreplay.audit.detail import CallView, SessionDetail
 from toolreplay.audit.findings import Finding
@@ -20,7 +22,7 @@ from toolreplay.audit.fleet_render import checkpoint_phrase
 from toolreplay.format.text import escape_text
 
 __all__ = ["text", "path_text", "json_text", "kind_hue", "script_data", "page", "kind_badge", "stat_cards",
-           "bar_chart", "histogram", "session_view", "number", "count"]
+           "args_summaries", "bar_chart", "histogram", "session_view", "number", "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
               "broken-chain": 0, "unreadable": 0}
@@ -260,7 +262,48 @@ def _json_block(label: str, value: str, size: int) -> str:
     return f'<div><div class="label">{label}{cut}</div><pre>{json_text(value)}</pre></div>'
 
 
-def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, CallView], prefix: str) -> str:
+def _parsed_args(call: CallView) -> dict[str, Any] | None:
+    """A call's args as an object, when the view holds them whole (not cut at the detail's limit)."""
+    if len(call.args.encode("utf-8")) < call.args_size:
+        return None
+    try:
+        value = json.loads(call.args)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _value_key(args: dict[str, Any], name: str) -> str:
+    return json.dumps(args[name], sort_keys=True) if name in args else "\0absent"  # JSON text never starts so
+
+
+def args_summaries(calls: Sequence[CallView]) -> dict[int, str]:
+    """The one-line args of each shown call, the fields whose values differ between the shown calls of its
+    tool first (in name order), then the rest: the one field that tells five attempts apart is the one seen.
+
+    A call whose args are cut, or not an object, keeps its canonical text (calls of a tool shown once too)."""
+    by_tool: dict[str, list[tuple[CallView, dict[str, Any]]]] = {}
+    for call in calls:
+        parsed = _parsed_args(call)
+        if parsed is not None:
+            by_tool.setdefault(call.tool, []).append((call, parsed))
+    summaries: dict[int, str] = {}
+    for group in by_tool.values():
+        if len(group) < 2:
+            continue
+        names = sorted({name for _, args in group for name in args})
+        differ = [name for name in names if len({_value_key(args, name) for _, args in group}) > 1]
+        if not differ:
+            continue
+        for call, args in group:
+            ordered = {name: args[name] for name in differ if name in args}
+            ordered.update((name, args[name]) for name in names if name in args and name not in ordered)
+            summaries[call.index] = json.dumps(ordered, ensure_ascii=False, separators=(",", ":"))
+    return summaries
+
+
+def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, CallView], prefix: str,
+               summary: str | None = None) -> str:
     anchor = f"{prefix}c{call.index}"
     hue = f' style="--hue:{_hue(findings[0].kind)}"' if findings else ""
     badges = "".join(kind_badge(f.kind) for f in findings)
@@ -283,7 +326,8 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
                  + _json_block("response", call.response, call.response_size) + "</div>")
     return (f'<li id="{anchor}" class="lazy{" hit" if findings else ""}"{hue}><details class="call"><summary>'
             f'<span class="i">{call.index}</span>{_when(call)}<span class="t">{text(call.tool)}</span>'
-            f'<span class="s mono">{_short(call.args)}</span><span class="s mono">→ {_short(call.response)}</span>'
+            f'<span class="s mono">{_short(call.args if summary is None else summary)}</span>'
+            f'<span class="s mono">→ {_short(call.response)}</span>'
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')
 
 
@@ -310,12 +354,16 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
     """A session's findings (a list, open or folded) and timeline; anchors start with `prefix` so several fit
     in one page."""
     meta = [count(detail.calls, "call"), count(detail.finding_count, "finding")]
+    if detail.information:
+        meta.append(f"{number(detail.information)} information")
     if detail.divergence is not None:
         meta.append(f'divergence at <a href="#{prefix}c{detail.divergence}">index {detail.divergence}</a>')
     meta.append(_chain_text(detail))
     meta.append(_checkpoint_text(detail))
-    # The findings of calls: a checkpoint's findings are counted in finding_count and shown in the line above.
-    listed = detail.finding_count - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0)
+    # The findings of calls (information too): a checkpoint's findings are counted in finding_count and shown
+    # in the line above.
+    listed = (detail.finding_count + detail.information
+              - (len(detail.checkpoint.findings) if detail.checkpoint is not None else 0))
     yield f'<p class="meta">{" · ".join(part for part in meta if part)}</p>\n'
     if detail.error is not None:
         yield f'<p class="err mono">{text(detail.error)}</p>\n'
@@ -338,10 +386,11 @@ def session_view(detail: SessionDetail, prefix: str = "", findings_open: bool = 
         return
     yield '<h3 style="margin-top:16px">Timeline</h3>\n<ol class="timeline">\n'
     previous = -1
+    summaries = args_summaries(detail.shown_calls)
     for call in detail.shown_calls:
         if call.index > previous + 1:
             yield _gap(call.index - previous - 1)
-        yield _call_item(call, by_index.get(call.index, ()), shown, prefix)
+        yield _call_item(call, by_index.get(call.index, ()), shown, prefix, summaries.get(call.index))
         previous = call.index
     if detail.calls > previous + 1:
         yield _gap(detail.calls - previous - 1)

@@ -8,12 +8,13 @@ of a 20,000-session page is that of its summary and of the sessions shown in det
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from toolreplay.audit.detail import SessionDetail
-from toolreplay.audit.fleet import CALL_BUCKETS, FleetSummary, SessionResult, ranked_counts
+from toolreplay.audit.detail import FLEET_LIMITS, SESSION_LIMITS, SessionDetail, build_detail, detail_batch
+from toolreplay.audit.fleet import CALL_BUCKETS, FleetSummary, SessionJob, SessionResult, ranked_counts
 from toolreplay.format.text import escape_text
 from toolreplay.report.html import (
     bar_chart,
@@ -30,7 +31,13 @@ from toolreplay.report.html import (
     text,
 )
 
-__all__ = ["session_page", "RowSpool", "iter_fleet_page", "TOOLS_CHARTED", "ROWS_LISTED"]
+if TYPE_CHECKING:
+    from toolreplay.audit.api import FleetRun
+
+__all__ = ["session_page", "RowSpool", "iter_fleet_page", "TOOLS_CHARTED", "ROWS_LISTED", "fleet_report_page",
+           "session_report_page", "DETAILED_SESSIONS"]
+
+DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls (rank them: `audit_many(top=...)`)
 
 TOOLS_CHARTED = 12  # bars in "findings by tool"; the rest are summed into one line
 ROWS_LISTED = 50000  # rows of the sessions table's data; beyond, the page says how many are left out
@@ -140,13 +147,16 @@ def _worst(summary: FleetSummary, anchors: dict[str, str], base: str) -> Iterato
     top = summary.top_sessions()
     if not top:
         return
-    yield ('<h2>Sessions with the most findings</h2>\n<section class="panel"><table><thead><tr><th>Session</th>'
-           '<th class="n">Findings</th><th class="n">Calls</th><th>Kinds</th></tr></thead><tbody>\n')
-    for path, findings, calls, kinds in top:
+    yield ('<h2>Sessions with the most findings</h2>\n<p class="note">Ranked by distinct calls with findings (a '
+           'call and its identical repeats are one), then by findings.</p>\n<section class="panel"><table><thead>'
+           '<tr><th>Session</th><th class="n">Distinct calls</th><th class="n">Findings</th><th class="n">Calls</th>'
+           '<th>Kinds</th></tr></thead><tbody>\n')
+    for path, findings, calls, kinds, distinct in top:
         name = path_text(path, base)
         link = f'<a class="path" href="#{anchors[path]}">{name}</a>' if path in anchors else name
         badges = "".join(kind_badge(kind, count) for kind, count in kinds)
-        yield (f'<tr><td>{link}</td><td class="n">{number(findings)}</td><td class="n">{number(calls)}</td>'
+        yield (f'<tr><td>{link}</td><td class="n">{number(distinct)}</td><td class="n">{number(findings)}</td>'
+               f'<td class="n">{number(calls)}</td>'
                f'<td>{badges}</td></tr>\n')
     yield "</tbody></table></section>\n"
 
@@ -243,3 +253,45 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
         yield from _sessions_table(rows, summary, anchors, base)
 
     return page("Fleet audit", body())
+
+
+def session_report_page(job: SessionJob, report: Any, command: str, agent: str | None = None,
+                        count_changes: bool = False) -> Iterator[str]:
+    """The page of one session's `replay` or `scope` report (`report` from `toolreplay.audit.api`), with the
+    calls behind its findings read again from `job` (see `toolreplay.audit.api.session_file`)."""
+    detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings, SESSION_LIMITS,
+                          count_changes=count_changes)
+    return session_page(detail, command, agent)
+
+
+def fleet_report_page(run: FleetRun) -> Iterator[str]:
+    """The fleet page of an `audit_many` run, in two passes: every result (one table row each, spooled to
+    disk), then the sessions ranked first audited again with their calls (on the run's engine)."""
+    spool = RowSpool()
+    try:
+        for result in run.results:
+            if result.skipped is None:  # not a session
+                spool.add(result)
+        summary = run.summary
+        rank = {ranked.path: place for place, ranked in enumerate(summary.top_sessions())}
+        wanted = [job for job in run.jobs if job.display in rank]
+        details: list[SessionDetail] = list(run.engine.map_batches(detail_batch, wanted, (run.options, FLEET_LIMITS)))
+        details.sort(key=lambda d: rank[d.path])
+        base = common_folder(run.jobs)
+        options = run.options
+        subtitle = (f"{summary.sessions:,} sessions" + (f" in {base}" if base else "") + ", audited with "
+                    + ("state-aware replay" if options.state_aware else "replay"))
+        if options.policy is not None:
+            subtitle += f" and scope for agent {options.policy.agent!r}"
+        yield from iter_fleet_page(summary, spool.rows(), details, subtitle, base)
+    finally:
+        spool.close()
+
+
+def common_folder(jobs: Sequence[SessionJob]) -> str:
+    """The folder (with its trailing `/`) every session's display path is in, or "" when there is none."""
+    if not jobs:
+        return ""
+    first, last = jobs[0].display, jobs[-1].display  # sorted: their common prefix is everyone's
+    folder = os.path.commonprefix([first, last]).rpartition("/")[0]
+    return folder + "/" if folder else ("/" if first.startswith("/") else "")
