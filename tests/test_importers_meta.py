@@ -16,7 +16,6 @@ list with two model responses; Gemini contents with parallel `functionCall` part
 from __future__ import annotations
 
 import base64
-import importlib.util
 import io
 import json
 import os
@@ -25,6 +24,7 @@ import unittest
 from typing import Any
 
 from tests.support import require
+from tests.test_export_otel import _have
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.format.records import read_session
@@ -304,11 +304,8 @@ class OpenTelemetryTest(unittest.TestCase):
 
     def test_spans_of_the_opentelemetry_sdk(self) -> None:
         # The real SDK: a chat span whose output asks for two calls, then their execute_tool spans.
-        require(
-            all(importlib.util.find_spec(name) is not None
-                for name in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common")),
-            "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common are not installed",
-        )
+        require(_have("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common"),
+                "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common are not installed")
         from google.protobuf.json_format import MessageToDict
         from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
         from opentelemetry.sdk.trace import TracerProvider
