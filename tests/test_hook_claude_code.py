@@ -13,8 +13,10 @@ PostToolUse adds `tool_response` (a TodoWrite sample in the claudemy.org hooks l
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -227,10 +229,36 @@ class ConcurrencyTest(HookTestCase):
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
         self.assertEqual(sorted(os.listdir(self.records)), [self.session + ".jsonl", self.session + ".lock"])
 
+    def test_a_hook_process_killed_while_it_waits_leaves_nothing_behind(self) -> None:
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_k")).encode()
+        with open(os.path.join(self.records, self.session + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another hook process of the session holds it
+            process = subprocess.Popen([sys.executable, "-m", "toolreplay", "hook", "claude-code", "--policy",
+                                        self.policy, "--records", self.records], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+            assert process.stdin is not None
+            process.stdin.write(payload)
+            process.stdin.close()
+            try:
+                self.assertRaises(subprocess.TimeoutExpired, process.wait, 1)  # it waits for the lock
+            finally:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                for stream in (process.stdout, process.stderr):
+                    if stream is not None:
+                        stream.close()
+        self.assertEqual(os.listdir(self.records), [self.session + ".lock"])
+        # Claude Code counts the killed hook as an error; the next one decides the call afresh
+        self.assertEqual(self.hook(json.loads(payload)), (0, ALLOW, ""))
+
 
 class BadInputTest(HookTestCase):
     def assert_fails_closed(self, payload: dict[str, Any] | bytes, message: str, policy: str | None = None) -> None:
         self.assertEqual(self.in_process(payload, policy), (2, "", f"error: toolreplay hook: {message}\n"))
+
+    def test_usage(self) -> None:
+        self.assertEqual(run("hook", "claude-code", "--records", self.records, stdin=b"{}"),
+                         (2, "", "error: hook claude-code needs --policy FILE and --records DIR\n"))
 
     def test_malformed_input(self) -> None:
         self.assertEqual(self.hook(b'{"session_id": '),
