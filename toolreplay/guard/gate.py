@@ -665,14 +665,16 @@ class Gate:
             # every answer that is no refusal counts, a repeat included: a record (format 1.0) does not
             # say which answers were cached, and counting too much stops early rather than late
             self._result_bytes += len(record.canonical_response)
-            if record.tool not in self._writes or record.tool in self._repeatable:
+            if record.tool not in self._writes:
                 continue
             identity = record.canonical_call
+            if identity in wanted:  # a repeatable write's record settles its intent too
+                landed.setdefault(identity, []).append(record.index)
+            if record.tool in self._repeatable:
+                continue
             if identity not in self._recorded:
                 self._recorded[identity] = record.response
                 self._held_write(identity, len(record.canonical_response), record.index)
-            if identity in wanted:
-                landed.setdefault(identity, []).append(record.index)
         unknown = _unresolved(intents, landed)
         for intent in unknown:
             self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"

@@ -25,16 +25,18 @@ import os
 import threading
 from collections.abc import Collection, Iterator
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
-from toolreplay.audit.checkpoint import CheckpointWriter
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import Record, check_meta, format_record, read_session
 from toolreplay.format.strictjson import JSONLineError
 from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents
 from toolreplay.policy.redaction import Redactor
+
+if TYPE_CHECKING:  # a checkpoint writer is handed in: a recorder without one (a hook process) need not import it
+    from toolreplay.audit.checkpoint import CheckpointWriter
 
 __all__ = ["RecordingError", "SessionRecorder"]
 

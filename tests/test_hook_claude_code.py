@@ -1,0 +1,312 @@
+"""`toolreplay hook claude-code`: Claude Code's hook events through the real command.
+
+Provenance of the payloads: the field names and shapes follow the Claude Code hooks reference
+(https://code.claude.com/docs/en/hooks, "PreToolUse input", "PostToolUse input", "PostToolUseFailure
+input", "SessionEnd input"): its PreToolUse example is
+`{"session_id": "abc123", "transcript_path": "/home/user/.claude/projects/.../00893aaf-19fa-41d2-8238-13269b9b3ca0.jsonl",
+"cwd": "/home/user/my-project", "permission_mode": "default", "hook_event_name": "PreToolUse",
+"tool_name": "Bash", "tool_input": {"command": "npm test"}, "tool_use_id": "toolu_01ABC123..."}`;
+PostToolUse adds `tool_response` (a TodoWrite sample in the claudemy.org hooks lesson:
+`"tool_response": {"oldTodos": [], "newTodos": [...]}`), PostToolUseFailure adds `error` and
+`is_interrupt`, SessionEnd has `reason`. Only `cwd` (a temporary project) and the ids differ here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tests.support import integration
+from tests.test_cli import run
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRANSCRIPT = "/home/user/.claude/projects/my-project/00893aaf-19fa-41d2-8238-13269b9b3ca0.jsonl"
+POLICY = {
+    "agent": "claude-code",
+    "allowed_tools": ["Bash", "Read", "Edit", "Write", "TodoWrite", "mcp__db__query"],
+    "write_tools": ["Write"],
+    "rules": [
+        {"id": "no-rm", "tools": ["Bash"], "effect": "deny", "reason": "no rm -rf",
+         "when": [{"arg": "command", "glob": ["rm -rf*"]}]},
+        {"id": "src-only", "tools": ["Edit"], "effect": "deny", "reason": "edit only src/",
+         "unless": [{"arg": "file_path", "under": ["src"]}]},
+        {"id": "push-asks", "tools": ["Bash"], "effect": "ask", "reason": "a person approves a push",
+         "when": [{"arg": "command", "glob": ["git push*"]}]},
+    ],
+}
+
+
+def decision(kind: str, reason: str) -> str:
+    return json.dumps({"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": kind,
+                                              "permissionDecisionReason": reason}}, sort_keys=True) + "\n"
+
+
+ALLOW = decision("allow", "toolreplay: allowed by the policy")
+ASK = decision("ask", "toolreplay: the policy asks a person to confirm this call")
+
+
+class HookTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.project = os.path.join(self.directory, "my-project")
+        self.records = os.path.join(self.directory, "records")
+        os.mkdir(self.project)
+        os.mkdir(self.records)
+        self.policy = self.write_policy(POLICY)
+        self.session = "00893aaf-19fa-41d2-8238-13269b9b3ca0"
+
+    def write_policy(self, obj: dict[str, Any], name: str = "policy.json") -> str:
+        path = os.path.join(self.directory, name)
+        with open(path, "w", encoding="utf-8") as out:
+            json.dump(obj, out)
+        return path
+
+    def payload(self, event: str, tool: str | None = None, args: dict[str, Any] | None = None,
+                call_id: str | None = None, **extra: Any) -> dict[str, Any]:
+        obj: dict[str, Any] = {"session_id": self.session, "transcript_path": TRANSCRIPT, "cwd": self.project,
+                               "permission_mode": "default", "hook_event_name": event}
+        if tool is not None:
+            obj.update(tool_name=tool, tool_input=args or {}, tool_use_id=call_id)
+        obj.update(extra)
+        return obj
+
+    def hook(self, payload: dict[str, Any] | bytes, policy: str | None = None) -> tuple[int, str, str]:
+        """The real command, a new process, as Claude Code runs it."""
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        done = subprocess.run([sys.executable, "-m", "toolreplay", "hook", "claude-code", "--policy",
+                               policy or self.policy, "--records", self.records], input=data,
+                              capture_output=True, cwd=ROOT, timeout=60, check=False)
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    def in_process(self, payload: dict[str, Any] | bytes, policy: str | None = None) -> tuple[int, str, str]:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return run("hook", "claude-code", "--policy", policy or self.policy, "--records", self.records, stdin=data)
+
+    def pre(self, tool: str, args: dict[str, Any], call_id: str) -> tuple[int, str, str]:
+        return self.in_process(self.payload("PreToolUse", tool, args, call_id))
+
+    def post(self, tool: str, args: dict[str, Any], call_id: str, response: Any = None) -> tuple[int, str, str]:
+        return self.in_process(self.payload("PostToolUse", tool, args, call_id,
+                                            tool_response=response if response is not None else {"ok": True}))
+
+    @property
+    def record(self) -> str:
+        return os.path.join(self.records, self.session + ".jsonl")
+
+    def lines(self) -> list[dict[str, Any]]:
+        with open(self.record, encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle]
+
+
+class DecisionsTest(HookTestCase):
+    def test_allow_deny_and_ask_as_the_policy_says_through_the_real_command(self) -> None:
+        src = os.path.join(self.project, "src", "app.py")
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", {"command": "npm test"}, "toolu_01")),
+                         (0, ALLOW, ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", {"command": "rm -rf /"}, "toolu_02")),
+                         (0, decision("deny", "toolreplay: denied by rule no-rm: no rm -rf"), ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Grep", {"pattern": "x"}, "toolu_03")),
+                         (0, decision("deny", "toolreplay: tool not allowed: Grep"), ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Write", {"file_path": src, "content": "x"},
+                                                "toolu_04")), (0, ASK, ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", {"command": "git push"}, "toolu_05")),
+                         (0, ASK, ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "mcp__db__query", {"sql": "select 1"}, "toolu_06")),
+                         (0, ALLOW, ""))
+        self.assertEqual(self.hook(self.payload("PreToolUse", "mcp__db__drop", {}, "toolu_07")),
+                         (0, decision("deny", "toolreplay: tool not allowed: mcp__db__drop"), ""))
+
+    def test_path_rules_read_absolute_paths_against_the_hooks_cwd(self) -> None:
+        edit = {"old_string": "a", "new_string": "b"}
+        self.assertEqual(self.pre("Edit", dict(edit, file_path=os.path.join(self.project, "src", "a.py")), "e1"),
+                         (0, ALLOW, ""))
+        self.assertEqual(self.pre("Edit", dict(edit, file_path=os.path.join(self.project, "README.md")), "e2"),
+                         (0, decision("deny", "toolreplay: denied by rule src-only: edit only src/"), ""))
+        outside = os.path.join(self.directory, "src", "a.py")  # a src/ that is not the project's
+        code, out, _ = self.pre("Edit", dict(edit, file_path=outside), "e3")
+        self.assertEqual((code, json.loads(out)["hookSpecificOutput"]["permissionDecision"]), (0, "deny"))
+        # a policy that declares its root keeps it
+        other = self.write_policy(dict(POLICY, root=self.directory), "rooted.json")
+        self.assertEqual(self.in_process(self.payload("PreToolUse", "Edit", dict(edit, file_path=outside), "e4"),
+                                         other), (0, ALLOW, ""))
+
+    def test_budgets_count_the_session_across_processes(self) -> None:
+        policy = self.write_policy(dict(POLICY, limits={"max_steps": 2}), "budget.json")
+        for number in range(2):
+            payload = self.payload("PreToolUse", "Read", {"file_path": "/x"}, f"r{number}")
+            self.assertEqual(self.in_process(payload, policy), (0, ALLOW, ""))
+            self.assertEqual(self.in_process(dict(payload, hook_event_name="PostToolUse", tool_response={}), policy),
+                             (0, "", ""))
+        self.assertEqual(self.in_process(self.payload("PreToolUse", "Read", {"file_path": "/y"}, "r2"), policy),
+                         (0, decision("deny", "toolreplay: budget exceeded: max_steps"), ""))
+
+    def test_print_settings(self) -> None:
+        code, out, err = run("hook", "claude-code", "--policy", ".claude/policy.json", "--records",
+                             ".claude/toolreplay records", "--print-settings")
+        command = "toolreplay hook claude-code --policy .claude/policy.json --records '.claude/toolreplay records'"
+        entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(json.loads(out), {"hooks": {"PreToolUse": entry, "PostToolUse": entry,
+                                                     "PostToolUseFailure": entry, "SessionEnd": entry}})
+
+
+class RecordTest(HookTestCase):
+    def test_a_session_is_one_sealed_record_that_verify_replay_and_scope_read(self) -> None:
+        todos = {"todos": [{"content": "write a readme", "status": "pending", "priority": "medium", "id": "1"}]}
+        self.assertEqual(self.pre("TodoWrite", todos, "toolu_a"), (0, ALLOW, ""))
+        self.assertEqual(self.post("TodoWrite", todos, "toolu_a", {"oldTodos": [], "newTodos": todos["todos"]}),
+                         (0, "", ""))
+        self.assertEqual(self.pre("Bash", {"command": "rm -rf build"}, "toolu_b")[0], 0)
+        self.assertEqual(self.pre("Bash", {"command": "false"}, "toolu_c"), (0, ALLOW, ""))
+        self.assertEqual(self.in_process(self.payload(
+            "PostToolUseFailure", "Bash", {"command": "false"}, "toolu_c",
+            error="Command exited with non-zero status code 1", is_interrupt=False)), (0, "", ""))
+        self.assertEqual(self.in_process(self.payload("SessionEnd", reason="other")), (0, "", ""))
+        lines = self.lines()
+        self.assertEqual([(line["index"], line["tool"], line["meta"]["call_id"], line["meta"]["outcome"])
+                          for line in lines],
+                         [(0, "TodoWrite", "toolu_a", "ran"), (1, "Bash", "toolu_b", "refused"),
+                          (2, "Bash", "toolu_c", "ran")])
+        self.assertEqual(lines[0]["response"], {"oldTodos": [], "newTodos": todos["todos"]})
+        self.assertEqual(lines[2]["response"], {"ok": False, "error": "Command exited with non-zero status code 1"})
+        self.assertEqual(sorted(os.listdir(self.records)), [self.session + ".jsonl", self.session + ".lock"])
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        code, out, _ = run("replay", self.record)
+        self.assertEqual((code, out.splitlines()[0]), (0, "calls: 3"))
+        rooted = self.write_policy(dict(POLICY, root=self.project), "rooted.json")
+        # scope checks every call as the guard did: exactly the guard's refusal
+        self.assertEqual(run("scope", self.record, rooted), (1, "calls: 3\nfindings: 1\nindex 1: policy-violation: "
+                                                                "tool 'Bash' denied by rule no-rm: no rm -rf\n", ""))
+
+    def test_a_write_whose_post_never_came_is_an_unknown_outcome_and_its_retry_is_refused(self) -> None:
+        args = {"command": "make deploy"}
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", args, "toolu_1")), (0, ALLOW, ""))
+        # Claude Code was killed while the command ran: no PostToolUse; the next session start retries
+        self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", args, "toolu_2")), (0, decision(
+            "deny", "toolreplay: outcome unknown: an identical Bash call started earlier and its result was "
+                    f"never recorded; a person must check whether it took effect, then delete its line from "
+                    f"{self.session}.jsonl.intents"), ""))
+        self.assertEqual(self.lines()[0]["meta"]["outcome"], "refused")
+        # another call still runs; a read needs no intent
+        self.assertEqual(self.pre("Bash", {"command": "make status"}, "toolu_3"), (0, ALLOW, ""))
+
+    def test_a_repeatable_write_settled_while_another_is_open_is_not_unknown(self) -> None:
+        self.assertEqual(self.pre("Bash", {"command": "npm test"}, "t1"), (0, ALLOW, ""))
+        self.assertEqual(self.pre("Bash", {"command": "npm run build"}, "t2"), (0, ALLOW, ""))
+        self.assertEqual(self.post("Bash", {"command": "npm test"}, "t1"), (0, "", ""))
+        self.assertEqual(self.pre("Bash", {"command": "npm test"}, "t3"), (0, ALLOW, ""))
+        self.assertEqual(self.post("Bash", {"command": "npm run build"}, "t2"), (0, "", ""))
+        self.assertEqual(self.post("Bash", {"command": "npm test"}, "t3"), (0, "", ""))
+        self.assertEqual([line["meta"]["call_id"] for line in self.lines()], ["t1", "t2", "t3"])
+        self.assertFalse(os.path.exists(self.record + ".intents"))
+
+
+@integration
+class ConcurrencyTest(HookTestCase):
+    def test_eight_concurrent_hook_processes_on_one_session(self) -> None:
+        def pair(number: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+            args = {"command": f"echo {number}"}
+            return (self.hook(self.payload("PreToolUse", "Bash", args, f"toolu_{number}")),
+                    self.hook(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
+                                           tool_response={"stdout": f"{number}\n"})))
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(pair, range(8)))
+        self.assertEqual(results, [((0, ALLOW, ""), (0, "", ""))] * 8)
+        lines = self.lines()
+        self.assertEqual(sorted(line["meta"]["call_id"] for line in lines), [f"toolu_{n}" for n in range(8)])
+        self.assertEqual([line["index"] for line in lines], list(range(8)))
+        for line in lines:
+            self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        self.assertEqual(sorted(os.listdir(self.records)), [self.session + ".jsonl", self.session + ".lock"])
+
+    def test_a_hook_process_killed_while_it_waits_leaves_nothing_behind(self) -> None:
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_k")).encode()
+        with open(os.path.join(self.records, self.session + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another hook process of the session holds it
+            process = subprocess.Popen([sys.executable, "-m", "toolreplay", "hook", "claude-code", "--policy",
+                                        self.policy, "--records", self.records], stdin=subprocess.PIPE,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+            assert process.stdin is not None
+            process.stdin.write(payload)
+            process.stdin.close()
+            try:
+                self.assertRaises(subprocess.TimeoutExpired, process.wait, 1)  # it waits for the lock
+            finally:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                for stream in (process.stdout, process.stderr):
+                    if stream is not None:
+                        stream.close()
+        self.assertEqual(os.listdir(self.records), [self.session + ".lock"])
+        # Claude Code counts the killed hook as an error; the next one decides the call afresh
+        self.assertEqual(self.hook(json.loads(payload)), (0, ALLOW, ""))
+
+
+class BadInputTest(HookTestCase):
+    def assert_fails_closed(self, payload: dict[str, Any] | bytes, message: str, policy: str | None = None) -> None:
+        self.assertEqual(self.in_process(payload, policy), (2, "", f"error: toolreplay hook: {message}\n"))
+
+    def test_usage(self) -> None:
+        self.assertEqual(run("hook", "claude-code", "--records", self.records, stdin=b"{}"),
+                         (2, "", "error: hook claude-code needs --policy FILE and --records DIR\n"))
+
+    def test_malformed_input(self) -> None:
+        self.assertEqual(self.hook(b'{"session_id": '),
+                         (2, "", "error: toolreplay hook: hook input is not a JSON object (invalid JSON)\n"))
+        self.assert_fails_closed(b"\xff", "hook input is not a JSON object (invalid JSON)")
+        self.assert_fails_closed(b"[]", "hook input is not a JSON object")
+        self.assert_fails_closed(self.payload("Stop"), 'unknown hook event "Stop" (handled: PreToolUse, '
+                                                       'PostToolUse, PostToolUseFailure, SessionEnd)')
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {"command": "ls"}, None),
+                                 "PreToolUse input has no tool_use_id")
+        self.assert_fails_closed(dict(self.payload("PreToolUse", "Bash", {}, "x"), tool_input="ls"),
+                                 "PreToolUse input has no tool_input object")
+        self.assert_fails_closed(dict(self.payload("PreToolUse", "Bash", {}, "x"), cwd="project"),
+                                 "PreToolUse input has no absolute cwd")
+        for session in ("../escape", "a/b", ".hidden", "", "x" * 129, None):
+            self.assert_fails_closed(dict(self.payload("SessionEnd"), session_id=session),
+                                     "session_id must be a plain file name (letters, digits, _ . -; up to 128)")
+        self.assertEqual(os.listdir(self.records), [])
+
+    def test_a_post_without_a_pre(self) -> None:
+        self.assert_fails_closed(self.payload("PostToolUse", "Bash", {"command": "ls"}, "toolu_9", tool_response={}),
+                                 'PostToolUse for tool_use_id "toolu_9" without a PreToolUse that allowed it')
+        self.assertEqual(self.pre("Bash", {"command": "ls"}, "toolu_9"), (0, ALLOW, ""))
+        self.assert_fails_closed(self.payload("PostToolUse", "Read", {}, "toolu_9", tool_response={}),
+                                 "PostToolUse names another tool than its PreToolUse")
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_9"),
+                                 'tool_use_id "toolu_9" was already allowed and has not completed')
+
+    def test_a_policy_that_does_not_load(self) -> None:
+        missing = os.path.join(self.directory, "missing.json")
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {}, "x"),
+                                 f"policy does not load: cannot read {missing}: No such file or directory", missing)
+        bad = self.write_policy({"agent": "a", "allowed_tools": ["Bash"], "write_tools": ["Edit"]}, "bad.json")
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {}, "x"),
+                                 f'policy does not load: {bad}: write tool "Edit" is not in allowed_tools '
+                                 "(a write tool must be allowed to be confirmed)", bad)
+
+    def test_a_record_that_cannot_be_written(self) -> None:
+        os.rmdir(self.records)
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {}, "x"),
+                                 f"records folder {self.records} does not exist")
+        os.mkdir(self.records)
+        with open(self.record, "w", encoding="utf-8") as out:
+            out.write('{"index":0,"tool":"Bash","args":{},"response":{}}\n')  # plain, not sealed
+        self.assert_fails_closed(self.payload("PreToolUse", "Bash", {}, "x"),
+                                 f"cannot open the record: {self.record}: file holds plain records; "
+                                 "cannot continue it as a sealed record")
+
+
+if __name__ == "__main__":
+    unittest.main()

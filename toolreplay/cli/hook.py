@@ -1,0 +1,59 @@
+"""The hook command: the guard as an agent's hook (docs/hooks.md); today Claude Code's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from typing import Any
+
+from toolreplay.cli._io import IO
+from toolreplay.errors import UsageError
+from toolreplay.format.text import escape_text
+
+__all__ = ["register"]
+
+_EXIT_CODES = """exit codes (Claude Code's hook contract):
+  0  decided: PreToolUse prints its decision (allow, deny or ask) as JSON on stdout; other events print nothing
+  2  the hook cannot decide or record (bad input, a policy that does not load, a record that cannot be
+     written): one line on stderr; Claude Code blocks the tool call and shows the line to the model"""
+
+
+def _run_claude_code(args: argparse.Namespace, io: IO) -> int:
+    if args.policy is None or args.records is None:
+        raise UsageError("hook claude-code needs --policy FILE and --records DIR")
+    if args.print_settings:
+        policy, records = shlex.quote(args.policy), shlex.quote(args.records)
+        command = f"toolreplay hook claude-code --policy {policy} --records {records}"
+        from toolreplay.guard.claude_hook import settings_snippet
+
+        io.stdout.write(json.dumps(settings_snippet(command), indent=2) + "\n")
+        return 0
+    from toolreplay.guard.claude_hook import HookError, handle_hook
+
+    try:
+        answer = handle_hook(io.stdin.read(), args.policy, args.records)
+    except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
+        io.stderr.write(f"error: toolreplay hook: {escape_text(str(exc))}\n")
+        return 2
+    output: Any = answer.output()
+    if output is not None:
+        io.stdout.write(json.dumps(output, ensure_ascii=True, sort_keys=True) + "\n")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    """Add the hook command to the command line."""
+    parser = subparsers.add_parser("hook", help="guard and record an agent's tool calls from its hooks",
+                                   epilog=_EXIT_CODES)
+    agents = parser.add_subparsers(dest="agent", metavar="AGENT", parser_class=type(parser))
+    agents.required = True
+    claude = agents.add_parser(
+        "claude-code", help="Claude Code hooks: PreToolUse, PostToolUse, PostToolUseFailure, SessionEnd",
+        usage="toolreplay hook claude-code --policy POLICY --records DIR [--print-settings]",
+        epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    claude.add_argument("--policy", metavar="POLICY", help="permission file (its root defaults to the project: cwd)")
+    claude.add_argument("--records", metavar="DIR", help="folder of the sealed records, one SESSION_ID.jsonl each")
+    claude.add_argument("--print-settings", action="store_true",
+                        help="print the settings.json hooks block that runs this command, and exit")
+    claude.set_defaults(run=_run_claude_code)
