@@ -1151,3 +1151,35 @@ class ConsoleApproverTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class CopyTest(unittest.TestCase):
+    """The gate's copies of JSON values (`_copy_json`): independent at every depth, other values deep-copied."""
+
+    def test_a_copy_shares_nothing_mutable(self) -> None:
+        value = {"a": [1, {"b": [2, 3]}, "s"], "c": {"d": None, "e": 1.5, "f": True}}
+        copied = guard._copy_json(value)
+        self.assertEqual(copied, value)
+        copied["a"][1]["b"].append(4)
+        copied["c"]["d"] = "x"
+        self.assertEqual(value, {"a": [1, {"b": [2, 3]}, "s"], "c": {"d": None, "e": 1.5, "f": True}})
+
+    def test_other_values_fall_back_to_deepcopy(self) -> None:
+        inner = [1]
+        value = {"t": (inner, 2)}
+        copied = guard._copy_json(value)
+        self.assertEqual(copied, value)
+        self.assertIsNot(copied["t"][0], inner)
+
+    def test_a_tool_that_changes_its_result_later_changes_neither_the_answer_nor_the_record(self) -> None:
+        kept: list[dict[str, Any]] = []
+
+        def tool() -> dict[str, Any]:
+            result = {"items": [{"n": 1}]}
+            kept.append(result)
+            return result
+
+        gate = Gate({"t": tool}, Policy("a", frozenset({"t"})))
+        answer = gate.call("t", {})
+        kept[0]["items"][0]["n"] = 2
+        self.assertEqual(answer, {"items": [{"n": 1}]})
