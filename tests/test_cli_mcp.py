@@ -41,6 +41,35 @@ class McpProxyCliTest(unittest.TestCase):
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
 
 
+    def test_redaction_before_sealing(self) -> None:
+        token = "ghp_" + "Z8x" * 12
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["echo"], "redact": {}}, out)
+        record, key = os.path.join(self.directory, "record.jsonl"), os.path.join(self.directory, "key")
+        with open(key, "wb") as out:
+            out.write(b"a key kept off the record\n")
+        call = ('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":'
+                f'{{"text":"{token}"}}}}}}\n').encode()
+        server = ["--", sys.executable, TINY]
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--record", record, *server, stdin=call),
+                         (2, "", 'error: the policy\'s "redact" section needs --redact-key FILE (a key of at least '
+                                 '16 bytes, kept off the record)\n'))
+        self.assertFalse(os.path.exists(record))
+        code, out, err = run("mcp-proxy", "--policy", self.policy, "--record", record, "--redact-key", key, *server,
+                             stdin=call)
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn(token, out)  # the client gets the real answer
+        with open(record, encoding="utf-8") as handle:
+            text = handle.read()
+        self.assertNotIn(token, text)
+        self.assertRegex(text, r'"args":\{"text":"\[redacted:github-token:[0-9a-f]{24}\]"\}')
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+        with open(key, "wb") as out:
+            out.write(b"short")
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--record", record, "--redact-key", key, *server),
+                         (2, "", f"error: --redact-key {key}: a redaction key must be at least 16 bytes\n"))
+
+
 class McpPinsCliTest(unittest.TestCase):
     def test_show_and_accept(self) -> None:
         path = os.path.join(tempfile.mkdtemp(), "pins.json")

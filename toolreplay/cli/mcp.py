@@ -15,6 +15,7 @@ from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, re
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
+from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
 __all__ = ["register"]
 
@@ -35,7 +36,8 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         raise UsageError("mcp-proxy needs the server command after --")
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
-    recorder = SessionRecorder.open(args.record, sealed=True) if args.record else None
+    redactor = _redactor(policy.redact, args.redact_key, args.record)
+    recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
         io.stdout.flush()
         proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
@@ -51,6 +53,30 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
+    """The record's redactor: a policy with a `redact` section needs a key kept off the record (fail closed:
+    without one nothing is recorded unredacted, the proxy does not start)."""
+    if redaction is None:
+        if key_path is not None:
+            raise UsageError("--redact-key needs a policy with a \"redact\" section")
+        return None
+    if record is None:
+        return None
+    if key_path is None:
+        raise UsageError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
+                         f"{MIN_KEY_BYTES} bytes, kept off the record)")
+    try:
+        with open(key_path, "rb") as handle:
+            key = handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {key_path}: {exc.strerror or exc}") from None
+    key = key[:-1] if key.endswith(b"\n") else key
+    try:
+        return Redactor(redaction, key)
+    except ValueError as exc:
+        raise UsageError(f"--redact-key {key_path}: {exc}") from None
 
 
 def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
@@ -95,6 +121,9 @@ def register(subparsers: Any) -> None:
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
+    parser.add_argument("--redact-key", metavar="FILE",
+                        help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
+                             "secrets are replaced by a keyed hash before they are recorded")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
     parser.add_argument("--mutator", action="append", metavar="NAME",
                         help="a tool that changes state without needing confirmation: runs once per identical "
