@@ -323,7 +323,9 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             unparsed = False
             # Fast path: the expected field set with the expected types; anything else gets a precise message.
             if type(obj) is not dict or obj.keys() != plain_fields:
-                if type(obj) is dict and obj.keys() == meta_fields:  # format 1.1: the same fast path, and meta
+                # Format 1.1: the same fast path, and meta. The checks repeat the plain path's below on purpose:
+                # merged, they cost records without meta an extra test per line (measured, about 2%).
+                if type(obj) is dict and obj.keys() == meta_fields:
                     if sealed is None:
                         sealed = require_sealed
                     index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
