@@ -10,35 +10,12 @@ import tempfile
 import unittest
 from unittest import mock
 
-from toolreplay.cli import main
-from toolreplay.cli._io import IO
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SAMPLES = os.path.join(ROOT, "samples")
-DIRTY = os.path.join(SAMPLES, "session-dirty.jsonl")
-SCOPE = os.path.join(SAMPLES, "scope.json")
-REPLAY_DIRTY = (
-    "calls: 6\ndivergence: index 5\nfindings: 2\n"
-    "index 2: redundant-call: tool 'read_file' repeats the identical call at index 1 "
-    "with no state change between them\n"
-    "index 5: non-determinism: tool 'search' returned a different response "
-    "than the identical call at index 3\n"
-)
-SCOPE_DIRTY = (
-    "calls: 6\nfindings: 1\n"
-    "index 4: permission-overreach: tool 'write_file' is not in the declared scope for agent 'docs-reader'\n"
-)
+from tests.test_cli import DIRTY, REPLAY_DIRTY, SAMPLES, SCOPE, SCOPE_DIRTY, run
 
 
 def _bytes(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
-
-
-def run(*argv: str, stdin: bytes = b"") -> tuple[int, str, str]:
-    io = IO.memory(stdin)
-    code = main(list(argv), io)
-    return code, io.out(), io.err()
 
 
 class Folder(unittest.TestCase):

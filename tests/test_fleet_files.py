@@ -9,9 +9,8 @@ import tempfile
 import unittest
 from unittest import mock
 
+from tests.test_cli import run
 from toolreplay.audit.fleet import SessionJob, find_sessions
-from toolreplay.cli import main
-from toolreplay.cli._io import IO
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -36,12 +35,6 @@ findings by tool:
 most distinct calls with findings:
   2 distinct calls, 2 findings, 6 calls: fleet/a.jsonl
 """
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    io = IO.memory()
-    code = main(list(argv), io)
-    return code, io.out(), io.err()
 
 
 class FleetFolder(unittest.TestCase):
