@@ -34,7 +34,7 @@ class ScopeReport:
     unchecked_rules: tuple[str, ...] = ()
 
 
-ToolFact = tuple[int, str, bool]
+ToolFact = tuple[int, str]
 RuleFact = tuple[int, str, Any, int, "float | None"]
 
 # What a record's outcome means to a backtest (docs/policy.md): every call is checked, as the guard
@@ -45,8 +45,8 @@ _BACKTEST_CODES = {"ran": COUNTED, "unknown": COUNTED, "cached": NOT_COUNTED, "c
 
 
 def tool_fact(record: Record) -> ToolFact:
-    """What scope keeps of a record: its index and tool name (and a flag kept for the facts' shape)."""
-    return record.index, record.tool, False
+    """What scope keeps of a record: its index and tool name."""
+    return record.index, record.tool
 
 
 def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
@@ -80,7 +80,7 @@ def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     calls = 0
-    for index, tool, _ in facts:
+    for index, tool in facts:
         calls += 1
         if tool not in allowed:
             findings.append(index, "permission-overreach", tool)
