@@ -35,13 +35,11 @@ class ScopeReport:
 
 
 ToolFact = tuple[int, str]
-RuleFact = tuple[int, str, Any, int, "float | None"]
+RuleFact = tuple[int, str, Any, bool, "float | None"]
 
-# What a record's outcome means to a backtest (docs/policy.md): every call is checked, as the guard
-# checked it; only those that ran, or may have, count for later `count`, `after` and `rate` conditions.
-COUNTED, NOT_COUNTED = 0, 1
-_BACKTEST_CODES = {"ran": COUNTED, "unknown": COUNTED, "cached": NOT_COUNTED, "cancelled": NOT_COUNTED,
-                   "refused": NOT_COUNTED}
+# A backtest (docs/policy.md) checks every call as the guard checked it; only the calls whose outcome
+# says they ran, or may have, count for later `count`, `after` and `rate` conditions.
+_COUNTED_OUTCOMES = frozenset({"ran", "unknown"})
 
 
 def tool_fact(record: Record) -> ToolFact:
@@ -52,11 +50,11 @@ def tool_fact(record: Record) -> ToolFact:
 def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
     meta = record.meta
     if meta is None:
-        return (record.index, record.tool, rules.prepare(record.tool, record.args),
-                NOT_COUNTED if is_refusal(record.response) else COUNTED, None)
+        return (record.index, record.tool, rules.prepare(record.tool, record.args), not is_refusal(record.response),
+                None)
     ts = meta.get("ts")
     return (record.index, record.tool, rules.prepare(record.tool, record.args),
-            _BACKTEST_CODES[meta.get("outcome", "ran")], None if ts is None else ts_seconds(ts))
+            meta.get("outcome", "ran") in _COUNTED_OUTCOMES, None if ts is None else ts_seconds(ts))
 
 
 def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:
@@ -99,7 +97,7 @@ def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
     state = RuleState(rules, offline=True)
     calls = 0
     untimed = False
-    for index, tool, prepared, code, now in facts:
+    for index, tool, prepared, counted, now in facts:
         calls += 1
         if tool not in allowed:  # the guard refuses it before the rules
             findings.append(index, "permission-overreach", tool)
@@ -107,13 +105,13 @@ def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
         if now is None:
             untimed = True
         if prepared is None:  # no rule has anything to say about this call
-            if code == COUNTED:
+            if counted:
                 state.note(tool, now)
             continue
         ruling = state.check(tool, prepared, now)
         for rule_id, reason in ruling.denials or ruling.asks:
             findings.append_violation(index, tool, rule_id, "deny" if ruling.denials else "ask", reason)
-        if code != COUNTED:
+        if not counted:
             state.withdraw(ruling)
     unchecked = rules.unchecked_offline if untimed or not calls else ()
     return ScopeReport(policy.agent, calls, findings, True, unchecked)
