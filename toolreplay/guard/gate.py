@@ -283,7 +283,8 @@ class Gate:
             raise ValueError("args must be a JSON object (a dict)")
         if key is not None and not isinstance(key, str):
             raise ValueError("key must be a string or None")
-        started_ns, started = self._wall_clock(), time.perf_counter()
+        # when the request reached the gate, for the record's meta (no record, no clock reading)
+        started_ns, started = (self._wall_clock(), time.perf_counter()) if self._recorder is not None else (0, 0.0)
         try:
             identity = self._identity(tool, args)
         except (CanonicalError, RecursionError) as exc:

@@ -150,9 +150,7 @@ def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, s
             times = {}
         elif "ts" in times:
             times = _exported_times(span, times)
-        if isinstance(own.get("turn"), int):
-            turn = own.pop("turn")
-        own.pop("turn", None)
+        turn = own.pop("turn", turn)  # the export's own turn, when the spans came from `export otel`
         yield ToolCall(call_id, tool, _first(span.attributes, "gen_ai.tool.call.arguments", "input.value"), position,
                        id=kept, turn=turn, extra=tuple(own.items()), **times)
         response = _response(span)
