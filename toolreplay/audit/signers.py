@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from toolreplay.errors import InputError, UsageError
 
 __all__ = ["SSH_NAMESPACE", "HmacKey", "SshSigner", "AllowedSigner", "read_allowed_signers", "read_hmac_secret",
-           "key_id", "ssh_verify", "sshsig_public_key", "find_ssh_keygen"]
+           "read_secret_file", "key_id", "ssh_verify", "sshsig_public_key", "find_ssh_keygen"]
 
 SSH_NAMESPACE = "toolreplay-checkpoint"
 _SSH_TYPE = b"toolreplay/sshsig"
@@ -80,14 +80,19 @@ class HmacKey:
         return hmac.compare_digest(hmac.new(self.secret, text, hashlib.sha256).digest(), signature)
 
 
-def read_hmac_secret(name: str, path: str) -> HmacKey:
-    """A secret from a file (one final newline ignored), at least 16 bytes."""
+def read_secret_file(path: str) -> bytes:
+    """A secret's bytes from a file, one final newline (LF or CRLF) left out; an unreadable file is a UsageError."""
     try:
         with open(path, "rb") as handle:
             secret = handle.read()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
-    secret = secret[:-2] if secret.endswith(b"\r\n") else secret[:-1] if secret.endswith(b"\n") else secret
+    return secret[:-2] if secret.endswith(b"\r\n") else secret[:-1] if secret.endswith(b"\n") else secret
+
+
+def read_hmac_secret(name: str, path: str) -> HmacKey:
+    """A secret from a file (one final newline ignored), at least 16 bytes."""
+    secret = read_secret_file(path)
     if len(secret) < _MIN_SECRET:
         raise InputError(path, None, f"an HMAC secret must be at least {_MIN_SECRET} bytes, this one has {len(secret)}")
     return HmacKey(check_key_name(name), secret)

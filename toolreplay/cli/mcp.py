@@ -8,6 +8,7 @@ import signal
 import threading
 from typing import Any
 
+from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
@@ -68,13 +69,7 @@ def _redactor(redaction: Redaction | None, key_path: str | None, record: str | N
         raise UsageError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
                          f"{MIN_KEY_BYTES} bytes, kept off the record)")
     try:
-        with open(key_path, "rb") as handle:
-            key = handle.read()
-    except OSError as exc:
-        raise UsageError(f"cannot read {key_path}: {exc.strerror or exc}") from None
-    key = key[:-1] if key.endswith(b"\n") else key
-    try:
-        return Redactor(redaction, key)
+        return Redactor(redaction, read_secret_file(key_path))
     except ValueError as exc:
         raise UsageError(f"--redact-key {key_path}: {exc}") from None
 
