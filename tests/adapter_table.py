@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import unittest
 from dataclasses import dataclass
 from typing import Any
 
+from tests.support import require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.format.records import read_session
@@ -141,3 +144,16 @@ def write_policy(folder: str, redelivers: bool = True) -> str:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(_policy(redelivers), handle)
     return path
+
+
+class AdapterCase(unittest.TestCase):
+    """A test of one adapter: its framework required (`HAVE`, `REASON`), a temporary folder `tmp` per test."""
+
+    HAVE = False
+    REASON = ""
+
+    def setUp(self) -> None:
+        require(self.HAVE, self.REASON)
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.tmp = folder.name

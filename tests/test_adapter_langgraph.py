@@ -7,12 +7,11 @@ import asyncio
 import importlib.util
 import json
 import os
-import tempfile
 import unittest
 from typing import Any
 
-from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
-from tests.support import integration, require
+from tests.adapter_table import STEPS, TOOLS_SAW, AdapterCase, Tools, check_record, policy
+from tests.support import integration
 from toolreplay.guard import SessionRecorder
 
 HAVE = importlib.util.find_spec("langgraph") is not None and importlib.util.find_spec("langchain_core") is not None
@@ -87,14 +86,8 @@ def expected_messages() -> list[tuple[str, str, Any]]:
 
 
 @integration
-class LangGraphAdapterTest(unittest.TestCase):
-    def setUp(self) -> None:
-        require(HAVE, REASON)
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+class LangGraphAdapterTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
 
     def check_table(self, use_async: bool) -> None:
         from toolreplay.guard.adapters.langgraph import LangGraphGuard

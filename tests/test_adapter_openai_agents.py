@@ -7,12 +7,11 @@ import asyncio
 import dataclasses
 import importlib.util
 import os
-import tempfile
 import unittest
 from typing import Any
 
-from tests.adapter_table import TOOLS_SAW, Tools, check_record, policy, steps
-from tests.support import integration, require
+from tests.adapter_table import TOOLS_SAW, AdapterCase, Tools, check_record, policy, steps
+from tests.support import integration
 from toolreplay.guard import SessionRecorder
 from toolreplay.policy.model import Limits
 
@@ -56,14 +55,8 @@ def model_got(result: Any) -> list[tuple[str, Any]]:
 
 
 @integration
-class OpenAIAgentsAdapterTest(unittest.TestCase):
-    def setUp(self) -> None:
-        require(HAVE, REASON)
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+class OpenAIAgentsAdapterTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
 
     def test_behaviour_table(self) -> None:
         from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard

@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
-import tempfile
 import unittest
 from typing import Any
 
-from tests.adapter_table import STEPS, TOOLS_SAW, Tools, check_record, policy
-from tests.support import integration, require
+from tests.adapter_table import STEPS, TOOLS_SAW, AdapterCase, Tools, check_record, policy
+from tests.support import integration
 from toolreplay.guard import SessionRecorder
 
 HAVE = importlib.util.find_spec("pydantic_ai") is not None
@@ -53,14 +52,8 @@ def model_got(result: Any) -> list[tuple[str, str, Any]]:
 
 
 @integration
-class PydanticAIAdapterTest(unittest.TestCase):
-    def setUp(self) -> None:
-        require(HAVE, REASON)
-        self._tmp = tempfile.TemporaryDirectory()
-        self.tmp = self._tmp.name
-
-    def tearDown(self) -> None:
-        self._tmp.cleanup()
+class PydanticAIAdapterTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
 
     def test_behaviour_table(self) -> None:
         from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard
