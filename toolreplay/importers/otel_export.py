@@ -132,15 +132,15 @@ def _times(meta: dict[str, Any] | None, previous_end: int) -> tuple[int, int, bo
     return previous_end, previous_end + length, True
 
 
-def _root(trace_id: str, spans: list[dict[str, Any]]) -> dict[str, Any]:
+def _root(trace_id: str, span_id: str, records: list[_Exported]) -> dict[str, Any]:
     """The session's `invoke_agent` span, the parent of every tool span, from the first start to the last end."""
     return {
         "traceId": trace_id,
-        "spanId": hashlib.sha256(bytes.fromhex(trace_id) + b"session").hexdigest()[:16],
+        "spanId": span_id,
         "name": "invoke_agent",
         "kind": _SPAN_KIND_INTERNAL,
-        "startTimeUnixNano": str(min((int(span["startTimeUnixNano"]) for span in spans), default=0)),
-        "endTimeUnixNano": str(max((int(span["endTimeUnixNano"]) for span in spans), default=0)),
+        "startTimeUnixNano": str(min((record[5] for record in records), default=0)),
+        "endTimeUnixNano": str(max((record[6] for record in records), default=0)),
         "attributes": [attribute("gen_ai.operation.name", "invoke_agent")],
     }
 
@@ -169,7 +169,7 @@ def export_otel(handle: IO[bytes], path: str, content: bool, start: int = 0) -> 
                 "scopeSpans": [
                     {
                         "scope": {"name": "toolreplay"},
-                        "spans": [_root(trace_id, spans), *spans],
+                        "spans": [_root(trace_id, root_id, records), *spans],
                     }
                 ],
             }
