@@ -1,7 +1,8 @@
 """An MCP stdio proxy: the gate and the sealed recorder between any MCP client and any stdio MCP server.
 
-Three parts, each in its own module: the transport (`mcp_transport`: the client on the proxy's own
-stdin/stdout, the server as a child process, one JSON-RPC message per line), the router
+Three parts, each in its own module: the transport (`mcp_transport`: a client end and a server end,
+by default the client on the proxy's own stdin/stdout and the server as a child process, one JSON-RPC
+message per line), the router
 (`mcp_router`: what each message means; listings filtered, calls sent through the gate in the order
 sent, cancellations; confirmation asked through the client by `mcp_confirm`) and the core, the same
 `Gate` and `SessionRecorder` as the Python guard: a write's intent is synced before it is forwarded,
@@ -18,7 +19,7 @@ from typing import IO, TextIO
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_router import BATCH_VERSIONS, Router
-from toolreplay.guard.mcp_transport import StdioTransport
+from toolreplay.guard.mcp_transport import ClientEnd, ServerEnd, SessionLink, StdioClient, StdioServer
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 
@@ -28,18 +29,26 @@ __all__ = ["BATCH_VERSIONS", "McpProxy"]
 class McpProxy:
     """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
 
-    def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
+    def __init__(self, server: list[str] | ServerEnd, policy: Policy, *, client_in: IO[bytes] | None = None,
+                 client_out: IO[bytes] | None = None, client: ClientEnd | None = None,
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
+
+        `server` is a command to run as a stdio server, or any `ServerEnd`; the client is `client`, or
+        else the streams `client_in` and `client_out`.
 
         `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
         needing a confirmation, tools whose identical calls are each a new action, and whether an
         identical read may be answered from an earlier one while no write has run since. A recorder
         that continues a record brings its writes, budgets, rule history and unknown outcomes back.
         """
-        self._transport = StdioTransport(command, client_in=client_in, client_out=client_out,
-                                         diagnostics=diagnostics)
+        if client is None:
+            if client_in is None or client_out is None:
+                raise TypeError("McpProxy needs a client end, or client_in and client_out")
+            client = StdioClient(client_in, client_out)
+        upstream = StdioServer(server) if isinstance(server, list) else server
+        self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
         self._router = Router(self._transport, policy, pins)
         self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
                           read_cache=read_cache)

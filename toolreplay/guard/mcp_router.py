@@ -33,7 +33,7 @@ from toolreplay.format.text import escape_text
 from toolreplay.guard.gate import Answer, CallCancelled, CannotConfirmError, Gate
 from toolreplay.guard.mcp_confirm import ClientConfirmation, approves
 from toolreplay.guard.mcp_pins import ToolPins
-from toolreplay.guard.mcp_transport import StdioTransport
+from toolreplay.guard.mcp_transport import SessionLink
 from toolreplay.guard.mcp_wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -114,7 +114,7 @@ class CallContext:
 class Router:
     """Routes one session's messages between the transport and the gate; the gate's ToolHost."""
 
-    def __init__(self, transport: StdioTransport, policy: Policy, pins: ToolPins | None = None) -> None:
+    def __init__(self, transport: SessionLink, policy: Policy, pins: ToolPins | None = None) -> None:
         """The gate is attached by `serve`, since the gate is built on this router."""
         self._transport = transport
         self._policy = policy

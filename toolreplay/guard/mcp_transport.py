@@ -1,8 +1,15 @@
-"""The MCP proxy's transport: the client on the proxy's own stdin/stdout, the server as a child process.
+"""The MCP proxy's transport: one session's two ends, the client's and the server's, joined by a link.
 
-It moves lines and knows nothing of what they mean: one reader thread per side hands each non-blank
-line to the router, writes to either side are serialised, and the proxy's own messages go to the
-diagnostics stream. It also starts and stops the server process.
+A transport moves whole JSON-RPC messages (one per line, ending in LF) and knows nothing of what they
+mean. It has two ends, each behind a small protocol so that other transports can take their place:
+
+- a `ClientEnd` is where the client's messages come from and where the proxy's answers go
+  (`StdioClient`: the proxy's own stdin/stdout);
+- a `ServerEnd` is the upstream server (`StdioServer`: a child process on its stdin/stdout).
+
+`SessionLink` joins one client end and one server end for the router: it starts both, serialises the
+writes to each, ends the session when either side ends, and writes the proxy's own messages to the
+diagnostics stream.
 """
 
 from __future__ import annotations
@@ -10,64 +17,123 @@ from __future__ import annotations
 import subprocess
 import threading
 from collections.abc import Callable
-from typing import IO, TextIO
+from typing import IO, Protocol, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.guard.mcp_wire import read_lines
 
-__all__ = ["StdioTransport"]
+__all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer"]
 
 LineHandler = Callable[[bytes], None]
+Ended = Callable[[str], None]
 
 
-class StdioTransport:
-    """The two stdio connections of one proxied session; `stop` may be called from any thread."""
+class ClientEnd(Protocol):
+    """The client's side of one session."""
 
-    def __init__(self, command: list[str], *, client_in: IO[bytes], client_out: IO[bytes],
-                 diagnostics: TextIO) -> None:
-        """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
+    def start(self, on_line: LineHandler, on_ended: Ended) -> None:
+        """Start handing each message the client sends to `on_line` (a whole line, LF-terminated or the
+        last one); call `on_ended(reason)` once when the client is gone."""
+
+    def send(self, data: bytes) -> None:
+        """Deliver one or more whole lines to the client; raise OSError when the client is gone."""
+
+    def close(self) -> None:
+        """Stop reading and release what the end holds; called once, when the session ends."""
+
+
+class ServerEnd(Protocol):
+    """The upstream server of one session."""
+
+    def start(self, on_line: LineHandler, on_ended: Ended) -> None:
+        """Connect to (or start) the server and hand each message it sends to `on_line`; call
+        `on_ended(reason)` once when it is gone. A server that cannot be reached is a UsageError."""
+
+    def send(self, data: bytes) -> None:
+        """Deliver one or more whole lines to the server; raise OSError when it no longer reads them."""
+
+    def close(self) -> int:
+        """End the connection (stop the process), wait for the reader to finish; the exit status."""
+
+
+class StdioClient:
+    """The client on the proxy's own input and output."""
+
+    def __init__(self, client_in: IO[bytes], client_out: IO[bytes]) -> None:
+        self._in = client_in
+        self._out = client_out
+
+    def start(self, on_line: LineHandler, on_ended: Ended) -> None:
+        """One reader thread hands every non-blank line to `on_line`."""
+        threading.Thread(target=self._read, args=(on_line, on_ended), name="mcp-client-reader", daemon=True).start()
+
+    def _read(self, on_line: LineHandler, on_ended: Ended) -> None:
+        reason = "client closed its input"
+        try:
+            for line in read_lines(self._in):
+                if line.strip():
+                    on_line(line)
+        except (OSError, ValueError) as exc:
+            reason = f"client input failed: {exc}"
+        on_ended(reason)
+
+    def send(self, data: bytes) -> None:
+        """Write and flush; a closed output is an OSError."""
+        try:
+            self._out.write(data)
+            self._out.flush()
+        except ValueError as exc:  # a closed file object
+            raise OSError(str(exc)) from None
+
+    def close(self) -> None:
+        """Nothing to release: the proxy's own streams belong to its caller."""
+
+
+class StdioServer:
+    """The server as a child process: its stdin takes the lines, its stdout gives them."""
+
+    def __init__(self, command: list[str]) -> None:
         self._command = command
-        self._client_in = client_in
-        self._client_out = client_out
-        self._diagnostics = diagnostics
         self._child: subprocess.Popen[bytes] | None = None
-        self._client_lock = threading.Lock()
-        self._server_lock = threading.Lock()
-        self._diag_lock = threading.Lock()
-        self._finished = threading.Event()
-        self._server_reader: threading.Thread | None = None
-        self.closing = False
-        self.exit_reason = ""
+        self._reader: threading.Thread | None = None
 
-    def start(self, from_client: LineHandler, from_server: LineHandler,
-              server_ended: Callable[[], None]) -> None:
-        """Start the server and both readers; a server that cannot be started is a UsageError."""
+    def start(self, on_line: LineHandler, on_ended: Ended) -> None:
+        """Start the process and its reader; a command that cannot be started is a UsageError."""
         try:
             self._child = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
         except OSError as exc:
             raise UsageError(f"cannot start the server {self._command[0]}: {exc.strerror or exc}") from None
-        self._server_reader = threading.Thread(target=self._read_server, args=(from_server, server_ended),
-                                               name="mcp-server-reader", daemon=True)
-        client_reader = threading.Thread(target=self._read_client, args=(from_client,), name="mcp-client-reader",
-                                         daemon=True)
-        self._server_reader.start()
-        client_reader.start()
+        self._reader = threading.Thread(target=self._read, args=(on_line, on_ended), name="mcp-server-reader",
+                                        daemon=True)
+        self._reader.start()
 
-    def wait(self) -> None:
-        """Block until either side ended or `stop` was called."""
-        self._finished.wait()
+    def _read(self, on_line: LineHandler, on_ended: Ended) -> None:
+        child = self._child
+        assert child is not None and child.stdout is not None
+        reason = "server exited"
+        try:
+            for line in read_lines(child.stdout):  # in chunks: a raw pipe's readline reads a byte at a time
+                if line.strip():
+                    on_line(line)
+        except (OSError, ValueError) as exc:
+            reason = f"server output failed: {exc}"
+        on_ended(reason)
 
-    def stop(self, reason: str = "stopped") -> None:
-        """End the session from any thread (a signal handler, a test)."""
-        if not self._finished.is_set():
-            self.exit_reason = self.exit_reason or reason
-            self._finished.set()
+    def send(self, data: bytes) -> None:
+        """Write and flush to the server's input."""
+        child = self._child
+        try:
+            assert child is not None and child.stdin is not None
+            child.stdin.write(data)
+            child.stdin.flush()
+        except ValueError as exc:
+            raise OSError(str(exc)) from None
 
-    def close_server(self) -> int:
+    def close(self) -> int:
         """Close the server's input, wait for it to exit (terminate, then kill it); return its status."""
         child = self._child
-        assert child is not None
-        self.closing = True
+        if child is None:
+            return 0
         try:
             if child.stdin is not None:
                 child.stdin.close()
@@ -82,52 +148,79 @@ class StdioTransport:
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
-        if self._server_reader is not None:
-            self._server_reader.join(timeout=5)
+        if self._reader is not None:
+            self._reader.join(timeout=5)
         if child.stdout is not None:
             child.stdout.close()
         return child.returncode if child.returncode is not None else 0
 
-    def _read_client(self, handle: LineHandler) -> None:
-        try:
-            for line in read_lines(self._client_in):
-                if line.strip():
-                    handle(line)
-        except (OSError, ValueError) as exc:
-            self.say(f"client input failed: {exc}")
-        self.stop("client closed its input")
 
-    def _read_server(self, handle: LineHandler, ended: Callable[[], None]) -> None:
-        child = self._child
-        assert child is not None and child.stdout is not None
-        try:
-            for line in read_lines(child.stdout):  # in chunks: a raw pipe's readline reads a byte at a time
-                if line.strip():
-                    handle(line)
-        except (OSError, ValueError) as exc:
-            self.say(f"server output failed: {exc}")
-        if not self.closing:
-            self.stop("server exited")
-        ended()
+class SessionLink:
+    """One proxied session's client end and server end; `stop` may be called from any thread."""
+
+    def __init__(self, client: ClientEnd, server: ServerEnd, *, diagnostics: TextIO) -> None:
+        """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
+        self._client = client
+        self._server = server
+        self._diagnostics = diagnostics
+        self._client_lock = threading.Lock()
+        self._server_lock = threading.Lock()
+        self._diag_lock = threading.Lock()
+        self._finished = threading.Event()
+        self.closing = False
+        self.exit_reason = ""
+
+    def start(self, from_client: LineHandler, from_server: LineHandler, server_ended: Callable[[], None]) -> None:
+        """Start the server end, then the client end; a server that cannot be started is a UsageError."""
+
+        def client_ended(reason: str) -> None:
+            if reason.startswith("client input failed"):
+                self.say(reason)
+                reason = "client closed its input"
+            self.stop(reason)
+
+        def server_gone(reason: str) -> None:
+            if reason.startswith("server output failed"):
+                self.say(reason)
+                reason = "server exited"
+            if not self.closing:
+                self.stop(reason)
+            server_ended()
+
+        self._server.start(from_server, server_gone)
+        self._client.start(from_client, client_ended)
+
+    def wait(self) -> None:
+        """Block until either side ended or `stop` was called."""
+        self._finished.wait()
+
+    def stop(self, reason: str = "stopped") -> None:
+        """End the session from any thread (a signal handler, a test)."""
+        if not self._finished.is_set():
+            self.exit_reason = self.exit_reason or reason
+            self._finished.set()
+
+    def close_server(self) -> int:
+        """End the server end and the client end; the server's exit status."""
+        self.closing = True
+        status = self._server.close()
+        self._client.close()
+        return status
 
     def to_client(self, data: bytes) -> None:
         """Write one or more whole lines to the client; a client that is gone ends the session."""
         with self._client_lock:
             try:
-                self._client_out.write(data)
-                self._client_out.flush()
-            except (OSError, ValueError):
+                self._client.send(data)
+            except OSError:
                 self.stop("client closed its output")
 
     def to_server(self, data: bytes) -> None:
         """Write one or more whole lines to the server."""
-        child = self._child
         with self._server_lock:
             try:
-                assert child is not None and child.stdin is not None
-                child.stdin.write(data)
-                child.stdin.flush()
-            except (OSError, ValueError):
+                self._server.send(data)
+            except OSError:
                 self.say("the server no longer reads its input")
 
     def say(self, text: str) -> None:
@@ -138,3 +231,4 @@ class StdioTransport:
                 self._diagnostics.flush()
             except (OSError, ValueError):
                 pass
+
