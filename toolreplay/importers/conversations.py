@@ -31,6 +31,7 @@ from typing import IO, Any, Generic, TypeVar
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
 from toolreplay.importers.otlp import Span, spans_of
+from toolreplay.importers.sse import is_sse, is_stream_event, sse_events
 
 __all__ = [
     "Conversation",
@@ -492,6 +493,12 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
     start, end = _content_bounds(text)
     if start == end:
         raise InputError(path, None, "empty file: no conversation")
+    first_end = text.find("\n", start, end)
+    if is_sse(text[start:first_end if first_end >= 0 else end]):  # a streamed response's SSE text
+        events = sse_events(text, path)
+        if not events:
+            raise InputError(path, None, "SSE text without an event holding data")
+        return _from_lines(events, path)
     try:
         document = parse_json(text)
     except JSONTextError as exc:
@@ -615,6 +622,7 @@ def _drain(items: collections.deque[T]) -> Iterator[T]:
 
 
 MISSING_LINE: Any = object()
+_STREAM_LOOK = 100  # how many lines tell a log of streamed responses
 
 
 def _from_line_stream(
@@ -622,6 +630,10 @@ def _from_line_stream(
 ) -> Peekable[Conversation]:
     if (isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first):
         return Peekable(iter(_from_lines(list(lines), path)))  # these layouts group lines: read whole
+    start = list(itertools.islice(lines, _STREAM_LOOK))
+    lines = itertools.chain(start, lines)
+    if any(is_stream_event(value) for _, value in start):  # a streamed response's events: read whole, so
+        return Peekable(iter(_from_lines(list(lines), path)))  # a call's line is known when it is complete
     if isinstance(first, list) or _is_conversation_object(first):
         return Peekable(_stream_conversations(lines, path, first_line), streamed=True)
     stream = MessageStream(_checked_messages(lines, path, first_line), streamed=True)
