@@ -222,6 +222,23 @@ class OpenAIChatStreamTest(unittest.TestCase):
             '{"error": "no recorded response"}',
         ])
 
+    def test_what_tells_one_completion_from_the_next(self) -> None:
+        def role(chunk: dict[str, Any]) -> dict[str, Any]:
+            chunk["choices"][0]["delta"]["role"] = "assistant"
+            return chunk
+
+        # A server that writes a new id on every chunk: one completion, one call.
+        every = [role(_chunk("a1", [_call_piece(0, '{"x"', "call_1", "f")])), _chunk("a2", [_call_piece(0, ": 1}")]),
+                 _chunk("a3", finish="tool_calls"), {"id": "a4", "object": "chat.completion.chunk", "choices": []}]
+        # A server that writes the same id on every completion: the role after a finish_reason begins one.
+        same = [role(_chunk("c", [_call_piece(0, "{}", "call_1", "f")])), _chunk("c", finish="tool_calls"),
+                role(_chunk("c", [_call_piece(0, "{}", "call_2", "g")])), _chunk("c", finish="tool_calls")]
+        for log, expected in ((every, [("f", {"x": 1}, 0)]), (same, [("f", {}, 0), ("g", {}, 1)])):
+            for data in (_lines(*log), json.dumps(log).encode("utf-8")):  # JSON Lines, or a JSON array
+                code, out, _ = _run("auto", data)
+                self.assertEqual((code, [(r["tool"], r["args"], r["meta"]["turn"]) for r in _records(out)]),
+                                 (0, expected))
+
     def test_malformed_chunks_are_one_line_errors(self) -> None:
         cases = [
             ((_chunk("c", [{"index": 0, "id": "x", "function": {"arguments": "{}"}}]),),
@@ -271,6 +288,28 @@ class ResponsesStreamTest(unittest.TestCase):
             _run("openai-responses", _lines(_created("r"), _delta(0, "fc_9", "{}"))),
             (2, "", "error: <stdin>:2: conversation 0, message 1: a response.function_call_arguments.delta event "
                     "for an item that no response.output_item.added began\n"))
+
+
+class ProxyLogTest(unittest.TestCase):
+    def test_a_request_with_its_streamed_response(self) -> None:
+        # A proxy's log line: the request's messages (the replies to the calls before) and the response,
+        # as its SSE text or its events.
+        events = [_start(), _tool(0, "toolu_b", "read_file"), _piece(0, '{"path": "b.txt"}'), _stop(0), *_END]
+        request = [{"role": "user", "content": "Read a.txt, then b.txt"},
+                   {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_a", "name": "read_file",
+                                                      "input": {"path": "a.txt"}}]},
+                   {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "A"}]}]
+        for response in (_sse(*events).decode("utf-8"), events):
+            entry = {"model": "claude-sonnet-4-5", "messages": request, "response": response}
+            code, out, _ = _run("auto", _lines(entry))
+            self.assertEqual((code, [(r["tool"], r["args"], r["response"], r["meta"]["turn"]) for r in
+                                     _records(out)]),
+                             (0, [("read_file", {"path": "a.txt"}, {"text": "A"}, 0),
+                                  ("read_file", {"path": "b.txt"}, {"error": "no recorded response"}, 1)]))
+        bad = {"messages": request, "response": "event: message_start\ndata: {oops}\n\n"}
+        self.assertEqual(_run("anthropic", _lines(bad, bad)),
+                         (2, "", 'error: <stdin>:1: conversation 0: "response" line 2: SSE data: invalid JSON: '
+                                 "Expecting property name enclosed in double quotes (column 2)\n"))
 
 
 class DetectionTest(unittest.TestCase):

@@ -207,6 +207,10 @@ def _response_messages(response: Any) -> tuple[list[Any], list[str]]:
         return list(response["output"]), []
     if isinstance(response, dict) and "role" in response and "content" in response:
         return [response], []
+    if isinstance(response, list) and response and is_stream_event(response[0]):  # a streamed response's events
+        return list(response), []
+    if isinstance(response, str) and is_sse(response.lstrip(" \t\r\n")):  # ... or its SSE text
+        return [value for _, value in sse_events(response, "")], []
     return [], ['"response" is not a chat completion, Responses or Messages response; not read']
 
 
@@ -220,7 +224,11 @@ def _conversation(value: dict[str, Any], path: str, position: int, line: int | N
         messages = [choice.get("message") if isinstance(choice, dict) else choice for choice in messages]
     notes: list[str] = []
     if key == "messages" and "response" in value:  # a proxy log: the request and the model's response
-        added, notes = _response_messages(value["response"])
+        try:
+            added, notes = _response_messages(value["response"])
+        except InputError as problem:  # SSE text whose data is not JSON: where in the conversation's line
+            raise InputError(path, line, f'conversation {position}: "response" line {problem.line}: '
+                                         f"{problem.message}") from None
         messages = [*messages, *added]
     return Conversation(path, position, messages, line=line, container=key, notes=tuple(notes))
 

@@ -6,7 +6,7 @@ A call is `{"id", "type": "function", "function": {"name", "arguments": JSON str
 a blank placeholder `{"name": "", "arguments": ""}` is not a call.
 
 A streamed completion is read too (its `chat.completion.chunk`s, as JSON Lines or SSE text, alone or
-between messages): the chunks of one `id` are one assistant message, a model turn; choice 0's
+between messages): the chunks of one `id` are one assistant message, a model turn (see `_starts`); choice 0's
 `delta.tool_calls[]` pieces are put together by `index` (the first `id` and `function.name` of an
 index, its `function.arguments` pieces joined), the calls in index order whatever order their pieces
 came in. The arguments are then read as a message's are (not valid JSON: kept, with a warning); a
@@ -89,7 +89,7 @@ class _Stream:
     def add(self, position: int, chunk: dict[str, Any]) -> list[Event]:
         conversation = self.conversation
         done: list[Event] = []
-        if self.slots is None or chunk.get("id") != self.id:
+        if self.slots is None or self._starts(chunk):
             done = self.end()
             self.slots, self.id, self.created, self.finish = {}, chunk.get("id"), chunk.get("created"), None
             self.turn += 1
@@ -113,6 +113,20 @@ class _Stream:
                 raise conversation.error(position, 'a choice\'s "delta" must be an object')
             self._calls(position, delta)
         return done
+
+    def _starts(self, chunk: dict[str, Any]) -> bool:
+        """Whether a chunk begins another completion: a new `id` after a `finish_reason`, or a chunk
+        that says the role again after a new `id` or a `finish_reason` (some servers write a new `id`
+        on every chunk, or the same `id` on every completion; a chunk without choices, the usage, never
+        begins one)."""
+        choices = chunk.get("choices")
+        if not isinstance(choices, list) or not choices:
+            return False
+        first = choices[0] if isinstance(choices[0], dict) else {}
+        role = isinstance(first.get("delta"), dict) and "role" in first["delta"]
+        other = chunk.get("id") != self.id
+        finished = self.finish is not None
+        return (other and finished) or (role and (other or finished))
 
     def _calls(self, position: int, delta: dict[str, Any]) -> None:
         assert self.slots is not None
