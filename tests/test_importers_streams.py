@@ -4,12 +4,18 @@ tests/fixtures/import/*/stream* are real streams; these tests build the cases th
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import tempfile
 import unittest
 from typing import Any
 
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
+from toolreplay.evaluation import NamedAgent, evaluate, load_suite
+from toolreplay.evaluation.recorded import recorded_agent
+from toolreplay.importers import Transcript, import_file
 
 
 def _run(fmt: str, data: bytes) -> tuple[int, str, str]:
@@ -239,6 +245,14 @@ class OpenAIChatStreamTest(unittest.TestCase):
                 self.assertEqual((code, [(r["tool"], r["args"], r["meta"]["turn"]) for r in _records(out)]),
                                  (0, expected))
 
+    def test_an_error_ending_the_stream_is_a_warning(self) -> None:
+        log = _lines(_chunk("c", [_call_piece(0, '{"q": ', "call_1", "search")]),
+                     {"error": {"message": "The server had an error", "type": "server_error", "code": None}})
+        code, out, err = _run("auto", log)
+        self.assertEqual((code, [r["args"] for r in _records(out)]), (0, [{"_raw_arguments": '{"q": '}]))
+        self.assertEqual(err.splitlines()[-1], "warning: <stdin>:2: conversation 0, message 1: the stream reports an "
+                                               "error: server_error: The server had an error")
+
     def test_malformed_chunks_are_one_line_errors(self) -> None:
         cases = [
             ((_chunk("c", [{"index": 0, "id": "x", "function": {"arguments": "{}"}}]),),
@@ -310,6 +324,76 @@ class ProxyLogTest(unittest.TestCase):
         self.assertEqual(_run("anthropic", _lines(bad, bad)),
                          (2, "", 'error: <stdin>:1: conversation 0: "response" line 2: SSE data: invalid JSON: '
                                  "Expecting property name enclosed in double quotes (column 2)\n"))
+
+
+def _text(index: int, *pieces: str) -> list[dict[str, Any]]:
+    return [{"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+            *({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": piece}}
+              for piece in pieces), _stop(index)]
+
+
+def _content(chunk_id: str, text: str | None = None, finish: str | None = None) -> dict[str, Any]:
+    return {"id": chunk_id, "object": "chat.completion.chunk", "created": 1727346178,
+            "choices": [{"index": 0, "delta": {"content": text} if text is not None else {},
+                         "finish_reason": finish}]}
+
+
+class TranscriptTest(unittest.TestCase):
+    def transcripts(self, data: bytes) -> list[Transcript]:
+        found: list[Transcript] = []
+        import_file(io.BytesIO(data), "auto", "log", found)
+        return found
+
+    def test_the_answer_is_the_text_of_the_last_streamed_response(self) -> None:
+        anthropic = _sse(
+            {"role": "user", "content": "Weather in Paris?"},
+            _start(), *_text(0, "Let me ", "check."), _tool(1, "toolu_a", "get_weather"),
+            _piece(1, '{"city": "Paris"}'), _stop(1), *_END,
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_a", "content": "rain"}]},
+            _start("msg_2"), {"type": "content_block_start", "index": 0,
+                              "content_block": {"type": "thinking", "thinking": ""}},
+            {"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "Easy."}},
+            _stop(0), *_text(1, "It is ", "raining in Paris."), *_END)
+        chat = _lines(
+            {"role": "user", "content": "Weather in Paris?"},
+            _chunk("c1", [_call_piece(0, '{"city": "Paris"}', "call_a", "get_weather")]),
+            _chunk("c1", finish="tool_calls"),
+            {"role": "tool", "tool_call_id": "call_a", "content": "rain"},
+            _content("c2", "It is "), _content("c2", "raining in Paris."), _content("c2", None, "stop"))
+        responses = _lines(
+            {"role": "user", "content": "Weather in Paris?"},
+            _created("r1"), _added(0, "fc", "call_a", "get_weather"),
+            _done(0, "fc", "call_a", "get_weather", '{"city": "Paris"}'), _completed("r1"),
+            {"type": "function_call_output", "call_id": "call_a", "output": "rain"},
+            _created("r2"), {"type": "response.output_text.delta", "output_index": 0, "delta": "It is "},
+            {"type": "response.output_text.delta", "output_index": 0, "delta": "raining in Paris."},
+            _completed("r2"))
+        for data in (anthropic, chat, responses):
+            with self.subTest(data=data[:60]):
+                self.assertEqual(self.transcripts(data),
+                                 [Transcript(0, "Weather in Paris?", "It is raining in Paris.", (0,))])
+        # The text of the response that asked for a call is no answer.
+        self.assertEqual(self.transcripts(anthropic[:anthropic.index(b'"tool_result"')].rsplit(b"data:", 1)[0]),
+                         [Transcript(0, "Weather in Paris?", None, (0,))])
+
+    def test_a_streamed_log_becomes_a_suite_the_recorded_agent_passes(self) -> None:
+        log = _lines(
+            {"role": "user", "content": "Weather in Paris?"},
+            _chunk("c1", [_call_piece(0, '{"city": "Paris"}', "call_a", "get_weather")]),
+            _chunk("c1", finish="tool_calls"),
+            {"role": "tool", "tool_call_id": "call_a", "content": "rain"},
+            _content("c2", "It is raining."), _content("c2", None, "stop"))
+        with tempfile.TemporaryDirectory() as tmp:
+            path, suite = os.path.join(tmp, "log.jsonl"), os.path.join(tmp, "suite")
+            with open(path, "wb") as handle:
+                handle.write(log)
+            self.assertEqual(main(["import", "auto", path, "--suite", suite], IO.memory()), 0)
+            report = evaluate(load_suite(os.path.join(suite, "suite.json")),
+                              [NamedAgent("recorded", "toolreplay.evaluation.recorded:recorded_agent",
+                                          recorded_agent)])
+        run = report.agents[0].runs[0]
+        self.assertEqual((run.case.question, run.answer, run.calls[0].response, run.passed),
+                         ("Weather in Paris?", "It is raining.", {"text": "rain"}, True))
 
 
 class DetectionTest(unittest.TestCase):

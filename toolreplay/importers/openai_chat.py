@@ -6,12 +6,14 @@ A call is `{"id", "type": "function", "function": {"name", "arguments": JSON str
 a blank placeholder `{"name": "", "arguments": ""}` is not a call.
 
 A streamed completion is read too (its `chat.completion.chunk`s, as JSON Lines or SSE text, alone or
-between messages): the chunks of one `id` are one assistant message, a model turn (see `_starts`); choice 0's
-`delta.tool_calls[]` pieces are put together by `index` (the first `id` and `function.name` of an
-index, its `function.arguments` pieces joined), the calls in index order whatever order their pieces
-came in. The arguments are then read as a message's are (not valid JSON: kept, with a warning); a
-call of a completion that never said its `finish_reason`, or that stopped at the token limit
-(`"length"`), is said to be cut. The first chunk's `created` is each call's `ts`.
+between messages): the chunks of one `id` are one assistant message, a model turn
+(`streams.begins_completion` says where the next begins); choice 0's `delta.tool_calls[]` pieces
+are put together by `index` (the first `id` and `function.name` of an index, its `function.arguments`
+pieces joined), the calls in index order whatever order their pieces came in. The arguments are then
+read as a message's are (not valid JSON: kept, with a warning); a call of a completion that never
+said its `finish_reason`, or that stopped at the token limit (`"length"`), is said to be cut; an
+error a stream ends with (`{"error": {...}}`) is a warning. The first chunk's `created` is each
+call's `ts`.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from typing import Any
 from toolreplay.importers.conversations import Conversation
 from toolreplay.importers.pairing import MISSING, Event, Note, ToolCall, ToolReply, reply_response
 from toolreplay.importers.pairing import call_id as _call_id
-from toolreplay.importers.streams import Pieces, in_order, stream_times
+from toolreplay.importers.streams import Pieces, begins_completion, in_order, stream_times
 
 __all__ = ["read_events", "is_placeholder"]
 
@@ -89,7 +91,7 @@ class _Stream:
     def add(self, position: int, chunk: dict[str, Any]) -> list[Event]:
         conversation = self.conversation
         done: list[Event] = []
-        if self.slots is None or self._starts(chunk):
+        if self.slots is None or begins_completion(chunk, self.id, self.finish is not None):
             done = self.end()
             self.slots, self.id, self.created, self.finish = {}, chunk.get("id"), chunk.get("created"), None
             self.turn += 1
@@ -113,20 +115,6 @@ class _Stream:
                 raise conversation.error(position, 'a choice\'s "delta" must be an object')
             self._calls(position, delta)
         return done
-
-    def _starts(self, chunk: dict[str, Any]) -> bool:
-        """Whether a chunk begins another completion: a new `id` after a `finish_reason`, or a chunk
-        that says the role again after a new `id` or a `finish_reason` (some servers write a new `id`
-        on every chunk, or the same `id` on every completion; a chunk without choices, the usage, never
-        begins one)."""
-        choices = chunk.get("choices")
-        if not isinstance(choices, list) or not choices:
-            return False
-        first = choices[0] if isinstance(choices[0], dict) else {}
-        role = isinstance(first.get("delta"), dict) and "role" in first["delta"]
-        other = chunk.get("id") != self.id
-        finished = self.finish is not None
-        return (other and finished) or (role and (other or finished))
 
     def _calls(self, position: int, delta: dict[str, Any]) -> None:
         assert self.slots is not None
@@ -190,6 +178,12 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
     for position, raw in enumerate(conversation.messages):
         if isinstance(raw, dict) and raw.get("object") == "chat.completion.chunk" and "role" not in raw:
             yield from stream.add(position, raw)
+            continue
+        if isinstance(raw, dict) and isinstance(raw.get("error"), dict) and not {"role", "choices"} & raw.keys():
+            yield from stream.end()  # the error a stream ends with: `data: {"error": {"message", "type"}}`
+            said = [raw["error"].get(key) for key in ("type", "message")]
+            yield Note(": ".join(["the stream reports an error", *(part for part in said if isinstance(part, str))]),
+                       position)
             continue
         yield from stream.end()
         message = _message(conversation, position, raw)

@@ -13,8 +13,10 @@ from typing import Any
 from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation, JSONTextError, parse_json
 from toolreplay.importers.pairing import Time, TimeError, call_times, nano_time
+from toolreplay.importers.sse import is_stream_event
 
-__all__ = ["Pieces", "parse_object", "seconds_time", "stream_times", "in_order"]
+__all__ = ["Pieces", "parse_object", "seconds_time", "stream_times", "in_order", "begins_completion",
+           "streamed_texts"]
 
 @dataclass
 class Pieces:
@@ -85,3 +87,59 @@ def in_order(slots: Iterable[tuple[Any, Any]]) -> list[Any]:
     items = list(slots)
     numbered = sorted((item for item in items if isinstance(item[0], int)), key=lambda item: item[0])
     return [value for _, value in numbered] + [value for key, value in items if not isinstance(key, int)]
+
+
+def begins_completion(chunk: dict[str, Any], current: Any, finished: bool) -> bool:
+    """Whether a chat chunk begins another completion than the one of id `current` (which said its
+    `finish_reason` when `finished`): a new `id` after a `finish_reason`, or a chunk that says the role
+    again after a new `id` or a `finish_reason` (some servers write a new `id` on every chunk, or the
+    same `id` on every completion); a chunk without choices (the usage) never begins one."""
+    choices = chunk.get("choices")
+    if not isinstance(choices, list) or not choices:
+        return False
+    first = choices[0] if isinstance(choices[0], dict) else {}
+    role = isinstance(first.get("delta"), dict) and "role" in first["delta"]
+    other = chunk.get("id") != current
+    return (other and finished) or (role and (other or finished))
+
+
+def _chat_text(chunk: dict[str, Any]) -> tuple[Any, bool]:
+    """Choice 0's `delta.content` of a chat chunk, and whether the chunk says its `finish_reason`."""
+    choices = chunk.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    delta = first.get("delta")
+    return (delta.get("content") if isinstance(delta, dict) else None), first.get("finish_reason") is not None
+
+
+def streamed_texts(messages: list[Any]) -> dict[int, str]:
+    """What each streamed response of a conversation says in text (Anthropic `text_delta`s, chat choice
+    0's `delta.content`, Responses `response.output_text.delta`s; not thinking), at the position of the
+    event that began it; a response without text is left out."""
+    found: dict[int, list[str]] = {}
+    start: int | None = None
+    chat_id: Any = None
+    finished = False
+    for position, message in enumerate(messages):
+        fmt = is_stream_event(message)
+        if fmt is None:
+            if not (isinstance(message, dict) and message.get("type") in ("ping", "error")):
+                start = None  # a message between two streams
+            continue
+        kind, text = message.get("type"), None
+        if fmt == "anthropic":
+            start = position if kind == "message_start" or start is None else start
+            delta = message.get("delta")
+            if kind == "content_block_delta" and isinstance(delta, dict) and delta.get("type") == "text_delta":
+                text = delta.get("text")
+        elif fmt == "openai-chat":
+            if start is None or begins_completion(message, chat_id, finished):
+                start, chat_id, finished = position, message.get("id"), False
+            text, ends = _chat_text(message)
+            finished = finished or ends
+        else:
+            start = position if kind == "response.created" or start is None else start
+            text = message.get("delta") if kind == "response.output_text.delta" else None
+        if isinstance(text, str):
+            found.setdefault(start, []).append(text)
+    joined = {position: "".join(parts) for position, parts in found.items()}
+    return {position: text for position, text in joined.items() if text.strip()}
