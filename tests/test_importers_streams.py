@@ -157,6 +157,15 @@ class AnthropicStreamTest(unittest.TestCase):
             with self.subTest(error=error):
                 self.assertEqual(_run("anthropic", _lines(*events)), (2, "", f"error: {error}\n"))
 
+    def test_a_block_the_token_limit_cut_is_a_warning_even_when_it_stopped(self) -> None:
+        log = _lines(_start(), _tool(0, "toolu_a", "write"), _piece(0, '{"text": "long'), _stop(0),
+                     {"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}, {"type": "message_stop"})
+        code, out, err = _run("anthropic", log)
+        self.assertEqual((code, [r["args"] for r in _records(out)]), (0, [{"_raw_arguments": '{"text": "long'}]))
+        self.assertEqual(err.splitlines()[0], 'warning: <stdin>:2: conversation 0, message 1: tool_use write: its '
+                                              'streamed input did not end (the message stopped at "max_tokens"); '
+                                              "read as far as it came")
+
     def test_a_cut_stream_and_an_error_event_are_warnings(self) -> None:
         log = _lines(_start(), _tool(0, "toolu_a", "search"), _piece(0, '{"q": "rain"}'),
                      {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})

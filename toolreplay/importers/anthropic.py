@@ -11,8 +11,9 @@ A streamed response is read too (its events, as JSON Lines or SSE text, alone or
 `content_block_stop`, then `message_delta` and `message_stop` (`ping` and `error` besides). A
 `tool_use` block's `input` is the JSON its `input_json_delta.partial_json` pieces join into: pieces of a
 block that stopped that do not join into a JSON object are an input error at the piece where the JSON
-breaks (what the API never sends, and the SDKs refuse); a block that never stopped (a cut stream) is
-kept as far as it came, with a warning. Each streamed message is a model turn.
+breaks (what the API never sends, and the SDKs refuse); a block that never stopped (a cut stream),
+or whose message stopped at `max_tokens`, is kept as far as it came, with a warning. Each streamed
+message is a model turn.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class _Stream:
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         self.blocks: dict[Any, _Block] | None = None  # None: no message under way
+        self.stop_reason: Any = None
         self.turn = -1
 
     def add(self, position: int, event: dict[str, Any]) -> list[Event]:
@@ -95,10 +97,12 @@ class _Stream:
             done = self.end()
             self.blocks, self.turn = {}, self.turn + 1
             return done
+        if kind == "message_delta":
+            delta = event.get("delta")
+            self.stop_reason = delta.get("stop_reason") if isinstance(delta, dict) else None
+            return []
         if kind == "message_stop":
             return self.end()
-        if kind == "message_delta":
-            return []
         if self.blocks is None:  # a block without message_start: the message began before the log
             self.blocks, self.turn = {}, self.turn + 1
         index = event.get("index")
@@ -140,17 +144,18 @@ class _Stream:
             if block["type"] in _CALL_TYPES and streamed.pieces.text():
                 name = block.get("name")
                 label = f"{block['type']} {name}" if isinstance(name, str) else block["type"]
-                if streamed.stopped:
+                if streamed.stopped and self.stop_reason != "max_tokens":
                     block = {**block, "input": parse_object(self.conversation, streamed.pieces,
                                                             f"the streamed input of {label}")}
                 else:
-                    events.append(Note(f"{label}: its streamed input did not end (no content_block_stop); "
-                                       "read as far as it came", streamed.position))
+                    why = "no content_block_stop" if not streamed.stopped else 'the message stopped at "max_tokens"'
+                    events.append(Note(f"{label}: its streamed input did not end ({why}); read as far as it came",
+                                       streamed.position))
                     block = {**block, "input": streamed.pieces.text()}
             event = content_event(self.conversation, streamed.position, block, self.turn)
             if event is not None:
                 events.append(event)
-        self.blocks = None
+        self.blocks, self.stop_reason = None, None
         return events
 
 
