@@ -166,6 +166,11 @@ class AnthropicStreamTest(unittest.TestCase):
                                               'streamed input did not end (the message stopped at "max_tokens"); '
                                               "read as far as it came")
 
+    def test_the_stop_reason_of_a_message_is_not_the_next_ones(self) -> None:
+        log = _lines({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}}, {"type": "message_stop"},
+                     _start(), _tool(0, "t", "f"), _piece(0, "{oops}"), _stop(0), {"type": "message_stop"})
+        self.assertEqual(_run("anthropic", log)[0], 2)
+
     def test_a_cut_stream_and_an_error_event_are_warnings(self) -> None:
         log = _lines(_start(), _tool(0, "toolu_a", "search"), _piece(0, '{"q": "rain"}'),
                      {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})

@@ -95,7 +95,7 @@ class _Stream:
         conversation, kind = self.conversation, event["type"]
         if kind == "message_start":
             done = self.end()
-            self.blocks, self.turn = {}, self.turn + 1
+            self.blocks, self.turn, self.stop_reason = {}, self.turn + 1, None
             return done
         if kind == "message_delta":
             delta = event.get("delta")
