@@ -1,7 +1,8 @@
 """Importers: each format's fixtures (written from its documentation) give exact sessions and warnings.
 
-Every fixture `tests/fixtures/import/FORMAT/NAME.json[l]` is imported with `--split`; `NAME.out` holds
-each written session after a `# 0000.jsonl` header line, `NAME.err` the exact stderr (warnings).
+Every fixture `tests/fixtures/import/FORMAT/NAME.json[l]` (or `.sse`, a streamed response's SSE text)
+is imported with `--split`; `NAME.out` holds each written session after a `# 0000.jsonl` header line,
+`NAME.err` the exact stderr (warnings; or the one error line of a fixture that must be refused, exit 2).
 """
 
 from __future__ import annotations
@@ -23,7 +24,13 @@ REQUIRED = ("pairing", "parallel", "missing", "malformed", "error")
 
 def _fixtures(fmt: str) -> list[str]:
     names = os.listdir(os.path.join(FIXTURES, fmt))
-    return sorted(name for name in names if name.endswith((".json", ".jsonl")))
+    return sorted(name for name in names if name.endswith((".json", ".jsonl", ".sse")))
+
+
+def _refused(fmt: str, name: str) -> bool:
+    """Whether a fixture is one the import must refuse (its `.err` is an error line)."""
+    with open(os.path.join(FIXTURES, fmt, os.path.splitext(name)[0] + ".err"), encoding="utf-8") as handle:
+        return handle.read().startswith("error: ")
 
 
 def _run_split(fmt: str, data: bytes) -> tuple[int, str, str]:
@@ -55,7 +62,8 @@ class FixtureTest(unittest.TestCase):
                         expected_out = handle.read()
                     with open(base + ".err", encoding="utf-8") as handle:
                         expected_err = handle.read()
-                    self.assertEqual(_run_split(fmt, data), (0, expected_out, expected_err))
+                    code = 2 if expected_err.startswith("error: ") else 0
+                    self.assertEqual(_run_split(fmt, data), (code, expected_out, expected_err))
 
     def test_one_conversation_on_stdout_equals_its_split_file(self) -> None:
         for fmt in FORMATS:
@@ -63,7 +71,7 @@ class FixtureTest(unittest.TestCase):
                 base = os.path.join(FIXTURES, fmt, os.path.splitext(name)[0])
                 with open(base + ".out", encoding="utf-8") as handle:
                     expected = handle.read()
-                if expected.count("# ") != 1:
+                if expected.count("# ") != 1 or _refused(fmt, name):
                     continue
                 with (
                     self.subTest(fmt=fmt, fixture=name),
@@ -76,6 +84,8 @@ class FixtureTest(unittest.TestCase):
     def test_auto_detects_every_fixture(self) -> None:
         for fmt in FORMATS:
             for name in _fixtures(fmt):
+                if _refused(fmt, name):
+                    continue
                 with (
                     self.subTest(fmt=fmt, fixture=name),
                     open(os.path.join(FIXTURES, fmt, name), "rb") as handle,

@@ -14,6 +14,7 @@ from typing import Any
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.importers import FORMATS
+from toolreplay.importers.sse import sse_events
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "import")
@@ -333,20 +334,37 @@ class FieldFuzzTest(unittest.TestCase):
         # JSON Lines fixtures too (Gemini CLI responses lines, Claude Code transcripts, stream-json).
         for fmt in FORMATS:
             for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
-                if not name.endswith((".json", ".jsonl")):
+                if not name.endswith((".json", ".jsonl", ".sse")):
                     continue
                 with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
                     text = handle.read().decode("utf-8")
                 lines = [json.loads(line) for line in text.splitlines() if line.strip()] if name.endswith(
-                    ".jsonl") else [json.loads(text)]
+                    ".jsonl") else [value for _, value in sse_events(text, name)] if name.endswith(
+                    ".sse") else [json.loads(text)]
                 for mutated in _field_mutations(lines, 8):
                     data = ("".join(json.dumps(line) + "\n" for line in mutated) if name.endswith(".jsonl")
-                            else json.dumps(mutated[0])).encode("utf-8")
+                            else "".join(f"data: {json.dumps(line)}\n\n" for line in mutated)
+                            if name.endswith(".sse") else json.dumps(mutated[0])).encode("utf-8")
                     for named in (fmt, "auto"):
                         code, out, err = _run(named, data)
                         self.assertIn(code, (0, 2), (fmt, name, err))
                         if code == 2:
                             self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (fmt, name))
+
+    def test_streams_cut_anywhere_never_raise(self) -> None:
+        # A streamed response saved while it came: cut at any byte, it imports or is one error line.
+        for fmt in ("anthropic", "openai-chat", "openai-responses"):
+            for name in sorted(os.listdir(os.path.join(FIXTURES, fmt))):
+                if not name.startswith("stream") or not name.endswith((".sse", ".jsonl")):
+                    continue
+                with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
+                    data = handle.read()
+                for end in range(1, len(data), max(1, len(data) // 40)):
+                    for named in (fmt, "auto"):
+                        code, out, err = _run(named, data[:end])
+                        self.assertIn(code, (0, 2), (fmt, name, end, err))
+                        if code == 2:
+                            self.assertEqual((out, err.count("\n"), err[:7]), ("", 1, "error: "), (name, end))
 
     def test_what_the_fuzz_found(self) -> None:
         # An empty list of conversations on one line, and unhashable values where a name is looked up.

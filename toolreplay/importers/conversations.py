@@ -31,6 +31,7 @@ from typing import IO, Any, Generic, TypeVar
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
 from toolreplay.importers.otlp import Span, spans_of
+from toolreplay.importers.sse import is_sse, is_stream_event, sse_events
 
 __all__ = [
     "Conversation",
@@ -206,6 +207,10 @@ def _response_messages(response: Any) -> tuple[list[Any], list[str]]:
         return list(response["output"]), []
     if isinstance(response, dict) and "role" in response and "content" in response:
         return [response], []
+    if isinstance(response, list) and response and is_stream_event(response[0]):  # a streamed response's events
+        return list(response), []
+    if isinstance(response, str) and is_sse(response.lstrip(" \t\r\n")):  # ... or its SSE text
+        return [value for _, value in sse_events(response, "")], []
     return [], ['"response" is not a chat completion, Responses or Messages response; not read']
 
 
@@ -219,7 +224,11 @@ def _conversation(value: dict[str, Any], path: str, position: int, line: int | N
         messages = [choice.get("message") if isinstance(choice, dict) else choice for choice in messages]
     notes: list[str] = []
     if key == "messages" and "response" in value:  # a proxy log: the request and the model's response
-        added, notes = _response_messages(value["response"])
+        try:
+            added, notes = _response_messages(value["response"])
+        except InputError as problem:  # SSE text whose data is not JSON: where in the conversation's line
+            raise InputError(path, line, f'conversation {position}: "response" line {problem.line}: '
+                                         f"{problem.message}") from None
         messages = [*messages, *added]
     return Conversation(path, position, messages, line=line, container=key, notes=tuple(notes))
 
@@ -492,6 +501,12 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
     start, end = _content_bounds(text)
     if start == end:
         raise InputError(path, None, "empty file: no conversation")
+    first_end = text.find("\n", start, end)
+    if is_sse(text[start:first_end if first_end >= 0 else end]):  # a streamed response's SSE text
+        events = sse_events(text, path)
+        if not events:
+            raise InputError(path, None, "SSE text without an event holding data")
+        return _from_lines(events, path)
     try:
         document = parse_json(text)
     except JSONTextError as exc:
@@ -615,6 +630,7 @@ def _drain(items: collections.deque[T]) -> Iterator[T]:
 
 
 MISSING_LINE: Any = object()
+_STREAM_LOOK = 100  # how many lines tell a log of streamed responses
 
 
 def _from_line_stream(
@@ -622,6 +638,10 @@ def _from_line_stream(
 ) -> Peekable[Conversation]:
     if (isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first):
         return Peekable(iter(_from_lines(list(lines), path)))  # these layouts group lines: read whole
+    start = list(itertools.islice(lines, _STREAM_LOOK))
+    lines = itertools.chain(start, lines)
+    if any(is_stream_event(value) for _, value in start):  # a streamed response's events: read whole, so
+        return Peekable(iter(_from_lines(list(lines), path)))  # a call's line is known when it is complete
     if isinstance(first, list) or _is_conversation_object(first):
         return Peekable(_stream_conversations(lines, path, first_line), streamed=True)
     stream = MessageStream(_checked_messages(lines, path, first_line), streamed=True)

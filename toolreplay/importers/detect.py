@@ -13,6 +13,7 @@ from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation, Peekable, messages_of
 from toolreplay.importers.gemini import RESPONSE_METHODS
 from toolreplay.importers.openai_chat import is_placeholder
+from toolreplay.importers.sse import is_stream_event
 
 __all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "unsupported_layout"]
 
@@ -72,6 +73,9 @@ def _message_marker(message: Any) -> tuple[str, str] | None:
     layout = _layout_marker(message)
     if layout is not None:
         return layout
+    streamed = is_stream_event(message)
+    if streamed is not None:  # a streamed response's event: its layout tells, tool call or not
+        return streamed, _STREAM_EVENTS[streamed]
     kind = message.get("type")
     if isinstance(kind, str) and (kind in _RESPONSES_TYPES or kind.endswith("_call")):
         return "openai-responses", f"a {kind} item"
@@ -92,6 +96,10 @@ def _message_marker(message: Any) -> tuple[str, str] | None:
     if isinstance(message.get("function_call"), dict) and not is_placeholder(message["function_call"]):
         return "openai-chat", 'a "function_call"'
     return _parts_marker(message.get("parts")) or _block_marker(message.get("content"))
+
+
+_STREAM_EVENTS = {"anthropic": "an Anthropic stream event", "openai-chat": 'a "chat.completion.chunk"',
+                  "openai-responses": "a Responses stream event"}
 
 
 # Layouts that tell the format by themselves.

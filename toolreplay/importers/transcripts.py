@@ -4,8 +4,10 @@ One reader for every format whose messages have roles (`openai-chat`, `openai-re
 `tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`): a message's role is its `role` (Gemini's
 `model` is the assistant), or for Claude Code lines the `role` of their `message`; its text is a string
 content, or the text parts of its content (`text`, `input_text`, `output_text` blocks, Gemini `text`
-parts that are not thoughts). Tool calls, tool results, images and thinking are not text, nor are
-the lines a Claude Code transcript marks `isMeta` (notes of the harness, not the user's words).
+parts that are not thoughts), or for a streamed response (`anthropic`, `openai-chat`,
+`openai-responses`) the text its events stream, at its first event. Tool calls, tool results, images
+and thinking are not text, nor are the lines a Claude Code transcript marks `isMeta` (notes of the
+harness, not the user's words).
 
 - the **request** is the text of the first user message that has text;
 - the **answer** is the text of the last assistant message (or Claude Code `result` line) after the
@@ -26,6 +28,7 @@ from typing import Any
 
 from toolreplay.importers.conversations import Conversation, MessageStream
 from toolreplay.importers.pairing import Event, ToolCall, ToolReply
+from toolreplay.importers.streams import streamed_texts
 
 __all__ = ["Transcript", "listed_messages", "message_role_text", "transcribe"]
 
@@ -111,8 +114,9 @@ def transcribe(conversation: Conversation, events: list[Event]) -> Transcript:
     turns = list(_turns(events))
     last_tool = max((event.message for event in events if isinstance(event, (ToolCall, ToolReply))), default=-1)
     request = answer = None
+    streamed = streamed_texts(messages)
     for position, message in enumerate(messages):
-        role, text = message_role_text(message)
+        role, text = ("assistant", streamed[position]) if position in streamed else message_role_text(message)
         if text is None:
             continue
         if role == "user" and request is None:
