@@ -200,9 +200,10 @@ def is_atif(value: dict[str, Any]) -> bool:
     """Whether an object is an ATIF trajectory: `steps` and an ATIF `schema_version` (or another
     version beside an `agent` object, as some writers put it)."""
     version = value.get("schema_version")
-    if not isinstance(value.get("steps"), list) or not isinstance(version, str) or not version:
+    if "steps" not in value or not isinstance(version, str):
         return False
-    return version.startswith("ATIF") or isinstance(value.get("agent"), dict)
+    return version.startswith("ATIF") or bool(version) and isinstance(value["steps"], list) and isinstance(
+        value.get("agent"), dict)
 
 
 def _response_messages(response: Any) -> tuple[list[Any], list[str]]:

@@ -70,8 +70,10 @@ def _model_arguments(metadata: dict[str, Any], wanted: str | None) -> Any:
         message = choice.get("message") if isinstance(choice, dict) else None
         calls = message.get("tool_calls") if isinstance(message, dict) else None
         for call in calls if isinstance(calls, list) else ():
-            function = call.get("function") if isinstance(call, dict) else None
-            if wanted is not None and call.get("id") == wanted and isinstance(function, dict):
+            if not isinstance(call, dict) or wanted is None or call.get("id") != wanted:
+                continue
+            function = call.get("function")
+            if isinstance(function, dict):
                 return function.get("arguments", MISSING)
     return MISSING
 
@@ -133,7 +135,8 @@ class _Reader:
         own = metadata.get("tool_call_id") if isinstance(metadata, dict) else None
         answers, key = self.reply_key(event, own, "cause")
         if answers:
-            error = event.get("observation") in _FAILED_OBSERVATIONS or event.get("success") is False
+            kind = event.get("observation")
+            error = isinstance(kind, str) and kind in _FAILED_OBSERVATIONS or event.get("success") is False
             yield ToolReply(key, reply_response(event.get("content", MISSING), error), position)
 
     def sdk_event(self, event: dict[str, Any], position: int, kind: str) -> Iterator[Event]:
