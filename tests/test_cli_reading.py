@@ -139,6 +139,17 @@ class ImportHintTest(Folder):
                 self.assertEqual((code, out), (2, ""), argv)
                 self.assertTrue(err.startswith(f"error: {path}:") and err.endswith(hint), err)
 
+    def test_openhands_atif_and_sdk_span_logs_get_the_hint_too(self) -> None:
+        fixtures = os.path.join(os.path.dirname(SAMPLES), "tests", "fixtures", "import")
+        for name, fmt in (("openhands/sdk-events.jsonl", "openhands"), ("openhands/wrong-initial-state.json", "openhands"),
+                          ("atif/rfc-example.json", "atif"), ("otel/sdk-lines.jsonl", "otel"),
+                          ("otel/sdk-console.json", "otel")):
+            path = self.write(os.path.basename(name), _bytes(os.path.join(fixtures, name)))
+            code, out, err = run("replay", path)
+            self.assertEqual((code, out), (2, ""), name)
+            self.assertTrue(err.endswith(f" (this looks like a log in the {fmt} format, not a session: convert it "
+                                         f"with 'toolreplay import {fmt} {path} -o SESSION.jsonl')\n"), err)
+
     def test_chat_messages_without_tool_calls(self) -> None:
         path = self.write("chat.jsonl", b'{"role": "user", "content": "hi"}\n{"role": "assistant", "content": "yo"}\n')
         self.assertEqual(run("replay", path), (2, "", f'error: {path}:1: unknown field "role" (this looks like chat '

@@ -88,7 +88,29 @@ RESPONSES_STREAM = jsonl(  # one item per line: read as a stream
 )
 
 # (log, format, [(request, answer, turns)] per conversation)
+# OpenHands V0 events and the agent SDK's (`source` says who speaks), as in tests/fixtures/import/openhands.
+OPENHANDS_V0 = json.dumps([
+    {"id": 0, "source": "user", "message": "Rename a.py", "action": "message", "args": {"content": "Rename a.py"}},
+    {"id": 1, "source": "agent", "message": "Running mv", "action": "run", "args": {"command": "mv a.py b.py"},
+     "tool_call_metadata": {"function_name": "execute_bash", "tool_call_id": "t1", "model_response": {"id": "r1"}}},
+    {"id": 2, "source": "agent", "message": "Command ran", "cause": 1, "observation": "run", "content": ""},
+    {"id": 3, "source": "agent", "message": "Renamed.", "action": "message", "args": {"content": "Renamed."}}]).encode()
+OPENHANDS_SDK = jsonl(
+    {"id": "m0", "source": "user", "kind": "MessageEvent", "llm_message": {"role": "user", "content": [
+        {"type": "text", "text": "List files"}]}},
+    {"id": "a1", "source": "agent", "kind": "ActionEvent", "tool_name": "terminal", "tool_call_id": "c1",
+     "action": {"command": "ls", "kind": "TerminalAction"}, "llm_response_id": "r1"},
+    {"id": "o1", "source": "environment", "kind": "ObservationEvent", "tool_call_id": "c1",
+     "observation": {"content": [{"type": "text", "text": "a.txt"}]}},
+    {"id": "m1", "source": "agent", "kind": "MessageEvent", "llm_response_id": "r2", "llm_message": {
+        "role": "assistant", "content": [{"type": "text", "text": "One file: a.txt."}]}})
 TRANSCRIPTS: list[tuple[bytes | str, str, list[tuple[str | None, str | None, tuple[int, ...]]]]] = [
+    ("atif.json", "atif", [("What is the current trading price of Alphabet (GOOGL)?", "As of October 11, 2025, "
+                            "Alphabet (GOOGL) is trading at $185.35 with a volume of 1.5M shares traded.", (0, 0))]),
+    # the real trajectory ends in the `finish` call: no answer after it
+    ("openhands.json", "openhands", [("Please rename game_2048.py to 2048.py", None, (0, 1, 2, 3))]),
+    (OPENHANDS_V0, "openhands", [("Rename a.py", "Renamed.", (0,))]),
+    (OPENHANDS_SDK, "openhands", [("List files", "One file: a.txt.", (0,))]),
     ("openai-chat.json", "openai-chat",
      [("Where is order 1042, and what else did I buy?", "Order 1042 has shipped.", (0, 0))]),
     ("openai-responses.json", "openai-responses", [("What's the weather in Paris?", "14 C and light rain.", (0,))]),
@@ -195,6 +217,15 @@ class ImportSuiteTest(unittest.TestCase):
         self.assertEqual(out.split("\n")[1:5], [
             "agent           cases  success  tool match  average steps  redundant  overreach",
             "recorded_agent      2     1.00        1.00            2.5          0          0", "", "failed: 0"])
+
+    def test_an_atif_trajectory_becomes_a_suite_that_the_recorded_agent_passes(self) -> None:
+        code, out, err = self.run_cli("import", "atif", os.path.join(SAMPLES, "atif.json"), "--suite", self.suite_dir)
+        self.assertEqual((code, out, err), (0, "", f"suite: {self.suite_dir}/suite.json: 1 case, the longest with "
+                                                   "2 calls (eval --max-steps 2 or more)\n"))
+        code, out, err = self.run_cli("eval", os.path.join(self.suite_dir, "suite.json"), "--agent", RECORDED)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(out.split("\n")[2], "recorded_agent      1     1.00        1.00            2.0          0"
+                                              "          0")
 
     def test_parallel_calls_are_one_group_and_a_new_agent_is_measured_against_them(self) -> None:
         log = self.write("gemini.json", GEMINI)

@@ -290,32 +290,40 @@ OPENHANDS_V1 = [{"kind": "ActionEvent", "id": "e1", "source": "agent", "tool_nam
                  "observation": {"content": [{"type": "text", "text": "a.txt"}]}}]
 
 
-class UnreadLayoutTest(unittest.TestCase):
-    """Known layouts that hold tool calls no format reads: `auto` says what the file looks like."""
+class OnceUnreadLayoutTest(unittest.TestCase):
+    """Layouts `auto` once named as unread (ATIF, OpenHands events, the SDK's span JSON) are detected and
+    read now; a named format that does not fit them is refused, as for any other format."""
 
-    def test_the_cannot_detect_message_names_the_layout(self) -> None:
-        openhands = ('an OpenHands event stream (events with "action"/"observation", or "kind": '
-                     '"ActionEvent")')
-        sdk = ('OpenTelemetry SDK span JSON (spans with "context": {"trace_id", "span_id"}, as the SDK\'s exporters '
-               'write them; an OTLP export has "resourceSpans")')
-        for name, data, layout in (
-                ("ATIF", json.dumps(ATIF, indent=2).encode(), 'an ATIF trajectory ("schema_version" and "steps")'),
-                ("OpenHands V0 lines", _lines(*OPENHANDS_V0), openhands),
-                ("OpenHands V0 array", json.dumps(OPENHANDS_V0).encode(), openhands),
-                ("OpenHands V1 event file", json.dumps(OPENHANDS_V1[0]).encode(), openhands),
-                ("OpenHands V1 lines", _lines(*OPENHANDS_V1), openhands),
-                ("OpenHands eval output", _lines({"instance_id": "x", "history": OPENHANDS_V0}), openhands),
-                ("SDK spans, JSON Lines", _lines(SDK_SPAN, SDK_SPAN), sdk),
-                ("SDK spans, an array", json.dumps([SDK_SPAN]).encode(), sdk)):
+    def test_each_layout_is_detected_and_read(self) -> None:
+        call = '{"index": 0, "tool": "%s", "args": %s, "response": %s, "meta": %s}\n'
+        ls_atif = call % ("bash", '{"command": "ls"}', '{"text": "a.txt"}', '{"call_id": "c1", "turn": 0}')
+        ls_sdk = call % ("terminal", '{"command": "ls"}', '{"text": "a.txt"}', '{"call_id": "c1", "turn": 0}')
+        v0_note = ('warning: <stdin>%s: conversation 0, message 1: an agent action without "tool_call_metadata" (not a '
+                   'function call) is not imported: "run" (and any later ones)\n')
+        span = call % ("get_weather", "{}", '{"error": "no recorded response"}',
+                       '{"ts": "2026-12-01T17:12:45.683875Z", "duration_ms": 0.023}')
+        span_note = ('warning: <stdin>%s: conversation 0, %s: call 0 (get_weather): no reply; response set to '
+                     '{"error": "no recorded response"}\n')
+        for name, data, fmt, out, warnings in (
+                ("ATIF", json.dumps(ATIF, indent=2).encode(), "atif", ls_atif, ""),
+                ("OpenHands V0 lines", _lines(*OPENHANDS_V0), "openhands", "", v0_note % ":2"),
+                ("OpenHands V0 array", json.dumps(OPENHANDS_V0).encode(), "openhands", "", v0_note % ""),
+                ("OpenHands V1 lines", _lines(*OPENHANDS_V1), "openhands", ls_sdk, ""),
+                ("OpenHands eval output", _lines({"instance_id": "x", "history": OPENHANDS_V0}), "openhands", "",
+                 v0_note % ""),
+                ("SDK spans, an array", json.dumps([SDK_SPAN]).encode(), "otel", span, span_note % ("", "$[0]")),
+                ("SDK spans, one per line", _lines(SDK_SPAN), "otel", span, span_note % ("", "$")),
+                ("SDK spans, as the console exporter prints them",
+                 (json.dumps(SDK_SPAN, indent=4) + "\n") .encode() * 2, "otel", span + span.replace(
+                     '"index": 0', '"index": 1'), span_note % (":1", "message 0") + span_note.replace(
+                         "call 0", "call 1") % (":29", "message 1"))):
             with self.subTest(name=name):
                 self.assertEqual(_run(["import", "auto", "-"], data),
-                                 (2, "", f"error: <stdin>: cannot detect the format: this looks like {layout}, "
-                                         "a layout import does not read\n"))
-                # A named format too, where a lenient one (gemini) read it as a file without calls.
-                for fmt in ("gemini", "otel", "swe-agent"):
-                    self.assertEqual(_run(["import", fmt, "-"], data),
-                                     (2, "", f"error: <stdin>: this looks like {layout}, a layout import does not "
-                                             f"read, not {fmt}\n"))
+                                 (0, out, f"detected format: {fmt}\n{warnings}"))
+                code, out, err = _run(["import", "gemini", "-"], data)
+                self.assertEqual((code, out, err.count("\n")), (2, "", 1))
+                self.assertTrue(err.startswith("error: <stdin>") and f"the {fmt} format, not gemini" in err
+                                or f"a {fmt} file" in err, err)
 
     def test_other_files_keep_the_generic_message(self) -> None:
         self.assertEqual(_run(["import", "auto", "-"], b'[{"role": "user", "content": "hi"}]'),

@@ -345,6 +345,84 @@ class OpenTelemetryTest(unittest.TestCase):
             self.assertEqual(round(meta["duration_ms"] * 10**6), span.end_time - span.start_time)
 
 
+class OpenTelemetrySdkJsonTest(unittest.TestCase):
+    """The SDK's own span JSON (`ReadableSpan.to_json()`, what its console and file exporters write): the
+    same spans as OTLP in another envelope, read by `otel` with the same rules."""
+
+    def test_the_console_exporters_output_as_printed_and_one_span_a_line(self) -> None:
+        require(_have("opentelemetry.sdk"), "opentelemetry-sdk is not installed")
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        for formatter in (None, lambda span: span.to_json(indent=None) + "\n"):
+            printed = io.StringIO()
+            memory = InMemorySpanExporter()
+            provider = TracerProvider()
+            provider.add_span_processor(SimpleSpanProcessor(
+                ConsoleSpanExporter(out=printed) if formatter is None else ConsoleSpanExporter(
+                    out=printed, formatter=formatter)))
+            provider.add_span_processor(SimpleSpanProcessor(memory))
+            tracer = provider.get_tracer("test")
+            with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+                with tracer.start_as_current_span("chat gpt-4o", attributes={
+                        "gen_ai.operation.name": "chat", "gen_ai.output.messages": _asks(
+                            ("call_p", "get_weather", {"city": "Paris"}), ("call_o", "get_weather", {"city": "Oslo"}))}):
+                    pass
+                for call_id, city in (("call_p", "Paris"), ("call_o", "Oslo")):
+                    with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                            "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps({"city": city}),
+                            "gen_ai.tool.call.result": "cold"}):
+                        pass
+            code, out, err = _run("auto", printed.getvalue().encode("utf-8"))
+            self.assertEqual((code, err), (0, "detected format: otel\n"))
+            records = [json.loads(line) for line in out.splitlines()]
+            self.assertEqual([(r["tool"], r["args"], r["response"]) for r in records],
+                             [("get_weather", {"city": "Paris"}, {"text": "cold"}),
+                              ("get_weather", {"city": "Oslo"}, {"text": "cold"})])
+            self.assertEqual([(r["meta"]["call_id"], r["meta"]["turn"]) for r in records], [("call_p", 0), ("call_o", 0)])
+            tools = [span for span in memory.get_finished_spans() if span.name.startswith("execute_tool")]
+            for record, span in zip(records, tools, strict=True):  # the SDK's clock, written in microseconds
+                self.assertLessEqual(abs(iso_time(record["meta"]["ts"]).ns - span.start_time), 1000)
+                duration = round(record["meta"]["duration_ms"] * 10**6)
+                self.assertLessEqual(abs(duration - (span.end_time - span.start_time)), 2000)
+
+    def test_malformed_spans_are_one_error_line_and_bad_times_a_warning(self) -> None:
+        span = {"name": "execute_tool f", "context": {"trace_id": "0x1", "span_id": "0x2"}, "parent_id": None,
+                "start_time": "2026-12-01T17:12:45.5Z", "end_time": "2026-12-01T17:12:46Z",
+                "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "f"}}
+        printed = (json.dumps(span, indent=4) + "\n").encode()  # as the console exporter prints a span
+        height = printed.count(b"\n")
+        for broken, message in (
+                ({"context": {"trace_id": 1, "span_id": "0x3"}}, '"context.trace_id" and "context.span_id" must be strings'),
+                ({"attributes": ["x"]}, '"attributes" must be an object'),
+                ({"status": "ERROR"}, '"status" must be an object'),
+                ({"parent_id": 7}, '"parent_id" must be a string or null, and "name" a string')):
+            with self.subTest(message=message):
+                bad = {**span, **broken}
+                self.assertEqual(_run("otel", json.dumps([span, bad]).encode()),
+                                 (2, "", f"error: <stdin>: $[1]: {message}\n"))
+                self.assertEqual(_run("otel", _lines(span, bad)), (2, "", f"error: <stdin>:2: $: {message}\n"))
+                self.assertEqual(_run("otel", printed * 2 + json.dumps(bad, indent=4).encode()),
+                                 (2, "", f"error: <stdin>:{2 * height + 1}: $: {message}\n"))
+        self.assertEqual(_run("otel", printed * 2 + b'{\n  "name": "x",\n  "kind": nope\n}\n'),
+                         (2, "", f"error: <stdin>:{2 * height + 3}: invalid JSON: Expecting value (column 11)\n"))
+        late = {**span, "start_time": "2026-12-01 17:12:45", "context": {"trace_id": "0x1", "span_id": "0x9"}}
+        # A start time that is no instant loses its `ts` (one warning) and sorts first; the span is still read.
+        self.assertEqual(_run("otel", json.dumps([span, late]).encode()), (
+            0,
+            '{"index": 0, "tool": "f", "args": {}, "response": {"error": "no recorded response"}}\n'
+            '{"index": 1, "tool": "f", "args": {}, "response": {"error": "no recorded response"}, "meta": '
+            '{"ts": "2026-12-01T17:12:45.5Z", "duration_ms": 500}}\n',
+            'warning: <stdin>: conversation 0, $[1]: call 0 (f): time "2026-12-01 17:12:45" has no UTC offset (a '
+            "local time of an unknown zone); no ts kept\n"
+            'warning: <stdin>: conversation 0, $[1]: call 0 (f): no reply; response set to {"error": "no recorded '
+            'response"}\n'
+            'warning: <stdin>: conversation 0, $[0]: call 1 (f): no reply; response set to {"error": "no recorded '
+            'response"}\n'))
+
+
 class AgentsSdkTest(unittest.TestCase):
     def test_function_spans_give_times_but_no_ids_or_turns(self) -> None:
         data = _lines(

@@ -296,12 +296,32 @@ class NoTracebackTest(unittest.TestCase):
                 if not name.endswith(".json"):
                     continue
                 with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
-                    document = json.loads(handle.read())
+                    document, concatenated = _load(handle.read())
                 for mutated in _mutations(document)[:20]:
-                    data = json.dumps(mutated).encode("utf-8")
+                    data = _dump(mutated, concatenated)
                     for named in (fmt, "auto"):
                         code, _, err = _run(named, data)
                         self.assertIn(code, (0, 2), (fmt, name, err))
+
+
+def _load(text: str | bytes) -> tuple[Any, bool]:
+    """A `.json` fixture's document, or the list of its values when it is JSON values one after the other
+    (the OpenTelemetry SDK's console output), and whether it was that."""
+    text = text.decode("utf-8") if isinstance(text, bytes) else text
+    decoder = json.JSONDecoder()
+    values, position = [], 0
+    while position < len(text.rstrip()):
+        value, position = decoder.raw_decode(text, position)
+        values.append(value)
+        position = len(text) - len(text[position:].lstrip())
+    return (values, True) if len(values) > 1 else (values[0], False)
+
+
+def _dump(document: Any, concatenated: bool) -> bytes:
+    """A mutated document written as its fixture was (values one after the other, pretty, when it was so)."""
+    if concatenated and isinstance(document, list):
+        return "".join(json.dumps(value, indent=4) + "\n" for value in document).encode("utf-8")
+    return json.dumps(document).encode("utf-8")
 
 
 def _field_mutations(lines: list[Any], limit: int) -> list[list[Any]]:
@@ -338,13 +358,18 @@ class FieldFuzzTest(unittest.TestCase):
                     continue
                 with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
                     text = handle.read().decode("utf-8")
-                lines = [json.loads(line) for line in text.splitlines() if line.strip()] if name.endswith(
-                    ".jsonl") else [value for _, value in sse_events(text, name)] if name.endswith(
-                    ".sse") else [json.loads(text)]
+                if name.endswith(".sse"):
+                    lines, concatenated = [value for _, value in sse_events(text, name)], False
+                elif name.endswith(".jsonl"):
+                    lines, concatenated = [json.loads(line) for line in text.splitlines() if line.strip()], False
+                else:
+                    document, concatenated = _load(text)
+                    lines = [document]
                 for mutated in _field_mutations(lines, 8):
-                    data = ("".join(json.dumps(line) + "\n" for line in mutated) if name.endswith(".jsonl")
-                            else "".join(f"data: {json.dumps(line)}\n\n" for line in mutated)
-                            if name.endswith(".sse") else json.dumps(mutated[0])).encode("utf-8")
+                    data = ("".join(json.dumps(line) + "\n" for line in mutated).encode("utf-8")
+                            if name.endswith(".jsonl")
+                            else "".join(f"data: {json.dumps(line)}\n\n" for line in mutated).encode("utf-8")
+                            if name.endswith(".sse") else _dump(mutated[0], concatenated))
                     for named in (fmt, "auto"):
                         code, out, err = _run(named, data)
                         self.assertIn(code, (0, 2), (fmt, name, err))
@@ -481,9 +506,9 @@ class NumberSpellingTest(unittest.TestCase):
                 if not name.endswith(".json"):
                     continue
                 with open(os.path.join(FIXTURES, fmt, name), "rb") as handle:
-                    document = json.loads(handle.read())
+                    document, concatenated = _load(handle.read())
                 for mutated in _number_mutations(document):
-                    data = json.dumps(mutated).encode("utf-8")
+                    data = _dump(mutated, concatenated)
                     for named in (fmt, "auto"):
                         code, out, err = _run(named, data)
                         self.assertIn(code, (0, 2), (fmt, name, err))

@@ -47,6 +47,8 @@ _MODULES = {
     "claude-code": "toolreplay.importers.claude_code",
     "gemini": "toolreplay.importers.gemini",
     "swe-agent": "toolreplay.importers.swe_agent",
+    "openhands": "toolreplay.importers.openhands",
+    "atif": "toolreplay.importers.atif",
 }
 FORMATS = tuple(_MODULES)
 

@@ -7,7 +7,7 @@ is streamed (`read_conversations`); anything else is read as one JSON document. 
 - layouts that tell their format: OTLP exports (one conversation per trace), inspect_ai logs (per
   sample), Agents SDK spans (per trace), stream-json messages (the main agent, then per sub-agent);
 - JSON array of conversation objects (each with `messages` or `traj`, or a request body with `input`,
-  `contents` or `history`, or a response object): many conversations;
+  `contents` or `history`, an ATIF trajectory's `steps`, or a response object): many conversations;
 - any other JSON array: one conversation, the array being its messages;
 - JSON object with `simulations` (tau2-bench): many, one per simulation's `messages`;
 - JSON object with `messages` (or one of the keys above): one conversation (a logged `response`
@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import io
 import itertools
+import json
 import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
@@ -30,7 +31,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from toolreplay.errors import InputError
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
-from toolreplay.importers.otlp import Span, spans_of
+from toolreplay.importers.otlp import Span, is_sdk_span, sdk_span, spans_of
 from toolreplay.importers.sse import is_sse, is_stream_event, sse_events
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "MessageStream",
     "Peekable",
     "find_conversations",
+    "is_atif",
     "read_conversations",
     "messages_of",
     "parse_json",
@@ -185,12 +187,24 @@ def _conversation_key(value: Any) -> str | None:
         return "choices"
     if value.get("object") == "response" and "output" in value:
         return "output"
+    if is_atif(value):
+        return "steps"
     if "role" in value or "type" in value:
         return None  # a message or an item, not a request
     for key in ("contents", "history", "input"):
         if isinstance(value.get(key), list):
             return key
     return None
+
+
+def is_atif(value: dict[str, Any]) -> bool:
+    """Whether an object is an ATIF trajectory: `steps` and an ATIF `schema_version` (or another
+    version beside an `agent` object, as some writers put it)."""
+    version = value.get("schema_version")
+    if "steps" not in value or not isinstance(version, str):
+        return False
+    return version.startswith("ATIF") or bool(version) and isinstance(value["steps"], list) and isinstance(
+        value.get("agent"), dict)
 
 
 def _response_messages(response: Any) -> tuple[list[Any], list[str]]:
@@ -256,6 +270,25 @@ def _otel_conversations(documents: list[tuple[int | None, Any]], path: str) -> l
                 paths=tuple(span.json_path for span in spans),
             )
         )
+    return found
+
+
+def _sdk_conversations(items: list[tuple[int | None, Any]], path: str, lone: bool = False) -> list[Conversation]:
+    """Spans of the OpenTelemetry SDK's span JSON (one object per span): one conversation per trace
+    id, in order of first appearance, its spans by start time, as for OTLP exports. `lone`: the file is
+    one span object (its JSON path is `$`)."""
+    by_lines = items[0][0] is not None
+    traces: dict[str, list[Span]] = {}
+    for index, (line, item) in enumerate(items):
+        span = sdk_span(item, path, line, "$" if by_lines or lone else f"$[{index}]")
+        traces.setdefault(span.trace_id, []).append(span)
+    found = []
+    for position, spans in enumerate(traces.values()):
+        spans.sort(key=lambda span: span.start)  # stable: equal times keep file order
+        found.append(Conversation(path, position, list(spans),
+                                  lines=tuple(span.line for span in spans) if by_lines else None,
+                                  container="sdk-spans",
+                                  paths=None if by_lines else tuple(span.json_path for span in spans)))
     return found
 
 
@@ -354,6 +387,9 @@ def _layout(document: Any, path: str) -> list[Conversation] | None:
         return _agents_conversations([(None, item) for item in items], path)
     if isinstance(document, list) and document and _is_stream_json(document[0]):
         return _stream_json_conversations([(None, item) for item in document], path)
+    spans = [document] if isinstance(document, dict) else document
+    if isinstance(spans, list) and spans and is_sdk_span(spans[0]):
+        return _sdk_conversations([(None, item) for item in spans], path, lone=spans is not document)
     return None
 
 
@@ -400,6 +436,8 @@ def _from_lines(lines: list[tuple[int, Any]], path: str) -> list[Conversation]:
         return _agents_conversations(list(lines), path)
     if _is_stream_json(first):
         return _stream_json_conversations(list(lines), path)
+    if is_sdk_span(first):
+        return _sdk_conversations(list(lines), path)
     if isinstance(first, list) or _is_conversation_object(first):
         found = []
         for position, (lineno, value) in enumerate(lines):
@@ -441,6 +479,39 @@ def _parse_lines(text: str, path: str, whole_error: JSONTextError) -> list[tuple
                 raise InputError(path, whole_error.lineno, str(whole_error)) from None
             raise InputError(path, lineno, str(exc)) from None
     return parsed
+
+
+def _concatenated_values(text: str, path: str, whole_error: JSONTextError) -> list[tuple[int, Any]] | None:
+    """JSON objects one after the other, each over several lines (the OpenTelemetry SDK's console
+    exporter prints spans so; `cat` of one-event files gives the same), each with the line it starts
+    on, to be read as JSON Lines; None when the text is not that (its second value is not an object)."""
+    if not str(whole_error).startswith("invalid JSON: Extra data"):
+        return None
+    scan = json.JSONDecoder().raw_decode  # only to find where each value ends; each is then parsed strictly
+    found: list[tuple[int, Any]] = []
+    position = _LEADING_SPACE.match(text).end()  # type: ignore[union-attr]
+    line = 1 + text.count("\n", 0, position)
+    while position < len(text):
+        try:
+            end = scan(text, position)[1] if text[position] == "{" else None
+        except (ValueError, RecursionError):
+            end = None
+        if end is None:
+            if len(found) < 2:
+                return None  # not objects one after the other: the whole document's error says more
+            try:  # the strict parser says what is wrong, and where
+                parse_json(text[position:])
+            except JSONTextError as exc:
+                raise InputError(path, line + (exc.lineno or 1) - 1, str(exc)) from None
+            raise InputError(path, line, "not a JSON object, unlike the values before it")
+        try:
+            found.append((line, parse_json(text[position:end])))
+        except JSONTextError as exc:
+            raise InputError(path, line + (exc.lineno or 1) - 1, str(exc)) from None
+        after = _LEADING_SPACE.match(text, end).end()  # type: ignore[union-attr]
+        line += text.count("\n", position, after)
+        position = after
+    return found
 
 
 def _eval_archive(data: bytes, path: str) -> list[Conversation]:
@@ -510,7 +581,8 @@ def _document_conversations(holder: list[bytes], path: str) -> list[Conversation
     try:
         document = parse_json(text)
     except JSONTextError as exc:
-        lines = _parse_lines(text, path, exc)
+        values = _concatenated_values(text, path, exc)
+        lines = values if values is not None else _parse_lines(text, path, exc)
         conversations = _from_lines(lines or [], path)
     else:
         multi_line = text.find("\n", start, end) >= 0
@@ -636,7 +708,8 @@ _STREAM_LOOK = 100  # how many lines tell a log of streamed responses
 def _from_line_stream(
     lines: Iterator[tuple[int, Any]], path: str, first_line: int, first: Any
 ) -> Peekable[Conversation]:
-    if (isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first):
+    if ((isinstance(first, dict) and "resourceSpans" in first) or _is_agents_item(first) or _is_stream_json(first)
+            or is_sdk_span(first)):
         return Peekable(iter(_from_lines(list(lines), path)))  # these layouts group lines: read whole
     start = list(itertools.islice(lines, _STREAM_LOOK))
     lines = itertools.chain(start, lines)

@@ -13,6 +13,7 @@ from toolreplay.errors import InputError
 from toolreplay.importers.conversations import Conversation, Peekable, messages_of
 from toolreplay.importers.gemini import RESPONSE_METHODS
 from toolreplay.importers.openai_chat import is_placeholder
+from toolreplay.importers.openhands import is_openhands_event
 from toolreplay.importers.sse import is_stream_event
 
 __all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "unsupported_layout"]
@@ -70,6 +71,8 @@ def _message_marker(message: Any) -> tuple[str, str] | None:
         return None
     if "jsonrpc" in message:
         return "mcp", "a JSON-RPC message"
+    if is_openhands_event(message):
+        return "openhands", "an OpenHands event"
     layout = _layout_marker(message)
     if layout is not None:
         return layout
@@ -111,6 +114,8 @@ _CONTAINERS = {
     "stream-json": ("claude-code", 'stream-json messages ("session_id")'),
     "history": ("swe-agent", 'a SWE-agent trajectory ("history")'),
     "contents": ("gemini", 'a Gemini request ("contents")'),
+    "sdk-spans": ("otel", 'OpenTelemetry SDK span JSON ("context": {"trace_id", "span_id"})'),
+    "steps": ("atif", 'an ATIF trajectory ("schema_version" and "steps")'),
 }
 
 
@@ -121,9 +126,10 @@ def find_evidence(conversations: Peekable[Conversation], limit: int | None = Non
     for conversation in conversations.peek():
         if conversation.position == 0 and conversation.container in _CONTAINERS:
             first = next(messages_of(conversation, 1), None)
-            if conversation.container == "history" and unsupported_layout(first) is not None:
-                return None  # OpenHands evaluation output also keeps its events under "history"
             fmt, reason = _CONTAINERS[conversation.container]
+            if conversation.container == "history" and isinstance(first, dict) and is_openhands_event(first):
+                fmt, reason = "openhands", 'an OpenHands evaluation output (events under "history")'
+
             return Evidence(fmt, conversation, None, reason)
         for position, message in enumerate(messages_of(conversation, budget)):
             found = _message_marker(message)
@@ -136,35 +142,10 @@ def find_evidence(conversations: Peekable[Conversation], limit: int | None = Non
     return None
 
 
-# OpenHands events: V0's actions and observations, the agent SDK's typed events (`kind`).
-_OPENHANDS_KINDS = frozenset({"ActionEvent", "ObservationEvent", "MessageEvent", "SystemPromptEvent",
-                              "AgentErrorEvent", "UserRejectObservation", "ConversationStateUpdateEvent"})
-
-
-def _is_openhands_event(message: dict[str, Any]) -> bool:
-    kind = message.get("kind")
-    if isinstance(kind, str) and kind in _OPENHANDS_KINDS:
-        return True
-    if "role" in message or message.get("source") not in ("agent", "user", "environment"):
-        return False  # SWE-agent's history messages have an "action" too, and a "role"
-    action = "action" in message and isinstance(message.get("args"), dict)
-    return action or ("observation" in message and "cause" in message)
-
-
 def unsupported_layout(message: Any) -> str | None:
-    """What a message looks like when it is of a known layout that no format reads, or None."""
-    if not isinstance(message, dict):
-        return None
-    version = message.get("schema_version")
-    atif = isinstance(message.get("steps"), list) and isinstance(message.get("agent"), dict) and bool(version)
-    if atif or isinstance(version, str) and version.startswith("ATIF"):
-        return 'an ATIF trajectory ("schema_version" and "steps")'
-    if _is_openhands_event(message):
-        return 'an OpenHands event stream (events with "action"/"observation", or "kind": "ActionEvent")'
-    context = message.get("context")
-    if isinstance(context, dict) and "trace_id" in context and "span_id" in context:
-        return ('OpenTelemetry SDK span JSON (spans with "context": {"trace_id", "span_id"}, as the SDK\'s '
-                'exporters write them; an OTLP export has "resourceSpans")')
+    """What a message looks like when it is of a known layout that no format reads, or None (none at
+    present: ATIF, OpenHands events and the SDK's span JSON, once named here, are read now)."""
+    del message
     return None
 
 

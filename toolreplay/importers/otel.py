@@ -40,6 +40,7 @@ from toolreplay.importers.pairing import (
     ToolReply,
     call_times,
     flag_error,
+    iso_time,
     nano_time,
     reply_response,
 )
@@ -143,8 +144,11 @@ def _tool_span_events(conversation: Conversation, named: list[tuple[int, Span, s
         turn = by_call.get(kept) if kept is not None else None
         if turn is None:
             turn = by_span.get(span.parent_id, by_parent.get(span.parent_id))
-        end = None if span.end in (None, 0, "0") else span.end  # 0 is "unknown" in OTLP
-        times = call_times(span.start or None, end, nano_time)
+        if span.sdk:  # the SDK's span JSON: ISO 8601 times
+            times = call_times(span.start_text, span.end, iso_time)
+        else:
+            end = None if span.end in (None, 0, "0") else span.end  # 0 is "unknown" in OTLP
+            times = call_times(span.start or None, end, nano_time)
         own = _exported_meta(span.attributes)
         if span.attributes.get("toolreplay.placed_time") is True:  # placed by `export otel`, not recorded
             times = {}

@@ -6,6 +6,11 @@ span has `traceId` and `spanId` (hex), `name`, `kind` (an integer, or the enum's
 An AnyValue is one of `stringValue`, `boolValue`, `intValue` (a decimal string or a number),
 `doubleValue`, `arrayValue: {"values": [...]}`, `kvlistValue: {"values": [{"key", "value"}]}` and
 `bytesValue` (base64). `spans_of` flattens an export into `Span`s whose attributes are plain values.
+
+The OpenTelemetry SDK's console and file exporters write another envelope of the same spans
+(`ReadableSpan.to_json()` in Python): `{"name", "context": {"trace_id", "span_id"}, "kind",
+"parent_id", "start_time", "end_time", "status": {"status_code"}, "attributes": {...}, ...}`, ids as
+`0x` hex, times as ISO 8601 in UTC, attributes as plain values. `sdk_span` reads one as a `Span`.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 
 from toolreplay.errors import InputError
 
-__all__ = ["Span", "spans_of", "any_value", "attribute"]
+__all__ = ["Span", "spans_of", "any_value", "attribute", "is_sdk_span", "sdk_span"]
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,8 @@ class Span:
     json_path: str
     line: int | None
     end: Any = None  # `endTimeUnixNano` as written (read where used: a bad end time loses a duration only)
+    start_text: Any = None  # an SDK span's `start_time` as written (its times are ISO 8601, not nanoseconds)
+    sdk: bool = False  # read from the SDK's span JSON (`sdk_span`), not from OTLP
 
 
 def _fail(path: str, line: int | None, where: str, text: str) -> InputError:
@@ -185,3 +192,63 @@ def spans_of(document: dict[str, Any], path: str, line: int | None) -> list[Span
             for n, span in enumerate(_list(scope, "spans", path, line, scope_where)):
                 found.append(_span(span, path, line, f"{scope_where}.spans[{n}]"))
     return found
+
+
+_SDK_STATUS = {"UNSET": 0, "OK": 1, "ERROR": 2}
+
+
+def is_sdk_span(value: Any) -> bool:
+    """Whether a value looks like a span of the SDK's JSON (a `context` with `trace_id` and `span_id`)."""
+    context = value.get("context") if isinstance(value, dict) else None
+    return isinstance(context, dict) and "trace_id" in context and "span_id" in context
+
+
+def _sdk_id(value: str) -> str:
+    """An id as the SDK writes it (`0x` and hex digits), without its `0x`, as OTLP writes ids."""
+    return value[2:] if value[:2] in ("0x", "0X") else value
+
+
+def sdk_span(value: Any, path: str, line: int | None, where: str) -> Span:
+    """One span of the SDK's span JSON; a malformed one is an input error naming `where`."""
+    from toolreplay.importers.pairing import TimeError, iso_time  # pairing reads conversations, which read this
+
+    if not isinstance(value, dict):
+        raise _fail(path, line, where, "a span must be an object")
+    context = value.get("context")
+    if not isinstance(context, dict):
+        raise _fail(path, line, where, 'a span must have a "context" object')
+    trace_id, span_id = context.get("trace_id"), context.get("span_id")
+    if not isinstance(trace_id, str) or not isinstance(span_id, str):
+        raise _fail(path, line, where, '"context.trace_id" and "context.span_id" must be strings')
+    parent = value.get("parent_id")
+    name = value.get("name", "")
+    if not isinstance(parent, (str, type(None))) or not isinstance(name, str):
+        raise _fail(path, line, where, '"parent_id" must be a string or null, and "name" a string')
+    status = value.get("status")
+    if not isinstance(status, (dict, type(None))):
+        raise _fail(path, line, where, '"status" must be an object')
+    attributes = value.get("attributes")
+    if not isinstance(attributes, (dict, type(None))):
+        raise _fail(path, line, where, '"attributes" must be an object')
+    start = value.get("start_time")
+    try:
+        start_ns = iso_time(start).ns if start is not None else 0
+    except TimeError:
+        start_ns = 0  # said where the call's time is read: the span still counts, first
+    code = status.get("status_code") if status else None
+    message = status.get("description") if status else None
+    return Span(
+        _sdk_id(trace_id),
+        _sdk_id(span_id),
+        _sdk_id(parent) if parent is not None else "",
+        name,
+        start_ns,
+        dict(attributes or {}),
+        _SDK_STATUS.get(code, 0) if isinstance(code, str) else 0,
+        message if isinstance(message, str) else "",
+        where,
+        line,
+        value.get("end_time"),
+        start,
+        True,
+    )

@@ -1,8 +1,10 @@
 """What a conversation asked and answered, beside its calls: the user's request, the final answer, the turns.
 
 One reader for every format whose messages have roles (`openai-chat`, `openai-responses`, `anthropic`,
-`tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`): a message's role is its `role` (Gemini's
-`model` is the assistant), or for Claude Code lines the `role` of their `message`; its text is a string
+`tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`, `openhands`, `atif`): a message's role is its
+`role` (Gemini's `model` is the assistant), or for Claude Code lines the `role` of their `message`, or
+for ATIF steps and OpenHands events their `source` (`user`, `agent`: the steps' `message`, the
+`message` actions, the SDK's `MessageEvent`s, not tool calls or observations); its text is a string
 content, or the text parts of its content (`text`, `input_text`, `output_text` blocks, Gemini `text`
 parts that are not thoughts), or for a streamed response (`anthropic`, `openai-chat`,
 `openai-responses`) the text its events stream, at its first event. Tool calls, tool results, images
@@ -84,6 +86,8 @@ def message_role_text(message: Any) -> tuple[str | None, str | None]:
         if message.get("isMeta") is True:  # a transcript's note from the harness, not the user's words
             return None, None
         message = inner
+    if "role" not in message and "source" in message:
+        return _source_role_text(message)
     role = message.get("role")
     if not isinstance(role, str) or role not in _ROLES:
         return None, None
@@ -92,6 +96,26 @@ def message_role_text(message: Any) -> tuple[str | None, str | None]:
     if text is not None and not text.strip():
         text = None
     return _ROLES[role], text
+
+
+def _source_role_text(message: dict[str, Any]) -> tuple[str | None, str | None]:
+    """ATIF steps and OpenHands events say who spoke in `source` (`user`, `agent`): an ATIF step's text
+    is its `message`, an OpenHands V0 `message` action's its `args.content`, and an SDK `MessageEvent`
+    holds a chat message (`llm_message`)."""
+    if message.get("kind") == "MessageEvent" and isinstance(message.get("llm_message"), dict):
+        return message_role_text(message["llm_message"])
+    source = message.get("source")
+    role = {"user": "user", "agent": "assistant"}.get(source) if isinstance(source, str) else None
+    if role is None:
+        return None, None
+    if "step_id" in message:
+        content = message.get("message")
+    elif message.get("action") == "message" and isinstance(message.get("args"), dict):
+        content = message["args"].get("content")
+    else:
+        return None, None
+    text = _parts_text(content)
+    return role, text if text is not None and text.strip() else None
 
 
 def _turns(events: Iterable[Event]) -> Iterator[tuple[int, int]]:
