@@ -16,7 +16,7 @@ from toolreplay.importers.openai_chat import is_placeholder
 from toolreplay.importers.openhands import is_openhands_event
 from toolreplay.importers.sse import is_stream_event
 
-__all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "unsupported_layout"]
+__all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
 
 _RESPONSES_TYPES = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -142,39 +142,10 @@ def find_evidence(conversations: Peekable[Conversation], limit: int | None = Non
     return None
 
 
-def unsupported_layout(message: Any) -> str | None:
-    """What a message looks like when it is of a known layout that no format reads, or None (none at
-    present: ATIF, OpenHands events and the SDK's span JSON, once named here, are read now)."""
-    del message
-    return None
-
-
-# How many messages `auto` looks at to name a layout it cannot read.
-_LAYOUT_LOOK = 100
-
-
-def _unsupported(conversations: Peekable[Conversation]) -> str | None:
-    budget = _LAYOUT_LOOK
-    for conversation in conversations.peek():
-        for message in messages_of(conversation, budget):
-            found = unsupported_layout(message)
-            if found is not None:
-                return found
-            budget -= 1
-            if budget <= 0:
-                return None
-    return None
-
-
 def detect_format(conversations: Peekable[Conversation], path: str) -> str:
-    """The format of a log, for `auto`; an input error when no message tells, naming the layout
-    when it is one that no format reads."""
+    """The format of a log, for `auto`; an input error when no message tells."""
     evidence = find_evidence(conversations)
     if evidence is None:
-        layout = _unsupported(conversations)
-        if layout is not None:
-            raise InputError(path, None, f"cannot detect the format: this looks like {layout}, a layout "
-                                         "import does not read")
         raise InputError(
             path,
             None,
@@ -190,16 +161,9 @@ CHECK_LIMIT = 10_000
 
 def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
     """Refuse a log whose first telling message (among the first CHECK_LIMIT) belongs to another format
-    than the named one, or that has none and looks like a layout no format reads."""
+    than the named one."""
     evidence = find_evidence(conversations, CHECK_LIMIT if conversations.streamed else None)
-    if evidence is None:
-        layout = _unsupported(conversations)
-        first = next(conversations.peek(), None)
-        if layout is not None and first is not None:  # a lenient format would read it as no call at all
-            raise InputError(first.path, None, f"this looks like {layout}, a layout import does not read, "
-                                               f"not {fmt}")
-        return
-    if evidence.format == fmt:
+    if evidence is None or evidence.format == fmt:
         return
     if evidence.message is None:
         raise InputError(
