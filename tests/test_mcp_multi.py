@@ -5,15 +5,17 @@ each one saw can be checked) and mcp-server-git (PyPI). Missing components skip 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 from tests.support import require
 from tests.test_cli import run
-from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, TINY, Workspace, run_client, texts
+from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, ROOT, TINY, Workspace, run_client, texts
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 
@@ -41,7 +43,8 @@ class SeveralServersTest(Workspace):
                 "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository", self.repo],
                         "env": {"GIT_TERMINAL_PROMPT": "0"}}}}, out)
         self.policy = self.write_policy({
-            "agent": "several", "allowed_tools": ["one__echo", "one__write_note", "one__crash", "two__echo",
+            "agent": "several", "allowed_tools": ["one__echo", "one__write_note", "one__crash", "one__ask_client",
+                                                  "two__ask_client", "two__echo",
                                                   "two__write_note", "git__git_status", "git__git_log"],
             "rules": [{"id": "no-secrets-to-two", "tools": ["two__write_note"], "effect": "deny",
                        "reason": "no secrets in two's notes", "when": [{"arg": "text", "eq": "secret"}]}]})
@@ -71,8 +74,9 @@ class SeveralServersTest(Workspace):
         value, stderr = self.proxy(scenario, "--pins", pins)
         self.assertEqual(value, (
             [("one__echo", "Echo the text back."), ("one__write_note", "Append a note."),
-             ("one__crash", "Exit at once."), ("two__echo", "Echo, the second."),
-             ("two__write_note", "Append a note."), ("git__git_status", "Shows the working tree status"),
+             ("one__ask_client", "Ask the client for its roots."), ("one__crash", "Exit at once."),
+             ("two__echo", "Echo, the second."), ("two__write_note", "Append a note."),
+             ("two__ask_client", "Ask the client for its roots."), ("git__git_status", "Shows the working tree status"),
              ("git__git_log", "Shows the commit logs")],
             (False, ['write_note {"text": "to one"}']),
             (False, ['write_note {"text": "to two"}']),
@@ -122,7 +126,7 @@ class SeveralServersTest(Workspace):
         value, stderr = self.proxy(scenario)
         self.assertEqual(value, (
             "Internal error: the server 'tiny-one' has ended",
-            ["two__echo", "two__write_note", "git__git_status", "git__git_log"],
+            ["two__echo", "two__write_note", "two__ask_client", "git__git_status", "git__git_log"],
             "Internal error: the server 'tiny-one' has ended",
             (False, ['echo {"text": "still here"}'])))
         self.assertEqual(stderr, "toolreplay mcp-proxy: server 'tiny-one' ended (server exited): its tools are "
@@ -136,3 +140,33 @@ class SeveralServersTest(Workspace):
                  "tiny-one"),
                 ("two__echo", None, "tiny-two")])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
+    def test_two_servers_asking_the_client_at_once_each_get_their_answer(self) -> None:
+        """Both tiny servers send the client `roots/list` with the same id (`ask-1`), at the same time."""
+        from mcp import ClientSession, StdioServerParameters, types
+        from mcp.client.stdio import stdio_client
+
+        asked: list[Any] = []
+
+        async def roots(context: Any) -> Any:
+            asked.append(context.request_id)
+            return types.ListRootsResult(roots=[types.Root(uri=f"file:///root-{len(asked)}")])
+
+        async def main() -> Any:
+            params = StdioServerParameters(
+                command=sys.executable, args=["-m", "toolreplay", "mcp-proxy", "--policy", self.policy, "--record",
+                                              self.record, "--servers", self.servers], cwd=ROOT,
+                env={"PYTHONPATH": ROOT})
+            with tempfile.TemporaryFile("w+", encoding="utf-8") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write):
+                    async with ClientSession(read, write, list_roots_callback=roots) as session:
+                        await session.initialize()
+                        await session.list_tools()  # else the SDK lists them after a result, while a server asks
+                        return await asyncio.wait_for(asyncio.gather(
+                            session.call_tool("one__ask_client", {}), session.call_tool("two__ask_client", {})), 60)
+
+        one, two = asyncio.run(main())
+        answers = sorted([texts(one)[1][0], texts(two)[1][0]])
+        self.assertEqual([answer[:31] for answer in answers], ['ask_client {"roots": [{"uri": "'] * 2)
+        self.assertEqual(sorted(answer[31:] for answer in answers), ['file:///root-1"}]}', 'file:///root-2"}]}'])
+        self.assertEqual(sorted(asked), ["one__1", "two__2"] if asked[0] == "one__1" else ["one__2", "two__1"])
