@@ -170,3 +170,17 @@ class SeveralServersTest(Workspace):
         self.assertEqual([answer[:31] for answer in answers], ['ask_client {"roots": [{"uri": "'] * 2)
         self.assertEqual(sorted(answer[31:] for answer in answers), ['file:///root-1"}]}', 'file:///root-2"}]}'])
         self.assertEqual(sorted(asked), ["one__1", "two__2"] if asked[0] == "one__1" else ["one__2", "two__1"])
+
+    def test_a_client_probing_server_discover_falls_back_to_initialize(self) -> None:
+        """The SDK's `Client` (mode "auto") probes `server/discover` (2026-07-28): Method not found, so it
+        initializes as before."""
+        from mcp import Client, StdioServerParameters
+
+        async def main() -> Any:
+            params = StdioServerParameters(
+                command=sys.executable, args=["-m", "toolreplay", "mcp-proxy", "--policy", self.policy,
+                                              "--servers", self.servers], cwd=ROOT, env={"PYTHONPATH": ROOT})
+            async with Client(params) as client:
+                return texts(await asyncio.wait_for(client.call_tool("two__echo", {"text": "auto"}), 60))
+
+        self.assertEqual(asyncio.run(main()), (False, ['echo {"text": "auto"}']))

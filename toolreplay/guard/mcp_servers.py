@@ -261,7 +261,6 @@ class _Fan:
         self.results: dict[str, dict[str, Any]] = {}  # prefix -> its result (initialize)
         self.tools: dict[str, list[Any]] = {prefix: [] for prefix in prefixes}  # tools/list, so far
         self.pages: dict[str, int] = {prefix: 0 for prefix in prefixes}
-        self.failed: dict[str, str] = {}  # prefix -> why it gave no result
 
 
 class _Call:
@@ -572,7 +571,6 @@ class MultiServer:
             **(params if isinstance(params, dict) else {}), "cursor": cursor}}))
 
     def _fan_failed(self, fan: _Fan, prefix: str, why: str) -> None:
-        fan.failed[prefix] = why
         fan.tools[prefix] = []
         if fan.message["method"] == "tools/list":
             self._say(f"server {self._quoted(prefix)} failed to list its tools: {escape_text(why)}; they are left out")
