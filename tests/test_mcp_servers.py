@@ -8,18 +8,24 @@ import json
 import os
 import queue
 import shutil
+import subprocess
+import sys
 import tempfile
 import unittest
 from collections.abc import Callable
 from typing import Any
 
+from tests.support import integration
 from tests.test_cli import run
 from toolreplay.errors import InputError
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_servers import MultiServer, ServerConfig, read_servers, split_name, start_servers
+from toolreplay.guard.mcp_transport import StdioServer
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 
@@ -340,6 +346,46 @@ class MultiServerTest(unittest.TestCase):
     def test_the_record_names_the_server(self) -> None:
         self.assertEqual([self.multi.record_meta(tool) for tool in ("bee__x", "a__y", "zed__x", "x")],
                          [{"x-server": "b"}, {"x-server": "a"}, None, None])
+
+
+@integration
+class ProcessTest(unittest.TestCase):
+    def test_the_session_ends_when_every_server_ended_and_a_failure_exits_1(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {"a": {"command": sys.executable, "args": [TINY]}}}, out)
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["a__crash"]}, out)
+        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
+            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
+                                      "--servers", servers], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+            assert proxy.stdin is not None and proxy.stdout is not None
+            try:
+                proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                        "params": {"name": "a__crash", "arguments": {}}}))
+                proxy.stdin.flush()  # the input stays open: the session ends because the server did
+                reply = json.loads(proxy.stdout.readline())
+                code = proxy.wait(timeout=30)
+            finally:
+                proxy.kill()
+                proxy.wait()
+                proxy.stdin.close()
+                proxy.stdout.close()
+            stderr.seek(0)
+            said = stderr.read().decode()
+        self.assertEqual((code, reply["error"]["message"], said), (
+            1, "Internal error: the server 'a' has ended",
+            "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
+
+    def test_env_is_set_over_the_proxys_environment(self) -> None:
+        lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        server = StdioServer([sys.executable, "-c", "import os; print(os.environ['TOOLREPLAY_T'], "
+                                                    "'PATH' in os.environ)"], env={"TOOLREPLAY_T": "set"})
+        server.start(lines.put, lambda reason: None)
+        self.assertEqual((lines.get(timeout=10), server.close()), (b"set True\n", 0))
 
 
 class GateRecordMetaTest(unittest.TestCase):
