@@ -24,7 +24,7 @@ class McpProxyCliTest(unittest.TestCase):
 
     def test_usage_errors(self) -> None:
         self.assertEqual(run("mcp-proxy", "--policy", self.policy),
-                         (2, "", "error: mcp-proxy needs the server command after --\n"))
+                         (2, "", "error: mcp-proxy needs the server command after --, or --servers FILE\n"))
         self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--", "/no/such/server"),
                          (2, "", "error: cannot start the server /no/such/server: No such file or directory\n"))
         missing = os.path.join(self.directory, "missing.json")

@@ -14,6 +14,7 @@ from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
+from toolreplay.guard.mcp_servers import MultiServer, read_servers, start_servers
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
@@ -33,17 +34,25 @@ _PINS_EXIT_CODES = """exit codes:
 
 def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     command = args.server[1:] if args.server[:1] == ["--"] else args.server
-    if not command:
-        raise UsageError("mcp-proxy needs the server command after --")
+    if args.servers is not None and command:
+        raise UsageError("mcp-proxy takes --servers FILE or a server command after --, not both")
+    if args.servers is None and not command:
+        raise UsageError("mcp-proxy needs the server command after --, or --servers FILE")
+    upstream: list[str] | MultiServer = command
+    if args.servers is not None:
+        configs = read_servers(args.servers)
+        upstream = MultiServer(start_servers(args.servers, configs),
+                               names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
     redactor = _redactor(policy.redact, args.redact_key, args.record)
     recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
         io.stdout.flush()
-        proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
+        proxy = McpProxy(upstream, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
-                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache)
+                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache,
+                         record_meta=upstream.record_meta if isinstance(upstream, MultiServer) else None)
         previous = _on_stop_signals(proxy)
         try:
             status = proxy.run()
@@ -110,9 +119,9 @@ def _run_pins_accept(args: argparse.Namespace, io: IO) -> int:
 def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
-        "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
+        "mcp-proxy", help="guard and record a stdio MCP server, or several, for any MCP client",
         usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
+              "[--repeatable NAME] [--read-cache] (-- SERVER_COMMAND [ARGS...] | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -132,6 +141,9 @@ def register(subparsers: Any) -> None:
                              "(default: every read reaches the server)")
     # the default since the read cache became opt-in; still accepted so existing client configurations start
     parser.add_argument("--no-read-cache", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--servers", metavar="FILE",
+                        help="run the servers FILE names behind this one proxy, their tools named PREFIX__TOOL "
+                             "(instead of a server command)")
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 

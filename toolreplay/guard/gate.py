@@ -188,7 +188,8 @@ class Gate:
                  confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
-                 remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns) -> None:
+                 remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns,
+                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -200,7 +201,8 @@ class Gate:
 
         `tools` may instead be a `ToolHost` (then `confirm` is not used): a front end running the tools.
         `remember_bytes` bounds the responses held to answer repeats (the writes', the read cache's).
-        `wall_clock` (ns since the epoch) dates each record's `meta.ts`.
+        `wall_clock` (ns since the epoch) dates each record's `meta.ts`. `record_meta(tool)` gives more
+        keys for a record's `meta` (format 1.1 `x-` keys, say which server served the tool), or None.
         """
         self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -210,6 +212,7 @@ class Gate:
         self._recorder = recorder
         self._clock = clock
         self._wall_clock = wall_clock
+        self._record_meta = record_meta
         self._screen = screen
         self._started = clock()
         self._lock = threading.Lock()
@@ -636,6 +639,8 @@ class Gate:
         if call.turn is not None:
             meta["turn"] = call.turn
         meta["outcome"] = outcome
+        if self._record_meta is not None:
+            meta.update(self._record_meta(call.tool) or ())
         try:
             index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)
         except (OSError, ValueError) as exc:

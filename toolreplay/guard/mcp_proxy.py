@@ -13,8 +13,8 @@ it holds and refuses a write whose outcome is unknown.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import IO, TextIO
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any, TextIO
 
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
@@ -32,7 +32,8 @@ class McpProxy:
     def __init__(self, server: list[str] | ServerEnd, policy: Policy, *, client_in: IO[bytes] | None = None,
                  client_out: IO[bytes] | None = None, client: ClientEnd | None = None,
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
-                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
+                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
 
         `server` is a command to run as a stdio server, or any `ServerEnd`; the client is `client`, or
@@ -40,7 +41,8 @@ class McpProxy:
 
         `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
         needing a confirmation, tools whose identical calls are each a new action, and whether an
-        identical read may be answered from an earlier one while no write has run since. A recorder
+        identical read may be answered from an earlier one while no write has run since; `record_meta`
+        too: more `x-` keys of a record's meta by tool (`MultiServer.record_meta`: which server served it). A recorder
         that continues a record brings its writes, budgets, rule history and unknown outcomes back.
         """
         if client is None:
@@ -51,7 +53,7 @@ class McpProxy:
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
         self._router = Router(self._transport, policy, pins)
         self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
-                          read_cache=read_cache)
+                          read_cache=read_cache, record_meta=record_meta)
         self._router.serve(self._gate)
 
     @property

@@ -14,9 +14,10 @@ diagnostics stream.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import IO, Protocol, TextIO
 
 from toolreplay.errors import UsageError
@@ -92,15 +93,19 @@ class StdioClient:
 class StdioServer:
     """The server as a child process: its stdin takes the lines, its stdout gives them."""
 
-    def __init__(self, command: list[str]) -> None:
+    def __init__(self, command: list[str], env: Mapping[str, str] | None = None) -> None:
+        """`env`: variables set for the server over the proxy's own environment."""
         self._command = command
+        self._env = env
         self._child: subprocess.Popen[bytes] | None = None
         self._reader: threading.Thread | None = None
 
     def start(self, on_line: LineHandler, on_ended: Ended) -> None:
         """Start the process and its reader; a command that cannot be started is a UsageError."""
         try:
-            self._child = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+            env = None if self._env is None else {**os.environ, **self._env}
+            self._child = subprocess.Popen(self._command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                           env=env)
         except OSError as exc:
             raise UsageError(f"cannot start the server {self._command[0]}: {exc.strerror or exc}") from None
         self._reader = threading.Thread(target=self._read, args=(on_line, on_ended), name="mcp-server-reader",

@@ -1,0 +1,697 @@
+"""Several MCP servers behind one proxy: the servers file, and `MultiServer`, one `ServerEnd` for them all.
+
+The servers file (docs/mcp-proxy.md) names each server and how to reach it, in the shape of the
+clients' own configuration files:
+
+    {"servers": {"github": {"command": "npx", "args": ["-y", "..."], "env": {"TOKEN": "..."}},
+                 "files": {"command": "python3", "args": ["server.py"], "prefix": "fs"},
+                 "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "..."}}}}
+
+Each server's tools are offered to the client as `PREFIX__TOOL` (the prefix is the server's name
+unless it gives one), so one policy, one pins file and one record cover them all. `MultiServer`
+speaks MCP to every server and looks like one server to the router: `initialize` and `tools/list`
+fan out and are answered once, merged; a `tools/call` goes to the server its prefix names, with the
+prefix stripped; a server's own requests to the client get ids of the proxy's, so that two servers'
+ids cannot collide, and the client's answers go back to the server that asked. A server that ends
+takes only its own tools with it.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any, TextIO
+
+from toolreplay import __version__
+from toolreplay.errors import InputError, UsageError
+from toolreplay.format.strictjson import read_json_file
+from toolreplay.format.text import escape_text
+from toolreplay.guard.mcp_transport import LineHandler, ServerEnd, StdioServer
+from toolreplay.guard.mcp_wire import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    dump_message,
+    error_message,
+    id_key,
+    parse_message,
+)
+
+__all__ = ["MAX_PAGES", "NAME_LIMIT", "SEPARATOR", "MultiServer", "ServerConfig", "http_server", "read_servers",
+           "split_name", "start_servers"]
+
+SEPARATOR = "__"
+NAME_LIMIT = 128  # the longest tool name the MCP specification recommends (2025-11-25)
+MAX_PAGES = 100  # pages of one server's tools/list followed per listing
+PREFIX_RULE = 'letters, digits, "-" and "_", at most 32 characters, no "__", not ending in "_"'
+_PREFIX = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}")
+_SERVER_KEYS = ("command", "args", "env", "url", "headers", "prefix", "type")
+_METHOD_NOT_FOUND, _INTERNAL_ERROR = -32601, -32603
+_FORGOTTEN = 1024  # ids of cancelled requests remembered, so that a late reply is dropped without a word
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """One server of the servers file: `command` (the command and its args) with `env`, or `url` with
+    `headers`; `line` is where its entry starts, for messages about it."""
+
+    name: str
+    prefix: str
+    line: int
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+def valid_prefix(prefix: str) -> bool:
+    """Whether `prefix` may start tool names: `PREFIX__TOOL` splits back at its first `__`."""
+    return _PREFIX.fullmatch(prefix) is not None and not prefix.endswith("_")
+
+
+def split_name(name: str) -> tuple[str, str] | None:
+    """`PREFIX__TOOL` as (PREFIX, TOOL), split at the first separator; None without one."""
+    prefix, separator, tool = name.partition(SEPARATOR)
+    return (prefix, tool) if separator and prefix and tool else None
+
+
+# -- the servers file ---------------------------------------------------------------------------------
+
+
+def read_servers(path: str) -> list[ServerConfig]:
+    """Read and check a servers file; anything wrong is an InputError naming the line."""
+    try:
+        document = read_json_file(path)
+    except InputError as exc:
+        if exc.line is not None or not exc.message.startswith("duplicate key"):
+            raise
+        duplicates: list[int] = []
+        with open(path, encoding="utf-8-sig") as handle:
+            _key_lines(handle.read(), duplicates)
+        raise InputError(path, duplicates[0] if duplicates else None, exc.message) from None
+    with open(path, encoding="utf-8-sig") as handle:
+        lines = _key_lines(handle.read())
+
+    def fail(where: tuple[str | int, ...], message: str) -> InputError:
+        return InputError(path, lines.get(where, 1), message)
+
+    if not isinstance(document, dict):
+        raise fail((), 'expected an object with "servers"')
+    for key in document:
+        if key != "servers":
+            raise fail((key,), f'unknown key {json.dumps(key)} (expected "servers")')
+    servers = document.get("servers")
+    if not isinstance(servers, dict) or not servers:
+        raise fail(("servers",), '"servers" must be an object naming at least one server')
+    configs: list[ServerConfig] = []
+    prefixes: dict[str, str] = {}
+    for name, entry in servers.items():
+        where = ("servers", name)
+        quoted = json.dumps(name)
+        if not isinstance(entry, dict):
+            raise fail(where, f"server {quoted} must be an object")
+        for key in entry:
+            if key not in _SERVER_KEYS:
+                raise fail((*where, key), f"server {quoted}: unknown key {json.dumps(key)}")
+        def server_fail(key: str, text: str, where: tuple[str | int, ...] = where) -> InputError:
+            return fail((*where, key) if key else where, text)
+
+        config = _server(name, entry, lines.get(where, 1), server_fail)
+        if config.prefix in prefixes:
+            raise fail((*where, "prefix") if "prefix" in entry else where,
+                       f"server {quoted}: prefix {json.dumps(config.prefix)} is already the prefix of server "
+                       f"{json.dumps(prefixes[config.prefix])}")
+        prefixes[config.prefix] = name
+        configs.append(config)
+    return configs
+
+
+def _server(name: str, entry: dict[str, Any], line: int, fail: Callable[[str, str], InputError]) -> ServerConfig:
+    quoted = json.dumps(name)
+    if ("command" in entry) == ("url" in entry):
+        raise fail("url" if "url" in entry else "", f'server {quoted} needs "command" or "url"'
+                   if "url" not in entry else f'server {quoted} has both "command" and "url"; give one')
+    kind = entry.get("type")
+    if kind is not None and kind not in ("stdio", "http"):
+        raise fail("type", f'server {quoted}: "type" must be "stdio" or "http" (as "command" or "url" says)')
+    if kind is not None and (kind == "stdio") != ("command" in entry):
+        raise fail("type", f'server {quoted}: "type" {json.dumps(kind)} does not go with '
+                           f'{"command" if "command" in entry else "url"}')
+    if "prefix" in entry:
+        prefix = entry["prefix"]
+        if not isinstance(prefix, str) or not valid_prefix(prefix):
+            raise fail("prefix", f"server {quoted}: prefix {json.dumps(prefix)} is not valid ({PREFIX_RULE})")
+    elif valid_prefix(name):
+        prefix = name
+    else:
+        raise fail("", f'server {quoted}: the name is not a valid prefix ({PREFIX_RULE}); give a "prefix"')
+    if "command" in entry:
+        for key in ("headers",):
+            if key in entry:
+                raise fail(key, f'server {quoted}: "{key}" goes with "url", not "command"')
+        command = entry["command"]
+        if not isinstance(command, str) or not command:
+            raise fail("command", f'server {quoted}: "command" must be a non-empty string')
+        args = entry.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(arg, str) for arg in args):
+            raise fail("args", f'server {quoted}: "args" must be an array of strings')
+        env = entry.get("env")
+        if env is not None and not _strings(env):
+            raise fail("env", f'server {quoted}: "env" must be an object of strings')
+        return ServerConfig(name, prefix, line, command=(command, *args), env=env)
+    for key in ("args", "env"):
+        if key in entry:
+            raise fail(key, f'server {quoted}: "{key}" goes with "command", not "url"')
+    url = entry["url"]
+    if not isinstance(url, str) or not re.match(r"https?://[^/\s]", url):
+        raise fail("url", f'server {quoted}: "url" must be an http:// or https:// URL')
+    headers = entry.get("headers", {})
+    if not _strings(headers):
+        raise fail("headers", f'server {quoted}: "headers" must be an object of strings')
+    return ServerConfig(name, prefix, line, url=url, headers=headers)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, dict) and all(isinstance(item, str) for item in value.values())
+
+
+def _key_lines(text: str, duplicates: list[int] | None = None) -> dict[tuple[str | int, ...], int]:
+    """The line of every key (and array element) of a JSON text, by its path from the top; the lines of
+    keys that repeat one of their object's go to `duplicates`."""
+    found: dict[tuple[str | int, ...], int] = {(): 1}
+    decoder = json.JSONDecoder()
+    space = re.compile(r"[ \t\n\r]*")
+
+    def skip(pos: int) -> int:
+        return space.match(text, pos).end()  # type: ignore[union-attr]
+
+    def value(pos: int, path: tuple[str | int, ...]) -> int:
+        pos = skip(pos)
+        opening = text[pos:pos + 1]
+        if opening not in ("{", "["):
+            return int(decoder.raw_decode(text, pos)[1])
+        closing, index = ("}" if opening == "{" else "]"), 0
+        pos = skip(pos + 1)
+        if text[pos:pos + 1] == closing:
+            return pos + 1
+        while True:
+            pos = skip(pos)
+            line = text.count("\n", 0, pos) + 1
+            if opening == "{":
+                key, pos = scanstring(text, pos + 1)
+                if (*path, key) in found and duplicates is not None:
+                    duplicates.append(line)
+                found[(*path, key)] = line
+                pos = value(skip(pos) + 1, (*path, key))
+            else:
+                found[(*path, index)] = line
+                pos = value(pos, (*path, index))
+                index += 1
+            pos = skip(pos)
+            if text[pos:pos + 1] != ",":
+                return pos + 1
+            pos += 1
+
+    value(0, ())
+    return found
+
+
+def http_server(url: str, headers: Mapping[str, str]) -> ServerEnd:
+    """A server over Streamable HTTP (toolreplay.guard.mcp_http_upstream), imported only when one is used."""
+    try:
+        from toolreplay.guard.mcp_http_upstream import HttpServer  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise UsageError("HTTP servers need toolreplay's Streamable HTTP upstream "
+                         "(toolreplay.guard.mcp_http_upstream), which this installation does not have") from None
+    server: ServerEnd = HttpServer(url, headers=dict(headers))
+    return server
+
+
+def start_servers(path: str, configs: list[ServerConfig]) -> dict[str, ServerEnd]:
+    """The `ServerEnd` of each server, by prefix (nothing is started yet); a url entry without the HTTP
+    upstream is an InputError at its line."""
+    servers: dict[str, ServerEnd] = {}
+    for config in configs:
+        if config.url is None:
+            servers[config.prefix] = StdioServer(list(config.command), env=config.env)
+            continue
+        try:
+            servers[config.prefix] = http_server(config.url, config.headers)
+        except UsageError as exc:
+            raise InputError(path, config.line, f"server {json.dumps(config.name)}: {exc}") from None
+    return servers
+
+
+# -- the servers behind one ServerEnd -----------------------------------------------------------------
+
+
+class _Fan:
+    """A client request sent to several servers (initialize, tools/list), answered once all answered."""
+
+    def __init__(self, message: dict[str, Any], prefixes: list[str]) -> None:
+        self.message = message
+        self.waiting = set(prefixes)
+        self.order = prefixes
+        self.results: dict[str, dict[str, Any]] = {}  # prefix -> its result (initialize)
+        self.tools: dict[str, list[Any]] = {prefix: [] for prefix in prefixes}  # tools/list, so far
+        self.pages: dict[str, int] = {prefix: 0 for prefix in prefixes}
+
+
+class _Call:
+    """A client request sent to one server (a tools/call): its reply goes back as it came."""
+
+    __slots__ = ("client_id",)
+
+    def __init__(self, client_id: Any) -> None:
+        self.client_id = client_id
+
+
+class MultiServer:
+    """Several `ServerEnd`s, by prefix, behind one `ServerEnd` (see the module's docstring)."""
+
+    def __init__(self, servers: Mapping[str, ServerEnd], *, names: Mapping[str, str] | None = None,
+                 diagnostics: TextIO | None = None) -> None:
+        """`servers` by prefix, in the order listings show them; `names` gives each prefix the server's
+        name (for the record and messages; default the prefix); `diagnostics` receives the lines said."""
+        for prefix in servers:
+            if not valid_prefix(prefix):
+                raise ValueError(f"not a valid prefix: {prefix!r}")
+        self._servers = dict(servers)
+        self._names = {prefix: (names or {}).get(prefix, prefix) for prefix in servers}
+        self._meta = {prefix: {"x-server": name} for prefix, name in self._names.items()}
+        self._diagnostics = diagnostics
+        self._lock = threading.Lock()
+        self._writing = {prefix: threading.Lock() for prefix in servers}
+        self._diag_lock = threading.Lock()
+        self._up: queue.SimpleQueue[bytes | tuple[str] | None] = queue.SimpleQueue()
+        self._deliverer: threading.Thread | None = None
+        self._started: list[str] = []
+        self._gone: set[str] = set()  # servers that ended or failed initialize: their tools are gone
+        self._ended = False  # the on_ended sentinel is queued
+        self._closing = False
+        self._sent: dict[tuple[str, str], _Call | _Fan] = {}  # (prefix, id key) -> what the reply answers
+        self._cancelled: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._asked: dict[str, tuple[str, Any]] = {}  # our id key -> (prefix, the server's own id)
+        self._asked_back: dict[tuple[str, str], Any] = {}  # (prefix, the server's id key) -> our id
+        self._tokens: OrderedDict[str, str] = OrderedDict()  # progress tokens of servers' requests -> prefix
+        self._counter = 0
+        self._long_said: set[str] = set()
+
+    # -- ServerEnd ----------------------------------------------------------------------------------
+
+    def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
+        """Start every server; one that cannot be started stops those already started (a UsageError)."""
+        self._deliverer = threading.Thread(target=self._deliver, args=(on_line, on_ended), name="mcp-multi-up",
+                                           daemon=True)
+        self._deliverer.start()
+        for prefix, server in self._servers.items():
+            try:
+                server.start(self._line_handler(prefix), self._end_handler(prefix))
+            except UsageError as exc:
+                with self._lock:
+                    self._ended = True  # as for one server that cannot start: no end is reported
+                self._up.put(None)
+                self.close()
+                raise UsageError(f"server {json.dumps(self._names[prefix])}: {exc}") from None
+            self._started.append(prefix)
+
+    def send(self, data: bytes) -> None:
+        """Route each line the router sends; never waits for a server's answer."""
+        for line in data.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError):
+                self._answer(error_message(None, PARSE_ERROR, "Parse error"))
+                continue
+            for item in message if isinstance(message, list) else [message]:
+                self._from_client(item, line + b"\n" if item is message else None)
+
+    def close(self) -> int:
+        """Close every server; the first failing exit status in the servers' order, else 0."""
+        with self._lock:
+            self._closing = True
+        statuses = [self._servers[prefix].close() for prefix in list(self._started)]
+        self._end()
+        if self._deliverer is not None and self._deliverer is not threading.current_thread():
+            self._deliverer.join(timeout=5)
+        return next((status for status in statuses if status != 0), 0)
+
+    # -- for the gate ---------------------------------------------------------------------------------
+
+    def record_meta(self, tool: str) -> Mapping[str, Any] | None:
+        """The record's `x-server` of a call: the name of the server the tool's prefix names."""
+        split = split_name(tool)
+        return self._meta.get(split[0]) if split is not None else None
+
+    # -- client to servers ----------------------------------------------------------------------------
+
+    def _from_client(self, message: Any, line: bytes | None) -> None:
+        if not isinstance(message, dict):
+            self._answer(error_message(None, INVALID_REQUEST, "Invalid Request"))
+            return
+        method = message.get("method")
+        if method is None and "id" in message:
+            self._client_answer(message)
+        elif not isinstance(method, str):
+            if "id" in message:
+                self._answer(error_message(message["id"], INVALID_REQUEST, "Invalid Request"))
+        elif "id" not in message:
+            self._client_notification(method, message, line)
+        elif method in ("initialize", "tools/list"):
+            self._fan_out(message, line)
+        elif method == "tools/call":
+            self._call(message)
+        elif method == "ping":
+            self._answer({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        else:
+            self._answer(error_message(message["id"], _METHOD_NOT_FOUND, f"Method not found: {method} (the proxy "
+                                       "offers only the tools of its several servers)"))
+
+    def _fan_out(self, message: dict[str, Any], line: bytes | None) -> None:
+        params = message.get("params")
+        if message["method"] == "tools/list" and isinstance(params, dict) and params.get("cursor") is not None:
+            self._answer(error_message(message["id"], INVALID_PARAMS, "Invalid params: unknown cursor (the "
+                                       "proxy lists every server's tools in one page)"))
+            return
+        key = id_key(message["id"])
+        with self._lock:
+            live = [prefix for prefix in self._servers if prefix not in self._gone]
+            fan = _Fan(message, live)
+            for prefix in live:
+                self._sent[(prefix, key)] = fan
+        data = line or dump_message(message)
+        for prefix in live:
+            self._to_server(prefix, data)
+        if not live:
+            self._finish(fan)
+
+    def _call(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        name = params.get("name") if isinstance(params, dict) else None
+        split = split_name(name) if isinstance(name, str) else None
+        if split is None or split[0] not in self._servers:
+            self._answer(error_message(message["id"], INVALID_PARAMS, f"Invalid params: no server has the tool "
+                                       f"{json.dumps(name)}"))
+            return
+        prefix, tool = split
+        assert isinstance(params, dict)
+        with self._lock:
+            gone = prefix in self._gone
+            if not gone:
+                self._sent[(prefix, id_key(message["id"]))] = _Call(message["id"])
+        if gone:
+            self._answer(self._gone_error(message["id"], prefix))
+            return
+        self._to_server(prefix, dump_message({**message, "params": {**params, "name": tool}}))
+
+    def _client_answer(self, message: dict[str, Any]) -> None:
+        """The client's answer to a server's request: its id back to the server's own."""
+        with self._lock:
+            asked = self._asked.pop(id_key(message["id"]), None)
+            if asked is not None:
+                self._asked_back.pop((asked[0], id_key(asked[1])), None)
+        if asked is None:
+            self._say("dropped a response from the client to no request of a server")
+            return
+        prefix, own_id = asked
+        self._to_server(prefix, dump_message({**message, "id": own_id}))
+
+    def _client_notification(self, method: str, message: dict[str, Any], line: bytes | None) -> None:
+        params = message.get("params")
+        data = line or dump_message(message)
+        if method == "notifications/cancelled":
+            if not isinstance(params, dict) or "requestId" not in params:
+                return
+            key = id_key(params["requestId"])
+            with self._lock:
+                targets = [prefix for prefix in self._servers if (prefix, key) in self._sent]
+                for prefix in targets:
+                    self._forget((prefix, key))
+            for prefix in targets:
+                self._to_server(prefix, data)
+            return
+        if method == "notifications/progress":  # about a server's request to the client
+            token = params.get("progressToken") if isinstance(params, dict) else None
+            with self._lock:
+                owner = self._tokens.get(id_key(token))
+            if owner is not None:
+                self._to_server(owner, data)
+            return
+        with self._lock:
+            live = [prefix for prefix in self._started if prefix not in self._gone]
+        for prefix in live:  # notifications/initialized, roots/list_changed, and the rest: to every server
+            self._to_server(prefix, data)
+
+    def _forget(self, slot: tuple[str, str]) -> None:
+        """A request the client cancelled: a late reply to it is dropped without a word (hold the lock)."""
+        entry = self._sent.pop(slot, None)
+        if isinstance(entry, _Fan):
+            entry.waiting.discard(slot[0])
+        self._cancelled[slot] = None
+        while len(self._cancelled) > _FORGOTTEN:
+            self._cancelled.popitem(last=False)
+
+    # -- servers to the client ------------------------------------------------------------------------
+
+    def _line_handler(self, prefix: str) -> LineHandler:
+        return lambda line: self._from_server(prefix, line)
+
+    def _end_handler(self, prefix: str) -> Callable[[str], None]:
+        return lambda reason: self._server_gone(prefix, reason)
+
+    def _from_server(self, prefix: str, line: bytes) -> None:
+        try:
+            message = parse_message(line)
+        except (ValueError, RecursionError) as exc:
+            self._say(f"malformed JSON from server {self._quoted(prefix)}: {exc}")
+            self._to_server(prefix, dump_message(error_message(None, PARSE_ERROR, "Parse error")))
+            return
+        for item in message if isinstance(message, list) else [message]:
+            self._server_message(prefix, item, line if item is message else None)
+
+    def _server_message(self, prefix: str, message: Any, line: bytes | None) -> None:
+        if not isinstance(message, dict):
+            self._say(f"dropped a message from server {self._quoted(prefix)} that is not an object")
+            return
+        method = message.get("method")
+        if method is None and "id" in message:
+            self._server_answer(prefix, message, line)
+        elif not isinstance(method, str):
+            self._say(f"dropped a message from server {self._quoted(prefix)} with no method")
+        elif "id" in message:
+            self._server_request(prefix, message)
+        elif method == "notifications/cancelled":  # the server withdraws its own request to the client
+            params = message.get("params")
+            if not isinstance(params, dict) or "requestId" not in params:
+                return
+            with self._lock:
+                own = self._asked_back.pop((prefix, id_key(params["requestId"])), None)
+                if own is not None:
+                    self._asked.pop(id_key(own), None)
+            if own is not None:
+                self._up.put(dump_message({**message, "params": {**params, "requestId": own}}))
+        elif method.startswith(("notifications/resources/", "notifications/prompts/")):
+            return  # not offered to the client
+        else:  # tools/list_changed, progress (the client's own tokens), log messages
+            self._up.put(line if line is not None else dump_message(message))
+
+    def _server_request(self, prefix: str, message: dict[str, Any]) -> None:
+        """A server's request to the client (elicitation, sampling, roots, ping), under an id of ours."""
+        params = message.get("params")
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        with self._lock:
+            self._counter += 1
+            own = f"{prefix}{SEPARATOR}{self._counter}"
+            self._asked[id_key(own)] = (prefix, message["id"])
+            self._asked_back[(prefix, id_key(message["id"]))] = own
+            if isinstance(meta, dict) and "progressToken" in meta:
+                self._tokens[id_key(meta["progressToken"])] = prefix
+                while len(self._tokens) > _FORGOTTEN:
+                    self._tokens.popitem(last=False)
+        self._up.put(dump_message({**message, "id": own}))
+
+    def _server_answer(self, prefix: str, message: dict[str, Any], line: bytes | None) -> None:
+        slot = (prefix, id_key(message["id"]))
+        with self._lock:
+            entry = self._sent.pop(slot, None)
+            late = entry is None and slot in self._cancelled
+            if late:
+                del self._cancelled[slot]
+        if entry is None:
+            if not late:
+                self._say(f"dropped a response from server {self._quoted(prefix)} to no request sent to it")
+            return
+        if isinstance(entry, _Call):
+            self._up.put(line if line is not None else dump_message(message))
+            return
+        result = message.get("result")
+        if not isinstance(result, dict):
+            error = message.get("error")
+            text = error.get("message") if isinstance(error, dict) else None
+            self._fan_failed(entry, prefix, str(text) if text is not None else "no result")
+        elif entry.message["method"] == "initialize":
+            entry.results[prefix] = result
+            self._fan_done(entry, prefix)
+        else:
+            self._listed(entry, prefix, result)
+
+    def _listed(self, fan: _Fan, prefix: str, result: dict[str, Any]) -> None:
+        """One page of a server's tools: kept under their prefixed names; the next page asked for."""
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            self._fan_failed(fan, prefix, 'no "tools" array')
+            return
+        for tool in tools:
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
+                fan.tools[prefix].append({**tool, "name": prefix + SEPARATOR + tool["name"]})
+        cursor = result.get("nextCursor")
+        if cursor is None:
+            self._fan_done(fan, prefix)
+            return
+        fan.pages[prefix] += 1
+        if fan.pages[prefix] >= MAX_PAGES:
+            self._fan_failed(fan, prefix, f"more than {MAX_PAGES} pages")
+            return
+        params = fan.message.get("params")
+        with self._lock:
+            self._counter += 1
+            own = f"toolreplay-page-{self._counter}"  # a client's id in flight could not be told from it
+            while (prefix, id_key(own)) in self._sent:
+                own += "+"
+            self._sent[(prefix, id_key(own))] = fan
+        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "id": own, "method": "tools/list", "params": {
+            **(params if isinstance(params, dict) else {}), "cursor": cursor}}))
+
+    def _fan_failed(self, fan: _Fan, prefix: str, why: str) -> None:
+        fan.tools[prefix] = []
+        if fan.message["method"] == "tools/list":
+            self._say(f"server {self._quoted(prefix)} failed to list its tools: {escape_text(why)}; they are left out")
+        else:
+            self._say(f"server {self._quoted(prefix)} failed to initialize: {escape_text(why)}; its tools are left "
+                      "out of this session")
+            with self._lock:
+                self._gone.add(prefix)
+        self._fan_done(fan, prefix)
+
+    def _fan_done(self, fan: _Fan, prefix: str) -> None:
+        with self._lock:
+            fan.waiting.discard(prefix)
+            complete = not fan.waiting
+            if complete:
+                fan.waiting.add("")  # answered once
+        if complete:
+            self._finish(fan)
+
+    def _finish(self, fan: _Fan) -> None:
+        """Answer the client's request with what every server answered."""
+        client_id = fan.message["id"]
+        if fan.message["method"] == "tools/list":
+            tools = [tool for prefix in fan.order for tool in fan.tools[prefix]]
+            for tool in tools:
+                name = tool["name"]
+                if len(name) > NAME_LIMIT and name not in self._long_said:
+                    self._long_said.add(name)
+                    self._say(f"tool '{escape_text(name)}' has a name of {len(name)} characters, longer than the "
+                              f"{NAME_LIMIT} the MCP specification recommends: some clients refuse it")
+            self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": {"tools": tools}}))
+            return
+        answered = [prefix for prefix in fan.order if prefix in fan.results]
+        if not answered:
+            self._up.put(dump_message(error_message(client_id, _INTERNAL_ERROR, "Internal error: no server "
+                                                    "answered initialize")))
+            return
+        versions = [version for prefix in answered
+                    if isinstance(version := fan.results[prefix].get("protocolVersion"), str)]
+        params = fan.message.get("params")
+        asked = params.get("protocolVersion") if isinstance(params, dict) else None
+        result: dict[str, Any] = {
+            "protocolVersion": min(versions) if versions else asked,
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": {"name": "toolreplay-mcp-proxy", "version": __version__}}
+        instructions = [f"Tools named {prefix}{SEPARATOR}*: {text}" for prefix in answered
+                        if isinstance(text := fan.results[prefix].get("instructions"), str) and text]
+        if instructions:
+            result["instructions"] = "\n\n".join(instructions)
+        self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": result}))
+
+    def _server_gone(self, prefix: str, reason: str) -> None:
+        """A server ended: its calls in flight are answered with an error, its tools leave the listing."""
+        with self._lock:
+            closing = self._closing
+            was_gone = prefix in self._gone
+            self._gone.add(prefix)
+            mine = [slot for slot in self._sent if slot[0] == prefix]
+            entries = [self._sent.pop(slot) for slot in mine]
+            for slot in [slot for slot in self._asked_back if slot[0] == prefix]:
+                self._asked.pop(id_key(self._asked_back.pop(slot)), None)
+            everyone = all(other in self._gone for other in self._servers)
+        if not closing:
+            if not was_gone:
+                self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): its tools are gone for the "
+                          "rest of the session")
+            for entry in entries:
+                if isinstance(entry, _Call):
+                    self._up.put(dump_message(self._gone_error(entry.client_id, prefix)))
+            for fan in {id(entry): entry for entry in entries if isinstance(entry, _Fan)}.values():
+                fan.tools[prefix] = []
+                self._fan_done(fan, prefix)
+            if not everyone and not was_gone:
+                self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+        if everyone:
+            self._end()
+
+    def _gone_error(self, client_id: Any, prefix: str) -> dict[str, Any]:
+        return error_message(client_id, _INTERNAL_ERROR, f"Internal error: the server {self._quoted(prefix)} "
+                                                         "has ended")
+
+    # -- writing ----------------------------------------------------------------------------------------
+
+    def _to_server(self, prefix: str, data: bytes) -> None:
+        with self._writing[prefix]:
+            try:
+                self._servers[prefix].send(data)
+            except OSError:
+                self._say(f"server {self._quoted(prefix)} no longer reads its input")
+
+    def _answer(self, message: dict[str, Any]) -> None:
+        """A reply of the proxy's own to the client (through the router, like the servers' lines)."""
+        self._up.put(dump_message(message))
+
+    def _end(self) -> None:
+        with self._lock:
+            if self._ended:
+                return
+            self._ended = True
+        self._up.put(("server exited",))
+
+    def _deliver(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
+        """The one thread that hands lines to the router, in the order they came, then the end."""
+        while True:
+            item = self._up.get()
+            if item is None:
+                return
+            if isinstance(item, tuple):
+                on_ended(item[0])
+                return
+            on_line(item)
+
+    def _quoted(self, prefix: str) -> str:
+        return "'" + escape_text(self._names[prefix]) + "'"
+
+    def _say(self, text: str) -> None:
+        if self._diagnostics is None:
+            return
+        with self._diag_lock:
+            try:
+                self._diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
+                self._diagnostics.flush()
+            except (OSError, ValueError):
+                pass
