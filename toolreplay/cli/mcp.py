@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -12,6 +13,8 @@ from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
+from toolreplay.guard.approvals import Approvals
+from toolreplay.guard.mcp_config import CLIENTS, client_config
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.recorder import SessionRecorder
@@ -36,14 +39,22 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if not command:
         raise UsageError("mcp-proxy needs the server command after --")
     policy = load_policy(args.policy)
-    pins = ToolPins(args.pins) if args.pins else None
+    approvals = Approvals(args.approvals, root=policy.root) if args.approvals else None  # malformed: no start
     redactor = _redactor(policy.redact, args.redact_key, args.record)
+    if args.print_config:  # what would start now starts from the client too
+        io.stdout.write(client_config(args.print_config, policy.agent if args.name is None else args.name,
+                                      sys.executable, _proxy_arguments(args, command)))
+        return 0
+    if args.name is not None:
+        raise UsageError("--name is used with --print-config")
+    pins = ToolPins(args.pins) if args.pins else None
     recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
         io.stdout.flush()
         proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
-                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache)
+                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache,
+                         approvals=approvals)
         previous = _on_stop_signals(proxy)
         try:
             status = proxy.run()
@@ -54,6 +65,22 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
+    """The arguments that start this same proxy from anywhere: `-m toolreplay mcp-proxy`, the options given
+    with absolute file paths (a client does not start in this folder), `--`, the server command as given."""
+    found = ["-m", "toolreplay", "mcp-proxy", "--policy", os.path.abspath(args.policy)]
+    for option, value in (("--record", args.record), ("--redact-key", args.redact_key), ("--pins", args.pins),
+                          ("--approvals", args.approvals)):
+        if value:
+            found += [option, os.path.abspath(value)]
+    for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable)):
+        for name in names or ():
+            found += [option, name]
+    if args.read_cache and not args.no_read_cache:
+        found.append("--read-cache")
+    return [*found, "--", *command]
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -111,8 +138,9 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--approvals FILE] "
+              "[--mutator NAME] [--repeatable NAME] [--read-cache] [--print-config CLIENT [--name NAME]] "
+              "-- SERVER_COMMAND [ARGS...]",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -120,6 +148,14 @@ def register(subparsers: Any) -> None:
                         help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
                              "secrets are replaced by a keyed hash before they are recorded")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
+    parser.add_argument("--approvals", metavar="FILE",
+                        help="approvals a person asked to remember (JSON Lines): a matching call is not asked again, "
+                             "and a yes answered 'always' is added to FILE")
+    parser.add_argument("--print-config", choices=CLIENTS, metavar="CLIENT",
+                        help="print the configuration that makes CLIENT start this proxy in front of the server, "
+                             f"and exit (one of: {', '.join(CLIENTS)})")
+    parser.add_argument("--name", metavar="NAME",
+                        help="the server's name in the printed configuration (default: the policy's agent)")
     parser.add_argument("--mutator", action="append", metavar="NAME",
                         help="a tool that changes state without needing confirmation: runs once per identical "
                              "call and empties the read cache (may be given more than once)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import IO, TextIO
 
+from toolreplay.guard.approvals import SCOPES, Approvals
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_router import BATCH_VERSIONS, Router
@@ -30,19 +31,24 @@ class McpProxy:
 
     def __init__(self, command: list[str], policy: Policy, *, client_in: IO[bytes], client_out: IO[bytes],
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
-                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False) -> None:
+                 mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
+                 approvals: Approvals | None = None) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
 
         `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
         needing a confirmation, tools whose identical calls are each a new action, and whether an
         identical read may be answered from an earlier one while no write has run since. A recorder
         that continues a record brings its writes, budgets, rule history and unknown outcomes back.
+        `approvals` answer confirmations a person asked to remember; with them the question offers to
+        remember a yes (`session`, and `always` when they have a file).
         """
         self._transport = StdioTransport(command, client_in=client_in, client_out=client_out,
                                          diagnostics=diagnostics)
         self._router = Router(self._transport, policy, pins)
         self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
-                          read_cache=read_cache)
+                          read_cache=read_cache, approvals=approvals)
+        if approvals is not None:
+            self._router.offer_remember(SCOPES if approvals.path is not None else SCOPES[:2])
         self._router.serve(self._gate)
 
     @property
