@@ -4,6 +4,9 @@ Two ways, as the client allows: an `elicitation/create` request of the proxy's o
 declared the elicitation capability at `initialize`; its ids are random and never reach the server),
 or, in protocol 2026-07-28, an `input_required` result that the client's retry of the call answers
 (when the call's own `_meta` declares the capability). Without either, nobody can be asked.
+
+When the proxy keeps approvals, the question also offers `remember` (`once`, `session`, `always`):
+`decision` turns a yes that asks for one of the offered scopes into a `Remember` for the gate.
 """
 
 from __future__ import annotations
