@@ -14,7 +14,7 @@ from typing import Any
 from unittest import mock
 
 from tests.test_cli import run
-from toolreplay.errors import InputError
+from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import read_session
 from toolreplay.guard import approvals as store
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember, parse_approval, read_approvals
@@ -101,6 +101,12 @@ class FileFormatTest(Folder):
 
     def test_a_missing_file_holds_no_approval(self) -> None:
         self.assertEqual(read_approvals(self.path), [])
+
+    def test_a_file_in_a_missing_folder_is_refused_at_once(self) -> None:
+        path = os.path.join(self.directory, "missing", "approvals.jsonl")
+        with self.assertRaises(UsageError) as caught:
+            Approvals(path)
+        self.assertEqual(str(caught.exception), f"cannot keep approvals in {path}: its folder does not exist")
 
     def test_a_malformed_file_stops_a_store_from_opening(self) -> None:
         self.write("not json\n")

@@ -97,6 +97,22 @@ class ProxyApprovalsTest(unittest.TestCase):
         self.confirm(proxy, 3, {"action": "accept", "content": {"approve": True}})
         self.assertEqual(proxy.close()[0], 0)
 
+    def test_a_client_that_cannot_ask_runs_what_a_hand_written_approval_allows(self) -> None:
+        with open(self.approvals, "w", encoding="utf-8") as out:
+            out.write('{"id": "short-notes", "tool": "write_note", "when": [{"arg": "text", "max_length": 5}]}\n')
+        directory = os.path.join(self.top, "no-elicitation")
+        os.mkdir(directory)
+        proxy = Proxy(directory, "--approvals", self.approvals, server_args=("--notes", self.notes))
+        self.addCleanup(proxy.kill)
+        proxy.ask(initialize())
+        self.assertEqual(proxy.ask(call(1, "write_note", text="hi")), text_result(1, 'write_note {"text": "hi"}', False))
+        self.assertEqual(proxy.ask(call(2, "write_note", text="too long")),
+                         text_result(2, "toolreplay: confirmation required", True))
+        self.assertEqual(proxy.ask(call(3, "write_note", text=5)), text_result(3, "toolreplay: confirmation required",
+                                                                                 True))  # cannot be evaluated
+        self.assertEqual(proxy.close()[0], 0)
+        self.assertEqual(self.metas(proxy), [{"x-approval": "short-notes"}, {}, {}])
+
     def test_without_approvals_the_question_offers_no_remembering(self) -> None:
         proxy = Proxy(self.top)
         self.addCleanup(proxy.kill)

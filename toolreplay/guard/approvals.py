@@ -236,7 +236,8 @@ class Approvals:
 
     def __init__(self, path: str | None = None, *, root: str | None = None,
                  clock: Callable[[], int] = time.time_ns) -> None:
-        """Read the file now (a malformed one is an InputError; a missing one holds none yet).
+        """Read the file now (a malformed one is an InputError; a missing one holds none yet, but its folder
+        must exist: a UsageError otherwise).
 
         Without `path` only session approvals are kept. `root` is the policy's root folder (for `under`
         conditions); `clock` (ns since the epoch) dates the approvals remembered for good."""
@@ -250,6 +251,8 @@ class Approvals:
         self._seen: tuple[int, int, int] | None = None
         self.error: str | None = None  # why the file's approvals do not apply now (it became malformed)
         if path is not None:
+            if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+                raise UsageError(f"cannot keep approvals in {path}: its folder does not exist")
             self._file = read_approvals(path, root)
             self._seen = _signature(path)
 
