@@ -22,6 +22,7 @@ from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy, parse_policy
+from toolreplay.policy.redaction import Redactor, parse_redaction
 
 POLICY = Policy("notes", frozenset({"write_note", "read_note"}), frozenset({"write_note"}))
 # a fixed clock: 2026-12-01T19:00:00.000Z
@@ -70,7 +71,10 @@ class FileFormatTest(Folder):
         ('{"id": "a", "tool": "", "args": {}}', 'field "tool" must be a tool name (a non-empty string)'),
         ('{"id": "a", "tool": "t", "args": []}', 'field "args" must be an object (the call\'s arguments)'),
         ('{"id": "a", "tool": "t", "args": {}, "by": "me"}',
-         'unknown field "by" (known: args, created, id, note, tool, when)'),
+         'unknown field "by" (known: args, created, id, note, redacted, tool, when)'),
+        ('{"id": "a", "tool": "t", "args": {}, "redacted": false}', 'field "redacted" is true, with "args", or left out'),
+        ('{"id": "a", "tool": "t", "when": [{"arg": "x", "eq": 1}], "redacted": true}',
+         'field "redacted" is true, with "args", or left out'),
         ('{"id": "a", "tool": "t", "args": {}, "note": 1}', 'field "note" must be a string'),
         ('{"id": "a", "tool": "t", "when": []}', '"when" must be a non-empty array of conditions'),
         ('{"id": "a", "tool": "t", "when": [{"after": "t"}]}',
@@ -307,6 +311,28 @@ class GateTest(Folder):
         self.assertEqual(self.gate(person, policy).call("read_note", {}),
                          {"ok": False, "error": "confirmation declined"})
         self.assertEqual(len(person.asked), 1)
+
+    def test_with_a_redacting_record_the_file_holds_no_secret(self) -> None:
+        key = b"k" * 16
+        redactor = Redactor(parse_redaction({"builtin": False, "fields": ["token"]}), key)
+        secret = {"text": "hi", "token": "s3cret-value"}
+        record = os.path.join(self.directory, "r.jsonl")
+        with SessionRecorder.open(record, redactor=redactor) as recorder:
+            gate = Gate({"write_note": lambda text, token: {"ok": True}}, POLICY, confirm=Person(Remember("always")),
+                        approvals=Approvals(self.path, redact=redactor.args), recorder=recorder)
+            self.assertEqual(gate.call("write_note", secret), {"ok": True})
+        self.assertNotIn("s3cret", self.read())
+        (approval,) = read_approvals(self.path)
+        self.assertEqual(approval.describe(), f'{approval.id} write_note args {{"text":"hi","token":'
+                                              f'"{redactor.args(secret)["token"]}"}} created '
+                                              f'{json.dumps(approval.fields["created"])} redacted')
+        other_key = Redactor(parse_redaction({"builtin": False, "fields": ["token"]}), b"j" * 16)
+        for redact, args, found in ((redactor.args, secret, approval.id),
+                                    (redactor.args, {**secret, "token": "another"}, None),
+                                    (other_key.args, secret, None),  # another key: the hash is not the same
+                                    (None, secret, None)):  # no redactor: a redacted approval matches nothing
+            with self.subTest(args=args, redact=redact):
+                self.assertEqual(Approvals(self.path, redact=redact).find("write_note", args), found)
 
     def test_remembering_needs_approvals_and_a_failure_to_remember_is_recorded(self) -> None:
         self.assertEqual(self.gate(Person(Remember("always"))).call("write_note", {"text": "a"}), {"ok": True})

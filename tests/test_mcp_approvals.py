@@ -29,12 +29,13 @@ class ProxyApprovalsTest(unittest.TestCase):
         self.notes = os.path.join(self.top, "notes.txt")
         self.sessions = 0
 
-    def start(self, *extra: str) -> Proxy:
+    def start(self, *extra: str, rules: dict[str, Any] | None = None) -> Proxy:
         """A new proxy session (its own folder and record) on the shared approvals file."""
         self.sessions += 1
         directory = os.path.join(self.top, f"session-{self.sessions}")
         os.mkdir(directory)
-        proxy = Proxy(directory, "--approvals", self.approvals, *extra, server_args=("--notes", self.notes))
+        proxy = Proxy(directory, "--approvals", self.approvals, *extra, server_args=("--notes", self.notes),
+                      rules=rules)
         self.addCleanup(proxy.kill)
         proxy.ask(initialize(capabilities={"elicitation": {}}))
         proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -83,6 +84,23 @@ class ProxyApprovalsTest(unittest.TestCase):
         self.assertEqual(self.metas(proxy), [{}])
         with open(self.notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "hi"}\n' * 3)
+
+    def test_with_redaction_the_approvals_file_holds_no_secret(self) -> None:
+        key = os.path.join(self.top, "key")
+        with open(key, "wb") as out:
+            out.write(b"0123456789abcdef0123")
+        redact = {"redact": {"builtin": False, "fields": ["text"]}}
+        proxy = self.start("--redact-key", key, rules=redact)
+        self.confirm(proxy, 1, APPROVE_ALWAYS)
+        self.assertEqual(proxy.close()[0], 0)
+        with open(self.approvals, encoding="utf-8") as handle:
+            line = json.loads(handle.read())
+        self.assertEqual((line["redacted"], list(line["args"])), (True, ["text"]))
+        self.assertRegex(line["args"]["text"], r"^\[redacted:field:[0-9a-f]{24}\]$")
+        proxy = self.start("--redact-key", key, rules=redact)
+        self.assertEqual(proxy.ask(call(2, "write_note", text="hi")), text_result(2, 'write_note {"text": "hi"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        self.assertEqual(self.metas(proxy), [{"x-approval": line["id"]}])
 
     def test_session_is_remembered_for_this_proxy_only(self) -> None:
         proxy = self.start("--repeatable", "write_note")

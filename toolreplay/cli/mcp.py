@@ -27,7 +27,8 @@ _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
   0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
   1  the server ended on its own with a failure
-  2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
+  2  usage error (bad arguments, an unreadable policy, pins, approvals or record file, a server that cannot
+     start)"""
 _PINS_EXIT_CODES = """exit codes:
   0  done; for show: nothing waits for review
   1  show: tool definitions wait for review (accept them with: toolreplay mcp-pins accept PINS)
@@ -39,8 +40,9 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if not command:
         raise UsageError("mcp-proxy needs the server command after --")
     policy = load_policy(args.policy)
-    approvals = Approvals(args.approvals, root=policy.root) if args.approvals else None  # malformed: no start
     redactor = _redactor(policy.redact, args.redact_key, args.record)
+    approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
+                 if args.approvals else None)  # a malformed file: the proxy does not start
     if args.print_config:  # what would start now starts from the client too
         io.stdout.write(client_config(args.print_config, policy.agent if args.name is None else args.name,
                                       sys.executable, _proxy_arguments(args, command)))

@@ -12,7 +12,10 @@ The approvals file holds one approval a line (JSON Lines), so every mistake has 
 `id` (letters, digits, `_`, `.`, `-`; not starting `session-`) and `tool` are required, and exactly one
 of `args` (the exact arguments, compared in canonical form) and `when` (argument conditions in the
 policy rules' vocabulary, all of which must hold; one that cannot be evaluated does not hold).
-`created` and `note` are optional strings. A person adds lines by hand or by answering `always`;
+`created` and `note` are optional strings. `"redacted": true` (with `args` only) says the arguments are
+held as a redacting record holds them (secrets replaced by their keyed hash, `toolreplay.policy.redaction`):
+such an approval matches a call whose arguments redact to them with the same key, and no call when the
+store has no redactor. A person adds lines by hand or by answering `always`;
 the file is rewritten whole (a temporary file renamed over it) under a lock on `FILE.lock`, so two
 proxies sharing it never lose each other's approvals and a reader never sees half a file.
 """
@@ -49,7 +52,7 @@ __all__ = ["SCOPES", "Approval", "Approvals", "ApprovalsError", "Remember", "rea
 SCOPES = ("once", "session", "always")
 
 _ID = re.compile(r"[A-Za-z0-9_.-]+")
-_FIELDS = frozenset({"id", "tool", "args", "when", "created", "note"})
+_FIELDS = frozenset({"id", "tool", "args", "when", "created", "note", "redacted"})
 _SESSION = "session-"
 
 
@@ -78,11 +81,15 @@ class Approval:
     when: tuple[ArgCondition, ...]
     fields: dict[str, Any]  # the line's object as written
     line: int = 0  # its line in the file (0: a session approval)
+    redacted: bool = False  # `args` are the redacted arguments
 
-    def matches(self, tool: str, args: dict[str, Any]) -> bool:
-        """Whether this approval answers the confirmation of the call (an unreadable condition: no)."""
+    def matches(self, tool: str, args: dict[str, Any], redacted: bytes | None = None) -> bool:
+        """Whether this approval answers the confirmation of the call (an unreadable condition: no);
+        `redacted` is the canonical form of the call's redacted arguments (None: not known)."""
         if tool != self.tool:
             return False
+        if self.redacted:
+            return redacted is not None and redacted == self.args
         if self.args is not None:
             return canonical_bytes(args) == self.args
         return all(condition.evaluate(args) is True for condition in self.when)
@@ -96,6 +103,8 @@ class Approval:
             text += " created " + _ascii(self.fields["created"])
         if "note" in self.fields:
             text += " note " + _ascii(self.fields["note"])
+        if self.redacted:
+            text += " redacted"
         return text
 
 
@@ -112,7 +121,8 @@ def parse_approval(obj: Any, root: tuple[str, ...] | None = None, line: int = 0)
         raise ValueError("an approval must be a JSON object")
     for key in obj:
         if key not in _FIELDS:
-            raise ValueError(f"unknown field {json.dumps(key)[:60]} (known: args, created, id, note, tool, when)")
+            raise ValueError(f"unknown field {json.dumps(key)[:60]} (known: args, created, id, note, redacted, tool, "
+                             "when)")
     approval_id = obj.get("id")
     if not isinstance(approval_id, str) or not _ID.fullmatch(approval_id) or approval_id.startswith(_SESSION):
         raise ValueError("field \"id\" must be letters, digits, \"_\", \".\" or \"-\", not starting \"session-\"")
@@ -123,10 +133,12 @@ def parse_approval(obj: Any, root: tuple[str, ...] | None = None, line: int = 0)
     for key in ("created", "note"):
         if key in obj and not isinstance(obj[key], str):
             raise ValueError(f"field \"{key}\" must be a string")
+    if "redacted" in obj and (obj["redacted"] is not True or "args" not in obj):
+        raise ValueError("field \"redacted\" is true, with \"args\", or left out")
     if "args" in obj:
         if not isinstance(obj["args"], dict):
             raise ValueError("field \"args\" must be an object (the call's arguments)")
-        return Approval(approval_id, obj["tool"], canonical_bytes(obj["args"]), (), obj, line)
+        return Approval(approval_id, obj["tool"], canonical_bytes(obj["args"]), (), obj, line, "redacted" in obj)
     return Approval(approval_id, obj["tool"], None, parse_arg_conditions(obj["when"], "when", root), obj, line)
 
 
@@ -235,16 +247,19 @@ class Approvals:
     """The remembered approvals of one gate: the file's (re-read whenever it changed) and this session's."""
 
     def __init__(self, path: str | None = None, *, root: str | None = None,
-                 clock: Callable[[], int] = time.time_ns) -> None:
+                 clock: Callable[[], int] = time.time_ns,
+                 redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         """Read the file now (a malformed one is an InputError; a missing one holds none yet, but its folder
         must exist: a UsageError otherwise).
 
         Without `path` only session approvals are kept. `root` is the policy's root folder (for `under`
-        conditions); `clock` (ns since the epoch) dates the approvals remembered for good."""
+        conditions); `clock` (ns since the epoch) dates the approvals remembered for good. `redact` (a
+        record's `Redactor.args`) keeps the arguments of those approvals redacted: no secret in the file."""
         self.path = path
         self._root_folder = root
         self._root = _root_segments(root)
         self._clock = clock
+        self._redact = redact
         self._lock = threading.Lock()
         self._session: list[Approval] = []
         self._file: list[Approval] = []
@@ -261,7 +276,10 @@ class Approvals:
         with self._lock:
             self._refresh()
             approvals = [*self._file, *self._session]
-        return next((approval.id for approval in approvals if approval.matches(tool, args)), None)
+        redacted = None
+        if self._redact is not None and any(approval.redacted and approval.tool == tool for approval in approvals):
+            redacted = canonical_bytes(self._redact(args))
+        return next((approval.id for approval in approvals if approval.matches(tool, args, redacted)), None)
 
     def remember(self, tool: str, args: dict[str, Any], scope: str) -> str | None:
         """Remember a person's yes to this exact call for `scope`; its approval's id (None for `once`).
@@ -290,19 +308,21 @@ class Approvals:
             raise ApprovalsError(f"cannot write {self.path}: {exc.strerror or exc}") from None
 
     def _append(self, path: str, tool: str, args: dict[str, Any]) -> str:
-        exact = canonical_bytes(args)
+        fields: dict[str, Any] = {"tool": tool, "args": args}
+        if self._redact is not None:
+            fields = {"tool": tool, "args": self._redact(args), "redacted": True}
+        exact = canonical_bytes(fields["args"])
         with _locked(path):
             data = _read_bytes(path) or b""
             approvals = _parse_lines(path, data, self._root)
             for approval in approvals:
-                if approval.tool == tool and approval.args == exact:
+                if approval.tool == tool and approval.args == exact and approval.redacted == ("redacted" in fields):
                     return approval.id
             used = {approval.id for approval in approvals}
             approval_id = secrets.token_hex(6)
             while approval_id in used:  # pragma: no cover - 48 random bits
                 approval_id = secrets.token_hex(6)
-            line = canonical_json({"id": approval_id, "tool": tool, "args": args,
-                                   "created": format_ts(self._clock())}).encode("utf-8")
+            line = canonical_json({"id": approval_id, **fields, "created": format_ts(self._clock())}).encode("utf-8")
             if data and not data.endswith(b"\n"):
                 data += b"\n"
             _write_whole(path, data + line + b"\n")
