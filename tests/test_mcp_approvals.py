@@ -13,9 +13,10 @@ import tempfile
 import unittest
 from typing import Any
 
-from tests.support import integration
+from tests.support import integration, require
 from tests.test_cli import run
-from tests.test_mcp_proxy import POLICY, ROOT, Proxy, call, initialize, text_result
+from tests.test_mcp_proxy import POLICY, ROOT, TINY, Proxy, call, initialize, text_result
+from tests.test_mcp_real import HAVE_SDK, run_client, texts
 
 APPROVE_ALWAYS = {"action": "accept", "content": {"approve": True, "remember": "always"}}
 
@@ -177,6 +178,40 @@ class ProxyApprovalsTest(unittest.TestCase):
         with open(self.approvals, encoding="utf-8") as handle:
             texts = sorted(json.loads(line)["args"]["text"] for line in handle)
         self.assertEqual(texts, sorted(f"{offset}-{number}" for offset in range(2) for number in range(4)))
+
+
+@integration
+class SdkClientApprovalsTest(unittest.TestCase):
+    """The official MCP Python SDK client answers the question, `remember` included."""
+
+    def test_an_sdk_client_remembers_always_and_is_not_asked_next_session(self) -> None:
+        require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
+        from mcp import types
+
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        policy = os.path.join(directory, "policy.json")
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump(POLICY, out)
+        approvals = os.path.join(directory, "approvals.jsonl")
+        schemas: list[dict[str, Any]] = []
+
+        async def always(context: Any, params: Any) -> Any:
+            schemas.append(getattr(params, "requested_schema", None) or params.requestedSchema)  # SDK 2 or 1
+            return types.ElicitResult(action="accept", content={"approve": True, "remember": "always"})
+
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("write_note", {"text": "hi"}))
+
+        for number in (1, 2):
+            value, stderr = run_client(["--policy", policy, "--record", os.path.join(directory, f"{number}.jsonl"),
+                                        "--approvals", approvals], [sys.executable, TINY], scenario, elicit=always)
+            self.assertEqual((value, stderr), ((False, ['write_note {"text": "hi"}']), ""))
+        self.assertEqual(len(schemas), 1)  # asked in the first session only
+        self.assertEqual(schemas[0]["properties"]["remember"]["enum"], ["once", "session", "always"])
+        (line,) = run("approvals", "list", "--file", approvals)[1].splitlines()[1:]
+        with open(os.path.join(directory, "2.jsonl"), encoding="utf-8") as record:
+            self.assertEqual(json.loads(record.readline())["meta"]["x-approval"], line.split()[0])
 
 
 if __name__ == "__main__":
