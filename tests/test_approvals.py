@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -18,7 +19,7 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import read_session
 from toolreplay.guard import approvals as store
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember, parse_approval, read_approvals
-from toolreplay.guard.gate import Gate
+from toolreplay.guard.gate import ConsoleApprover, Gate
 from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy, parse_policy
@@ -342,6 +343,18 @@ class GateTest(Folder):
             self.assertEqual(gate.call("write_note", {"text": "b"}), {"ok": True})
         self.assertEqual(self.metas(record), [{"x-remember-error": "no approvals file to remember it in"}])
         self.assertEqual(self.notes, ["a", "b"])
+
+
+class ConsoleTest(unittest.TestCase):
+    def test_the_console_approver_offers_remembering_when_asked_to(self) -> None:
+        answers, prompts = io.StringIO("s\nalways\ny\nA\nno\n"), io.StringIO()
+        approve = ConsoleApprover(answers, prompts, remember=True)
+        self.assertEqual([approve("write_note", {"n": n}) for n in range(5)],
+                         [Remember("session"), Remember("always"), True, Remember("always"), False])
+        self.assertEqual(prompts.getvalue(), "".join(
+            f'approve write_note {{"n":{n}}}? [y/N/s(ession)/a(lways)] ' for n in range(5)))
+        plain = ConsoleApprover(io.StringIO("a\n"), io.StringIO())  # not offered: a is no yes
+        self.assertIs(plain("write_note", {}), False)
 
 
 class AnswerTest(unittest.TestCase):
