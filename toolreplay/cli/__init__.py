@@ -33,6 +33,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.importing": ("import",),
     "toolreplay.cli.export": ("export",),
     "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
+    "toolreplay.cli.approvals": ("approvals",),
     "toolreplay.cli.hook": ("hook",),
 }
 

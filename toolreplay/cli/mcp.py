@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sys
 import threading
 from typing import Any
 
@@ -12,6 +13,8 @@ from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
+from toolreplay.guard.approvals import Approvals
+from toolreplay.guard.mcp_config import CLIENTS, client_config
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.mcp_servers import MultiServer, read_servers, start_servers
@@ -25,7 +28,8 @@ _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
   0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
   1  the server ended on its own with a failure
-  2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
+  2  usage error (bad arguments, an unreadable policy, pins, approvals or record file, a server that cannot
+     start)"""
 _PINS_EXIT_CODES = """exit codes:
   0  done; for show: nothing waits for review
   1  show: tool definitions wait for review (accept them with: toolreplay mcp-pins accept PINS)
@@ -38,21 +42,30 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         raise UsageError("mcp-proxy takes --servers FILE or a server command after --, not both")
     if args.servers is None and not command:
         raise UsageError("mcp-proxy needs the server command after --, or --servers FILE")
-    upstream: list[str] | MultiServer = command
-    if args.servers is not None:
-        configs = read_servers(args.servers)
-        upstream = MultiServer(start_servers(args.servers, configs),
-                               names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+    configs = read_servers(args.servers) if args.servers is not None else None
     policy = load_policy(args.policy)
-    pins = ToolPins(args.pins) if args.pins else None
     redactor = _redactor(policy.redact, args.redact_key, args.record)
+    approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
+                 if args.approvals else None)  # a malformed file: the proxy does not start
+    if args.print_config:  # what would start now starts from the client too
+        io.stdout.write(client_config(args.print_config, policy.agent if args.name is None else args.name,
+                                      sys.executable, _proxy_arguments(args, command)))
+        return 0
+    if args.name is not None:
+        raise UsageError("--name is used with --print-config")
+    pins = ToolPins(args.pins) if args.pins else None
     recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
+        upstream: list[str] | MultiServer = command
+        if configs is not None:  # started once every file given has been read and opened
+            upstream = MultiServer(start_servers(args.servers, configs),
+                                   names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
         io.stdout.flush()
         proxy = McpProxy(upstream, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
                          repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache,
-                         record_meta=upstream.record_meta if isinstance(upstream, MultiServer) else None)
+                         record_meta=upstream.record_meta if isinstance(upstream, MultiServer) else None,
+                         approvals=approvals)
         previous = _on_stop_signals(proxy)
         try:
             status = proxy.run()
@@ -63,6 +76,24 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
+    """The arguments that start this same proxy from anywhere: `-m toolreplay mcp-proxy`, the options given
+    with absolute file paths (a client does not start in this folder), `--`, the server command as given."""
+    found = ["-m", "toolreplay", "mcp-proxy", "--policy", os.path.abspath(args.policy)]
+    for option, value in (("--record", args.record), ("--redact-key", args.redact_key), ("--pins", args.pins),
+                          ("--approvals", args.approvals)):
+        if value:
+            found += [option, os.path.abspath(value)]
+    for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable)):
+        for name in names or ():
+            found += [option, name]
+    if args.read_cache and not args.no_read_cache:
+        found.append("--read-cache")
+    if args.servers is not None:
+        return [*found, "--servers", os.path.abspath(args.servers)]
+    return [*found, "--", *command]
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -120,8 +151,9 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server, or several, for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] (-- SERVER_COMMAND [ARGS...] | --servers FILE)",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--approvals FILE] "
+              "[--mutator NAME] [--repeatable NAME] [--read-cache] [--print-config CLIENT [--name NAME]] "
+              "(-- SERVER_COMMAND [ARGS...] | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -129,6 +161,14 @@ def register(subparsers: Any) -> None:
                         help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
                              "secrets are replaced by a keyed hash before they are recorded")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
+    parser.add_argument("--approvals", metavar="FILE",
+                        help="approvals a person asked to remember (JSON Lines): a matching call is not asked again, "
+                             "and a yes answered 'always' is added to FILE")
+    parser.add_argument("--print-config", choices=CLIENTS, metavar="CLIENT",
+                        help="print the configuration that makes CLIENT start this proxy in front of the server, "
+                             f"and exit (one of: {', '.join(CLIENTS)})")
+    parser.add_argument("--name", metavar="NAME",
+                        help="the server's name in the printed configuration (default: the policy's agent)")
     parser.add_argument("--mutator", action="append", metavar="NAME",
                         help="a tool that changes state without needing confirmation: runs once per identical "
                              "call and empties the read cache (may be given more than once)")

@@ -20,7 +20,9 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    no write has run since;
 6. **confirmation** — a write tool (or a call an ask rule caught) runs only when the host's
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
-   a refusal says whether the person declined, nobody could be asked, or the question timed out;
+   a refusal says whether the person declined, nobody could be asked, or the question timed out. With
+   `approvals=`, an approval a person asked to remember (`Remember`) answers the question instead
+   of asking again, and the record's meta names it (`x-approval`);
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
@@ -43,12 +45,13 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.format.records import format_ts, read_session
+from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState, Ruling
@@ -75,7 +78,7 @@ MAX_NESTING = 256
 # cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
 REMEMBER_BYTES = 16 * 1024 * 1024
 
-Confirm = Callable[[str, dict[str, Any]], bool]
+Confirm = Callable[[str, dict[str, Any]], bool | Remember]
 
 # The three ways a confirmation is refused, each its own text (the first is the SPEC's).
 NOT_ASKED, DECLINED, TIMED_OUT = "confirmation required", "confirmation declined", "confirmation timed out"
@@ -105,8 +108,8 @@ class ToolHost(Protocol):
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
-        """Ask a person (never the model) whether this exact call may run; True only for a yes.
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
+        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes.
 
         Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
 
@@ -142,6 +145,9 @@ class _Call:
     variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
     started_ns: int = 0  # when the request reached the gate: wall clock, ns since the epoch (meta.ts)
     started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
+    # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
+    # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
+    approval: tuple[str, str] | None = None
 
     @property
     def slot(self) -> bytes:
@@ -162,10 +168,10 @@ class _FunctionHost:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         return self._tools[tool](**args)  # the gate hands every host a copy
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
         if self._confirm is None:
             raise CannotConfirmError("no confirm callback")
-        answer: bool = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
+        answer: bool | Remember = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
         return answer
 
 
@@ -189,7 +195,8 @@ class Gate:
                  clock: Callable[[], float] = time.monotonic, screen: Screen | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
                  remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns,
-                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
+                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
+                 approvals: Approvals | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -203,6 +210,8 @@ class Gate:
         `remember_bytes` bounds the responses held to answer repeats (the writes', the read cache's).
         `wall_clock` (ns since the epoch) dates each record's `meta.ts`. `record_meta(tool)` gives more
         keys for a record's `meta` (format 1.1 `x-` keys, say which server served the tool), or None.
+        `approvals` are the approvals a person asked to remember: one that matches a call answers its
+        confirmation (nothing else), and a `Remember("session")` or `Remember("always")` answer adds one.
         """
         self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -214,6 +223,7 @@ class Gate:
         self._wall_clock = wall_clock
         self._record_meta = record_meta
         self._screen = screen
+        self._approvals = approvals
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0
@@ -322,7 +332,8 @@ class Gate:
             self._rules.withdraw(ruling)
         if ruling is not None and ruling.refusal is not None:
             return False
-        return self._earlier(call) is None and self._needs_confirmation(call, ruling)
+        return (self._earlier(call) is None and self._needs_confirmation(call, ruling)
+                and self._remembered(call) is None)
 
     def _identity(self, tool: str, args: dict[str, Any]) -> bytes:
         """The call's canonical form, as the record holds it: a redacting record holds the redacted call,
@@ -348,12 +359,18 @@ class Gate:
         if earlier is not None:
             return self._repeat(call, earlier)
         if self._needs_confirmation(call, ruling):
-            try:
-                refusal = self._confirmation_refusal(call, ruling)
-            except CallCancelled as exc:
-                return self._record(call, _refusal(_cancelled(exc, False)), "cancelled")
-            if refusal is not None:
-                return self._refuse(call, refusal)
+            approval = self._remembered(call)
+            if approval is not None:  # a person's earlier answer, remembered: not asked again
+                call = replace(call, approval=("x-approval", approval))
+            else:
+                try:
+                    answer = self._confirmation_refusal(call, ruling)
+                except CallCancelled as exc:
+                    return self._record(call, _refusal(_cancelled(exc, False)), "cancelled")
+                if isinstance(answer, str):
+                    return self._refuse(call, answer)
+                if answer is not None:
+                    call = self._remember(call, answer)
         pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
@@ -429,19 +446,35 @@ class Gate:
             return False
         return call.tool in self._policy.write_tools
 
-    def _confirmation_refusal(self, call: _Call, ruling: Ruling | None) -> str | None:
-        """Ask; None for a yes, else the refusal. A call not confirmed did not run: the rules must not count it."""
-        refusal: str | None = NOT_ASKED
+    def _remembered(self, call: _Call) -> str | None:
+        """The id of a remembered approval that answers the call's confirmation, else None."""
+        return None if self._approvals is None else self._approvals.find(call.tool, call.args)
+
+    def _remember(self, call: _Call, answer: Remember) -> _Call:
+        """Keep a person's yes for the session or for good; the call, noting the approval for its record."""
+        if self._approvals is None:
+            return call
+        try:
+            approval = self._approvals.remember(call.tool, call.args, answer.scope)
+        except ApprovalsError as exc:  # the person's yes still stands, for this call
+            return replace(call, approval=("x-remember-error", str(exc)))
+        return call if approval is None else replace(call, approval=("x-remembered", approval))
+
+    def _confirmation_refusal(self, call: _Call, ruling: Ruling | None) -> str | Remember | None:
+        """Ask; None (or a Remember) for a yes, else the refusal. A call not confirmed did not run: the rules
+        must not count it."""
+        refusal: str | Remember | None = NOT_ASKED
         try:
             refusal = self._ask(call)
         finally:
-            if refusal is not None and ruling is not None and self._rules is not None:
+            if isinstance(refusal, str) and ruling is not None and self._rules is not None:
                 self._rules.withdraw(ruling)
         return refusal
 
-    def _ask(self, call: _Call) -> str | None:
-        """None when the host's `confirm` returned True; DECLINED for False, TIMED_OUT for a TimeoutError,
-        else NOT_ASKED (CannotConfirmError, a failing approver, an answer that is not a bool)."""
+    def _ask(self, call: _Call) -> str | Remember | None:
+        """None when the host's `confirm` returned True, the `Remember` it returned; DECLINED for False,
+        TIMED_OUT for a TimeoutError, else NOT_ASKED (CannotConfirmError, a failing approver, an answer that
+        is not a bool)."""
         try:
             answer = self._host.confirm(call.tool, _copy_json(call.args), call.context)
         except CallCancelled:
@@ -459,6 +492,8 @@ class Gate:
             raise
         if answer is True:
             return None
+        if isinstance(answer, Remember):
+            return answer
         return DECLINED if answer is False else NOT_ASKED
 
     # -- running and recording --------------------------------------------------------------------
@@ -638,6 +673,8 @@ class Gate:
             meta["call_id"] = call.call_id
         if call.turn is not None:
             meta["turn"] = call.turn
+        if call.approval is not None:
+            meta[call.approval[0]] = call.approval[1]
         meta["outcome"] = outcome
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
@@ -775,27 +812,35 @@ def _describe(exc: BaseException) -> str:
 class ConsoleApprover:
     """A confirmation callback that asks a person on the terminal; only `y` or `yes` approves."""
 
-    def __init__(self, input: TextIO | None = None, output: TextIO | None = None) -> None:
-        """Read answers from `input` (default stdin), write prompts to `output` (default stderr)."""
+    def __init__(self, input: TextIO | None = None, output: TextIO | None = None, *, remember: bool = False) -> None:
+        """Read answers from `input` (default stdin), write prompts to `output` (default stderr).
+
+        `remember=True` also offers `s` (yes, and for identical calls this session) and `a` (yes, and for
+        good): the gate's `approvals` keep them (docs/guard.md, Remembered approvals)."""
         self._input = input
         self._output = output
+        self._remember = remember
         self._lock = threading.Lock()
 
-    def __call__(self, tool: str, args: dict[str, Any]) -> bool:
+    def __call__(self, tool: str, args: dict[str, Any]) -> bool | Remember:
         """Show the exact call and ask; any answer but yes declines, end of input is CannotConfirmError."""
         source = self._input if self._input is not None else sys.stdin
         sink = self._output if self._output is not None else sys.stderr
         # ASCII-only JSON: what the person approves cannot hide behind control or bidi characters.
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
         with self._lock:  # one question at a time, even when agents call from several threads
-            sink.write(f"approve {_shown_name(tool)} {shown}? [y/N] ")
+            choices = "y/N/s(ession)/a(lways)" if self._remember else "y/N"
+            sink.write(f"approve {_shown_name(tool)} {shown}? [{choices}] ")
             sink.flush()
             answer = source.readline()
             if not answer.endswith("\n"):
                 sink.write("\n")
         if not answer:
             raise CannotConfirmError("no answer: the input ended")
-        return answer.strip().lower() in ("y", "yes")
+        word = answer.strip().lower()
+        if self._remember and word in ("s", "session", "a", "always"):
+            return Remember("session" if word[0] == "s" else "always")
+        return word in ("y", "yes")
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:/-]+")

@@ -4,6 +4,9 @@ Two ways, as the client allows: an `elicitation/create` request of the proxy's o
 declared the elicitation capability at `initialize`; its ids are random and never reach the server),
 or, in protocol 2026-07-28, an `input_required` result that the client's retry of the call answers
 (when the call's own `_meta` declares the capability). Without either, nobody can be asked.
+
+When the proxy keeps approvals, the question also offers `remember` (`once`, `session`, `always`):
+`decision` turns a yes that asks for one of the offered scopes into a `Remember` for the gate.
 """
 
 from __future__ import annotations
@@ -14,9 +17,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from toolreplay.guard.approvals import Remember
 from toolreplay.guard.mcp_wire import Waiter, declares_form_elicitation, id_key
 
-__all__ = ["Asked", "ClientConfirmation", "approves"]
+__all__ = ["Asked", "ClientConfirmation", "approves", "decision"]
 
 
 class Asked(Protocol):
@@ -33,6 +37,20 @@ def approves(answer: Any) -> bool:
             and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
 
 
+def decision(answer: Any, offered: tuple[str, ...] = ()) -> bool | Remember:
+    """What the gate gets for an answer: False unless it approves; a yes asking to remember it for a scope
+    that was `offered` is a `Remember`, any other yes (a missing, unknown or `once` scope) is True."""
+    if not approves(answer):
+        return False
+    scope = answer["content"].get("remember")
+    return Remember(scope) if scope in offered and scope != "once" else True
+
+
+# How the question offers to remember the answer (when the proxy keeps approvals: `offered` scopes).
+_REMEMBER_HELP = {"once": "once: this call only", "session": "session: identical calls until the proxy stops",
+                  "always": "always: identical calls from now on (kept in the approvals file)"}
+
+
 class ClientConfirmation:
     """The open questions of one session; thread-safe. `send` writes one message to the client."""
 
@@ -43,13 +61,19 @@ class ClientConfirmation:
         self._asking: dict[str, str] = {}        # id keys of calls awaiting a person -> our elicitation id
         self._round_trips: dict[str, Waiter] = {}  # our inputRequests keys (2026-07-28) -> the waiting worker
         self.elicitation = False  # the client declared form elicitation at initialize
+        self.remember: tuple[str, ...] = ()  # the scopes a person may ask to remember a yes for (none: not offered)
 
     def ask(self, tool: str, args: dict[str, Any], call: Asked) -> Any:
         """Ask about this exact call and wait; the client's answer, or None when nobody can be asked."""
         shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-        question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
-                    "requestedSchema": {"type": "object", "properties": {"approve": {
-                        "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
+        question: dict[str, Any] = {
+            "message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+            "requestedSchema": {"type": "object", "properties": {"approve": {
+                "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
+        if self.remember:
+            question["requestedSchema"]["properties"]["remember"] = {
+                "type": "string", "title": "Remember this answer", "enum": list(self.remember), "default": "once",
+                "description": "; ".join(_REMEMBER_HELP[scope] for scope in self.remember)}
         if self.elicitation:
             return self._by_request(question, call)
         if declares_form_elicitation(call.message):

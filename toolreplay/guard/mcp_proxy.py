@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, TextIO
 
+from toolreplay.guard.approvals import SCOPES, Approvals
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_router import BATCH_VERSIONS, Router
@@ -33,7 +34,8 @@ class McpProxy:
                  client_out: IO[bytes] | None = None, client: ClientEnd | None = None,
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
-                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None) -> None:
+                 record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
+                 approvals: Approvals | None = None) -> None:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
 
         `server` is a command to run as a stdio server, or any `ServerEnd`; the client is `client`, or
@@ -44,6 +46,8 @@ class McpProxy:
         identical read may be answered from an earlier one while no write has run since; `record_meta`
         too: more `x-` keys of a record's meta by tool (`MultiServer.record_meta`: which server served it). A recorder
         that continues a record brings its writes, budgets, rule history and unknown outcomes back.
+        `approvals` answer confirmations a person asked to remember; with them the question offers to
+        remember a yes (`session`, and `always` when they have a file).
         """
         if client is None:
             if client_in is None or client_out is None:
@@ -53,7 +57,9 @@ class McpProxy:
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
         self._router = Router(self._transport, policy, pins)
         self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
-                          read_cache=read_cache, record_meta=record_meta)
+                          read_cache=read_cache, record_meta=record_meta, approvals=approvals)
+        if approvals is not None:
+            self._router.offer_remember(SCOPES if approvals.path is not None else SCOPES[:2])
         self._router.serve(self._gate)
 
     @property

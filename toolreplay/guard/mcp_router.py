@@ -30,8 +30,9 @@ from collections import OrderedDict
 from typing import Any
 
 from toolreplay.format.text import escape_text
+from toolreplay.guard.approvals import Remember
 from toolreplay.guard.gate import Answer, CallCancelled, CannotConfirmError, Gate
-from toolreplay.guard.mcp_confirm import ClientConfirmation, approves
+from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_transport import SessionLink
 from toolreplay.guard.mcp_wire import (
@@ -141,6 +142,10 @@ class Router:
         """Start routing: every tools/call goes through `gate`."""
         self._gate = gate
 
+    def offer_remember(self, scopes: tuple[str, ...]) -> None:
+        """Let a person's yes ask to be remembered for one of `scopes` (approvals.SCOPES); by default not offered."""
+        self._confirmation.remember = scopes
+
     # -- the gate's host ------------------------------------------------------------------------------
 
     def refusal(self, tool: str) -> str | None:
@@ -172,7 +177,7 @@ class Router:
             response = recordable(response)  # the client still gets the reply as it came
         return response
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
         """Ask the person through the client (mcp_confirm); a cancelled call raises CallCancelled."""
         assert isinstance(context, CallContext)
         self._turns.release(context.ticket)  # a call waiting for a person holds back no other call
@@ -185,7 +190,8 @@ class Router:
             raise CallCancelled("the client cancelled the call while it waited for a person", started=False)
         if not isinstance(answer, dict):  # nobody could be asked, or no answer came (the client went, an error)
             raise CannotConfirmError("the client cannot ask a person, or gave no answer")
-        return approves(answer)  # a person's no, or a cancel of the question: declined
+        # a person's no, or a cancel of the question: declined; a yes may ask to be remembered
+        return decision(answer, self._confirmation.remember)
 
     # -- lines from either side ---------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from toolreplay.policy.rules import (
     Rule,
 )
 
-__all__ = ["parse_rules", "integer_field", "number_field"]
+__all__ = ["parse_rules", "parse_arg_conditions", "integer_field", "number_field"]
 
 _RULE_FIELDS = ("id", "tools", "effect", "reason", "when", "unless")
 _ID = re.compile(r"[A-Za-z0-9_.-]+")
@@ -246,3 +246,15 @@ def parse_rules(value: Any, allowed: frozenset[str], root: tuple[str, ...] | Non
         except ValueError as exc:
             raise ValueError(f"rule {json.dumps(rule_id)}: {exc}") from None
     return tuple(rules)
+
+
+def parse_arg_conditions(value: Any, name: str, root: tuple[str, ...] | None = None) -> tuple[ArgCondition, ...]:
+    """A non-empty array of argument conditions (`{"arg": ..., OPERATOR: ...}`, as a rule's `when` writes
+    them), for files that match calls by their arguments alone (no `after`, `count` or `rate`)."""
+    if isinstance(value, list):
+        for position, item in enumerate(value, 1):
+            if isinstance(item, dict) and "arg" not in item:
+                raise ValueError(f"\"{name}\" condition {position}: only argument conditions (\"arg\") are allowed "
+                                 "here, not a session's history")
+    conditions = _conditions(value, name, frozenset(), {}, [], root)
+    return tuple(condition for condition in conditions if isinstance(condition, ArgCondition))
