@@ -6,6 +6,7 @@ import argparse
 import os
 import signal
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from toolreplay.audit.signers import read_secret_file
@@ -22,7 +23,8 @@ __all__ = ["register"]
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
-  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
+  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP);
+     with --listen: a signal ended every session
   1  the server ended on its own with a failure
   2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
 _PINS_EXIT_CODES = """exit codes:
@@ -35,6 +37,12 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     command = args.server[1:] if args.server[:1] == ["--"] else args.server
     if not command:
         raise UsageError("mcp-proxy needs the server command after --")
+    if args.listen is not None:
+        return _run_listener(args, command, io)
+    for flag, value in (("--records", args.records), ("--token-file", args.token_file),
+                        ("--listen-public", args.listen_public or None), ("--allow-origin", args.allow_origin)):
+        if value is not None:
+            raise UsageError(f"{flag} needs --listen")
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
     redactor = _redactor(policy.redact, args.redact_key, args.record)
@@ -44,7 +52,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
                          repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache)
-        previous = _on_stop_signals(proxy)
+        previous = _on_stop_signals(lambda: proxy.stop("signal"))
         try:
             status = proxy.run()
         finally:
@@ -54,6 +62,59 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _listen_address(text: str) -> tuple[str, int]:
+    """`PORT`, `HOST:PORT` or `[IPV6]:PORT`; the host defaults to 127.0.0.1."""
+    host, _, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or int(port) > 65535 or (":" in host and not text.startswith("[")):
+        raise UsageError(f"--listen {text}: expected PORT or HOST:PORT")
+    return host or "127.0.0.1", int(port)
+
+
+def _run_listener(args: argparse.Namespace, command: list[str], io: IO) -> int:
+    from toolreplay.guard.mcp_http_listen import HttpListener, is_loopback
+    from toolreplay.guard.mcp_transport import StdioServer
+
+    host, port = _listen_address(args.listen)
+    if args.record is not None:
+        raise UsageError("--listen records each session on its own: use --records DIR, not --record")
+    if args.records is None:
+        raise UsageError("--listen needs --records DIR (one sealed record per client session)")
+    if not is_loopback(host) and not args.listen_public:
+        raise UsageError(f"--listen {escape_text(host)}: not a loopback address; serving other machines needs "
+                         "--listen-public and --token-file")
+    if args.listen_public and args.token_file is None:
+        raise UsageError("--listen-public needs --token-file FILE (a bearer token every request must carry)")
+    token = read_secret_file(args.token_file) if args.token_file is not None else None
+    if token is not None and len(token) < 16:
+        raise UsageError(f"--token-file {args.token_file}: the token must be at least 16 bytes")
+    if args.max_body < 1 or args.session_timeout <= 0:
+        raise UsageError("--max-body and --session-timeout must be positive")
+    policy = load_policy(args.policy)
+    pins = ToolPins(args.pins) if args.pins else None
+    redactor = _redactor(policy.redact, args.redact_key, args.records)
+    listener = HttpListener(lambda headers: StdioServer(command), policy, records=args.records,
+                            diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
+                            allowed_origins=args.allow_origin or (), max_body=args.max_body,
+                            session_timeout=args.session_timeout, redactor=redactor, proxy_options={
+                                "pins": pins, "mutators": args.mutator or (), "repeatable": args.repeatable or (),
+                                "read_cache": args.read_cache and not args.no_read_cache})
+    stop = threading.Event()
+    previous = _on_stop_signals(stop.set)
+    try:
+        listener.start()
+        try:
+            io.stderr.write(f"listening on {listener.url}\n")
+            io.stderr.flush()
+            stop.wait()
+        finally:
+            listener.close()
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+    return 0
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -74,7 +135,7 @@ def _redactor(redaction: Redaction | None, key_path: str | None, record: str | N
         raise UsageError(f"--redact-key {key_path}: {exc}") from None
 
 
-def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
+def _on_stop_signals(stop: Callable[[], None]) -> dict[str, Any]:
     """Let SIGTERM, SIGINT and SIGHUP end the session cleanly (only the main thread may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
@@ -82,7 +143,7 @@ def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
     for name in _STOP_SIGNALS:
         number = getattr(signal, name, None)
         if number is not None:
-            previous[name] = signal.signal(number, lambda signum, frame: proxy.stop("signal"))
+            previous[name] = signal.signal(number, lambda signum, frame: stop())
     return previous
 
 
@@ -111,8 +172,8 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE | --listen [HOST:]PORT --records DIR] "
+              "[--pins FILE] [--mutator NAME] [--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -132,6 +193,22 @@ def register(subparsers: Any) -> None:
                              "(default: every read reaches the server)")
     # the default since the read cache became opt-in; still accepted so existing client configurations start
     parser.add_argument("--no-read-cache", action="store_true", help=argparse.SUPPRESS)
+    listen = parser.add_argument_group("serving clients over Streamable HTTP (needs the http extra)")
+    listen.add_argument("--listen", metavar="[HOST:]PORT",
+                        help="serve MCP clients over Streamable HTTP on HOST:PORT (host 127.0.0.1 by default); "
+                             "every client session starts its own server")
+    listen.add_argument("--records", metavar="DIR", help="with --listen: one sealed record per client session in DIR")
+    listen.add_argument("--path", default="/mcp", help="the endpoint's path (default /mcp)")
+    listen.add_argument("--listen-public", action="store_true",
+                        help="allow a host that is not loopback (needs --token-file)")
+    listen.add_argument("--token-file", metavar="FILE",
+                        help="every request must carry Authorization: Bearer TOKEN, TOKEN the file's content")
+    listen.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                        help="a browser origin accepted besides loopback ones (may be given more than once)")
+    listen.add_argument("--max-body", type=int, default=4 * 1024 * 1024, metavar="BYTES",
+                        help="the largest request body accepted (default 4 MiB)")
+    listen.add_argument("--session-timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="end a session that sent no request for this long (default 1800)")
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 

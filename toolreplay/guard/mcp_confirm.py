@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from toolreplay.guard.mcp_wire import Waiter, declares_form_elicitation, id_key
 
-__all__ = ["Asked", "ClientConfirmation", "approves"]
+__all__ = ["Asked", "ClientConfirmation", "approves", "question_text"]
 
 
 class Asked(Protocol):
@@ -33,6 +33,12 @@ def approves(answer: Any) -> bool:
             and isinstance(answer.get("content"), dict) and answer["content"].get("approve") is True)
 
 
+def question_text(tool: str, args: dict[str, Any]) -> str:
+    """The question the person is asked about a call (an HTTP client end finds the call it belongs to by it)."""
+    shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?"
+
+
 class ClientConfirmation:
     """The open questions of one session; thread-safe. `send` writes one message to the client."""
 
@@ -46,8 +52,7 @@ class ClientConfirmation:
 
     def ask(self, tool: str, args: dict[str, Any], call: Asked) -> Any:
         """Ask about this exact call and wait; the client's answer, or None when nobody can be asked."""
-        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-        question = {"message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+        question = {"message": question_text(tool, args),
                     "requestedSchema": {"type": "object", "properties": {"approve": {
                         "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
         if self.elicitation:

@@ -1,0 +1,462 @@
+"""`toolreplay mcp-proxy --listen`: the guarded server served to MCP clients over Streamable HTTP.
+
+The real components: the MCP Python SDK's Streamable HTTP client (`streamable_http_client` and
+`ClientSession`), httpx for the raw requests a well-behaved client never sends, the tiny test server and
+@modelcontextprotocol/server-everything (stdio) behind the listener. The listener needs uvicorn (the http
+extra); missing components skip these tests locally and fail them in CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from tests.support import require
+from tests.test_cli import run
+from tests.test_mcp_real import EVERYTHING, HAVE_EVERYTHING, TINY, texts
+
+INTEGRATION_TIER = True
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAVE_HTTP = all(importlib.util.find_spec(name) is not None for name in ("mcp", "uvicorn", "httpx"))
+TOKEN = "s3cret-token-0123456789abcdef"
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}
+BOTH = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+JSON_ONLY = {"content-type": "application/json", "accept": "application/json"}
+
+
+def error(code: int, text: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": text}}
+
+
+class Listener:
+    """`toolreplay mcp-proxy --listen 127.0.0.1:0` in a process; `stop` sends SIGTERM and returns its stderr."""
+
+    def __init__(self, policy: str, records: str, server: list[str], *extra: str, cwd: str = ROOT) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
+             *(() if "--listen" in extra else ("--listen", "127.0.0.1:0")), "--records", records, *extra, "--", *server],
+            cwd=cwd, env={**os.environ, "PYTHONPATH": ROOT}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert self.process.stderr is not None
+        ready, _, _ = select.select([self.process.stderr], [], [], 60)
+        first = self.process.stderr.readline().decode() if ready else ""
+        if not first.startswith("listening on http://"):
+            self.process.kill()
+            self.process.wait()
+            self.process.stderr.close()
+            raise AssertionError(f"the listener did not start: {first!r}")
+        self.url = first.split()[-1].replace("0.0.0.0", "127.0.0.1")
+
+    def stop(self) -> tuple[int, str]:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        assert self.process.stderr is not None
+        with self.process.stderr:
+            return code, self.process.stderr.read().decode()
+
+
+Scenario = Callable[[Any], Awaitable[Any]]
+
+
+async def session_run(url: str, scenario: Scenario, elicit: Callable[..., Awaitable[Any]] | None = None,
+                      headers: dict[str, str] | None = None) -> Any:
+    """Initialize a session with the SDK's Streamable HTTP client, run `scenario(session)`, end the session."""
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    async with create_mcp_http_client(headers=headers) as http:
+        async with streamable_http_client(url, http_client=http) as (read, write):
+            async with ClientSession(read, write, elicitation_callback=elicit) as session:
+                await session.initialize()
+                return await asyncio.wait_for(scenario(session), 60)
+
+
+def answer(approve: bool) -> Callable[..., Awaitable[Any]]:
+    async def elicit(context: Any, params: Any) -> Any:
+        from mcp import types
+        elicit.messages.append(params.message)  # type: ignore[attr-defined]
+        return types.ElicitResult(action="accept", content={"approve": approve})
+
+    elicit.messages = []  # type: ignore[attr-defined]
+    return elicit
+
+
+class ListenerCase(unittest.TestCase):
+    """A temporary folder, a policy, and a listener in front of the tiny server."""
+
+    server_args: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()
+
+    def setUp(self) -> None:
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        self.directory = os.path.realpath(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.records = os.path.join(self.directory, "records")
+        self.notes = os.path.join(self.directory, "notes.txt")
+        self.policy = os.path.join(self.directory, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "tiny", "allowed_tools": ["echo", "write_note", "tick", "hold", "crash"],
+                       "write_tools": ["write_note"]}, out)
+        self.listener = self.start(*self.extra)
+        self.stderr: str | None = None
+
+    def start(self, *extra: str) -> Listener:
+        listener = Listener(self.policy, self.records, [sys.executable, TINY, "--notes", self.notes,
+                                                        *self.server_args], *extra)
+        self.addCleanup(self.stopped, listener)
+        return listener
+
+    def stopped(self, listener: Listener) -> str:
+        if listener.process.poll() is not None and self.stderr is not None:
+            return self.stderr
+        code, self.stderr = listener.stop()
+        self.assertEqual(code, 0, self.stderr)
+        return self.stderr
+
+    def record_files(self) -> list[str]:
+        return sorted(os.path.join(self.records, name) for name in os.listdir(self.records)
+                      if name.endswith(".jsonl"))
+
+    def tools_of(self, record: str) -> list[str]:
+        with open(record, encoding="utf-8") as lines:
+            return [json.loads(line)["tool"] for line in lines]
+
+    def sdk(self, scenario: Scenario, elicit: Callable[..., Awaitable[Any]] | None = None) -> Any:
+        return asyncio.run(session_run(self.listener.url, scenario, elicit))
+
+
+class SdkClientTest(ListenerCase):
+    """The SDK's own Streamable HTTP client through the listener."""
+
+    def test_listing_calls_refusals_and_one_sealed_record(self) -> None:
+        async def scenario(session: Any) -> Any:
+            listing = await session.list_tools()
+            return ([tool.name for tool in listing.tools],
+                    texts(await session.call_tool("echo", {"text": "hi"})),
+                    texts(await session.call_tool("delete_all", {})),
+                    texts(await session.call_tool("write_note", {"text": "yes"})))
+
+        approve = answer(True)
+        self.assertEqual(self.sdk(scenario, approve), (
+            ["echo", "write_note", "tick", "hold", "crash"],
+            (False, ['echo {"text": "hi"}']),
+            (True, ["toolreplay: tool not allowed: delete_all"]),
+            (False, ['write_note {"text": "yes"}'])))
+        self.assertEqual(approve.messages,  # type: ignore[attr-defined]
+                         ['Allow the tool call "write_note" with arguments {"text":"yes"}?'])
+        with open(self.notes, encoding="utf-8") as notes:
+            self.assertEqual(notes.read(), '{"text": "yes"}\n')
+        [record] = self.record_files()
+        self.assertEqual(self.tools_of(record), ["echo", "delete_all", "write_note"])
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+        stderr = self.stopped(self.listener)
+        name = os.path.basename(record)[:-6]
+        self.assertEqual(stderr, f"toolreplay mcp-proxy: session {name}: started, record {record}\n"
+                                 f"toolreplay mcp-proxy: session {name}: ended (the client ended the session)\n")
+
+    def test_declined_write_does_not_run(self) -> None:
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("write_note", {"text": "no"}))
+
+        self.assertEqual(self.sdk(scenario, answer(False)), (True, ["toolreplay: confirmation declined"]))
+        self.assertFalse(os.path.exists(self.notes))
+        [record] = self.record_files()
+        self.assertEqual(self.tools_of(record), ["write_note"])
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+    def test_without_elicitation_a_write_is_refused(self) -> None:
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("write_note", {"text": "x"}))
+
+        self.assertEqual(self.sdk(scenario), (True, ["toolreplay: confirmation required"]))
+        self.assertFalse(os.path.exists(self.notes))
+
+    def test_two_concurrent_sessions_have_their_own_server_and_record(self) -> None:
+        async def scenario(session: Any) -> Any:
+            first = texts(await session.call_tool("tick", {}))
+            await asyncio.sleep(0.2)  # both sessions are open at once
+            return first, texts(await session.call_tool("tick", {}))
+
+        async def both() -> Any:
+            return await asyncio.gather(session_run(self.listener.url, scenario),
+                                        session_run(self.listener.url, scenario))
+
+        ticks = ((False, ["tick 1"]), (False, ["tick 2"]))
+        self.assertEqual(asyncio.run(both()), [ticks, ticks])  # each session started its own server
+        records = self.record_files()
+        self.assertEqual(len(records), 2)
+        for record in records:
+            self.assertEqual(self.tools_of(record), ["tick", "tick"])
+            self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+    def test_sigterm_ends_every_session_and_seals_its_record(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=30) as http:
+            first = http.post(self.listener.url, json=INIT, headers=JSON_ONLY)
+            session = {**JSON_ONLY, "mcp-session-id": first.headers["mcp-session-id"]}
+            http.post(self.listener.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                      headers=session)
+            reply = http.post(self.listener.url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                                       "params": {"name": "echo", "arguments": {}}}, headers=session)
+        self.assertEqual(reply.json()["result"]["content"], [{"type": "text", "text": "echo {}"}])
+        stderr = self.stopped(self.listener)
+        [record] = self.record_files()
+        self.assertTrue(stderr.endswith(f"session {os.path.basename(record)[:-6]}: ended (the listener is closing)\n"),
+                        stderr)
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+
+class BadInputTest(ListenerCase):
+    """Every request a client should not send gets a clear answer; other sessions go on."""
+
+    extra = ("--max-body", "2000")
+
+    def setUp(self) -> None:
+        super().setUp()
+        import httpx
+
+        self.http = httpx.Client(timeout=30)
+        self.addCleanup(self.http.close)
+        reply = self.http.post(self.listener.url, json=INIT, headers=JSON_ONLY)
+        self.assertEqual(reply.status_code, 200)
+        self.session = reply.headers["mcp-session-id"]
+        self.headers = {**JSON_ONLY, "mcp-session-id": self.session}
+        self.assertEqual(self.post({"jsonrpc": "2.0", "method": "notifications/initialized"}).status_code, 202)
+
+    def post(self, message: Any, headers: dict[str, str] | None = None, path: str = "") -> Any:
+        content = message if isinstance(message, bytes) else json.dumps(message).encode()
+        return self.http.post(self.listener.url + path, content=content, headers=headers or self.headers)
+
+    def assertRefused(self, reply: Any, status: int, code: int, text: str) -> None:
+        self.assertEqual((reply.status_code, reply.headers["content-type"], reply.json()),
+                         (status, "application/json", error(code, text)))
+
+    def call(self, message_id: int, name: str = "echo", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments or {}}}
+
+    def test_each_bad_request_and_its_answer(self) -> None:
+        self.assertRefused(self.post(b'{"jsonrpc": "2.0", "id": 3,'), 400, -32700, "Parse error")
+        self.assertRefused(self.post(b"[1, 2]"), 400, -32600, "Invalid Request: the body must be a JSON-RPC message")
+        self.assertRefused(self.post(self.call(4), {**self.headers, "mcp-session-id": "no-such-session"}), 404,
+                           -32600, "Not Found: unknown or expired session")
+        self.assertRefused(self.post(self.call(5), JSON_ONLY), 400, -32600,
+                           "Bad Request: missing Mcp-Session-Id header")
+        self.assertRefused(self.post(self.call(6, arguments={"text": "x" * 3000})), 413, -32600,
+                           "Payload Too Large: the body exceeds 2000 bytes")
+        self.assertRefused(self.post(self.call(7), {**self.headers, "content-type": "text/plain"}), 415, -32600,
+                           "Unsupported Media Type: Content-Type must be application/json")
+        self.assertRefused(self.post(self.call(8), {**self.headers, "accept": "text/html"}), 406, -32600,
+                           "Not Acceptable: the client must accept application/json")
+        self.assertRefused(self.post(self.call(9), path="/other"), 404, -32600, "Not Found")
+        self.assertRefused(self.post(self.call(10), {**self.headers, "origin": "https://evil.example"}), 403,
+                           -32600, "Forbidden: Origin not allowed")
+        self.assertRefused(self.post(self.call(11), {**self.headers, "host": "evil.example"}), 403, -32600,
+                           "Forbidden: Host not allowed")
+        self.assertRefused(self.post(self.call(12), {**self.headers, "mcp-protocol-version": "1999-01-01"}), 400,
+                           -32600, "Bad Request: unsupported MCP-Protocol-Version: 1999-01-01")
+        self.assertRefused(self.post([self.call(13), self.call(14)]), 400, -32600,
+                           "Invalid Request: batches are not supported by the negotiated protocol version")
+        reply = self.http.put(self.listener.url, content=b"{}", headers=self.headers)
+        self.assertRefused(reply, 405, -32600, "Method Not Allowed")
+        self.assertEqual(reply.headers["allow"], "GET, POST, DELETE")
+        self.assertRefused(self.http.get(self.listener.url, headers=self.headers), 406, -32600,
+                           "Not Acceptable: the client must accept text/event-stream")
+        # a loopback origin is fine, and nothing above reached the server: only this call is recorded
+        reply = self.post(self.call(15, arguments={"text": "ok"}), {**self.headers, "origin": "http://localhost:3000"})
+        self.assertEqual((reply.status_code, reply.json()["result"]["content"][0]["text"]), (200, 'echo {"text": "ok"}'))
+        [record] = self.record_files()
+        self.assertEqual(self.tools_of(record), ["echo"])
+
+    def test_an_id_in_flight_is_refused_and_a_client_leaving_mid_stream_ends_nothing_else(self) -> None:
+        sse = {**self.headers, "accept": "application/json, text/event-stream"}
+        with self.http.stream("POST", self.listener.url, json=self.call(20, "hold"), headers=sse) as held:
+            self.assertEqual((held.status_code, held.headers["content-type"]), (200, "text/event-stream"))
+            self.assertRefused(self.post(self.call(20)), 400, -32600,
+                               "Invalid Request: the id is already used by a request in flight")
+        # the held stream is closed by its client; the session and the listener go on
+        self.assertEqual(self.post(self.call(21, arguments={"text": "after"})).json()["result"]["content"][0]["text"],
+                         'echo {"text": "after"}')
+        self.assertEqual(asyncio.run(session_run(self.listener.url, lambda session: session.call_tool("echo", {})))
+                         .content[0].text, "echo {}")
+        self.assertEqual(len(self.record_files()), 2)
+
+    def test_an_answer_comes_as_sse_when_the_client_accepts_it(self) -> None:
+        sse = {**self.headers, "accept": "application/json, text/event-stream"}
+        reply = self.post(self.call(30, arguments={"text": "s"}), sse)
+        self.assertEqual((reply.status_code, reply.headers["content-type"], reply.headers["mcp-session-id"]),
+                         (200, "text/event-stream", self.session))
+        self.assertEqual(reply.text, 'event: message\ndata: {"jsonrpc":"2.0","id":30,"result":{"content":[{"type":'
+                                     '"text","text":"echo {\\"text\\": \\"s\\"}"}],"isError":false}}\n\n')
+
+    def test_one_get_stream_a_session_and_no_resuming(self) -> None:
+        sse = {**self.headers, "accept": "text/event-stream"}
+        with self.http.stream("GET", self.listener.url, headers=sse) as stream:
+            self.assertEqual((stream.status_code, stream.headers["content-type"]), (200, "text/event-stream"))
+            self.assertRefused(self.http.get(self.listener.url, headers=sse), 409, -32600,
+                               "Conflict: the session already has a GET stream")
+        self.assertRefused(self.http.get(self.listener.url, headers={**sse, "last-event-id": "7"}), 400, -32600,
+                           "Bad Request: resuming a stream (Last-Event-ID) is not offered")
+
+    def test_delete_ends_the_session_and_seals_its_record(self) -> None:
+        self.assertEqual(self.post(self.call(40)).status_code, 200)
+        reply = self.http.delete(self.listener.url, headers=self.headers)
+        self.assertEqual((reply.status_code, reply.content), (200, b""))
+        self.assertRefused(self.post(self.call(41)), 404, -32600, "Not Found: unknown or expired session")
+        [record] = self.record_files()
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+        self.assertIn("ended (the client ended the session)", self.stopped(self.listener))
+
+    def test_a_server_that_exits_ends_its_session(self) -> None:
+        reply = self.post(self.call(50, "crash"))
+        self.assertEqual(reply.status_code, 200)
+        self.assertTrue(reply.json()["result"]["isError"])
+        deadline = time.monotonic() + 20
+        while self.post(self.call(51)).status_code != 404 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertRefused(self.post(self.call(52)), 404, -32600, "Not Found: unknown or expired session")
+
+
+class ConfirmationStreamTest(ListenerCase):
+    """The proxy's question about a call goes on that call's own SSE stream, before its answer."""
+
+    def test_question_then_answer_on_the_calls_stream(self) -> None:
+        import httpx
+
+        init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(self.listener.url, json=init, headers=JSON_ONLY)
+            headers = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
+            http.post(self.listener.url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=headers)
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "write_note", "arguments": {"text": "sse"}}}
+            with http.stream("POST", self.listener.url, json=call, headers=headers) as stream:
+                events = stream.iter_lines()
+                self.assertEqual(next(events), "event: message")
+                question = json.loads(next(events).removeprefix("data: "))
+                self.assertEqual((question["method"], question["params"]["message"]),
+                                 ("elicitation/create", 'Allow the tool call "write_note" with arguments {"text":"sse"}?'))
+                yes = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept",
+                                                                          "content": {"approve": True}}}
+                self.assertEqual(http.post(self.listener.url, json=yes, headers=headers).status_code, 202)
+                rest = [line for line in events if line]
+        self.assertEqual(rest, ["event: message", 'data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text",'
+                                                  '"text":"write_note {\\"text\\": \\"sse\\"}"}],"isError":false}}'])
+        with open(self.notes, encoding="utf-8") as notes:
+            self.assertEqual(notes.read(), '{"text": "sse"}\n')
+
+
+class IdleTest(ListenerCase):
+    extra = ("--session-timeout", "0.5")
+
+    def test_an_idle_session_expires(self) -> None:
+        import httpx
+
+        with httpx.Client(timeout=30) as http:
+            session = http.post(self.listener.url, json=INIT, headers=JSON_ONLY).headers["mcp-session-id"]
+            time.sleep(2)
+            reply = http.post(self.listener.url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                              headers={**JSON_ONLY, "mcp-session-id": session})
+        self.assertEqual((reply.status_code, reply.json()), (404, error(-32600, "Not Found: unknown or expired session")))
+        self.assertIn("ended (the session was idle)", self.stopped(self.listener))
+
+
+class PublicTest(ListenerCase):
+    """A listener other machines may reach: only with a bearer token, checked on every request."""
+
+    def setUp(self) -> None:
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        self.directory = os.path.realpath(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.token_file = os.path.join(self.directory, "token")
+        with open(self.token_file, "w", encoding="utf-8") as out:
+            out.write(TOKEN + "\n")
+        self.extra = ("--listen", "0.0.0.0:0", "--listen-public", "--token-file", self.token_file)
+        super().setUp()
+
+    def test_usage_errors(self) -> None:
+        base = ("mcp-proxy", "--policy", self.policy, "--records", self.records)
+        self.assertEqual(run(*base, "--listen", "0.0.0.0:0", "--", "true"), (
+            2, "", "error: --listen 0.0.0.0: not a loopback address; serving other machines needs --listen-public "
+                   "and --token-file\n"))
+        self.assertEqual(run(*base, "--listen", "0.0.0.0:0", "--listen-public", "--", "true"), (
+            2, "", "error: --listen-public needs --token-file FILE (a bearer token every request must carry)\n"))
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--listen", "8080", "--", "true"), (
+            2, "", "error: --listen needs --records DIR (one sealed record per client session)\n"))
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--records", self.records, "--", "true"), (
+            2, "", "error: --records needs --listen\n"))
+        self.assertEqual(run(*base, "--listen", "x:y", "--", "true"), (
+            2, "", "error: --listen x:y: expected PORT or HOST:PORT\n"))
+
+    def test_token_required_on_every_request(self) -> None:
+        import httpx
+
+        unauthorized = error(-32600, "Unauthorized: a valid bearer token is required")
+        with httpx.Client(timeout=30) as http:
+            for headers in (JSON_ONLY, {**JSON_ONLY, "authorization": "Bearer wrong-token-0123456789"},
+                            {**JSON_ONLY, "authorization": TOKEN}):
+                reply = http.post(self.listener.url, json=INIT, headers=headers)
+                self.assertEqual((reply.status_code, reply.headers["www-authenticate"], reply.json()),
+                                 (401, "Bearer", unauthorized))
+
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("echo", {"text": "with token"}))
+
+        self.assertEqual(asyncio.run(session_run(self.listener.url, scenario,
+                                                 headers={"authorization": f"Bearer {TOKEN}"})),
+                         (False, ['echo {"text": "with token"}']))
+        [record] = self.record_files()
+        with open(record, encoding="utf-8") as written:
+            self.assertNotIn(TOKEN, written.read())
+        self.assertNotIn(TOKEN, self.stopped(self.listener))
+
+
+class EverythingServerTest(ListenerCase):
+    """@modelcontextprotocol/server-everything (stdio) behind the listener."""
+
+    def setUp(self) -> None:
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        require(HAVE_EVERYTHING, "@modelcontextprotocol/server-everything and node (.ci/install.d/30-mcp.sh)")
+        self.directory = os.path.realpath(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.records = os.path.join(self.directory, "records")
+        self.policy = os.path.join(self.directory, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "everything", "allowed_tools": ["echo", "get-sum"]}, out)
+        self.listener = Listener(self.policy, self.records, ["node", EVERYTHING, "stdio"])
+        self.addCleanup(self.stopped, self.listener)
+        self.stderr = None
+
+    def test_listing_allowed_and_refused_calls(self) -> None:
+        async def scenario(session: Any) -> Any:
+            listing = await session.list_tools()
+            return (sorted(tool.name for tool in listing.tools),
+                    texts(await session.call_tool("echo", {"message": "hello"})),
+                    texts(await session.call_tool("get-sum", {"a": 2, "b": 3})),
+                    texts(await session.call_tool("get-env", {})))
+
+        self.assertEqual(self.sdk(scenario), (
+            ["echo", "get-sum"], (False, ["Echo: hello"]), (False, ["The sum of 2 and 3 is 5."]),
+            (True, ["toolreplay: tool not allowed: get-env"])))
+        [record] = self.record_files()
+        self.assertEqual(self.tools_of(record), ["echo", "get-sum", "get-env"])
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
