@@ -300,6 +300,22 @@ class BadInputTest(ListenerCase):
                          .content[0].text, "echo {}")
         self.assertEqual(len(self.record_files()), 2)
 
+    def test_a_cancelled_request_ends_its_stream(self) -> None:
+        sse = {**self.headers, "accept": "application/json, text/event-stream"}
+        with self.http.stream("POST", self.listener.url, json=self.call(60, "hold"), headers=sse) as held:
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 60}}
+            self.assertEqual(self.post(cancel).status_code, 202)
+            self.assertEqual([line for line in held.iter_lines() if line], [
+                "event: message", 'data: {"jsonrpc":"2.0","id":60,"error":{"code":-32800,"message":"Request cancelled"}}'])
+        [record] = self.record_files()
+        deadline = time.monotonic() + 20  # the stream ends at once; the call is recorded once the router has it
+        while os.path.getsize(record) == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(record, encoding="utf-8") as lines:
+            self.assertEqual([(item["tool"], item["response"]) for item in map(json.loads, lines)],
+                             [("hold", {"ok": False, "error": "cancelled: the client cancelled the call while the server "
+                                                             "ran it"})])
+
     def test_an_answer_comes_as_sse_when_the_client_accepts_it(self) -> None:
         sse = {**self.headers, "accept": "application/json, text/event-stream"}
         reply = self.post(self.call(30, arguments={"text": "s"}), sse)
@@ -363,6 +379,44 @@ class ConfirmationStreamTest(ListenerCase):
                                                   '"text":"write_note {\\"text\\": \\"sse\\"}"}],"isError":false}}'])
         with open(self.notes, encoding="utf-8") as notes:
             self.assertEqual(notes.read(), '{"text": "sse"}\n')
+
+
+class UnstartableServerTest(ListenerCase):
+    def test_a_server_that_cannot_start_gets_502_and_leaves_no_record(self) -> None:
+        import httpx
+
+        listener = Listener(self.policy, self.records, [os.path.join(self.directory, "no-such-server")])
+        self.addCleanup(listener.stop)
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(listener.url, json=INIT, headers=JSON_ONLY)
+        self.assertEqual((reply.status_code, reply.json()), (502, error(
+            -32603, f"Bad Gateway: cannot start the server {self.directory}/no-such-server: No such file or directory")))
+        self.assertNotIn("mcp-session-id", reply.headers)
+        self.assertEqual(self.record_files(), [])
+
+
+class InProcessTest(unittest.TestCase):
+    """HttpListener in this process."""
+
+    def test_connections_are_not_delayed_by_nagle(self) -> None:
+        import socket
+
+        require(HAVE_HTTP, "uvicorn (pip install 'toolreplay[http]')")
+        from toolreplay.guard.mcp_http_listen import HttpListener
+        from toolreplay.guard.mcp_transport import StdioServer
+        from toolreplay.policy.model import Policy
+
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        listener = HttpListener(lambda headers: StdioServer([sys.executable, TINY]),
+                                Policy(agent="a", allowed_tools=frozenset()), records=directory,
+                                diagnostics=sys.stderr)
+        listener.start()
+        self.addCleanup(listener.close)
+        [server] = listener._server.servers
+        [listening] = server.sockets
+        self.assertEqual(listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 1)
+        self.assertEqual(listener.url, f"http://127.0.0.1:{listener.port}/mcp")
 
 
 class IdleTest(ListenerCase):

@@ -537,6 +537,8 @@ class HttpListener:
             await asyncio.sleep(0.002)  # the server starts (a process) in the session's thread
         if session.failure is not None or not client.started.is_set():
             await session.ended.wait()
+            if os.path.getsize(path) == 0:  # nothing ran: no record is left behind
+                os.remove(path)
             raise _HttpError(502, f"Bad Gateway: {session.failure or 'the server could not be started'}",
                              INTERNAL_ERROR)
         with self._lock:
