@@ -246,6 +246,19 @@ class BadInputTest(ListenerCase):
         content = message if isinstance(message, bytes) else json.dumps(message).encode()
         return self.http.post(self.listener.url + path, content=content, headers=headers or self.headers)
 
+    def hold(self, message_id: int) -> Any:
+        """POST a `hold` call (answered only when cancelled) on a socket of its own; the open socket."""
+        import socket
+
+        body = json.dumps(self.call(message_id, "hold")).encode()
+        address = self.listener.url.split("/")[2]
+        held = socket.create_connection((address.split(":")[0], int(address.split(":")[1])), timeout=30)
+        held.sendall(f"POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n"
+                     f"accept: application/json, text/event-stream\r\nmcp-session-id: {self.session}\r\n"
+                     f"content-length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.5)  # the call reaches the server
+        return held
+
     def assertRefused(self, reply: Any, status: int, code: int, text: str) -> None:
         self.assertEqual((reply.status_code, reply.headers["content-type"], reply.json()),
                          (status, "application/json", error(code, text)))
@@ -288,12 +301,10 @@ class BadInputTest(ListenerCase):
         self.assertEqual(self.tools_of(record), ["echo"])
 
     def test_an_id_in_flight_is_refused_and_a_client_leaving_mid_stream_ends_nothing_else(self) -> None:
-        sse = {**self.headers, "accept": "application/json, text/event-stream"}
-        with self.http.stream("POST", self.listener.url, json=self.call(20, "hold"), headers=sse) as held:
-            self.assertEqual((held.status_code, held.headers["content-type"]), (200, "text/event-stream"))
+        with self.hold(20):
             self.assertRefused(self.post(self.call(20)), 400, -32600,
                                "Invalid Request: the id is already used by a request in flight")
-        # the held stream is closed by its client; the session and the listener go on
+        # the held request's client is gone; the session and the listener go on
         self.assertEqual(self.post(self.call(21, arguments={"text": "after"})).json()["result"]["content"][0]["text"],
                          'echo {"text": "after"}')
         self.assertEqual(asyncio.run(session_run(self.listener.url, lambda session: session.call_tool("echo", {})))
@@ -301,12 +312,14 @@ class BadInputTest(ListenerCase):
         self.assertEqual(len(self.record_files()), 2)
 
     def test_a_cancelled_request_ends_its_stream(self) -> None:
-        sse = {**self.headers, "accept": "application/json, text/event-stream"}
-        with self.http.stream("POST", self.listener.url, json=self.call(60, "hold"), headers=sse) as held:
+        with self.hold(60) as held:
             cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 60}}
             self.assertEqual(self.post(cancel).status_code, 202)
-            self.assertEqual([line for line in held.iter_lines() if line], [
-                "event: message", 'data: {"jsonrpc":"2.0","id":60,"error":{"code":-32800,"message":"Request cancelled"}}'])
+            answer = b""
+            while not answer.endswith(b"}}"):
+                answer += held.recv(65536)
+        self.assertEqual(answer.split(b"\r\n\r\n", 1)[1],
+                         b'{"jsonrpc":"2.0","id":60,"error":{"code":-32800,"message":"Request cancelled"}}')
         [record] = self.record_files()
         deadline = time.monotonic() + 20  # the stream ends at once; the call is recorded once the router has it
         while os.path.getsize(record) == 0 and time.monotonic() < deadline:
@@ -316,13 +329,13 @@ class BadInputTest(ListenerCase):
                              [("hold", {"ok": False, "error": "cancelled: the client cancelled the call while the server "
                                                              "ran it"})])
 
-    def test_an_answer_comes_as_sse_when_the_client_accepts_it(self) -> None:
+    def test_an_answer_alone_comes_as_json_even_when_the_client_accepts_sse(self) -> None:
         sse = {**self.headers, "accept": "application/json, text/event-stream"}
         reply = self.post(self.call(30, arguments={"text": "s"}), sse)
         self.assertEqual((reply.status_code, reply.headers["content-type"], reply.headers["mcp-session-id"]),
-                         (200, "text/event-stream", self.session))
-        self.assertEqual(reply.text, 'event: message\ndata: {"jsonrpc":"2.0","id":30,"result":{"content":[{"type":'
-                                     '"text","text":"echo {\\"text\\": \\"s\\"}"}],"isError":false}}\n\n')
+                         (200, "application/json", self.session))
+        self.assertEqual(reply.text, '{"jsonrpc":"2.0","id":30,"result":{"content":[{"type":"text",'
+                                     '"text":"echo {\\"text\\": \\"s\\"}"}],"isError":false}}')
 
     def test_one_get_stream_a_session_and_no_resuming(self) -> None:
         sse = {**self.headers, "accept": "text/event-stream"}

@@ -110,11 +110,12 @@ class _Stream:
         self.sse = sse
         self.ids = ids if ids is not None else set()  # ids still to be answered on it
         self.requests = requests or []  # the requests it carried (to find the call a question is about)
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[bytes | None, bool]] = asyncio.Queue()
         self.open = True  # False once its client went or it ended
 
-    def put(self, data: bytes | None) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, data)
+    def put(self, data: bytes | None, last: bool = False) -> None:
+        """One message for the response (`last`: nothing follows it), or None: the response ends."""
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (data, last or data is None))
 
 
 class HttpClient:
@@ -231,9 +232,12 @@ class HttpClient:
             if stream is not None:
                 stream.ids.discard(id_key(request_id))
         if stream is not None and stream.open:
-            stream.put(_error_body(-32800, "Request cancelled", request_id))
-            if not stream.ids:
-                stream.put(None)
+            stream.put(_error_body(-32800, "Request cancelled", request_id), last=not stream.ids)
+
+    def answered(self, request_id: Any) -> None:
+        """The client answered a request: if it was the proxy's question, where it went is forgotten."""
+        with self._lock:
+            self._asked.pop(id_key(request_id), None)
 
     def open_get(self, stream: _Stream) -> bool:
         """Make `stream` the session's GET stream and send it what waited; False when one is open."""
@@ -304,9 +308,7 @@ class HttpClient:
                     del self._pending[key]
                 stream.ids.discard(key)
             if stream.open:
-                stream.put(data)
-                if not stream.ids:
-                    stream.put(None)
+                stream.put(data, last=not stream.ids)
 
     def _target(self, message: dict[str, Any]) -> _Stream | None:
         """Where a message of the proxy's or the server's goes (called under the lock): the open SSE POST of
@@ -665,6 +667,8 @@ class HttpListener:
             params = item.get("params")
             if item.get("method") == "notifications/cancelled" and isinstance(params, dict) and "requestId" in params:
                 client.cancelled(params["requestId"])
+            elif "method" not in item and "id" in item:
+                client.answered(item["id"])
         if not requests:  # notifications and responses only
             client.submit(line, None)
             await _respond(send, 202, b"", session_id=session.id)
@@ -676,13 +680,17 @@ class HttpListener:
         client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
         await self._stream_out(session, stream, receive, send)
 
-    async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send) -> None:
-        """Write what comes for `stream` (a JSON body, or SSE events) until it ends or its client goes."""
+    async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
+                          eager: bool = False) -> None:
+        """Write what comes for `stream` until it ends or its client goes: as one JSON body when its answer is
+        all there is, else (the client accepting it) as SSE events, started by the first message that is not
+        the last (a question before the answer, progress) or at once when `eager` (the GET stream)."""
         gone = asyncio.ensure_future(_disconnected(receive))
+        streaming = False
         try:
-            if stream.sse:
-                await send({"type": "http.response.start", "status": 200, "headers": _headers(
-                    b"text/event-stream", session.id, [(b"cache-control", b"no-cache, no-transform")])})
+            if eager:
+                await self._start_sse(send, session)
+                streaming = True
             parts: list[bytes] = []
             while True:
                 getting = asyncio.ensure_future(stream.queue.get())
@@ -690,15 +698,19 @@ class HttpListener:
                 if not getting.done():
                     getting.cancel()
                     return  # the client went: what comes for it is dropped (the calls still run and are recorded)
-                data = getting.result()
-                if data is None:
+                data, last = getting.result()
+                if data is not None:
+                    if not streaming and not last and stream.sse:
+                        await self._start_sse(send, session)
+                        streaming = True
+                    if streaming:
+                        await send({"type": "http.response.body", "body": b"event: message\ndata: "
+                                    + data.rstrip(b"\n") + b"\n\n", "more_body": True})
+                    else:
+                        parts.append(data.rstrip(b"\n"))
+                if last:
                     break
-                if stream.sse:
-                    await send({"type": "http.response.body", "body": b"event: message\ndata: " + data.rstrip(b"\n")
-                                + b"\n\n", "more_body": True})
-                else:
-                    parts.append(data.rstrip(b"\n"))
-            if stream.sse:
+            if streaming:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
             else:
                 body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
@@ -706,6 +718,11 @@ class HttpListener:
         finally:
             gone.cancel()
             session.client.detach(stream)
+
+    @staticmethod
+    async def _start_sse(send: Send, session: _Session) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": _headers(
+            b"text/event-stream", session.id, [(b"cache-control", b"no-cache, no-transform")])})
 
     async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
         if not _accepts(headers.get("accept", ""))[1]:
@@ -715,7 +732,7 @@ class HttpListener:
         stream = _Stream(asyncio.get_running_loop(), True)
         if not session.client.open_get(stream):
             raise _HttpError(409, "Conflict: the session already has a GET stream")
-        await self._stream_out(session, stream, receive, send)  # an open GET stream alone is idle
+        await self._stream_out(session, stream, receive, send, eager=True)  # an open GET stream alone is idle
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes:
         too_large = _HttpError(413, f"Payload Too Large: the body exceeds {self._max_body} bytes")
