@@ -394,6 +394,54 @@ class ConfirmationStreamTest(ListenerCase):
             self.assertEqual(notes.read(), '{"text": "sse"}\n')
 
 
+    def test_a_client_leaving_mid_sse_leaves_the_write_unrun_and_recorded(self) -> None:
+        import httpx
+
+        init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(self.listener.url, json=init, headers=JSON_ONLY)
+            headers = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
+            call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                    "params": {"name": "write_note", "arguments": {"text": "left"}}}
+            with httpx.Client(timeout=30) as leaving, leaving.stream("POST", self.listener.url, json=call,
+                                                                    headers=headers) as stream:
+                events = stream.iter_lines()
+                self.assertEqual(next(events), "event: message")
+                self.assertIn('"method":"elicitation/create"', next(events))
+            # that client is gone, the question unanswered; the session goes on
+            echo = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
+            self.assertEqual(http.post(self.listener.url, json=echo, headers=headers).json()["result"]["content"],
+                             [{"type": "text", "text": "echo {}"}])
+            self.assertEqual(http.delete(self.listener.url, headers=headers).status_code, 200)
+        self.assertFalse(os.path.exists(self.notes))
+        [record] = self.record_files()
+        with open(record, encoding="utf-8") as lines:
+            self.assertEqual(sorted((item["tool"], item["response"]) for item in map(json.loads, lines)), [
+                ("echo", {"content": [{"type": "text", "text": "echo {}"}], "isError": False}),
+                ("write_note", {"ok": False, "error": "confirmation required"})])
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+
+class BatchTest(ListenerCase):
+    def test_a_batch_in_a_session_of_2025_03_26_is_answered_as_one_array(self) -> None:
+        import httpx
+
+        init = {**INIT, "params": {**INIT["params"], "protocolVersion": "2025-03-26"}}
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(self.listener.url, json=init, headers=JSON_ONLY)
+            headers = {**JSON_ONLY, "mcp-session-id": reply.headers["mcp-session-id"]}
+            batch = [{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}},
+                     {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "delete_all",
+                                                                                    "arguments": {}}},
+                     {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+            reply = http.post(self.listener.url, json=batch, headers=headers)
+        self.assertEqual(reply.status_code, 200)
+        self.assertEqual(sorted(reply.json(), key=lambda answer: answer["id"]), [
+            {"jsonrpc": "2.0", "id": 2, "result": {"content": [{"type": "text", "text": "echo {}"}], "isError": False}},
+            {"jsonrpc": "2.0", "id": 3, "result": {"content": [{"type": "text", "text": "toolreplay: tool not "
+                                                                "allowed: delete_all"}], "isError": True}}])
+
+
 class UnstartableServerTest(ListenerCase):
     def test_a_server_that_cannot_start_gets_502_and_leaves_no_record(self) -> None:
         import httpx
@@ -473,6 +521,13 @@ class PublicTest(ListenerCase):
             2, "", "error: --records needs --listen\n"))
         self.assertEqual(run(*base, "--listen", "x:y", "--", "true"), (
             2, "", "error: --listen x:y: expected PORT or HOST:PORT\n"))
+        self.assertEqual(run(*base, "--listen", "8080", "--record", "r.jsonl", "--", "true"), (
+            2, "", "error: --listen records each session on its own: use --records DIR, not --record\n"))
+        short = os.path.join(self.directory, "short-token")
+        with open(short, "w", encoding="utf-8") as out:
+            out.write("too-short\n")
+        self.assertEqual(run(*base, "--listen", "8080", "--token-file", short, "--", "true"), (
+            2, "", f"error: --token-file {short}: the token must be at least 16 bytes\n"))
 
     def test_token_required_on_every_request(self) -> None:
         import httpx
@@ -508,7 +563,8 @@ class EverythingServerTest(ListenerCase):
         self.records = os.path.join(self.directory, "records")
         self.policy = os.path.join(self.directory, "policy.json")
         with open(self.policy, "w", encoding="utf-8") as out:
-            json.dump({"agent": "everything", "allowed_tools": ["echo", "get-sum"]}, out)
+            json.dump({"agent": "everything", "allowed_tools": ["echo", "get-sum", "trigger-long-running-operation"]},
+                      out)
         self.listener = Listener(self.policy, self.records, ["node", EVERYTHING, "stdio"])
         self.addCleanup(self.stopped, self.listener)
         self.stderr = None
@@ -522,8 +578,22 @@ class EverythingServerTest(ListenerCase):
                     texts(await session.call_tool("get-env", {})))
 
         self.assertEqual(self.sdk(scenario), (
-            ["echo", "get-sum"], (False, ["Echo: hello"]), (False, ["The sum of 2 and 3 is 5."]),
-            (True, ["toolreplay: tool not allowed: get-env"])))
+            ["echo", "get-sum", "trigger-long-running-operation"], (False, ["Echo: hello"]),
+            (False, ["The sum of 2 and 3 is 5."]), (True, ["toolreplay: tool not allowed: get-env"])))
         [record] = self.record_files()
         self.assertEqual(self.tools_of(record), ["echo", "get-sum", "get-env"])
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+    def test_progress_reaches_the_call_before_its_answer(self) -> None:
+        progress: list[tuple[float, float | None]] = []
+
+        async def note(done: float, total: float | None, message: str | None) -> None:
+            progress.append((done, total))
+
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("trigger-long-running-operation", {"duration": 0.4, "steps": 2},
+                                                 progress_callback=note))
+
+        self.assertEqual(self.sdk(scenario), (
+            False, ["Long running operation completed. Duration: 0.4 seconds, Steps: 2."]))
+        self.assertEqual(progress, [(1, 2), (2, 2)])
