@@ -523,6 +523,8 @@ class PublicTest(ListenerCase):
             2, "", "error: --listen x:y: expected PORT or HOST:PORT\n"))
         self.assertEqual(run(*base, "--listen", "8080", "--record", "r.jsonl", "--", "true"), (
             2, "", "error: --listen records each session on its own: use --records DIR, not --record\n"))
+        self.assertEqual(run(*base, "--listen", "8080", "--path", "mcp", "--", "true"), (
+            2, "", "error: --path mcp: a path starts with /\n"))
         short = os.path.join(self.directory, "short-token")
         with open(short, "w", encoding="utf-8") as out:
             out.write("too-short\n")

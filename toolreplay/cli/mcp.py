@@ -92,6 +92,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], io: IO) -> int:
         raise UsageError(f"--token-file {args.token_file}: the token must be at least 16 bytes")
     if args.max_body < 1 or args.session_timeout <= 0:
         raise UsageError("--max-body and --session-timeout must be positive")
+    if not args.path.startswith("/"):
+        raise UsageError(f"--path {escape_text(args.path)}: a path starts with /")
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
     redactor = _redactor(policy.redact, args.redact_key, args.records)
