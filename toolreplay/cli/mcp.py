@@ -7,6 +7,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolreplay.audit.signers import read_secret_file
@@ -17,7 +18,7 @@ from toolreplay.guard.approvals import Approvals
 from toolreplay.guard.mcp_config import CLIENTS, client_config
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
-from toolreplay.guard.mcp_servers import MultiServer, read_servers, start_servers
+from toolreplay.guard.mcp_servers import MultiServer, ServerConfig, read_servers, start_servers
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
@@ -26,7 +27,8 @@ __all__ = ["register"]
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
-  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
+  0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP);
+     with --listen: a signal ended every session
   1  the server ended on its own with a failure
   2  usage error (bad arguments, an unreadable policy, pins, approvals or record file, a server that cannot
      start)"""
@@ -43,6 +45,12 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if args.servers is None and not command:
         raise UsageError("mcp-proxy needs the server command after --, or --servers FILE")
     configs = read_servers(args.servers) if args.servers is not None else None
+    if args.listen is not None:
+        return _run_listener(args, command, configs, io)
+    for flag, value in (("--records", args.records), ("--token-file", args.token_file),
+                        ("--listen-public", args.listen_public or None), ("--allow-origin", args.allow_origin)):
+        if value is not None:
+            raise UsageError(f"{flag} needs --listen")
     policy = load_policy(args.policy)
     redactor = _redactor(policy.redact, args.redact_key, args.record)
     approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
@@ -64,9 +72,8 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         proxy = McpProxy(upstream, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
                          repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache,
-                         record_meta=upstream.record_meta if isinstance(upstream, MultiServer) else None,
                          approvals=approvals)
-        previous = _on_stop_signals(proxy)
+        previous = _on_stop_signals(lambda: proxy.stop("signal"))
         try:
             status = proxy.run()
         finally:
@@ -94,6 +101,71 @@ def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
     if args.servers is not None:
         return [*found, "--servers", os.path.abspath(args.servers)]
     return [*found, "--", *command]
+def _listen_address(text: str) -> tuple[str, int]:
+    """`PORT`, `HOST:PORT` or `[IPV6]:PORT`; the host defaults to 127.0.0.1."""
+    host, _, port = text.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not port.isdigit() or int(port) > 65535 or (":" in host and not text.startswith("[")):
+        raise UsageError(f"--listen {text}: expected PORT or HOST:PORT")
+    return host or "127.0.0.1", int(port)
+
+
+def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None, io: IO) -> int:
+    from toolreplay.guard.mcp_http_listen import HttpListener, is_loopback
+    from toolreplay.guard.mcp_transport import ServerEnd, StdioServer
+
+    host, port = _listen_address(args.listen)
+    if args.record is not None:
+        raise UsageError("--listen records each session on its own: use --records DIR, not --record")
+    if args.records is None:
+        raise UsageError("--listen needs --records DIR (one sealed record per client session)")
+    if not is_loopback(host) and not args.listen_public:
+        raise UsageError(f"--listen {escape_text(host)}: not a loopback address; serving other machines needs "
+                         "--listen-public and --token-file")
+    if args.listen_public and args.token_file is None:
+        raise UsageError("--listen-public needs --token-file FILE (a bearer token every request must carry)")
+    token = read_secret_file(args.token_file) if args.token_file is not None else None
+    if token is not None and len(token) < 16:
+        raise UsageError(f"--token-file {args.token_file}: the token must be at least 16 bytes")
+    if args.print_config:
+        raise UsageError("--print-config prints a stdio client's configuration; an HTTP client is given the URL")
+    if args.max_body < 1 or args.session_timeout <= 0:
+        raise UsageError("--max-body and --session-timeout must be positive")
+    if not args.path.startswith("/"):
+        raise UsageError(f"--path {escape_text(args.path)}: a path starts with /")
+    policy = load_policy(args.policy)
+    pins = ToolPins(args.pins) if args.pins else None
+    redactor = _redactor(policy.redact, args.redact_key, args.records)
+    approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
+                 if args.approvals else None)
+
+    def upstream(headers: Mapping[str, str]) -> ServerEnd:
+        """Each client session's own server, or own set of servers."""
+        if configs is None:
+            return StdioServer(command)
+        return MultiServer(start_servers(args.servers, configs),
+                           names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+
+    listener = HttpListener(upstream, policy, records=args.records,
+                            diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
+                            allowed_origins=args.allow_origin or (), max_body=args.max_body,
+                            session_timeout=args.session_timeout, redactor=redactor, proxy_options={
+                                "pins": pins, "mutators": args.mutator or (), "repeatable": args.repeatable or (),
+                                "read_cache": args.read_cache and not args.no_read_cache, "approvals": approvals})
+    stop = threading.Event()
+    previous = _on_stop_signals(stop.set)
+    try:
+        listener.start()
+        try:
+            io.stderr.write(f"listening on {listener.url}\n")
+            io.stderr.flush()
+            stop.wait()
+        finally:
+            listener.close()
+    finally:
+        for name, handler in previous.items():
+            signal.signal(getattr(signal, name), handler)
+    return 0
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -114,7 +186,7 @@ def _redactor(redaction: Redaction | None, key_path: str | None, record: str | N
         raise UsageError(f"--redact-key {key_path}: {exc}") from None
 
 
-def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
+def _on_stop_signals(stop: Callable[[], None]) -> dict[str, Any]:
     """Let SIGTERM, SIGINT and SIGHUP end the session cleanly (only the main thread may set handlers)."""
     if threading.current_thread() is not threading.main_thread():
         return {}
@@ -122,7 +194,7 @@ def _on_stop_signals(proxy: McpProxy) -> dict[str, Any]:
     for name in _STOP_SIGNALS:
         number = getattr(signal, name, None)
         if number is not None:
-            previous[name] = signal.signal(number, lambda signum, frame: proxy.stop("signal"))
+            previous[name] = signal.signal(number, lambda signum, frame: stop())
     return previous
 
 
@@ -151,9 +223,9 @@ def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
         "mcp-proxy", help="guard and record a stdio MCP server, or several, for any MCP client",
-        usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--approvals FILE] "
-              "[--mutator NAME] [--repeatable NAME] [--read-cache] [--print-config CLIENT [--name NAME]] "
-              "(-- SERVER_COMMAND [ARGS...] | --servers FILE)",
+        usage="toolreplay mcp-proxy --policy POLICY [--record FILE | --listen [HOST:]PORT --records DIR] "
+              "[--pins FILE] [--approvals FILE] [--mutator NAME] [--repeatable NAME] [--read-cache] "
+              "[--print-config CLIENT [--name NAME]] (-- SERVER_COMMAND [ARGS...] | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -184,6 +256,22 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--servers", metavar="FILE",
                         help="run the servers FILE names behind this one proxy, their tools named PREFIX__TOOL "
                              "(instead of a server command)")
+    listen = parser.add_argument_group("serving clients over Streamable HTTP (needs the http extra)")
+    listen.add_argument("--listen", metavar="[HOST:]PORT",
+                        help="serve MCP clients over Streamable HTTP on HOST:PORT (host 127.0.0.1 by default); "
+                             "every client session starts its own server")
+    listen.add_argument("--records", metavar="DIR", help="with --listen: one sealed record per client session in DIR")
+    listen.add_argument("--path", default="/mcp", help="the endpoint's path (default /mcp)")
+    listen.add_argument("--listen-public", action="store_true",
+                        help="allow a host that is not loopback (needs --token-file)")
+    listen.add_argument("--token-file", metavar="FILE",
+                        help="every request must carry Authorization: Bearer TOKEN, TOKEN the file's content")
+    listen.add_argument("--allow-origin", action="append", metavar="ORIGIN",
+                        help="a browser origin accepted besides loopback ones (may be given more than once)")
+    listen.add_argument("--max-body", type=int, default=4 * 1024 * 1024, metavar="BYTES",
+                        help="the largest request body accepted (default 4 MiB)")
+    listen.add_argument("--session-timeout", type=float, default=1800.0, metavar="SECONDS",
+                        help="end a session that sent no request for this long (default 1800)")
     parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
     parser.set_defaults(run=_run_proxy)
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from toolreplay.guard.approvals import Remember
 from toolreplay.guard.mcp_wire import Waiter, declares_form_elicitation, id_key
 
-__all__ = ["Asked", "ClientConfirmation", "approves", "decision"]
+__all__ = ["Asked", "ClientConfirmation", "approves", "decision", "question_text"]
 
 
 class Asked(Protocol):
@@ -49,6 +49,10 @@ def decision(answer: Any, offered: tuple[str, ...] = ()) -> bool | Remember:
 # How the question offers to remember the answer (when the proxy keeps approvals: `offered` scopes).
 _REMEMBER_HELP = {"once": "once: this call only", "session": "session: identical calls until the proxy stops",
                   "always": "always: identical calls from now on (kept in the approvals file)"}
+def question_text(tool: str, args: dict[str, Any]) -> str:
+    """The question the person is asked about a call (an HTTP client end finds the call it belongs to by it)."""
+    shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?"
 
 
 class ClientConfirmation:
@@ -65,9 +69,8 @@ class ClientConfirmation:
 
     def ask(self, tool: str, args: dict[str, Any], call: Asked) -> Any:
         """Ask about this exact call and wait; the client's answer, or None when nobody can be asked."""
-        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
         question: dict[str, Any] = {
-            "message": f"Allow the tool call {json.dumps(tool, ensure_ascii=True)} with arguments {shown}?",
+            "message": question_text(tool, args),
             "requestedSchema": {"type": "object", "properties": {"approve": {
                 "type": "boolean", "title": "Run this call", "default": False}}, "required": ["approve"]}}
         if self.remember:

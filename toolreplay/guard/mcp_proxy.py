@@ -44,8 +44,9 @@ class McpProxy:
         `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
         needing a confirmation, tools whose identical calls are each a new action, and whether an
         identical read may be answered from an earlier one while no write has run since; `record_meta`
-        too: more `x-` keys of a record's meta by tool (`MultiServer.record_meta`: which server served it). A recorder
-        that continues a record brings its writes, budgets, rule history and unknown outcomes back.
+        too: more `x-` keys of a record's meta by tool (by default the server end's own `record_meta`, if it
+        has one: `MultiServer` says which server served the call). A recorder that continues a record
+        brings its writes, budgets, rule history and unknown outcomes back.
         `approvals` answer confirmations a person asked to remember; with them the question offers to
         remember a yes (`session`, and `always` when they have a file).
         """
@@ -54,6 +55,8 @@ class McpProxy:
                 raise TypeError("McpProxy needs a client end, or client_in and client_out")
             client = StdioClient(client_in, client_out)
         upstream = StdioServer(server) if isinstance(server, list) else server
+        if record_meta is None:
+            record_meta = getattr(upstream, "record_meta", None)
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
         self._router = Router(self._transport, policy, pins)
         self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
