@@ -1,4 +1,4 @@
-"""The MCP commands: mcp-proxy (guard and record a stdio MCP server) and mcp-pins (review pinned tools)."""
+"""The MCP commands: mcp-proxy (guard and record a stdio or remote MCP server) and mcp-pins (review pinned tools)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
+from toolreplay.guard.mcp_http_upstream import HttpServer, is_http_url, parse_header
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
+from toolreplay.guard.mcp_transport import ServerEnd
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
@@ -23,7 +25,7 @@ __all__ = ["register"]
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
   0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP)
-  1  the server ended on its own with a failure
+  1  the server ended on its own with a failure (a server URL: its session expired, the connection failed)
   2  usage error (bad arguments, an unreadable policy, pins or record file, a server that cannot start)"""
 _PINS_EXIT_CODES = """exit codes:
   0  done; for show: nothing waits for review
@@ -35,13 +37,14 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     command = args.server[1:] if args.server[:1] == ["--"] else args.server
     if not command:
         raise UsageError("mcp-proxy needs the server command after --")
+    server = _upstream(command, args, io)
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
     redactor = _redactor(policy.redact, args.redact_key, args.record)
     recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
         io.stdout.flush()
-        proxy = McpProxy(command, policy, client_in=io.stdin, client_out=io.stdout.buffer,
+        proxy = McpProxy(server, policy, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
                          repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache)
         previous = _on_stop_signals(proxy)
@@ -54,6 +57,30 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _upstream(command: list[str], args: argparse.Namespace, io: IO) -> list[str] | ServerEnd:
+    """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with the
+    --header and --header-env headers), anything else a command to run."""
+    given = (args.header or []) + (args.header_env or [])
+    if len(command) != 1 or not is_http_url(command[0]):
+        if given:
+            raise UsageError("--header and --header-env need a server URL (http:// or https://) after --")
+        return command
+    headers = [parse_header(text, os.environ) for text in args.header or []]
+    for text in args.header_env or []:
+        name, equals, variable = text.partition("=")
+        if not equals or not variable:
+            raise UsageError("--header-env needs NAME=ENVVAR (the header's name, the variable holding its value)")
+        headers.append(parse_header(f"{name}: ${{{variable}}}", os.environ))
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            io.stderr.write("toolreplay mcp-proxy: " + escape_text(text) + "\n")
+            io.stderr.flush()
+
+    return HttpServer(command[0], headers=headers, say=say)
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -110,9 +137,10 @@ def _run_pins_accept(args: argparse.Namespace, io: IO) -> int:
 def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
-        "mcp-proxy", help="guard and record a stdio MCP server for any MCP client",
+        "mcp-proxy", help="guard and record an MCP server (stdio, or remote over HTTP) for any MCP client",
         usage="toolreplay mcp-proxy --policy POLICY [--record FILE] [--pins FILE] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] -- SERVER_COMMAND [ARGS...]",
+              "[--repeatable NAME] [--read-cache] [--header 'NAME: VALUE'] [--header-env NAME=ENVVAR] "
+              "-- SERVER_COMMAND [ARGS...] | URL",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -132,7 +160,16 @@ def register(subparsers: Any) -> None:
                              "(default: every read reaches the server)")
     # the default since the read cache became opt-in; still accepted so existing client configurations start
     parser.add_argument("--no-read-cache", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
+    parser.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                        help="an HTTP header sent with every request to a server URL (say Authorization); "
+                             "${VAR} in VALUE is read from the environment; never recorded nor shown "
+                             "(may be given more than once)")
+    parser.add_argument("--header-env", action="append", metavar="NAME=ENVVAR",
+                        help="an HTTP header whose value is the environment variable ENVVAR (may be given more "
+                             "than once)")
+    parser.add_argument("server", nargs=argparse.REMAINDER,
+                        help="after --: the server command, or one http:// or https:// URL (Streamable HTTP; "
+                             "needs pip install 'toolreplay[http]')")
     parser.set_defaults(run=_run_proxy)
 
     parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions",
