@@ -274,7 +274,8 @@ class HttpServer:
             loop.run_until_complete(self._main(ready))
         except Exception as exc:  # noqa: BLE001  (a bug or an OS failure: the session ends, with the reason)
             self._failed = True
-            self._end_reason = f"server output failed: the HTTP connection failed: {type(exc).__name__}"
+            self._say(f"the HTTP connection failed: {type(exc).__name__}")
+            self._end_reason = "server exited"
         finally:
             ready.set()
             loop.close()
@@ -439,7 +440,7 @@ class HttpServer:
         try:
             async for text in response.aiter_text():
                 for event in parser.feed(text):
-                    if event.event != "message":
+                    if event.event != "message" or not event.data.strip():  # a priming event: only its id
                         continue
                     self._deliver(compact_line(event.data.encode("utf-8")), post, initialize)
                     if post is not None and not post.waiting:
@@ -539,7 +540,8 @@ class HttpServer:
             for line in lost_answers(waiting, reason):
                 self._on_line(line)
         self._session_id = None
-        self._end("server output failed: " + reason)
+        self._say(reason)
+        self._end("server exited")
 
     async def _delete(self, client: httpx.AsyncClient) -> None:
         """End the session at the server (a 405 says it does not let clients end sessions)."""
