@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# The MCP proxy's real-component tests (tests/test_mcp_real.py): the MCP Python SDK client, the
+# The MCP proxy's real-component tests (tests/test_mcp_real.py, tests/test_mcp_http.py): the MCP Python SDK client, the
 # mcp-server-git reference server (PyPI), @modelcontextprotocol/server-filesystem and
 # @modelcontextprotocol/server-everything (npm, run with node; everything honours cancellation and has
 # tasks), installed into $TOOLREPLAY_MCP_TOOLS (default ~/.cache/toolreplay-mcp), where the tests look.
 set -euo pipefail
 MCP_SDK="mcp==2.3.0"
+HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "starlette==1.10.0")  # the extra toolreplay[http] (tests/test_mcp_http.py)
 GIT_SERVER="mcp-server-git==2026.10.19"
 FILESYSTEM="@modelcontextprotocol/server-filesystem@2026.8.31"
 EVERYTHING="@modelcontextprotocol/server-everything@2026.8.31"
 TOOLS="${TOOLREPLAY_MCP_TOOLS:-$HOME/.cache/toolreplay-mcp}"
 
-PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check "$MCP_SDK" "$GIT_SERVER" >/dev/null
+PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check "$MCP_SDK" "$GIT_SERVER" "${HTTP_STACK[@]}" >/dev/null
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null || ! command -v git >/dev/null; then
   apt-get update -qq >/dev/null
