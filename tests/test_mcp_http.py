@@ -187,6 +187,17 @@ class McpServerOverHttpTest(HttpWorkspace):
                                                         "Unauthorized\n"))
         self.assertNotIn(TOKEN, stderr)
 
+    def test_a_long_answer_holds_back_no_other_call(self) -> None:
+        url, _ = start_http_server(self)
+        proxy = self.raw_proxy(url, rules={"allowed_tools": ["slow", "lookup"], "write_tools": []})
+        proxy.send(call(1, "slow", seconds=3))
+        started = time.monotonic()
+        proxy.send(call(2, "lookup", key="k"))
+        self.assertEqual(proxy.recv()["id"], 2)
+        self.assertLess(time.monotonic() - started, 2.5)
+        self.assertEqual(proxy.recv()["result"]["content"], [{"type": "text", "text": "slept 3.0"}])
+        self.assertEqual(proxy.close()[:2], (0, b""))
+
     def test_the_server_dying_mid_write_is_an_unknown_outcome(self) -> None:
         url, server = start_http_server(self, "--notes", self.notes)
         proxy = self.raw_proxy(url, "--mutator", "write_and_die", rules={

@@ -292,7 +292,8 @@ class HttpServer:
         self._queue = asyncio.Queue()
         ready.set()
         timeout = httpx.Timeout(self._connect_timeout, read=None, pool=None)
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+        # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True) as client:
             try:
                 while (line := await self._queue.get()) is not None and not self._ended.is_set():
                     await self._dispatch(client, line)
