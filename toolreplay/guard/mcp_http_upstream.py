@@ -48,6 +48,7 @@ _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 RESUME_ATTEMPTS = 3  # reconnections of a dropped stream in a row, before its requests are given up
 _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `retry:`, at most _RETRY_MOST
+_DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
 
 
 def is_http_url(argument: str) -> bool:
@@ -437,18 +438,28 @@ class HttpServer:
 
     async def _events(self, response: httpx.Response, parser: SseParser, post: _Post | None,
                       initialize: bool = False) -> bool:
-        """Hand on the stream's events; True once every request of `post` is answered."""
+        """Hand on the stream's events; True once every request of `post` is answered. The stream is then
+        read to its end (the server ends it after the answer), for _DRAIN_SECONDS at most, so that its
+        connection is kept for the next request rather than closed mid-body."""
+        import httpx
+
+        answered = False
         try:
-            async for text in response.aiter_text():
-                for event in parser.feed(text):
-                    if event.event != "message" or not event.data.strip():  # a priming event: only its id
-                        continue
-                    self._deliver(compact_line(event.data.encode("utf-8")), post, initialize)
-                    if post is not None and not post.waiting:
-                        return True
+            async with asyncio.timeout(None) as deadline:
+                async for text in response.aiter_text():
+                    for event in parser.feed(text):
+                        if event.event != "message" or not event.data.strip():  # a priming event: only its id
+                            continue
+                        self._deliver(compact_line(event.data.encode("utf-8")), post, initialize)
+                        if post is not None and not post.waiting and not answered:
+                            answered = True
+                            deadline.reschedule(asyncio.get_running_loop().time() + _DRAIN_SECONDS)
+        except (TimeoutError, httpx.HTTPError, ValueError, RecursionError):
+            if not answered:
+                raise
         finally:
             await response.aclose()
-        return False
+        return answered
 
     async def _resume(self, client: httpx.AsyncClient, last_id: str) -> httpx.Response | None:
         """GET the stream again from after `last_id`; None when the server would not (tried again later)."""
