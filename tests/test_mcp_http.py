@@ -467,6 +467,24 @@ class ScriptedServerTest(HttpWorkspace):
         self.assertEqual(reply.get("result", {}).get("content"), [{"type": "text", "text": "ok"}], reply)
         self.assertEqual(proxy.close()[:2], (0, b""))
 
+    def test_the_servers_own_stream_is_resumed_after_a_drop(self) -> None:
+        class Dropping(Script):
+            def get(self, handler: _Scripted) -> None:
+                after = handler.headers.get("Last-Event-ID")
+                note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                                   "params": {"level": "info", "data": f"after {after}"}})
+                if after is None:
+                    handler.stream([f"id: g1\nretry: 10\ndata: {note}\n\n"], close=True)
+                else:
+                    handler.stream([f"id: g2\ndata: {note}\n\n"], close=False, hold=30)
+
+        proxy = self.start(Dropping())
+        self.assertEqual(proxy.recv()["params"]["data"], "after None")
+        self.assertEqual(proxy.recv()["params"]["data"], "after g1")
+        reply = proxy.ask(call(1, "lookup"))
+        self.assertEqual(reply.get("result", {}).get("content"), [{"type": "text", "text": "ok"}], reply)
+        self.assertEqual(proxy.close()[:2], (0, b""))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -213,7 +213,6 @@ class HttpServer:
         except ImportError:
             raise UsageError(f"a server URL needs the http extra: {HTTP_EXTRA}") from None
         self._url = url
-        self._shown = _shown(url)
         self._headers = list(headers)
         self._say = say or (lambda text: None)
         self._connect_timeout = connect_timeout
@@ -247,7 +246,7 @@ class HttpServer:
         loop, queue = self._loop, self._queue
         if loop is None or queue is None or self._closed or self._ended.is_set():
             raise OSError("the connection to the server is closed")
-        for line in data.splitlines():
+        for line in data.split(b"\n"):  # only LF ends a message (a CR may be whitespace within one)
             if line.strip():
                 try:
                     loop.call_soon_threadsafe(queue.put_nowait, line)
@@ -345,6 +344,8 @@ class HttpServer:
         except asyncio.CancelledError:
             self._give_up(post, "the proxy closed the connection before the server answered")
             raise
+        except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
+            self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
 
     async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
         headers = self._request_headers(post=True, initialize=initialize)
