@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import socket
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -292,8 +293,12 @@ class HttpServer:
         self._queue = asyncio.Queue()
         ready.set()
         timeout = httpx.Timeout(self._connect_timeout, read=None, pool=None)
+        # TCP_NODELAY: a request's headers and body go out in two writes; without it the body may wait
+        # for the server's delayed acknowledgement of the headers.
+        transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
         # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True) as client:
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
+                                     transport=transport) as client:
             try:
                 while (line := await self._queue.get()) is not None and not self._ended.is_set():
                     await self._dispatch(client, line)
