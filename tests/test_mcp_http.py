@@ -163,19 +163,7 @@ class McpServerOverHttpTest(HttpWorkspace):
         url, _ = start_http_server(self, "--notes", self.notes, "--require-token", "TOOLREPLAY_TEST_TOKEN", env=env)
         os.environ["TOOLREPLAY_TEST_TOKEN"] = TOKEN
         self.addCleanup(os.environ.pop, "TOOLREPLAY_TEST_TOKEN")
-        proxy = self.raw_proxy(url, "--header", "Authorization: Bearer ${TOOLREPLAY_TEST_TOKEN}",
-                               "--mutator", "write_and_die", rules=HTTP_POLICY)
-        self.assertEqual(proxy.ask(call(1, "lookup", key=TOKEN))["result"]["content"][0]["text"],
-                         f"value of {TOKEN}")  # the model may say it: the record holds what the model said
-        self.assertEqual(proxy.ask(call(2, "fail"))["result"]["isError"], True)
-        code, rest, stderr = proxy.close()
-        self.assertEqual((code, rest, stderr), (0, b"", ""))
-        with open(self.record, encoding="utf-8") as record:
-            # the lookup's args, its text and structured result; never the header
-            self.assertEqual(record.read().count(TOKEN), 3)
-        self.assertFalse(os.path.exists(self.record + ".intents"))
         # without the header the server refuses: the client gets the proxy's error, which names no header
-        os.unlink(self.record)
         proxy = Proxy(self.directory, "--header-env", "X-Other=TOOLREPLAY_TEST_TOKEN", rules=HTTP_POLICY,
                       server=[url])
         self.addCleanup(proxy.kill)
@@ -185,7 +173,26 @@ class McpServerOverHttpTest(HttpWorkspace):
         code, rest, stderr = proxy.close()
         self.assertEqual((code, rest, stderr), (0, b"", "toolreplay mcp-proxy: the server answered HTTP 401 "
                                                         "Unauthorized\n"))
+        # with it, calls run; the last one leaves a write of unknown outcome, so the intents file stays
+        proxy = self.raw_proxy(url, "--header", "Authorization: Bearer ${TOOLREPLAY_TEST_TOKEN}",
+                               "--mutator", "write_and_die", rules={
+                                   **HTTP_POLICY, "allowed_tools": [*HTTP_POLICY["allowed_tools"], "write_and_die"]})
+        self.assertEqual(proxy.ask(call(1, "lookup", key=TOKEN))["result"]["content"][0]["text"],
+                         f"value of {TOKEN}")  # the model may say it: the record holds what the model said
+        self.assertEqual(proxy.ask(call(2, "fail"))["result"]["isError"], True)
+        self.assertEqual(proxy.ask(call(3, "write_and_die", text="x"))["result"]["isError"], True)
+        code, rest, stderr = proxy.close()
+        self.assertEqual((code, rest), (0, b""))
+        self.assertTrue(stderr.startswith("toolreplay mcp-proxy: the event stream from the server failed: "), stderr)
         self.assertNotIn(TOKEN, stderr)
+        with open(self.record, encoding="utf-8") as record:
+            # the lookup's args, its text and structured result; never the header
+            self.assertEqual(record.read().count(TOKEN), 3)
+        with open(self.record + ".intents", encoding="utf-8") as intents:
+            text = intents.read()
+        self.assertIn("write_and_die", text)
+        self.assertNotIn(TOKEN, text)
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_a_long_answer_holds_back_no_other_call(self) -> None:
         url, _ = start_http_server(self)
