@@ -417,6 +417,8 @@ class ScriptedServerTest(HttpWorkspace):
                 elif name == "jsonrpc":  # a JSON-RPC error at an HTTP error status: the server's own answer
                     handler.reply(400, json.dumps({"jsonrpc": "2.0", "id": None, "error": {
                         "code": -32602, "message": "bad params"}}).encode(), "application/json")
+                elif name == "other":  # an answer to another request: the client's still gets one
+                    handler.reply(200, result(99, "not yours").encode(), "application/json")
                 elif name == "html":
                     handler.reply(200, b"<html>not json</html>", "application/json")
                 elif name == "event":
@@ -426,12 +428,13 @@ class ScriptedServerTest(HttpWorkspace):
 
         proxy = self.start(Faulty(), "--mutator", "send")
         answers = {fault: proxy.ask(call(index, "send" if fault == "500" else "lookup", fault=fault))
-                   for index, fault in enumerate(["500", "jsonrpc", "html", "event", "empty"], 1)}
+                   for index, fault in enumerate(["500", "jsonrpc", "other", "html", "event", "empty"], 1)}
         self.assertEqual({fault: (reply["result"]["content"][0]["text"] if "result" in reply else reply["error"])
                           for fault, reply in answers.items()}, {
             "500": "toolreplay: outcome unknown: the server answered HTTP 500 Internal Server Error; whether the "
                    "write took effect is unknown",
             "jsonrpc": {"code": -32602, "message": "bad params"},
+            "other": "toolreplay: ConnectionError: the server's answer holds no reply to the request",
             "html": "toolreplay: ConnectionError: the server's answer is not JSON",
             "event": "toolreplay: ConnectionError: the server's event stream holds a message that is not JSON "
                      "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1))",
@@ -440,12 +443,14 @@ class ScriptedServerTest(HttpWorkspace):
         self.assertEqual((code, rest), (0, b""))
         self.assertEqual(stderr.splitlines(), [
             "toolreplay mcp-proxy: the server answered HTTP 500 Internal Server Error",
+            "toolreplay mcp-proxy: dropped a response from the server to no request sent to it",
+            "toolreplay mcp-proxy: the server's answer holds no reply to the request",
             "toolreplay mcp-proxy: the server's answer is not JSON",
             "toolreplay mcp-proxy: the server's event stream holds a message that is not JSON (Expecting property "
             "name enclosed in double quotes: line 1 column 2 (char 1))",
             "toolreplay mcp-proxy: the server ended the event stream before it answered"])
         self.assertEqual([r["meta"]["outcome"] for r in read_records(proxy.record)],
-                         ["unknown", "ran", "ran", "ran", "ran"])
+                         ["unknown", "ran", "ran", "ran", "ran", "ran"])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
     def test_an_expired_session_ends_the_proxy(self) -> None:

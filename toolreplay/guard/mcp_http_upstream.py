@@ -402,6 +402,7 @@ class HttpServer:
             self._give_up(post, "the server's answer is not JSON")
             return
         self._deliver(line, post, initialize)
+        self._give_up(post, "the server's answer holds no reply to the request")  # if any is left waiting
 
     def _deliver(self, line: bytes, post: _Post | None, initialize: bool = False) -> None:
         """Hand one message to the router; note what it answers (and the version `initialize` agreed)."""
