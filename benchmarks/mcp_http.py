@@ -16,7 +16,8 @@ The added latency is the proxy's percentile minus the direct one: what a client 
 proxy is put in front of the server. It includes the SDK's stdio transport in place of its HTTP one,
 which costs less per call, so a second pair of setups takes the clients' own costs out:
 
-- direct, minimal: one httpx client POSTs each call and reads the event stream to its answer;
+- direct, minimal: one httpx client POSTs each call and reads the event stream to its end (so that
+  its connection is reused, as the proxy does);
 - through the proxy, minimal: JSON-RPC lines written to the proxy's stdin and read from its stdout.
 
 Needs the extra `toolreplay[http]` and the `mcp` package.
@@ -129,12 +130,15 @@ class HttpClient:
         with self.client.stream("POST", self.url, headers=self.headers, json=body) as response:
             if response.headers.get("content-type", "").startswith("application/json"):
                 return json.loads(response.read())["result"]
-            for line in response.iter_lines():
-                if line.startswith("data:") and '"id"' in line:
+            answer = None
+            for line in response.iter_lines():  # to the stream's end, so that its connection is reused
+                if answer is None and line.startswith("data:") and '"id"' in line:
                     reply = json.loads(line[5:])
                     if reply.get("id") == message_id:
-                        return reply["result"]
-        raise SystemExit("no answer")
+                        answer = reply["result"]
+        if answer is None:
+            raise SystemExit("no answer")
+        return answer
 
     def close(self) -> None:
         self.client.delete(self.url, headers=self.headers)
