@@ -6,19 +6,20 @@ import argparse
 import os
 import signal
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
-from toolreplay.guard.mcp_http_upstream import HttpServer, is_http_url, parse_header
 from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.guard.mcp_proxy import McpProxy
-from toolreplay.guard.mcp_transport import ServerEnd
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
+
+if TYPE_CHECKING:
+    from toolreplay.guard.mcp_transport import ServerEnd
 
 __all__ = ["register"]
 
@@ -63,10 +64,13 @@ def _upstream(command: list[str], args: argparse.Namespace, io: IO) -> list[str]
     """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with the
     --header and --header-env headers), anything else a command to run."""
     given = (args.header or []) + (args.header_env or [])
-    if len(command) != 1 or not is_http_url(command[0]):
+    if len(command) != 1 or not command[0].startswith(("http://", "https://")):
         if given:
             raise UsageError("--header and --header-env need a server URL (http:// or https://) after --")
         return command
+    # imported here: asyncio and the HTTP upstream cost every other command its start-up time
+    from toolreplay.guard.mcp_http_upstream import HttpServer, parse_header
+
     headers = [parse_header(text, os.environ) for text in args.header or []]
     for text in args.header_env or []:
         name, equals, variable = text.partition("=")
