@@ -167,8 +167,8 @@ class CommandLineTest(unittest.TestCase):
             os.environ.pop("TOOLREPLAY_TEST_NO_SUCH_TOKEN", None)
             self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--header-env",
                                  "Authorization=TOOLREPLAY_TEST_NO_SUCH_TOKEN", "--", "https://example.com/mcp"), (
-                2, "", "error: --header Authorization: the environment variable TOOLREPLAY_TEST_NO_SUCH_TOKEN is "
-                       "not set\n"))
+                2, "", "error: --header-env Authorization: the environment variable TOOLREPLAY_TEST_NO_SUCH_TOKEN "
+                       "is not set\n"))
 
 
 class LostAnswerGateTest(unittest.TestCase):

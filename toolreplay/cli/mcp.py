@@ -76,7 +76,7 @@ def _upstream(command: list[str], args: argparse.Namespace, io: IO) -> list[str]
         name, equals, variable = text.partition("=")
         if not equals or not variable:
             raise UsageError("--header-env needs NAME=ENVVAR (the header's name, the variable holding its value)")
-        headers.append(parse_header(f"{name}: ${{{variable}}}", os.environ))
+        headers.append(parse_header(f"{name}: ${{{variable}}}", os.environ, "--header-env"))
     lock = threading.Lock()
 
     def say(text: str) -> None:

@@ -57,25 +57,25 @@ def is_http_url(argument: str) -> bool:
     return argument.startswith(("http://", "https://"))
 
 
-def parse_header(text: str, environ: Mapping[str, str]) -> tuple[str, str]:
-    """`Name: value` as given to --header; `${VAR}` in the value is read from `environ`. The errors never
-    show the value (it may hold a credential)."""
+def parse_header(text: str, environ: Mapping[str, str], option: str = "--header") -> tuple[str, str]:
+    """`Name: value` as given to --header; `${VAR}` in the value is read from `environ`. The errors (which
+    name `option`) never show the value: it may hold a credential."""
     name, colon, value = text.partition(":")
     name, value = name.strip(), value.strip()
     if not colon or not _TOKEN.fullmatch(name):
-        raise UsageError("--header needs \"Name: value\" (a header name, a colon, the value)")
+        raise UsageError(f"{option} needs \"Name: value\" (a header name, a colon, the value)")
     if name.lower() in _OWN_HEADERS:
-        raise UsageError(f"--header {name}: the proxy sets this header itself")
+        raise UsageError(f"{option} {name}: the proxy sets this header itself")
 
     def expand(match: re.Match[str]) -> str:
         variable = match.group(1)
         if variable not in environ:
-            raise UsageError(f"--header {name}: the environment variable {variable} is not set")
+            raise UsageError(f"{option} {name}: the environment variable {variable} is not set")
         return environ[variable]
 
     value = _ENV_REFERENCE.sub(expand, value)
     if any(char in value for char in "\r\n\0"):
-        raise UsageError(f"--header {name}: the value holds a line break or NUL")
+        raise UsageError(f"{option} {name}: the value holds a line break or NUL")
     return name, value
 
 
