@@ -536,14 +536,16 @@ class Gate:
             except AnswerLost as exc:  # a write was sent and no answer comes: it may or may not have taken effect
                 pending.response = _refusal(f"outcome unknown: {exc}; whether the write took effect is unknown")
                 pending.cancelled = True
+                answer = self._record(call, pending.response, "unknown")  # on record before a retry is refused
                 self._forget(call, unknown=True)
-                return self._record(call, pending.response, "unknown")
+                return answer
             except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
                 unknown = call.write and exc.started
                 pending.response = _refusal(_cancelled(exc, unknown))
                 pending.cancelled = True
-                self._forget(call, unknown=unknown)
-                return self._record(call, pending.response, "unknown" if unknown else "cancelled")
+                answer = self._record(call, pending.response, "unknown" if unknown else "cancelled")
+                self._forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
+                return answer
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
                 pending.response = _refusal(_interrupted(exc))
                 self._forget(call, unknown=call.write)
