@@ -486,6 +486,17 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(proxy.close(), (1, b"", ""))
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
+    def test_server_exit_during_a_write_is_an_unknown_outcome(self) -> None:
+        proxy = self.start("--mutator", "crash")
+        self.assertEqual(proxy.ask(call(1, "crash")), text_result(
+            1, "toolreplay: outcome unknown: the server ended before it answered; whether the write took effect "
+               "is unknown", True))
+        self.assertEqual(proxy.close(), (1, b"", ""))
+        with open(proxy.record, encoding="utf-8") as record:
+            self.assertEqual(json.loads(record.readline())["meta"]["outcome"], "unknown")
+        with open(proxy.record + ".intents", encoding="utf-8") as intents:
+            self.assertIn("crash", intents.read())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -15,7 +16,7 @@ import unittest
 from collections.abc import Callable
 from typing import Any
 
-from tests.support import integration
+from tests.support import integration, require
 from tests.test_cli import run
 from toolreplay.errors import InputError
 from toolreplay.guard.gate import Gate
@@ -23,6 +24,8 @@ from toolreplay.guard.mcp_servers import MultiServer, ServerConfig, read_servers
 from toolreplay.guard.mcp_transport import StdioServer
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
+
+HAVE_HTTP = importlib.util.find_spec("httpx") is not None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
@@ -150,24 +153,27 @@ class ConfigTest(unittest.TestCase):
             with self.subTest(text=text):
                 self.assertEqual(self.error(text), message)
 
-    def test_an_http_server_needs_the_http_upstream(self) -> None:
+    def test_an_http_server_is_an_http_upstream_with_its_headers(self) -> None:
+        require(HAVE_HTTP, "httpx (pip install 'toolreplay[http]')")
+        from toolreplay.guard.mcp_http_upstream import HttpServer
+
         configs = self.read('{"servers": {"local": {"command": "x"},\n'
                             ' "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer s"}}}}')
+        servers = start_servers(self.path, configs)  # nothing connects before start
+        remote = servers["remote"]
+        assert isinstance(remote, HttpServer)
+        self.assertEqual(remote._headers, [("Authorization", "Bearer s")])
+        configs = self.read('{"servers": {"remote": {"url": "https://example.com/mcp",\n'
+                            ' "headers": {"Host": "x"}}}}')
         with self.assertRaises(InputError) as caught:
             start_servers(self.path, configs)
-        self.assertEqual(str(caught.exception), f'{self.path}:2: server "remote": HTTP servers need toolreplay\'s '
-                         'Streamable HTTP upstream (toolreplay.guard.mcp_http_upstream), which this installation does '
-                         'not have')
+        self.assertEqual(str(caught.exception), f'{self.path}:1: server "remote": header Host: the proxy sets this '
+                                                'header itself')
 
     def test_the_command_line(self) -> None:
         policy = os.path.join(self.directory, "policy.json")
         with open(policy, "w", encoding="utf-8") as out:
             json.dump({"agent": "a", "allowed_tools": []}, out)
-        self.read('{"servers": {"remote": {"url": "https://example.com/mcp",\n'
-                  ' "headers": {"Authorization": "Bearer secret"}}}}')
-        self.assertEqual(run("mcp-proxy", "--policy", policy, "--servers", self.path), (
-            2, "", f'error: {self.path}:1: server "remote": HTTP servers need toolreplay\'s Streamable HTTP upstream '
-                   '(toolreplay.guard.mcp_http_upstream), which this installation does not have\n'))
         self.assertEqual(run("mcp-proxy", "--policy", policy, "--servers", self.path, "--", "cat"), (
             2, "", "error: mcp-proxy takes --servers FILE or a server command after --, not both\n"))
         self.assertEqual(run("mcp-proxy", "--policy", policy), (

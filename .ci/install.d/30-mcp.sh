@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The MCP proxy's real-component tests (tests/test_mcp_real.py): the MCP Python SDK client, the
+# The MCP proxy's real-component tests (tests/test_mcp_real.py, tests/test_mcp_http.py): the MCP Python SDK client, the
 # mcp-server-git reference server (PyPI), @modelcontextprotocol/server-filesystem and
 # @modelcontextprotocol/server-everything (npm, run with node; everything honours cancellation and has
 # tasks), installed into $TOOLREPLAY_MCP_TOOLS (default ~/.cache/toolreplay-mcp), where the tests look.
 set -euo pipefail
 MCP_SDK="mcp==2.3.0"
+HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "starlette==1.10.0")  # the extra toolreplay[http] (tests/test_mcp_http.py)
 GIT_SERVER="mcp-server-git==2026.10.19"
 HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "starlette==1.10.0")  # the http extra (mcp-proxy --listen)
 FILESYSTEM="@modelcontextprotocol/server-filesystem@2026.8.31"

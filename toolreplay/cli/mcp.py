@@ -1,4 +1,4 @@
-"""The MCP commands: mcp-proxy (guard and record a stdio MCP server) and mcp-pins (review pinned tools)."""
+"""The MCP commands: mcp-proxy (guard and record a stdio or remote MCP server) and mcp-pins (review pinned tools)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
@@ -23,13 +23,16 @@ from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
+if TYPE_CHECKING:
+    from toolreplay.guard.mcp_transport import ServerEnd
+
 __all__ = ["register"]
 
 _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
   0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP);
      with --listen: a signal ended every session
-  1  the server ended on its own with a failure
+  1  the server ended on its own with a failure (a server URL: its session expired, the connection failed)
   2  usage error (bad arguments, an unreadable policy, pins, approvals or record file, a server that cannot
      start)"""
 _PINS_EXIT_CODES = """exit codes:
@@ -45,8 +48,9 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if args.servers is None and not command:
         raise UsageError("mcp-proxy needs the server command after --, or --servers FILE")
     configs = read_servers(args.servers) if args.servers is not None else None
+    headers = _headers(command, args)
     if args.listen is not None:
-        return _run_listener(args, command, configs, io)
+        return _run_listener(args, command, configs, headers, io)
     for flag, value in (("--records", args.records), ("--token-file", args.token_file),
                         ("--listen-public", args.listen_public or None), ("--allow-origin", args.allow_origin)):
         if value is not None:
@@ -64,7 +68,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     pins = ToolPins(args.pins) if args.pins else None
     recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
     try:
-        upstream: list[str] | MultiServer = command
+        upstream: list[str] | ServerEnd = _upstream(command, headers, io)
         if configs is not None:  # started once every file given has been read and opened
             upstream = MultiServer(start_servers(args.servers, configs),
                                    names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
@@ -93,7 +97,8 @@ def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
                           ("--approvals", args.approvals)):
         if value:
             found += [option, os.path.abspath(value)]
-    for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable)):
+    for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable), ("--header", args.header),
+                          ("--header-env", args.header_env)):
         for name in names or ():
             found += [option, name]
     if args.read_cache and not args.no_read_cache:
@@ -110,9 +115,10 @@ def _listen_address(text: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None, io: IO) -> int:
+def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None,
+                  headers: list[tuple[str, str]], io: IO) -> int:
     from toolreplay.guard.mcp_http_listen import HttpListener, is_loopback
-    from toolreplay.guard.mcp_transport import ServerEnd, StdioServer
+    from toolreplay.guard.mcp_transport import StdioServer
 
     host, port = _listen_address(args.listen)
     if args.record is not None:
@@ -139,12 +145,19 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
     approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
                  if args.approvals else None)
 
-    def upstream(headers: Mapping[str, str]) -> ServerEnd:
-        """Each client session's own server, or own set of servers."""
-        if configs is None:
+    def upstream(client_headers: Mapping[str, str]) -> ServerEnd:
+        """Each client session's own server, or own set of servers. A server URL gets the client's
+        `Authorization` header unchanged (unless --header gives one, or it is the proxy's own token)."""
+        if configs is not None:
+            return MultiServer(start_servers(args.servers, configs),
+                               names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+        if not _is_url(command):
             return StdioServer(command)
-        return MultiServer(start_servers(args.servers, configs),
-                           names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+        passed = [] if token is not None or any(name.lower() == "authorization" for name, _ in headers) else [
+            ("Authorization", value) for name, value in client_headers.items() if name.lower() == "authorization"]
+        server = _upstream(command, [*headers, *passed], io)
+        assert not isinstance(server, list)
+        return server
 
     listener = HttpListener(upstream, policy, records=args.records,
                             diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
@@ -166,6 +179,44 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
     return 0
+def _is_url(command: list[str]) -> bool:
+    """One http:// or https:// argument after --: a remote server over Streamable HTTP."""
+    return len(command) == 1 and command[0].startswith(("http://", "https://"))
+
+
+def _headers(command: list[str], args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The --header and --header-env headers for a server URL (values read from the environment)."""
+    if not args.header and not args.header_env:
+        return []
+    if not _is_url(command):
+        raise UsageError("--header and --header-env need a server URL (http:// or https://) after --")
+    from toolreplay.guard.mcp_http_upstream import parse_header
+
+    headers = [parse_header(text, os.environ) for text in args.header or []]
+    for text in args.header_env or []:
+        name, equals, variable = text.partition("=")
+        if not equals or not variable:
+            raise UsageError("--header-env needs NAME=ENVVAR (the header's name, the variable holding its value)")
+        headers.append(parse_header(f"{name}: ${{{variable}}}", os.environ, "--header-env"))
+    return headers
+
+
+def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO) -> list[str] | ServerEnd:
+    """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with
+    `headers`), anything else a command to run."""
+    if not _is_url(command):
+        return command
+    # imported here: asyncio and the HTTP upstream cost every other command its start-up time
+    from toolreplay.guard.mcp_http_upstream import HttpServer
+
+    lock = threading.Lock()
+
+    def say(text: str) -> None:
+        with lock:
+            io.stderr.write("toolreplay mcp-proxy: " + escape_text(text) + "\n")
+            io.stderr.flush()
+
+    return HttpServer(command[0], headers=headers, say=say)
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
@@ -222,10 +273,12 @@ def _run_pins_accept(args: argparse.Namespace, io: IO) -> int:
 def register(subparsers: Any) -> None:
     """Add the MCP commands to the command line."""
     parser = subparsers.add_parser(
-        "mcp-proxy", help="guard and record a stdio MCP server, or several, for any MCP client",
+        "mcp-proxy", help="guard and record an MCP server (stdio, or remote over HTTP), or several, "
+                             "for any MCP client",
         usage="toolreplay mcp-proxy --policy POLICY [--record FILE | --listen [HOST:]PORT --records DIR] "
               "[--pins FILE] [--approvals FILE] [--mutator NAME] [--repeatable NAME] [--read-cache] "
-              "[--print-config CLIENT [--name NAME]] (-- SERVER_COMMAND [ARGS...] | --servers FILE)",
+              "[--print-config CLIENT [--name NAME]] [--header 'NAME: VALUE'] [--header-env NAME=ENVVAR] "
+              "(-- SERVER_COMMAND [ARGS...] | -- URL | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
     parser.add_argument("--policy", required=True, metavar="POLICY", help="permission file")
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
@@ -272,7 +325,16 @@ def register(subparsers: Any) -> None:
                         help="the largest request body accepted (default 4 MiB)")
     listen.add_argument("--session-timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="end a session that sent no request for this long (default 1800)")
-    parser.add_argument("server", nargs=argparse.REMAINDER, help="the server command, after --")
+    parser.add_argument("--header", action="append", metavar="'NAME: VALUE'",
+                        help="an HTTP header sent with every request to a server URL (say Authorization); "
+                             "${VAR} in VALUE is read from the environment; never recorded nor shown "
+                             "(may be given more than once)")
+    parser.add_argument("--header-env", action="append", metavar="NAME=ENVVAR",
+                        help="an HTTP header whose value is the environment variable ENVVAR (may be given more "
+                             "than once)")
+    parser.add_argument("server", nargs=argparse.REMAINDER,
+                        help="after --: the server command, or one http:// or https:// URL (Streamable HTTP; "
+                             "needs pip install 'toolreplay[http]')")
     parser.set_defaults(run=_run_proxy)
 
     parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions",

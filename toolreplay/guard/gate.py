@@ -62,8 +62,9 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Answer", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate", "ConsoleApprover",
-           "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES", "ToolHost", "is_refusal"]
+__all__ = ["Answer", "AnswerLost", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate",
+           "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES",
+           "ToolHost", "is_refusal"]
 
 STOP_REASONS = ("max_steps", "budget", "time", "record")
 
@@ -97,6 +98,12 @@ class CallCancelled(Exception):
     def __init__(self, reason: str, *, started: bool = True) -> None:
         super().__init__(reason)
         self.started = started
+
+
+class AnswerLost(ConnectionError):
+    """Raised by a host's `run` when the call was sent but its answer will never come (the server ended,
+    the connection dropped, the server failed): a read failed; a write may or may not have taken effect,
+    so its outcome is unknown (refused until a person resolves it, as a write cut short)."""
 
 
 class ToolHost(Protocol):
@@ -564,12 +571,19 @@ class Gate:
                 raise
             try:
                 response, size = self._execute(call)
+            except AnswerLost as exc:  # a write was sent and no answer comes: it may or may not have taken effect
+                pending.response = _refusal(f"outcome unknown: {exc}; whether the write took effect is unknown")
+                pending.cancelled = True
+                answer = self._record(call, pending.response, "unknown")  # on record before a retry is refused
+                self._forget(call, unknown=True)
+                return answer
             except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
                 unknown = call.write and exc.started
                 pending.response = _refusal(_cancelled(exc, unknown))
                 pending.cancelled = True
-                self._forget(call, unknown=unknown)
-                return self._record(call, pending.response, "unknown" if unknown else "cancelled")
+                answer = self._record(call, pending.response, "unknown" if unknown else "cancelled")
+                self._forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
+                return answer
             except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
                 pending.response = _refusal(_interrupted(exc))
                 self._forget(call, unknown=call.write)
@@ -643,6 +657,11 @@ class Gate:
             response = _copy_json(response)  # the tool may keep and change what it returned
         except CallCancelled:
             raise
+        except AnswerLost as lost:
+            if call.write:
+                raise
+            failure = _refusal(f"ConnectionError: {lost}")  # a read simply failed
+            return failure, len(failure["error"]) + 24
         except Exception as exc:  # the agent sees the failure; the host keeps running
             failure = _refusal(_describe(exc))
             return failure, len(failure["error"]) + 24

@@ -31,7 +31,7 @@ from typing import Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Remember
-from toolreplay.guard.gate import Answer, CallCancelled, CannotConfirmError, Gate
+from toolreplay.guard.gate import Answer, AnswerLost, CallCancelled, CannotConfirmError, Gate
 from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
 from toolreplay.guard.mcp_pins import ToolPins
 from toolreplay.guard.mcp_transport import SessionLink
@@ -45,6 +45,7 @@ from toolreplay.guard.mcp_wire import (
     dump_message,
     error_message,
     id_key,
+    no_answer_reason,
     parse_message,
     recordable,
     refusal_result,
@@ -170,7 +171,10 @@ class Router:
             if context.cancelled:
                 raise CallCancelled("the client cancelled the call while the server ran it")
         if waiter.reply is None:
-            raise ConnectionError("the server ended before it answered")
+            raise AnswerLost("the server ended before it answered")
+        lost = no_answer_reason(waiter.reply)
+        if lost is not None:  # the transport's stand-in for an answer that will never come
+            raise AnswerLost(lost)
         context.reply, context.reply_line = waiter.reply, waiter.line
         response = _response_of(waiter.reply)
         if waiter.line is None or _MAYBE_UNRECORDABLE.search(waiter.line):

@@ -19,6 +19,7 @@ takes only its own tools with it.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import re
 import threading
@@ -223,14 +224,13 @@ def _key_lines(text: str, duplicates: list[int] | None = None) -> dict[tuple[str
 
 
 def http_server(url: str, headers: Mapping[str, str]) -> ServerEnd:
-    """A server over Streamable HTTP (toolreplay.guard.mcp_http_upstream), imported only when one is used."""
-    try:
-        from toolreplay.guard.mcp_http_upstream import HttpServer  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise UsageError("HTTP servers need toolreplay's Streamable HTTP upstream "
-                         "(toolreplay.guard.mcp_http_upstream), which this installation does not have") from None
-    server: ServerEnd = HttpServer(url, headers=dict(headers))
-    return server
+    """A server over Streamable HTTP (toolreplay.guard.mcp_http_upstream, imported only when one is used);
+    without the http extra, a UsageError that names it."""
+    from toolreplay.guard.mcp_http_upstream import HttpServer, parse_header
+
+    # checked and expanded as --header is: ${VAR} is read from the environment, so no token need be in the file
+    return HttpServer(url, headers=[parse_header(f"{name}: {value}", os.environ, "header")
+                                    for name, value in headers.items()])
 
 
 def start_servers(path: str, configs: list[ServerConfig]) -> dict[str, ServerEnd]:

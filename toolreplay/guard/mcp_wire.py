@@ -12,12 +12,16 @@ from typing import IO, Any
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 
-__all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch", "BigNumber", "Waiter",
-           "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key", "parse_message",
-           "read_lines", "recordable", "refusal_result"]
+__all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "NO_ANSWER", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch",
+           "BigNumber", "Waiter", "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key",
+           "no_answer_error", "no_answer_reason", "parse_message", "read_lines", "recordable", "refusal_result"]
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
+# The error a transport gives a request whose answer will never come (the connection dropped, an HTTP
+# error): an implementation-defined server error, marked in `data` so the router knows it is the proxy's.
+NO_ANSWER = -32000
+_NO_ANSWER_MARK = {"toolreplay": "no answer"}
 
 
 def _reject_constant(name: str) -> Any:
@@ -125,6 +129,22 @@ def call_key(tool: str, args: dict[str, Any]) -> bytes | None:
 def error_message(message_id: Any, code: int, text: str) -> dict[str, Any]:
     """A JSON-RPC error response."""
     return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}
+
+
+def no_answer_error(message_id: Any, reason: str) -> dict[str, Any]:
+    """The error the proxy answers a request with when the server's answer will never come."""
+    return {"jsonrpc": "2.0", "id": message_id,
+            "error": {"code": NO_ANSWER, "message": "toolreplay: " + reason, "data": dict(_NO_ANSWER_MARK)}}
+
+
+def no_answer_reason(reply: dict[str, Any]) -> str | None:
+    """Why no answer came, when `reply` is the proxy's `no_answer_error`; else None. A server that sent
+    one itself only makes the proxy more careful: a write it answered so counts as of unknown outcome."""
+    error = reply.get("error")
+    if not isinstance(error, dict) or error.get("data") != _NO_ANSWER_MARK or error.get("code") != NO_ANSWER:
+        return None
+    message = error.get("message")
+    return message.removeprefix("toolreplay: ") if isinstance(message, str) else "no answer"
 
 
 def refusal_result(text: str, message: dict[str, Any]) -> dict[str, Any]:

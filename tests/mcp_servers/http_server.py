@@ -1,0 +1,101 @@
+"""An MCP server over Streamable HTTP for the proxy's tests and benchmark: the MCP Python SDK's MCPServer
+(formerly FastMCP) under uvicorn, on 127.0.0.1 and a port the system picks, printed as the first line
+of output (`port N`).
+
+Tools: `lookup` (a read), `write_note` (a write: appends to --notes FILE), `delete_all` (for a policy
+to deny), `fail` (raises: an error result), `chatty` (logs to the client before its result: an answer
+as an event stream), `write_and_die` (appends to --notes FILE, then the process exits before it answers:
+a write whose outcome the proxy cannot know) and `slow` (answers after `seconds`).
+`--require-token VAR` answers 401 to every request whose `Authorization` is not `Bearer $VAR`;
+`--json` answers with JSON bodies instead of event streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--notes", default=os.devnull)
+    parser.add_argument("--require-token", metavar="VAR")
+    parser.add_argument("--json", action="store_true")
+    options = parser.parse_args()
+
+    server = MCPServer("http-test")
+
+    @server.tool()
+    def lookup(key: str) -> str:
+        """Read a value."""
+        return f"value of {key}"
+
+    @server.tool()
+    def write_note(text: str) -> str:
+        """Append a note."""
+        with open(options.notes, "a", encoding="utf-8") as notes:
+            notes.write(text + "\n")
+        return f"noted {text}"
+
+    @server.tool()
+    def delete_all() -> str:
+        """Delete everything."""
+        return "deleted everything"
+
+    @server.tool()
+    def fail() -> str:
+        """Always fails."""
+        raise ValueError("the tool failed on purpose")
+
+    @server.tool()
+    async def chatty(text: str, ctx: Context) -> str:
+        """Logs before it answers."""
+        await ctx.info(f"working on {text}")
+        return f"chatty {text}"
+
+    @server.tool()
+    def write_and_die(text: str) -> str:
+        """Append a note, then exit without answering."""
+        with open(options.notes, "a", encoding="utf-8") as notes:
+            notes.write(text + "\n")
+        os._exit(3)
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Answer after a while."""
+        await asyncio.sleep(seconds)
+        return f"slept {seconds}"
+
+    app: Any = server.streamable_http_app(json_response=options.json)
+    if options.require_token:
+        expected = f"Bearer {os.environ[options.require_token]}".encode()
+        inner = app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"text/plain")]})
+                await send({"type": "http.response.body", "body": b"unauthorized"})
+                return
+            await inner(scope, receive, send)
+
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
+    # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    uvicorn.Server(config).run(sockets=[sock])
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,593 @@
+"""The MCP proxy's upstream over Streamable HTTP: a remote MCP server as a `ServerEnd`.
+
+The MCP specification's Streamable HTTP transport (revisions 2025-03-26 to 2025-11-25): every message
+the client sends is POSTed to one URL; the server answers a request with one JSON body or with an SSE
+stream of messages that ends with the answer; notifications and responses get 202. The session id the
+server gives at `initialize` (`Mcp-Session-Id`) and the negotiated protocol version
+(`MCP-Protocol-Version`) go with every later request; a GET opens the stream of the server's own
+messages (405: it has none); a dropped stream whose events had ids is resumed with `Last-Event-ID`;
+DELETE ends the session.
+
+The router sees what it sees with a stdio server: one compact JSON-RPC message a line. A request whose
+answer will never come (the connection dropped mid-answer, an HTTP error, a body that is not JSON, a
+session the server no longer knows) is answered by the proxy with `mcp_wire.no_answer_error`, which the
+router turns into a failed read, or a write of unknown outcome.
+
+HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts; its asyncio loop runs
+on a thread of its own, so `send` only enqueues. Header values (credentials) are sent, never shown:
+no message of this module holds a header value, nor the URL's query or user part.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import socket
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from toolreplay.errors import UsageError
+from toolreplay.guard.mcp_transport import LineHandler
+from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
+           "lost_answers", "parse_header"]
+
+HTTP_EXTRA = "pip install 'toolreplay[http]'"
+
+# Headers the transport itself sets: a --header may not replace them.
+_OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "mcp-session-id",
+                          "mcp-protocol-version", "last-event-id", "transfer-encoding", "connection"})
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+RESUME_ATTEMPTS = 3  # reconnections of a dropped stream in a row, before its requests are given up
+_RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `retry:`, at most _RETRY_MOST
+_DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
+
+
+def is_http_url(argument: str) -> bool:
+    """Whether a server argument names a remote server (http:// or https://) rather than a command."""
+    return argument.startswith(("http://", "https://"))
+
+
+def parse_header(text: str, environ: Mapping[str, str], option: str = "--header") -> tuple[str, str]:
+    """`Name: value` as given to --header; `${VAR}` in the value is read from `environ`. The errors (which
+    name `option`) never show the value: it may hold a credential."""
+    name, colon, value = text.partition(":")
+    name, value = name.strip(), value.strip()
+    if not colon or not _TOKEN.fullmatch(name):
+        raise UsageError(f"{option} needs \"Name: value\" (a header name, a colon, the value)")
+    if name.lower() in _OWN_HEADERS:
+        raise UsageError(f"{option} {name}: the proxy sets this header itself")
+
+    def expand(match: re.Match[str]) -> str:
+        variable = match.group(1)
+        if variable not in environ:
+            raise UsageError(f"{option} {name}: the environment variable {variable} is not set")
+        return environ[variable]
+
+    value = _ENV_REFERENCE.sub(expand, value)
+    if any(char in value for char in "\r\n\0"):
+        raise UsageError(f"{option} {name}: the value holds a line break or NUL")
+    return name, value
+
+
+def _shown(url: str) -> str:
+    """The URL as messages show it: scheme, host, port and path; no user part, query or fragment."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"
+
+
+# -- the pieces without network: SSE, lines, answers ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SseEvent:
+    """One dispatched server-sent event: its data (lines joined by LF), type, and the last event id."""
+
+    data: str
+    event: str
+    id: str | None
+
+
+class SseParser:
+    """The event-stream format of the HTML standard (server-sent events), fed text as it arrives."""
+
+    def __init__(self) -> None:
+        self._pending = ""
+        self._data: list[str] = []
+        self._event = ""
+        self.last_id: str | None = None  # the last event id seen (kept across events, as the standard says)
+        self.retry: float | None = None  # the server's reconnection time, in seconds
+
+    def feed(self, text: str) -> list[SseEvent]:
+        """The events completed by `text` (lines end with CRLF, LF or CR)."""
+        text = self._pending + text
+        lines = re.split(r"\r\n|\r|\n", text)
+        self._pending = lines.pop()
+        if self._pending.endswith("\r"):  # a CR whose LF may come in the next chunk
+            lines.append(self._pending[:-1])
+            self._pending = ""
+        events = []
+        for line in lines:
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> SseEvent | None:
+        if not line:
+            return self._dispatch()
+        if line.startswith(":"):
+            return None
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            self._data.append(value)
+        elif field == "event":
+            self._event = value
+        elif field == "id" and "\0" not in value:
+            self.last_id = value
+        elif field == "retry" and value.isdigit():
+            self.retry = int(value) / 1000
+        return None
+
+    def _dispatch(self) -> SseEvent | None:
+        data, event = self._data, self._event
+        self._data, self._event = [], ""
+        if not data:  # an event without data (a priming event that only sets the id) is not dispatched
+            return None
+        return SseEvent("\n".join(data), event or "message", self.last_id)
+
+
+def compact_line(data: bytes) -> bytes:
+    """One JSON text as one LF-terminated line. A raw CR or LF in valid JSON can only be whitespace
+    between tokens (never inside a string), so it becomes a space: the message is otherwise unchanged.
+    ValueError when `data` is not JSON."""
+    parse_message(data)  # strict: a raw control character inside a string is not JSON
+    return data.replace(b"\r", b" ").replace(b"\n", b" ").strip() + b"\n"
+
+
+def answered_ids(message: Any) -> list[str]:
+    """The ids (as `id_key`) a server's message answers: a response, an error, or a batch of them."""
+    items = message if isinstance(message, list) else [message]
+    return [id_key(item["id"]) for item in items
+            if isinstance(item, dict) and "id" in item and "method" not in item]
+
+
+def request_ids(message: Any) -> dict[str, Any]:
+    """The requests in a client's message (one or a batch): `id_key` -> the id as it came."""
+    items = message if isinstance(message, list) else [message]
+    return {id_key(item["id"]): item["id"] for item in items
+            if isinstance(item, dict) and isinstance(item.get("method"), str) and "id" in item}
+
+
+def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
+    """The proxy's error answers, one line each, for the requests still waiting (`id_key` -> id)."""
+    return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
+
+
+def _status_text(response: httpx.Response) -> str:
+    phrase = response.reason_phrase
+    return f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
+
+
+# -- the server end ---------------------------------------------------------------------------------------
+
+
+class _SessionExpired(Exception):
+    """The server answered 404 to a request that carried its session id."""
+
+
+class _Post:
+    """One message on its way: its requests still waiting for an answer (`id_key` -> id)."""
+
+    def __init__(self, body: bytes, waiting: dict[str, Any]) -> None:
+        self.body = body
+        self.waiting = waiting
+
+
+class HttpServer:
+    """A remote MCP server over Streamable HTTP, behind the `ServerEnd` protocol."""
+
+    def __init__(self, url: str, *, headers: Iterable[tuple[str, str]] = (),
+                 say: Callable[[str], None] | None = None, connect_timeout: float = 30.0) -> None:
+        """`headers` go with every request (say `Authorization`); `say` receives the end's own messages
+        (a stream given up, the session expired), which never hold a header value. Without httpx, a
+        UsageError that names the extra."""
+        if not is_http_url(url):
+            raise UsageError(f"not an http:// or https:// URL: {_shown(url)}")
+        try:
+            import httpx  # noqa: F401  (imported here: the stdio proxy needs nothing beyond the standard library)
+        except ImportError:
+            raise UsageError(f"a server URL needs the http extra: {HTTP_EXTRA}") from None
+        self._url = url
+        self._headers = list(headers)
+        self._say = say or (lambda text: None)
+        self._connect_timeout = connect_timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._queue: asyncio.Queue[bytes | None] | None = None
+        self._on_line: LineHandler = lambda line: None
+        self._on_ended: Callable[[str], None] = lambda reason: None
+        self._ended = threading.Event()
+        self._closed = False
+        self._failed = False
+        self._session_id: str | None = None
+        self._version: str | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listening = False
+        self._initializing: asyncio.Task[None] | None = None
+        self._end_reason = "server closed the session"
+
+    # -- ServerEnd --------------------------------------------------------------------------------------
+
+    def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
+        """Start the loop thread; nothing is sent before the client's first message."""
+        self._on_line, self._on_ended = on_line, on_ended
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    def send(self, data: bytes) -> None:
+        """Queue each line to be POSTed; never waits for the network. OSError once the end is closed."""
+        loop, queue = self._loop, self._queue
+        if loop is None or queue is None or self._closed or self._ended.is_set():
+            raise OSError("the connection to the server is closed")
+        for line in data.split(b"\n"):  # only LF ends a message (a CR may be whitespace within one)
+            if line.strip():
+                try:
+                    loop.call_soon_threadsafe(queue.put_nowait, line)
+                except RuntimeError:  # the loop stopped
+                    raise OSError("the connection to the server is closed") from None
+
+    def close(self) -> int:
+        """End the session (DELETE), stop the loop thread; 1 when the connection failed, else 0."""
+        self._closed = True
+        loop, thread = self._loop, self._thread
+        if loop is not None and thread is not None and thread.is_alive():
+            try:
+                loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
+            except RuntimeError:
+                pass
+            thread.join(timeout=15)
+        return 1 if self._failed else 0
+
+    # -- the loop thread --------------------------------------------------------------------------------
+
+    def _run(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        try:
+            loop.run_until_complete(self._main(ready))
+        except Exception as exc:  # noqa: BLE001  (a bug or an OS failure: the session ends, with the reason)
+            self._failed = True
+            self._say(f"the HTTP connection failed: {type(exc).__name__}")
+            self._end_reason = "server exited"
+        finally:
+            ready.set()
+            loop.close()
+            self._end()
+
+    def _end(self, reason: str | None = None) -> None:
+        if not self._ended.is_set():
+            self._ended.set()
+            self._on_ended(reason or self._end_reason)
+
+    async def _main(self, ready: threading.Event) -> None:
+        import httpx
+
+        self._queue = asyncio.Queue()
+        ready.set()
+        timeout = httpx.Timeout(self._connect_timeout, read=None, pool=None)
+        # TCP_NODELAY: a request's headers and body go out in two writes; without it the body may wait
+        # for the server's delayed acknowledgement of the headers.
+        transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
+        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
+                                     transport=transport) as client:
+            try:
+                while (line := await self._queue.get()) is not None and not self._ended.is_set():
+                    await self._dispatch(client, line)
+            finally:
+                for task in list(self._tasks):
+                    task.cancel()
+                if self._tasks:
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                await self._delete(client)
+
+    async def _dispatch(self, client: httpx.AsyncClient, line: bytes) -> None:
+        """A request is POSTed on a task of its own (a long answer holds back nothing); a notification or
+        a response is POSTed before the next message, so the server sees them in the order sent."""
+        try:
+            message = parse_message(line)
+        except (ValueError, RecursionError):
+            message = None
+        post = _Post(line.strip(), request_ids(message))
+        initialize = isinstance(message, dict) and message.get("method") == "initialize"
+        if self._initializing is not None:  # what follows `initialize` needs the session it opens
+            await asyncio.shield(self._initializing)
+            self._initializing = None
+        if initialize:
+            self._initializing = asyncio.get_running_loop().create_task(self._guarded(client, post, True))
+            self._tasks.add(self._initializing)
+            self._initializing.add_done_callback(self._tasks.discard)
+            return
+        if not post.waiting:
+            await self._guarded(client, post, initialize)
+            if isinstance(message, dict) and message.get("method") == "notifications/initialized":
+                self._start_listening(client)
+            return
+        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
+        """POST one message; whatever goes wrong, each of its requests still gets an answer."""
+        import httpx
+
+        try:
+            await self._post(client, post, initialize)
+        except _SessionExpired:
+            self._expire(post)
+        except httpx.HTTPError as exc:
+            self._failed = True
+            self._give_up(post, f"the connection to the server failed: {_describe(exc)}")
+        except asyncio.CancelledError:
+            self._give_up(post, "the proxy closed the connection before the server answered")
+            raise
+        except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
+            self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
+
+    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
+        headers = self._request_headers(post=True, initialize=initialize)
+        sent_session = "mcp-session-id" in headers
+        async with client.stream("POST", self._url, content=post.body, headers=headers) as response:
+            status = response.status_code
+            if status == 404 and sent_session:
+                raise _SessionExpired()
+            if status >= 300:
+                await self._error_status(response, post)
+                return
+            if initialize:
+                self._session_id = response.headers.get("mcp-session-id") or None
+            if not post.waiting:  # a notification or a response: 202 Accepted (any 2xx will do)
+                return
+            kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            if kind == "application/json":
+                self._answer_json(await response.aread(), post, initialize)
+            elif kind == "text/event-stream":
+                await self._read_stream(client, response, post, initialize)
+            elif status == 202:
+                self._give_up(post, "the server accepted the request without answering it (HTTP 202)")
+            else:
+                self._give_up(post, f"the server answered with content type {kind or 'none'}, not JSON nor an "
+                                    "event stream")
+
+    async def _error_status(self, response: httpx.Response, post: _Post) -> None:
+        """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
+        body = await response.aread()
+        if post.waiting and len(post.waiting) == 1:
+            try:
+                message = parse_message(body)
+            except (ValueError, RecursionError, UnicodeDecodeError):
+                message = None
+            if isinstance(message, dict) and isinstance(message.get("error"), dict) and "result" not in message:
+                message["id"] = next(iter(post.waiting.values()))  # a server may say `id: null`
+                post.waiting.clear()
+                self._on_line(dump_message(message))
+                return
+        if post.waiting:
+            self._give_up(post, f"the server answered {_status_text(response)}")
+        else:
+            self._say(f"the server answered {_status_text(response)} to a notification or response")
+
+    def _answer_json(self, body: bytes, post: _Post, initialize: bool) -> None:
+        try:
+            line = compact_line(body)
+        except (ValueError, RecursionError, UnicodeDecodeError):
+            self._give_up(post, "the server's answer is not JSON")
+            return
+        self._deliver(line, post, initialize)
+        self._give_up(post, "the server's answer holds no reply to the request")  # if any is left waiting
+
+    def _deliver(self, line: bytes, post: _Post | None, initialize: bool = False) -> None:
+        """Hand one message to the router; note what it answers (and the version `initialize` agreed)."""
+        message = parse_message(line)
+        if post is not None:
+            for key in answered_ids(message):
+                post.waiting.pop(key, None)
+        if initialize and isinstance(message, dict) and isinstance(message.get("result"), dict):
+            version = message["result"].get("protocolVersion")
+            self._version = version if isinstance(version, str) and _TOKEN.fullmatch(version) else None
+        self._on_line(line)
+
+    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | None, post: _Post,
+                           initialize: bool) -> None:
+        """An answer as an event stream; resumed with Last-Event-ID when it drops after events with ids,
+        RESUME_ATTEMPTS times at most."""
+        import httpx
+
+        parser = SseParser()
+        attempts = 0
+        failure = "the server ended the event stream before it answered"
+        while True:
+            if response is not None:
+                try:
+                    if await self._events(response, parser, post, initialize):
+                        return
+                    failure = "the server ended the event stream before it answered"
+                except httpx.HTTPError as exc:
+                    failure = f"the event stream from the server failed: {_describe(exc)}"
+                except (ValueError, RecursionError) as exc:
+                    self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
+                    return
+            if parser.last_id is None or attempts >= RESUME_ATTEMPTS:
+                self._failed = True
+                self._give_up(post, failure + (f" (resumed {attempts} times)" if attempts else ""))
+                return
+            attempts += 1
+            await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
+            response = await self._resume(client, parser.last_id)
+
+    async def _events(self, response: httpx.Response, parser: SseParser, post: _Post | None,
+                      initialize: bool = False) -> bool:
+        """Hand on the stream's events; True once every request of `post` is answered. The stream is then
+        read to its end (the server ends it after the answer), for _DRAIN_SECONDS at most, so that its
+        connection is kept for the next request rather than closed mid-body."""
+        import httpx
+
+        answered = False
+        try:
+            async with asyncio.timeout(None) as deadline:
+                async for text in response.aiter_text():
+                    for event in parser.feed(text):
+                        if event.event != "message" or not event.data.strip():  # a priming event: only its id
+                            continue
+                        self._deliver(compact_line(event.data.encode("utf-8")), post, initialize)
+                        if post is not None and not post.waiting and not answered:
+                            answered = True
+                            deadline.reschedule(asyncio.get_running_loop().time() + _DRAIN_SECONDS)
+        except (TimeoutError, httpx.HTTPError, ValueError, RecursionError):
+            if not answered:
+                raise
+        finally:
+            await response.aclose()
+        return answered
+
+    async def _resume(self, client: httpx.AsyncClient, last_id: str) -> httpx.Response | None:
+        """GET the stream again from after `last_id`; None when the server would not (tried again later)."""
+        headers = self._request_headers(post=False)
+        headers["last-event-id"] = last_id
+        request = client.build_request("GET", self._url, headers=headers)
+        try:
+            response = await client.send(request, stream=True)
+        except Exception:  # noqa: BLE001  (httpx's errors: counted as a failed attempt)
+            return None
+        if response.status_code == 404 and self._session_id is not None:
+            await response.aclose()
+            raise _SessionExpired()
+        if response.status_code != 200:
+            await response.aclose()
+            return None
+        return response
+
+    # -- the server's own stream (GET) --------------------------------------------------------------------
+
+    def _start_listening(self, client: httpx.AsyncClient) -> None:
+        if self._listening or self._session_id is None:  # a server without sessions has no stream of its own
+            return
+        self._listening = True
+        task = asyncio.get_running_loop().create_task(self._listen(client))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _listen(self, client: httpx.AsyncClient) -> None:
+        """The stream of the server's own messages, opened after `initialize`; 405 means it has none. A
+        dropped stream is opened again (from its last event id), RESUME_ATTEMPTS failures in a row at most."""
+        import httpx
+
+        parser = SseParser()
+        failures = 0
+        while failures < RESUME_ATTEMPTS:
+            headers = self._request_headers(post=False)
+            if parser.last_id is not None:
+                headers["last-event-id"] = parser.last_id
+            try:
+                request = client.build_request("GET", self._url, headers=headers)
+                response = await client.send(request, stream=True)
+            except httpx.HTTPError:
+                failures += 1
+            else:
+                if response.status_code == 405:  # no stream of its own: nothing to listen to
+                    await response.aclose()
+                    return
+                if response.status_code == 404 and self._session_id is not None:
+                    await response.aclose()
+                    self._expire(None)
+                    return
+                kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+                if response.status_code != 200 or kind != "text/event-stream":
+                    await response.aclose()
+                    self._say(f"the server refused its event stream ({_status_text(response)}); only answers "
+                              "to requests will reach the client")
+                    return
+                delivered = parser.last_id
+                try:
+                    await self._events(response, parser, None)
+                except httpx.HTTPError:
+                    pass
+                except ValueError as exc:
+                    self._say(f"dropped a message of the server's event stream that is not JSON ({exc})")
+                failures = 0 if parser.last_id != delivered else failures + 1
+            await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
+        self._say(f"the server's event stream dropped {RESUME_ATTEMPTS} times in a row; its own messages "
+                  "(notifications, requests not tied to a call) no longer reach the client")
+
+    # -- endings ------------------------------------------------------------------------------------------
+
+    def _give_up(self, post: _Post, reason: str) -> None:
+        """Answer every request still waiting on `post` with the proxy's error, and say why once."""
+        if not post.waiting:
+            return
+        self._say(reason)
+        lines = lost_answers(post.waiting, reason)
+        post.waiting.clear()
+        for line in lines:
+            self._on_line(line)
+
+    def _expire(self, post: _Post | None) -> None:
+        """The server no longer knows the session: its requests fail, the session ends."""
+        reason = "the server's session expired (HTTP 404 for its session id)"
+        self._failed = True
+        if post is not None:
+            waiting = dict(post.waiting)
+            post.waiting.clear()
+            for line in lost_answers(waiting, reason):
+                self._on_line(line)
+        self._session_id = None
+        self._say(reason)
+        self._end("server exited")
+
+    async def _delete(self, client: httpx.AsyncClient) -> None:
+        """End the session at the server (a 405 says it does not let clients end sessions)."""
+        if self._session_id is None:
+            return
+        try:
+            response = await client.request("DELETE", self._url, headers=self._request_headers(post=False),
+                                            timeout=5)
+        except Exception:  # noqa: BLE001  (the server is gone: nothing to end)
+            return
+        if response.status_code not in (200, 202, 204, 404, 405):
+            self._say(f"the server did not end the session: {_status_text(response)}")
+
+    def _request_headers(self, *, post: bool, initialize: bool = False) -> dict[str, str]:
+        headers = {name.lower(): value for name, value in self._headers}
+        headers["accept"] = "application/json, text/event-stream" if post else "text/event-stream"
+        if post:
+            headers["content-type"] = "application/json"
+        if not initialize:
+            if self._session_id is not None:
+                headers["mcp-session-id"] = self._session_id
+            if self._version is not None:
+                headers["mcp-protocol-version"] = self._version
+        return headers
+
+
+def _describe(exc: BaseException) -> str:
+    """An httpx error in words, without the request (no URL query, no header)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}" + (f": {text}" if text and "://" not in text else "")
