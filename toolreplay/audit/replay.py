@@ -1,20 +1,27 @@
-"""`replay`: redundant calls and non-determinism, found from the record alone."""
+"""`replay`: redundant calls and non-determinism, found from the record alone.
+
+The check has the shape of every check (`toolreplay.audit.checks.Check`, made by `replay_check`): a
+fact per record (`call_fact`, or `state_fact` with `--state-aware`: a digest of the call and of the
+response, the outcome), then one pass over the facts in order (`audit_call_facts`, `audit_state_facts`).
+"""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from hashlib import sha256
 from typing import Any
 
+from toolreplay.audit.checks import Check
 from toolreplay.audit.findings import FindingList
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import Record
 
 __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "StateFact", "audit_replay", "audit_call_facts",
            "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings", "outcome_code",
-           "RAN", "CACHED", "NOT_RUN", "UNKNOWN"]
+           "RAN", "CACHED", "NOT_RUN", "UNKNOWN", "replay_check"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
@@ -148,7 +155,16 @@ def call_fact(record: Record) -> CallFact:
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
     """Replay a session against its own responses and report every finding it defines."""
-    return audit_call_facts(map(call_fact, records), mutators)
+    return replay_check(mutators).over(records)
+
+
+def replay_check(mutators: Iterable[str] = DEFAULT_MUTATORS, state_aware: bool = False) -> Check[Any, ReplayReport]:
+    """Replay as a check: `call_fact` and `audit_call_facts`, or with `state_aware` (`replay --state-aware`)
+    `state_fact` and `audit_state_facts`."""
+    mutator_set = frozenset(mutators)
+    if state_aware:
+        return Check(state_fact, partial(audit_state_facts, mutators=mutator_set))
+    return Check(call_fact, partial(audit_call_facts, mutators=mutator_set))
 
 
 def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
