@@ -120,3 +120,30 @@ class CheckInBothReadersTest(unittest.TestCase):
                                                   min_parallel_bytes=0))
                     outcomes.append(list(report) if name == "seal" else _outcome(report))
                 self.assertEqual(outcomes[0], outcomes[1])
+
+
+class CallFactTest(unittest.TestCase):
+    """`call_fact`'s keys are those of the canonical bytes, whichever route made them (the C encoder, or the
+    Python one for a line with an exotic float): identical calls and responses match across both."""
+
+    LINES = (b'{"index":0,"tool":"read","args":{"p":1,"q":"\\u00e9\\ud83d\\ude00"},"response":{"t":"a","n":2.5}}\n'
+             b'{"index":1,"tool":"read","args":{"q":"\\u00e9\\ud83d\\ude00","p":1},"response":{"n":2.5,"t":"a"},'
+             b'"meta":{"x-big":1e300}}\n'
+             b'{"index":2,"tool":"read","args":{"p":1.0,"q":"\\u00e9\\ud83d\\ude00"},"response":{"t":"a","n":2.50},'
+             b'"meta":{"x-small":1e-7}}\n'
+             b'{"index":3,"tool":"read","args":{"p":1,"q":"\\u00e9\\ud83d\\ude00"},"response":{"t":"b","n":2.5}}\n')
+
+    def test_keys_are_those_of_the_canonical_bytes_on_both_routes(self) -> None:
+        records = list(read_session(io.BytesIO(self.LINES), "s"))
+        self.assertEqual([r.fast_canonical for r in records], [True, False, False, True])
+        from hashlib import sha256
+        for record in records:
+            index, tool, key, response, outcome = call_fact(record)
+            self.assertEqual(key, sha256(record.canonical_call).digest()[:15] + b"\x01")
+            self.assertEqual(response, hash(record.canonical_response) & ((1 << 64) - 1))
+        self.assertEqual(len({call_fact(r)[2] for r in records}), 1)
+        self.assertEqual(len({call_fact(r)[3] for r in records}), 2)
+        report = audit_replay(records)
+        self.assertEqual([(f.index, f.kind, f.related_index) for f in report.findings],
+                         [(1, "redundant-call", 0), (2, "redundant-call", 1), (3, "non-determinism", 0),
+                          (3, "redundant-call", 2)])
