@@ -11,6 +11,7 @@ import os
 import pickle
 import shutil
 import signal
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -34,7 +35,7 @@ from toolreplay.audit.fleet import (
 from toolreplay.audit.fleet_render import fold, iter_fleet_json, iter_fleet_text
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
-from toolreplay.errors import ToolReplayError
+from toolreplay.errors import ToolReplayError, UsageError
 from toolreplay.format.chunks import _fork_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -531,6 +532,13 @@ class HalfwayFailureTest(unittest.TestCase):
                                  "Dask scheduler at tcp://127.0.0.1:1 (CommClosedError)\n"), form)
 
 
+# How long a Dask test waits for something that is only slow on a busy machine (a cluster starting, a worker
+# restarted by its nanny, a command's whole run): long enough never to be the verdict, so a test fails on what
+# it asserts, not on the machine's load. A test whose subject is a timeout sets its own, on a condition that
+# cannot come true (no worker at all), and connects with this patience.
+PATIENCE = 600.0
+
+
 @integration
 class DaskEngineTest(unittest.TestCase):
     """A real `distributed.LocalCluster` with two worker processes gives the local engine's bytes."""
@@ -549,10 +557,13 @@ class DaskEngineTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         if cls.cluster is not None:
-            cls.cluster.close()
+            cls.cluster.close(timeout=PATIENCE)
 
     def setUp(self) -> None:
         require(self.cluster is not None, "the distributed package is not installed (pip install 'dask[distributed]')")
+        # Every test starts with both workers: the cluster may still be starting, or its nannies restarting the
+        # workers a test before this one ended (a condition to wait for, not a verdict).
+        self.cluster.wait_for_workers(2, timeout=PATIENCE)
 
     def test_dask_output_equals_local_output(self) -> None:
         paths = [CORPUS] if os.path.isdir(CORPUS) else [SAMPLES]
@@ -577,7 +588,8 @@ class DaskEngineTest(unittest.TestCase):
                 argv = [sys.executable, "-m", "toolreplay", "audit", SAMPLES, "--allow-unreadable", "--engine", "dask",
                         "--scheduler", self.cluster.scheduler_address] + ([] if stdout else ["-o", report])
                 done = subprocess.run(argv, cwd=ROOT, env=dict(os.environ, PYTHONPATH=ROOT), stdout=stdout or
-                                      subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+                                      subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=PATIENCE,
+                                      check=False)
                 if stdout is None:
                     with open(report, encoding="utf-8") as handle:
                         done.stdout = handle.read()
@@ -586,7 +598,7 @@ class DaskEngineTest(unittest.TestCase):
     def test_results_come_in_order_and_a_failed_task_is_named(self) -> None:
         from toolreplay.audit.dask_engine import DaskEngine
 
-        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)  # 34 batches in 5 groups, 2 in flight
+        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3, timeout=PATIENCE)  # 34 batches, 5 groups
         jobs = [f"job {number}" for number in range(100)]
         self.assertEqual(list(engine.map_batches(operator.add, jobs, [])), jobs)  # each batch comes back as it went
         with self.assertRaises(ToolReplayError) as caught:
@@ -600,21 +612,21 @@ class DaskEngineTest(unittest.TestCase):
 
         with tempfile.TemporaryDirectory() as folder:
             flag = os.path.join(folder, "died")
-            engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)
+            engine = DaskEngine(self.cluster.scheduler_address, batch_size=3, timeout=PATIENCE)
             jobs = [f"job {number}" for number in range(100)]
             self.assertEqual(list(engine.map_batches(end_worker, jobs, flag)), jobs)
             self.assertTrue(os.path.exists(flag))
-        self.cluster.wait_for_workers(2, timeout=60)  # the nanny has started another worker
+        self.cluster.wait_for_workers(2, timeout=PATIENCE)  # the nanny starts another worker
 
     def test_a_batch_that_kills_every_worker_stops_the_run(self) -> None:
         from toolreplay.audit.dask_engine import DaskEngine
 
-        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3)
+        engine = DaskEngine(self.cluster.scheduler_address, batch_size=3, timeout=PATIENCE)
         with self.assertRaises(ToolReplayError) as caught:
             list(engine.map_batches(end_worker, list(range(10)), None))
         self.assertRegex(str(caught.exception), r"\Aa Dask task failed: KilledWorker: Attempted to run task "
                          r"'_pickled-[-0-9a-f]+' on 4 different workers, but all those workers died while running it")
-        self.cluster.wait_for_workers(2, timeout=60)
+        self.cluster.wait_for_workers(2, timeout=PATIENCE)  # the nannies start the workers again
 
 
 def documented_settings() -> dict[str, str]:
@@ -652,7 +664,7 @@ class AuditClusterSettingsTest(unittest.TestCase):
         from distributed import Client
 
         address, _scheduler, _worker = start_dask_cluster(self, documented_settings())
-        with Client(address, timeout=60, set_as_default=False) as client:
+        with Client(address, timeout=PATIENCE, set_as_default=False) as client:
             settings = client.run(lambda dask_worker: (dask_worker._tick_interval,
                                                        "profile" in dask_worker.periodic_callbacks))
             self.assertEqual(list(settings.values()), [(0.5, False)])
@@ -677,9 +689,24 @@ class DaskFaultTest(unittest.TestCase):
         with LocalCluster(n_workers=0, processes=False, dashboard_address=":0") as cluster:
             address = cluster.scheduler_address
             with self.assertRaises(ToolReplayError) as caught:
-                list(DaskEngine(address, timeout=1).map_batches(operator.add, ["job"], []))
+                list(DaskEngine(address, timeout=1, connect_timeout=PATIENCE).map_batches(operator.add, ["job"], []))
         self.assertEqual(str(caught.exception),
                          f"the Dask scheduler at {address} has had no worker for 1 s; start one: dask worker {address}")
+
+    def test_connecting_has_its_own_timeout(self) -> None:
+        # The fault tests below wait for a worker for a second or two (their subject) and connect with all the
+        # patience a busy machine needs; the connection's limit defaults to the worker wait's, as before.
+        from toolreplay.audit.dask_engine import DaskEngine
+
+        self.assertEqual((DaskEngine("tcp://127.0.0.1:1").connect_timeout, DaskEngine("x", timeout=5).connect_timeout,
+                          DaskEngine("x", timeout=5, connect_timeout=60).connect_timeout), (30.0, 5, 60))
+        with socket.socket() as listener:  # a port nothing answers on: connecting fails after connect_timeout
+            listener.bind(("127.0.0.1", 0))
+            address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+        with self.assertRaises(UsageError) as caught:
+            list(DaskEngine(address, timeout=PATIENCE, connect_timeout=1).map_batches(operator.add, ["job"], []))
+        self.assertTrue(str(caught.exception).startswith(f"cannot connect to the Dask scheduler at {address}: "),
+                        str(caught.exception))
 
     def test_a_cluster_that_loses_its_last_worker_mid_run_stops_the_run(self) -> None:
         # A worker without a nanny, killed after the first result: nobody starts another, and the results it held
@@ -689,7 +716,8 @@ class DaskFaultTest(unittest.TestCase):
             import operator, os, signal, sys
             from toolreplay.audit.dask_engine import DaskEngine
             from toolreplay.errors import ToolReplayError
-            results = DaskEngine(sys.argv[1], batch_size=1, timeout=2).map_batches(operator.add, list(range(40)), [])
+            results = DaskEngine(sys.argv[1], batch_size=1, timeout=2,
+                                 connect_timeout=float(sys.argv[3])).map_batches(operator.add, list(range(40)), [])
             print(next(results), flush=True)
             os.kill(int(sys.argv[2]), signal.SIGKILL)
             try:
@@ -698,7 +726,7 @@ class DaskFaultTest(unittest.TestCase):
                 print(f"error: {exc}", file=sys.stderr, flush=True)
                 os._exit(2)
             """)
-        done = run_script(script, address, worker.pid)
+        done = run_script(script, address, worker.pid, str(PATIENCE))
         self.assertEqual((done.returncode, done.stdout, done.stderr),
                          (2, "0\n", f"error: the Dask scheduler at {address} has had no worker for 2 s; start one: "
                                     f"dask worker {address}\n"))
@@ -712,11 +740,12 @@ class DaskFaultTest(unittest.TestCase):
             from toolreplay.audit.dask_engine import DaskEngine
             from toolreplay.errors import ToolReplayError
             try:
-                list(DaskEngine(sys.argv[1]).map_batches(kill_process, list(range(100)), int(sys.argv[2])))
+                engine = DaskEngine(sys.argv[1], timeout=float(sys.argv[3]))
+                list(engine.map_batches(kill_process, list(range(100)), int(sys.argv[2])))
             except ToolReplayError as exc:
                 sys.exit(f"error: {exc}")
             """)
-        done = run_script(script, address, scheduler.pid)
+        done = run_script(script, address, scheduler.pid, str(PATIENCE))
         self.assertEqual((done.returncode, done.stdout), (1, ""))
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
 
@@ -740,10 +769,11 @@ class DaskFaultTest(unittest.TestCase):
         self.assertRegex(done.stderr, rf"\Aerror: lost the connection to the Dask scheduler at {address} \(\w+\)\n\Z")
 
 
-def run_script(script: str, address: str, pid: int) -> subprocess.CompletedProcess[str]:
-    """`python -c SCRIPT ADDRESS PID` from the project's root, as a command would run: its exit code and output."""
-    return subprocess.run([sys.executable, "-c", script, address, str(pid)], cwd=ROOT,
-                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=180,
+def run_script(script: str, address: str, pid: int, *more: str) -> subprocess.CompletedProcess[str]:
+    """`python -c SCRIPT ADDRESS PID [MORE...]` from the project's root, as a command would run: its exit code and
+    output."""
+    return subprocess.run([sys.executable, "-c", script, address, str(pid), *more], cwd=ROOT,
+                          env=dict(os.environ, PYTHONPATH=ROOT), capture_output=True, text=True, timeout=PATIENCE,
                           check=False)
 
 
@@ -757,8 +787,8 @@ def start_dask_cluster(test: unittest.TestCase, settings: dict[str, str],
     address, scheduler, address_file = start_dask_scheduler(test, settings)
     worker = start_dask_process(test, settings, os.path.dirname(address_file), "worker", "--nworkers", "1",
                                 "--nthreads", "1", *worker_options, "--scheduler-file", address_file)
-    with Client(address, timeout=60, set_as_default=False) as client:
-        client.wait_for_workers(1, timeout=60)
+    with Client(address, timeout=PATIENCE, set_as_default=False) as client:
+        client.wait_for_workers(1, timeout=PATIENCE)
     return address, scheduler, worker
 
 
@@ -772,7 +802,7 @@ def start_dask_scheduler(test: unittest.TestCase,
     test.addCleanup(shutil.rmtree, folder, True)
     address_file = os.path.join(folder, "scheduler.json")
     scheduler = start_dask_process(test, settings, folder, "scheduler", "--port", "0", "--scheduler-file", address_file)
-    with Client(scheduler_file=address_file, timeout=60, set_as_default=False) as client:
+    with Client(scheduler_file=address_file, timeout=PATIENCE, set_as_default=False) as client:
         address: str = client.scheduler.address
     return address, scheduler, address_file
 

@@ -275,6 +275,16 @@ class CallTableTest(unittest.TestCase):
         with mock.patch("toolreplay.audit.replay._DOUBLING_LIMIT", 128):
             self.check_against_a_dict()
 
+    def test_matches_a_dict_through_each_kind_of_growth(self) -> None:
+        from unittest import mock
+
+        from toolreplay.audit.replay import _grown
+
+        with mock.patch("toolreplay.audit.replay._EIGHTFOLD_LIMIT", 32), \
+                mock.patch("toolreplay.audit.replay._DOUBLING_LIMIT", 64):
+            self.assertEqual([_grown(4), _grown(32), _grown(64)], [32, 64, 96])
+            self.check_against_a_dict()
+
     def check_against_a_dict(self) -> None:
         import random
         from hashlib import blake2b

@@ -19,8 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from toolreplay.audit.chain import GENESIS, ChainReport, LinkFact, line_digest, link_fact, seal_fact, seal_facts
-from toolreplay.audit.chain import verify_link_facts as _verify_link_facts
+from toolreplay.audit.chain import GENESIS, ChainReport, LinkFact, line_digest, seal_check, verify_check
+from toolreplay.audit.checks import Check
 from toolreplay.audit.replay import DEFAULT_MUTATORS, ReplayReport
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.chunks import read_facts
@@ -33,8 +33,9 @@ if TYPE_CHECKING:  # loaded by the functions that need them: `seal` and `verify`
     from toolreplay.audit.scope import ScopeReport
     from toolreplay.policy.model import Policy
 
-__all__ = ["read_mutators_file", "mutator_set", "session_facts", "replay_session", "scope_session", "seal_session",
-           "SealedChain", "verify_session", "VerifyResult", "LinkReading", "audit_many", "FleetRun", "session_file"]
+__all__ = ["read_mutators_file", "mutator_set", "session_facts", "check_session", "replay_session", "scope_session",
+           "seal_session", "SealedChain", "verify_session", "VerifyResult", "LinkReading", "audit_many", "FleetRun",
+           "session_file"]
 
 T = TypeVar("T")
 
@@ -103,28 +104,31 @@ def _with_import_hint(exc: InputError, path: str, max_line: int) -> InputError:
     return InputError(exc.path, exc.line, message)
 
 
+def check_session(path: str, check: Check[Any, T], *, jobs: int | None = None, stdin: IO[bytes] | None = None,
+                  max_line: int = MAX_LINE_BYTES, hint: bool = True) -> T:
+    """Run one check (`toolreplay.audit.checks.Check`) over one session: its facts read by `session_facts`
+    (by the parallel reader's workers for a large file), then its pass over them in order."""
+    return check.run(session_facts(path, check.facts, links=check.links, jobs=jobs, stdin=stdin, max_line=max_line,
+                                   hint=hint))
+
+
 def replay_session(path: str, *, mutators: Iterable[str] = DEFAULT_MUTATORS, state_aware: bool = False,
            jobs: int | None = None, stdin: IO[bytes] | None = None, max_line: int = MAX_LINE_BYTES,
            hint: bool = True) -> ReplayReport:
     """Replay one session (`-`: standard input): redundant calls, non-determinism, the divergence point;
     with `state_aware`, each call against the most recent identical one (`replay --state-aware`)."""
-    from toolreplay.audit.replay import audit_call_facts, audit_state_facts, call_fact, state_fact
+    from toolreplay.audit.replay import replay_check
 
-    options: dict[str, Any] = {"jobs": jobs, "stdin": stdin, "max_line": max_line, "hint": hint}
-    if state_aware:
-        return audit_state_facts(session_facts(path, state_fact, **options), mutators)
-    return audit_call_facts(session_facts(path, call_fact, **options), mutators)
+    return check_session(path, replay_check(mutators, state_aware), jobs=jobs, stdin=stdin, max_line=max_line,
+                         hint=hint)
 
 
 def scope_session(path: str, policy: Policy, *, jobs: int | None = None, stdin: IO[bytes] | None = None,
           max_line: int = MAX_LINE_BYTES, hint: bool = True) -> ScopeReport:
     """Check one session's calls against a policy: the tools in scope, and its rules when it has any."""
-    from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+    from toolreplay.audit.scope import scope_check
 
-    options: dict[str, Any] = {"jobs": jobs, "stdin": stdin, "max_line": max_line, "hint": hint}
-    if policy.rules:
-        return audit_rule_facts(session_facts(path, rule_fact_extractor(policy), **options), policy)
-    return audit_tool_facts(session_facts(path, tool_fact, **options), policy)
+    return check_session(path, scope_check(policy), jobs=jobs, stdin=stdin, max_line=max_line, hint=hint)
 
 
 class SealedChain:
@@ -162,8 +166,8 @@ def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Sign
                  max_line: int = MAX_LINE_BYTES) -> SealedChain:
     """Seal one session: a `SealedChain` whose lines are the hash-chained records, made as they are read
     (an input error is raised while iterating: write the lines somewhere that can be discarded)."""
-    return SealedChain(seal_facts(session_facts(path, seal_fact, jobs=jobs, stdin=stdin, max_line=max_line)),
-                       origin, signers)
+    lines = check_session(path, seal_check(), jobs=jobs, stdin=stdin, max_line=max_line)
+    return SealedChain(lines, origin, signers)
 
 
 class LinkReading:
@@ -171,7 +175,8 @@ class LinkReading:
 
     def __init__(self, path: str, *, jobs: int | None = None, stdin: IO[bytes] | None = None,
                  max_line: int = MAX_LINE_BYTES) -> None:
-        self._facts = session_facts(path, link_fact, links=True, jobs=jobs, stdin=stdin, max_line=max_line)
+        check = verify_check()
+        self._facts = session_facts(path, check.facts, links=check.links, jobs=jobs, stdin=stdin, max_line=max_line)
         self.torn: TornLineError | None = None
 
     def __iter__(self) -> Iterator[LinkFact]:
@@ -199,7 +204,7 @@ def verify_session(path: str, *, jobs: int | None = None, stdin: IO[bytes] | Non
     """Verify the hash chain of a sealed file (its checkpoints: `toolreplay.audit.checkpoint.verify_checkpoints`
     over a `LinkReading`)."""
     reading = LinkReading(path, jobs=jobs, stdin=stdin, max_line=max_line)
-    chain = _verify_link_facts(reading)
+    chain = verify_check().run(reading)
     return VerifyResult(chain, None if reading.torn is None else reading.torn.size)
 
 

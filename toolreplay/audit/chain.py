@@ -1,16 +1,24 @@
-"""The hash chain (docs/format.md): seal a session into links, verify a sealed file."""
+"""The hash chain (docs/format.md): seal a session into links, verify a sealed file.
+
+Both are checks of the one shape (`toolreplay.audit.checks.Check`): `seal_check` keeps the canonical
+parts of each record (`seal_fact`) and chains them in order (`seal_facts`); `verify_check` keeps each
+link's canonical record and stated digests (`link_fact`) and walks them in order (`verify_link_facts`;
+`ChainWalker` is the same walk a link at a time, for the fleet audit's one pass).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
+from toolreplay.audit.checks import Check
 from toolreplay.format.records import Record, canonical_record_bytes
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
-           "line_digest", "ChainWalker"]
+           "line_digest", "ChainWalker", "seal_check", "verify_check"]
 
 GENESIS = "0" * 64
 
@@ -63,7 +71,17 @@ def link_fact(record: Record) -> LinkFact:
 
 def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:
     """Yield the link lines of a session, chained from `prev` (64 zeros for a new chain)."""
-    return seal_facts(map(seal_fact, records), prev)
+    return seal_check(prev).over(records)
+
+
+def seal_check(prev: str = GENESIS) -> Check[SealFact, Iterator[bytes]]:
+    """Sealing as a check: `seal_fact` per record, `seal_facts` chained from `prev` (its result is the link lines)."""
+    return Check(seal_fact, partial(seal_facts, prev=prev))
+
+
+def verify_check() -> Check[LinkFact, ChainReport]:
+    """Verifying as a check over a sealed file's links: `link_fact` per link, `verify_link_facts` in order."""
+    return Check(link_fact, verify_link_facts, links=True)
 
 
 def seal_facts(facts: Iterable[SealFact], prev: str = GENESIS) -> Iterator[bytes]:
@@ -91,7 +109,7 @@ class ChainReport:
 
 def verify_chain(links: Iterable[Record]) -> ChainReport:
     """Walk the links in file order; report the first whose prev or digest does not check out."""
-    return verify_link_facts(map(link_fact, links))
+    return verify_check().over(links)
 
 
 def verify_link_facts(facts: Iterable[LinkFact]) -> ChainReport:

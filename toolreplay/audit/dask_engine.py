@@ -43,13 +43,16 @@ class DaskEngine:
     """A Dask distributed cluster reached through its scheduler's address (`tcp://HOST:PORT`).
 
     `batch_size` fixes the jobs a task; None (the default) sizes batches from the number of jobs and the
-    cluster's worker threads (`toolreplay.audit.engines.batch_size`).
+    cluster's worker threads (`toolreplay.audit.engines.batch_size`). `timeout` is how long the cluster may
+    have no worker; `connect_timeout` how long connecting to the scheduler may take (None: `timeout`).
     """
 
-    def __init__(self, address: str, batch_size: int | None = None, timeout: float = 30.0) -> None:
+    def __init__(self, address: str, batch_size: int | None = None, timeout: float = 30.0,
+                 connect_timeout: float | None = None) -> None:
         self.address = address
         self.batch_size = batch_size
         self.timeout = timeout
+        self.connect_timeout = timeout if connect_timeout is None else connect_timeout
 
     def map_batches(self, function: Callable[[Sequence[J], Any], list[R]], jobs: Sequence[J],
                     argument: Any) -> Iterator[R]:
@@ -64,7 +67,7 @@ class DaskEngine:
         except ImportError:
             raise UsageError("the dask engine needs the distributed package: pip install 'toolreplay[dask]'") from None
         try:
-            client = distributed.Client(self.address, timeout=self.timeout, set_as_default=False)
+            client = distributed.Client(self.address, timeout=self.connect_timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
             raise UsageError(f"cannot connect to the Dask scheduler at {self.address}: {exc}") from None
         with _dask_logs_quiet(), client:

@@ -24,8 +24,8 @@ from typing import IO, Any, NamedTuple
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
-from toolreplay.audit.replay import DEFAULT_MUTATORS, audit_call_facts, audit_state_facts, call_fact, state_fact
-from toolreplay.audit.scope import audit_rule_facts, audit_tool_facts, rule_fact_extractor, tool_fact
+from toolreplay.audit.replay import DEFAULT_MUTATORS, replay_check
+from toolreplay.audit.scope import scope_check
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.chunks import CHANGED_MESSAGE, _unchanged
 from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order, iter_records
@@ -187,24 +187,22 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     keys = options.keys
     signatures = keys.check(checkpoint) if checkpoint is not None and keys is not None else None
     trusted = checkpoint is not None and signatures is not None and signatures.trusted
-    reading = _SessionPass(job, options, {checkpoint.size} if checkpoint is not None and trusted else set())
-
-    extract: Callable[[Record], Any]
-    extract, audit_facts = (state_fact, audit_state_facts) if options.state_aware else (call_fact, audit_call_facts)
     policy = options.policy
+    replay_pass = replay_check(options.mutators, options.state_aware)
+    scope_pass = scope_check(policy) if policy is not None else None  # the same check as `scope`
+    reading = _SessionPass(job, options, {checkpoint.size} if checkpoint is not None and trusted else set(),
+                           None if scope_pass is None else scope_pass.facts)
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
     information: int | None = None
     try:
-        replay = audit_facts(reading.facts(extract), options.mutators)
+        replay = replay_pass.run(reading.facts(replay_pass.facts))
         divergence = replay.divergence
         information = replay.information if options.state_aware else None
         groups.append(replay.findings)
-        if policy is not None:  # the same check as `scope`, names only or with the policy's rules
-            scope_facts = reading.scope_facts
-            scope = audit_rule_facts(scope_facts, policy) if policy.rules else audit_tool_facts(scope_facts, policy)
-            groups.append(scope.findings)
+        if scope_pass is not None:
+            groups.append(scope_pass.run(reading.scope_facts).findings)
     except ToolReplayError as exc:
         error = _located(exc, job.display)
     except RecursionError:
@@ -250,13 +248,15 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
 
 class _SessionPass:
     """One pass over one open file descriptor of a session, for every check of it: the replay facts it yields,
-    the scope facts and tools it keeps, and each link of a sealed file fed to the chain walker.
+    the scope facts and tools it keeps, and each link of a sealed file fed to the chain walker. Each check's
+    facts come from its own `Check.facts` (`toolreplay.audit.checks`), as in the single-session commands.
 
     A record out of index order stops the replay and scope facts (the error is raised once the file is
     read) but not the chain, which is walked to the end as `verify` walks it. A file replaced, truncated
     or written to while it is read is an input error (`toolreplay.format.chunks.CHANGED_MESSAGE`)."""
 
-    def __init__(self, job: SessionJob, options: SessionOptions, sizes: set[int]) -> None:
+    def __init__(self, job: SessionJob, options: SessionOptions, sizes: set[int],
+                 scope_fact: Callable[[Record], Any] | None = None) -> None:
         self.job = job
         self.options = options
         self.calls = 0
@@ -265,10 +265,7 @@ class _SessionPass:
         self.walker = ChainWalker(sizes)
         self.scope_facts: list[Any] = []
         self.tools: list[str] | None = [] if options.tables else None
-        policy = options.policy
-        self._scope_fact: Callable[[Record], Any] | None = None
-        if policy is not None:
-            self._scope_fact = rule_fact_extractor(policy) if policy.rules else tool_fact
+        self._scope_fact = scope_fact
 
     def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
         """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""

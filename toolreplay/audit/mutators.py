@@ -9,7 +9,9 @@ Two kinds of evidence, reported side by side:
   the same. A change is credited to the tools with a write verb that ran between, when there are
   some, else to every tool that ran between.
 
-Memory per session grows with the distinct calls (the replay table) and the distinct tools.
+Memory per session grows with the distinct calls (the replay table) and the distinct tools. The
+evidence of one session is a check of the one shape (`evidence_check`): replay's `state_fact` per
+record, then `collect_evidence` over the facts in order.
 """
 
 from __future__ import annotations
@@ -17,11 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import partial
 
-from toolreplay.audit.replay import StateFact, _CallTable
+from toolreplay.audit.checks import Check
+from toolreplay.audit.replay import StateFact, _CallTable, state_fact
 
 __all__ = ["WRITE_VERBS", "READ_VERBS", "Candidate", "MutatorEvidence", "write_verb", "collect_evidence",
-           "propose_mutators"]
+           "propose_mutators", "evidence_check"]
 
 # Words that name a change of state. A verb of four letters or more also matches as a prefix
 # (`editor`, `created`); shorter ones only as a whole word (`set`, not `settings`).
@@ -95,6 +99,11 @@ def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> N
             verbs[tool] = write_verb(tool)
         last_call[tool] = index
         evidence.calls[tool] = evidence.calls.get(tool, 0) + 1
+
+
+def evidence_check(evidence: MutatorEvidence) -> Check[StateFact, None]:
+    """The evidence of one session as a check: `state_fact` per record, `collect_evidence` into `evidence`."""
+    return Check(state_fact, partial(collect_evidence, evidence=evidence))
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,27 @@
-"""`replay`: redundant calls and non-determinism, found from the record alone."""
+"""`replay`: redundant calls and non-determinism, found from the record alone.
+
+The check has the shape of every check (`toolreplay.audit.checks.Check`, made by `replay_check`): a
+fact per record (`call_fact`, or `state_fact` with `--state-aware`: a digest of the call and of the
+response, the outcome), then one pass over the facts in order (`audit_call_facts`, `audit_state_facts`).
+"""
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from hashlib import sha256
 from typing import Any
 
+from toolreplay.audit.checks import Check
 from toolreplay.audit.findings import FindingList
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import Record
 
 __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "StateFact", "audit_replay", "audit_call_facts",
            "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings", "outcome_code",
-           "RAN", "CACHED", "NOT_RUN", "UNKNOWN"]
+           "RAN", "CACHED", "NOT_RUN", "UNKNOWN", "replay_check"]
 
 DEFAULT_MUTATORS = frozenset({"write_file", "delete_file", "create_file", "move_file", "run_command"})
 
@@ -22,20 +29,23 @@ _SLOT = struct.Struct("<16sQII")  # call key, first response digest, first index
 _VALUE = struct.Struct("<QII")  # the slot after its key
 _LATEST = struct.Struct("<I")  # the slot's last field
 _POSITION = struct.Struct("<Q")  # read from a key's bytes 1-8 (byte 0 picks the part)
+_KEY_POSITION = struct.Struct("<xQ6xB16x")  # a whole slot: its key's bytes 1-8 and its marker byte (15)
 _SIZE = _SLOT.size
 _MAX_INDEX = (1 << 32) - 1
 _HASH_MASK = (1 << 64) - 1
-_FIRST_SLOTS = 4  # slots per part to start with: 32 KB in all, doubling as the part fills
-_DOUBLING_LIMIT = 4096  # a part doubles while smaller (fewer rehashes), then grows by half (less memory)
+_FIRST_SLOTS = 4  # slots per part to start with: 32 KB in all, growing as the part fills
+_EIGHTFOLD_LIMIT = 256  # a part grows eightfold while smaller (4, 32, 256 slots: half the rehashes of doubling)
+_DOUBLING_LIMIT = 4096  # then doubles while smaller (fewer rehashes), then grows by half (less memory)
 
 
 class _CallTable:
     """What replay remembers per distinct call, in 32 bytes: no Python object per call.
 
     Open addressing with linear probing over 256 bytearrays picked by the key's first byte. A part
-    that is 3/4 full doubles while small (each rehash is a Python loop, so fewer of them) and grows by
-    half from 4096 slots on (about 800,000 distinct calls in all), so a large table stays between 1/2
-    and 3/4 full: 43 to 64 bytes a call. A resize never holds more than 1/256 of the table twice.
+    that is 3/4 full grows eightfold up to 256 slots and doubles up to 4096 (each rehash is a Python
+    loop, so fewer of them: from 4 slots to 1024, four rehashes instead of eight) and grows by half
+    from 4096 slots on (about 800,000 distinct calls in all), so a large table stays between 1/2 and
+    3/4 full: 43 to 64 bytes a call. A resize never holds more than 1/256 of the table twice.
     A key is 16 bytes whose last byte is not zero (`call_fact` makes them so): a zero there marks an
     empty slot.
     """
@@ -58,7 +68,7 @@ class _CallTable:
                 _SLOT.pack_into(table, offset, key, response, index, index)
                 self._used[part] += 1
                 if self._used[part] * 4 > slots * 3:
-                    self._grow(part, 2 * slots if slots < _DOUBLING_LIMIT else slots + slots // 2)
+                    self._grow(part, _grown(slots))
                 return None
             if table.startswith(key, offset):
                 earlier: tuple[int, int, int] = _VALUE.unpack_from(table, offset + 16)
@@ -84,7 +94,7 @@ class _CallTable:
                 _SLOT.pack_into(table, offset, key, response, flags, index)
                 self._used[part] += 1
                 if self._used[part] * 4 > slots * 3:
-                    self._grow(part, 2 * slots if slots < _DOUBLING_LIMIT else slots + slots // 2)
+                    self._grow(part, _grown(slots))
                 return None
             if table.startswith(key, offset):
                 latest: tuple[int, int, int] = _VALUE.unpack_from(table, offset + 16)
@@ -95,12 +105,22 @@ class _CallTable:
     def _grow(self, part: int, slots: int) -> None:
         old = self._tables[part]
         table = self._tables[part] = bytearray(slots * _SIZE)
-        for offset in range(0, len(old), _SIZE):
-            if old[offset + 15]:
-                position = _POSITION.unpack_from(old, offset + 1)[0] % slots
+        offset = -_SIZE
+        for position, marker in _KEY_POSITION.iter_unpack(old):  # every slot's probe start and marker at once
+            offset += _SIZE
+            if marker:
+                position %= slots
                 while table[position * _SIZE + 15]:
                     position = position + 1 if position + 1 < slots else 0
-                table[position * _SIZE:(position + 1) * _SIZE] = old[offset:offset + _SIZE]
+                start = position * _SIZE
+                table[start:start + _SIZE] = old[offset:offset + _SIZE]
+
+
+def _grown(slots: int) -> int:
+    """A part's size after `slots`: eightfold, then double, then half as much again (see `_CallTable`)."""
+    if slots < _EIGHTFOLD_LIMIT:
+        return 8 * slots
+    return 2 * slots if slots < _DOUBLING_LIMIT else slots + slots // 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +168,16 @@ def call_fact(record: Record) -> CallFact:
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
     """Replay a session against its own responses and report every finding it defines."""
-    return audit_call_facts(map(call_fact, records), mutators)
+    return replay_check(mutators).over(records)
+
+
+def replay_check(mutators: Iterable[str] = DEFAULT_MUTATORS, state_aware: bool = False) -> Check[Any, ReplayReport]:
+    """Replay as a check: `call_fact` and `audit_call_facts`, or with `state_aware` (`replay --state-aware`)
+    `state_fact` and `audit_state_facts`."""
+    mutator_set = frozenset(mutators)
+    if state_aware:
+        return Check(state_fact, partial(audit_state_facts, mutators=mutator_set))
+    return Check(call_fact, partial(audit_call_facts, mutators=mutator_set))
 
 
 def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:

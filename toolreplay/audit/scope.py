@@ -5,6 +5,10 @@ would have (`toolreplay.policy.rules`). A call the rules deny, or that the recor
 refused, did not execute: it does not count for later `after` and `count` conditions. A record's
 `meta` (docs/format.md) says more: its outcome says what ran, and its `ts` lets `rate` rules be checked;
 without times they are listed as not checked. See docs/policy.md.
+
+The check has the shape of every check (`toolreplay.audit.checks.Check`, made by `scope_check`): a fact
+per record (`tool_fact`; with rules, the extractor of `rule_fact_extractor`, which runs the argument
+tests), then one pass over the facts in order (`audit_tool_facts`, `audit_rule_facts`: the history).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from toolreplay.audit.checks import Check
 from toolreplay.audit.findings import FindingList
 from toolreplay.format.records import Record, ts_seconds
 from toolreplay.policy.model import Policy
@@ -21,7 +26,7 @@ from toolreplay.policy.refusals import is_refusal
 from toolreplay.policy.rules import RuleSet, RuleState
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact", "rule_fact_extractor",
-           "audit_rule_facts", "ToolFact", "RuleFact"]
+           "audit_rule_facts", "ToolFact", "RuleFact", "scope_check"]
 
 @dataclass(frozen=True, slots=True)
 class ScopeReport:
@@ -68,9 +73,15 @@ def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:
 
 def audit_scope(records: Iterable[Record], policy: Policy) -> ScopeReport:
     """Report each call whose tool is not in the policy's allowed tools, or which breaks a rule."""
+    return scope_check(policy).over(records)
+
+
+def scope_check(policy: Policy) -> Check[Any, ScopeReport]:
+    """Scope as a check: by names only (`tool_fact`, `audit_tool_facts`), or with the policy's rules
+    (`rule_fact_extractor`, `audit_rule_facts`) when it has any."""
     if policy.rules:
-        return audit_rule_facts(map(rule_fact_extractor(policy), records), policy)
-    return audit_tool_facts(map(tool_fact, records), policy)
+        return Check(rule_fact_extractor(policy), partial(audit_rule_facts, policy=policy))
+    return Check(tool_fact, partial(audit_tool_facts, policy=policy))
 
 
 def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:

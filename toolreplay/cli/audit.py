@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from toolreplay import __version__
 from toolreplay.audit.api import (
     LinkReading,
+    check_session,
     mutator_set,
     read_mutators_file,
     replay_session,
     scope_session,
     seal_session,
-    session_facts,
     session_file,
     verify_session,
 )
@@ -83,13 +83,13 @@ def _emit(pieces: Iterable[str], path: str | None, io: IO) -> None:
 
 
 def _run_mutators(args: argparse.Namespace, io: IO) -> int:
-    from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators
-    from toolreplay.audit.replay import state_fact
+    from toolreplay.audit.mutators import MutatorEvidence, evidence_check, propose_mutators
 
     known = mutator_set((), args.mutators or ())
     evidence = MutatorEvidence()
+    check = evidence_check(evidence)
     for session in args.sessions:
-        collect_evidence(session_facts(session, state_fact, **_reading(args, io)), evidence)
+        check_session(session, check, **_reading(args, io))
     io.stdout.write(mutators_text(propose_mutators(evidence, set(known)), len(args.sessions)))
     return 0
 
