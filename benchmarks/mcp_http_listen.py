@@ -12,8 +12,12 @@ call to its result, the setups interleaved in rounds of 100 in the same run:
   the baseline, the same client over the same transport to a server that answers at once;
 - `sdk http, listener`: the same client through `toolreplay mcp-proxy --listen` in front of the tiny stdio
   server (one session; the listener starts the server on the session's initialize);
-- `raw http, direct` and `raw http, listener`: the same two with httpx (keep-alive, JSON answers), a much
-  thinner client, so the difference is less hidden by the client's own time;
+- `sdk http, http-http`: the same client through a second listener whose upstream is the minimal HTTP
+  server's URL (`--listen ... -- http://...`): HTTP on both sides of the proxy, on loopback, the
+  setup of the target (p50 at most 2 ms added over `sdk http, direct`);
+- `raw http, direct`, `raw http, listener` and `raw http, http-http`: the same three with httpx
+  (keep-alive, JSON answers), a much thinner client, so the difference is less hidden by the client's
+  own time;
 - `sdk stdio, direct` and `sdk stdio, stdio proxy`: the SDK's stdio client straight to the tiny stdio server
   and through the stdio proxy, for comparison.
 
@@ -113,9 +117,9 @@ def percentile(times: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def start_listener(policy: str, records: str) -> tuple[subprocess.Popen[bytes], str]:
+def start_listener(policy: str, records: str, server: list[str] = TINY) -> tuple[subprocess.Popen[bytes], str]:
     process = subprocess.Popen([*PROXY, "--policy", policy, "--listen", "127.0.0.1:0", "--records", records, "--",
-                                *TINY], cwd=ROOT, env=ENV, stderr=subprocess.PIPE)
+                                *server], cwd=ROOT, env=ENV, stderr=subprocess.PIPE)
     assert process.stderr is not None
     ready, _, _ = select.select([process.stderr], [], [], 60)
     line = process.stderr.readline().decode() if ready else ""
@@ -182,7 +186,7 @@ class RawHttp:
         await self.client.aclose()
 
 
-async def latency(calls: int, url: str, tiny_url: str, policy: str) -> None:
+async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str) -> None:
     from contextlib import AsyncExitStack
 
     from mcp import ClientSession, StdioServerParameters
@@ -205,11 +209,14 @@ async def latency(calls: int, url: str, tiny_url: str, policy: str) -> None:
             command=PROXY[0], args=[*PROXY[1:], "--policy", policy, "--", *TINY], cwd=ROOT, env=ENV))))
         http_direct = await sdk(await stack.enter_async_context(streamable_http_client(tiny_url)))
         http = await sdk(await stack.enter_async_context(streamable_http_client(url)))
+        http_both = await sdk(await stack.enter_async_context(streamable_http_client(both_url)))
         raw_direct, raw_http = RawHttp(tiny_url, sse=False), RawHttp(url, sse=False)
-        await raw_direct.open()
-        await raw_http.open()
+        raw_both = RawHttp(both_url, sse=False)
+        for raw in (raw_direct, raw_http, raw_both):
+            await raw.open()
         setups = {"sdk stdio, direct": direct, "sdk stdio, stdio proxy": proxied, "sdk http, direct": http_direct,
-                  "sdk http, listener": http, "raw http, direct": raw_direct.call, "raw http, listener": raw_http.call}
+                  "sdk http, listener": http, "sdk http, http-http": http_both, "raw http, direct": raw_direct.call,
+                  "raw http, listener": raw_http.call, "raw http, http-http": raw_both.call}
         times: dict[str, list[float]] = {name: [] for name in setups}
         for call in setups.values():  # warm-up
             for index in range(50):
@@ -223,14 +230,16 @@ async def latency(calls: int, url: str, tiny_url: str, policy: str) -> None:
                     times[name].append(time.perf_counter() - began)
                     if answer != f'echo {{"text": "{text}"}}':
                         raise SystemExit(f"wrong answer {answer!r} to {text!r}")
-        await raw_direct.close()
-        await raw_http.close()
+        for raw in (raw_direct, raw_http, raw_both):
+            await raw.close()
     print(f"latency: {calls} calls a setup, ms")
     print(f"{'setup':24} {'p50':>8} {'p99':>8} {'mean':>8}")
     for name, spent in times.items():
         print(f"{name:24} {percentile(spent, 0.5) * 1000:8.3f} {percentile(spent, 0.99) * 1000:8.3f} "
               f"{statistics.fmean(spent) * 1000:8.3f}")
-    for measured, baseline in (("sdk http, listener", "sdk http, direct"),
+    for measured, baseline in (("sdk http, http-http", "sdk http, direct"),
+                               ("raw http, http-http", "raw http, direct"),
+                               ("sdk http, listener", "sdk http, direct"),
                                ("raw http, listener", "raw http, direct"),
                                ("sdk http, listener", "sdk stdio, direct"),
                                ("sdk stdio, stdio proxy", "sdk stdio, direct")):
@@ -290,9 +299,11 @@ def main() -> None:
         try:
             if args.calls:
                 tiny, tiny_url = start_tiny_http()
+                both, both_url = start_listener(policy, os.path.join(folder, "records-http"), [tiny_url])
                 try:
-                    asyncio.run(latency(args.calls, url, tiny_url, policy))
+                    asyncio.run(latency(args.calls, url, tiny_url, both_url, policy))
                 finally:
+                    stop(both)
                     tiny.kill()
                     tiny.wait()
                     if tiny.stderr is not None:
