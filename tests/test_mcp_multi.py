@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from typing import Any
 
 from tests.support import require
 from tests.test_cli import run
-from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, ROOT, TINY, Workspace, run_client, texts
+from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, ROOT, TINY, Workspace, git_repository, run_client, texts
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 
@@ -27,11 +26,7 @@ class SeveralServersTest(Workspace):
         require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
         require(HAVE_GIT_SERVER, "mcp-server-git and git (pip install mcp-server-git)")
         super().setUp()
-        self.repo = os.path.join(self.directory, "repo")
-        os.makedirs(self.repo)
-        for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
-                        ["config", "user.name", "t"], ["commit", "-q", "--allow-empty", "-m", "first"]):
-            subprocess.run(["git", *command], cwd=self.repo, check=True)
+        self.repo = git_repository(self.directory)
         self.notes = {name: os.path.join(self.directory, f"{name}.txt") for name in ("one", "two")}
         self.servers = os.path.join(self.directory, "servers.json")
         with open(self.servers, "w", encoding="utf-8") as out:

@@ -180,6 +180,16 @@ class FilesystemServerTest(Workspace):
             self.assertEqual(kept.read(), "hello\n")
 
 
+def git_repository(directory: str) -> str:
+    """A new git repository `repo` in `directory`, with one empty commit on `main`; its path."""
+    repo = os.path.join(directory, "repo")
+    os.makedirs(repo)
+    for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
+                    ["config", "user.name", "t"], ["commit", "-q", "--allow-empty", "-m", "first"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    return repo
+
+
 class GitServerTest(Workspace):
     """mcp-server-git (the Python reference server) behind the proxy."""
 
@@ -187,11 +197,7 @@ class GitServerTest(Workspace):
         require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
         require(HAVE_GIT_SERVER, "mcp-server-git and git (pip install mcp-server-git)")
         super().setUp()
-        self.repo = os.path.join(self.directory, "repo")
-        os.makedirs(self.repo)
-        for command in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.com"],
-                        ["config", "user.name", "t"], ["commit", "-q", "--allow-empty", "-m", "first"]):
-            subprocess.run(["git", *command], cwd=self.repo, check=True)
+        self.repo = git_repository(self.directory)
         self.policy = self.write_policy({"agent": "git", "allowed_tools": ["git_status", "git_log"]})
 
     def test_listing_allowed_and_refused_calls(self) -> None:

@@ -44,7 +44,7 @@ from toolreplay.errors import UsageError
 from toolreplay.guard.mcp_confirm import question_text
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.mcp_router import BATCH_VERSIONS
-from toolreplay.guard.mcp_transport import Ended, LineHandler, ServerEnd
+from toolreplay.guard.mcp_transport import Ended, LineHandler, ServerEnd, say_to
 from toolreplay.guard.mcp_wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
@@ -509,12 +509,7 @@ class HttpListener:
 
     def say(self, text: str) -> None:
         """One line of the listener's own on the diagnostics stream."""
-        with self._diag_lock:
-            try:
-                self._diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
-                self._diagnostics.flush()
-            except (OSError, ValueError):
-                pass
+        say_to(self._diagnostics, self._diag_lock, text)
 
     # -- sessions -------------------------------------------------------------------------------------
 

@@ -33,7 +33,7 @@ from toolreplay import __version__
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.format.text import escape_text
-from toolreplay.guard.mcp_transport import LineHandler, ServerEnd, StdioServer
+from toolreplay.guard.mcp_transport import LineHandler, ServerEnd, StdioServer, say_to
 from toolreplay.guard.mcp_wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -687,11 +687,5 @@ class MultiServer:
         return "'" + escape_text(self._names[prefix]) + "'"
 
     def _say(self, text: str) -> None:
-        if self._diagnostics is None:
-            return
-        with self._diag_lock:
-            try:
-                self._diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
-                self._diagnostics.flush()
-            except (OSError, ValueError):
-                pass
+        if self._diagnostics is not None:
+            say_to(self._diagnostics, self._diag_lock, text)

@@ -23,7 +23,7 @@ from typing import IO, Protocol, TextIO
 from toolreplay.errors import UsageError
 from toolreplay.guard.mcp_wire import read_lines
 
-__all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer"]
+__all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
 Ended = Callable[[str], None]
@@ -230,10 +230,16 @@ class SessionLink:
 
     def say(self, text: str) -> None:
         """One line of the proxy's own on the diagnostics stream."""
-        with self._diag_lock:
-            try:
-                self._diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
-                self._diagnostics.flush()
-            except (OSError, ValueError):
-                pass
+        say_to(self._diagnostics, self._diag_lock, text)
+
+
+def say_to(diagnostics: TextIO, lock: threading.Lock, text: str) -> None:
+    """One line of the proxy's own on a diagnostics stream, whole (under `lock`); a stream that is gone
+    is let be: the proxy goes on without it."""
+    with lock:
+        try:
+            diagnostics.write("toolreplay mcp-proxy: " + text + "\n")
+            diagnostics.flush()
+        except (OSError, ValueError):
+            pass
 
