@@ -253,6 +253,22 @@ OTEL_TRACE = {"resourceSpans": [{"resource": {"attributes": [_attribute("service
     ]}]}]}
 
 
+def _weather_agent(provider: Any) -> None:
+    """The spans of an agent asking for two calls at once and running them, traced with the real SDK."""
+    tracer = provider.get_tracer("test")
+    with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        with tracer.start_as_current_span("chat gpt-4o", attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.output.messages": _asks(
+                    ("call_p", "get_weather", {"city": "Paris"}), ("call_o", "get_weather", {"city": "Oslo"}))}):
+            pass
+        for call_id, city in (("call_p", "Paris"), ("call_o", "Oslo")):
+            with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
+                    "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps({"city": city}),
+                    "gen_ai.tool.call.result": "cold"}):
+                pass
+
+
 class OpenTelemetryTest(unittest.TestCase):
     def test_tool_spans_give_times_ids_and_the_model_call_that_asked(self) -> None:
         # Trace 1: each tool call's id is in a chat span's output (turn 0: two calls, turn 1: one);
@@ -315,18 +331,7 @@ class OpenTelemetryTest(unittest.TestCase):
         exporter = InMemorySpanExporter()
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
-        tracer = provider.get_tracer("test")
-        with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
-            with tracer.start_as_current_span("chat gpt-4o", attributes={
-                    "gen_ai.operation.name": "chat", "gen_ai.output.messages": _asks(
-                        ("call_p", "get_weather", {"city": "Paris"}), ("call_o", "get_weather", {"city": "Oslo"}))}):
-                pass
-            for call_id, city in (("call_p", "Paris"), ("call_o", "Oslo")):
-                with tracer.start_as_current_span("execute_tool get_weather", attributes={
-                        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                        "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps({"city": city}),
-                        "gen_ai.tool.call.result": "cold"}):
-                    pass
+        _weather_agent(provider)
         document = MessageToDict(encode_spans(exporter.get_finished_spans()))
         for resource in document["resourceSpans"]:  # proto3 JSON -> OTLP/JSON: hex ids
             for scope in resource["scopeSpans"]:
@@ -363,18 +368,7 @@ class OpenTelemetrySdkJsonTest(unittest.TestCase):
                 ConsoleSpanExporter(out=printed) if formatter is None else ConsoleSpanExporter(
                     out=printed, formatter=formatter)))
             provider.add_span_processor(SimpleSpanProcessor(memory))
-            tracer = provider.get_tracer("test")
-            with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}):
-                with tracer.start_as_current_span("chat gpt-4o", attributes={
-                        "gen_ai.operation.name": "chat", "gen_ai.output.messages": _asks(
-                            ("call_p", "get_weather", {"city": "Paris"}), ("call_o", "get_weather", {"city": "Oslo"}))}):
-                    pass
-                for call_id, city in (("call_p", "Paris"), ("call_o", "Oslo")):
-                    with tracer.start_as_current_span("execute_tool get_weather", attributes={
-                            "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_weather",
-                            "gen_ai.tool.call.id": call_id, "gen_ai.tool.call.arguments": json.dumps({"city": city}),
-                            "gen_ai.tool.call.result": "cold"}):
-                        pass
+            _weather_agent(provider)
             code, out, err = _run("auto", printed.getvalue().encode("utf-8"))
             self.assertEqual((code, err), (0, "detected format: otel\n"))
             records = [json.loads(line) for line in out.splitlines()]
