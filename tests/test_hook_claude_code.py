@@ -252,6 +252,32 @@ class ConcurrencyTest(HookTestCase):
         self.assertEqual(self.hook(json.loads(payload)), (0, ALLOW, ""))
 
 
+@integration
+class StartUpTest(HookTestCase):
+    def test_a_hook_process_loads_only_what_the_hook_needs(self) -> None:
+        # a new process per tool call: what it imports is most of what it costs
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_s")).encode()
+        script = ("import sys\nfrom toolreplay.cli import main\ncode = main()\nsys.stdout.flush()\n"
+                  "sys.stderr.write(' '.join(sorted(sys.modules)))\nsys.exit(code)\n")
+        done = subprocess.run([sys.executable, "-c", script, "hook", "claude-code", "--policy", self.policy,
+                               "--records", self.records], input=payload, capture_output=True, cwd=ROOT,
+                              timeout=60, check=False)
+        self.assertEqual((done.returncode, done.stdout.decode()), (0, ALLOW))
+        loaded = set(done.stderr.decode().split())
+        self.assertIn("toolreplay.guard.gate", loaded)
+        unneeded = ["argparse", "calendar", "datetime", "hmac", "shlex", "toolreplay.cli._parser",
+                    "toolreplay.guard.screen", "toolreplay.policy.screen"]
+        self.assertEqual([name for name in unneeded if name in loaded], [])
+
+    def test_other_arguments_still_go_through_the_parser(self) -> None:
+        for arguments, message in (
+                (["--policy", self.policy], "error: hook claude-code needs --policy FILE and --records DIR\n"),
+                (["--policy", self.policy, "--rec", self.records, "--x", "1"], "error: unrecognized arguments: --x 1\n")):
+            with self.subTest(arguments=arguments):
+                code, out, err = run("hook", "claude-code", *arguments, stdin=b"{}")
+                self.assertEqual((code, out, err.splitlines(keepends=True)[0]), (2, "", message))
+
+
 class BadInputTest(HookTestCase):
     def assert_fails_closed(self, payload: dict[str, Any] | bytes, message: str, policy: str | None = None) -> None:
         self.assertEqual(self.in_process(payload, policy), (2, "", f"error: toolreplay hook: {message}\n"))

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
-from typing import Any
+from collections.abc import Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 
-__all__ = ["register"]
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["register", "run_plain_hook"]
+
+# The options a hook invocation may give, each once with a value: parsed without argparse.
+_PLAIN_OPTIONS = ("--policy", "--records")
 
 _EXIT_CODES = """exit codes (Claude Code's hook contract):
   0  decided: PreToolUse prints its decision (allow, deny or ask) as JSON on stdout; other events print nothing
@@ -19,10 +25,28 @@ _EXIT_CODES = """exit codes (Claude Code's hook contract):
      written): one line on stderr; Claude Code blocks the tool call and shows the line to the model"""
 
 
-def _run_claude_code(args: argparse.Namespace, io: IO) -> int:
+def run_plain_hook(arguments: Sequence[str], io: IO) -> int | None:
+    """Run `hook claude-code` when its arguments are plain (each option once, with a value that is not
+    an option), without building the argument parser; None for anything else (help, --print-settings,
+    a typo), which the full parser then handles and reports."""
+    options: dict[str, str] = {}
+    if len(arguments) % 2:
+        return None
+    for name, value in zip(arguments[::2], arguments[1::2], strict=True):
+        if name not in _PLAIN_OPTIONS or name in options or value.startswith("-"):
+            return None
+        options[name[2:].replace("-", "_")] = value
+    if len(options) != len(_PLAIN_OPTIONS):
+        return None
+    return _run_claude_code(SimpleNamespace(print_settings=False, **options), io)
+
+
+def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     if args.policy is None or args.records is None:
         raise UsageError("hook claude-code needs --policy FILE and --records DIR")
     if args.print_settings:
+        import shlex
+
         policy, records = shlex.quote(args.policy), shlex.quote(args.records)
         command = f"toolreplay hook claude-code --policy {policy} --records {records}"
         from toolreplay.guard.claude_hook import settings_snippet
@@ -44,6 +68,8 @@ def _run_claude_code(args: argparse.Namespace, io: IO) -> int:
 
 def register(subparsers: Any) -> None:
     """Add the hook command to the command line."""
+    import argparse
+
     parser = subparsers.add_parser("hook", help="guard and record an agent's tool calls from its hooks",
                                    epilog=_EXIT_CODES)
     agents = parser.add_subparsers(dest="agent", metavar="AGENT", parser_class=type(parser))

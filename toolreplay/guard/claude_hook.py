@@ -160,9 +160,9 @@ class _HoldingRecorder(SessionRecorder):
         return super().append(tool, args, response, intent=intent, meta=meta)
 
 
-def _open(base: str, cls: type[SessionRecorder] = SessionRecorder) -> SessionRecorder:
+def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False) -> SessionRecorder:
     try:
-        return cls.open(base + ".jsonl", sealed=True)
+        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history)
     except ToolReplayError as exc:
         raise HookError(f"cannot open the record: {exc}") from None
 
@@ -244,7 +244,7 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str) -> HookAnswer:
 
     tool, args, call_id = payload["tool_name"], payload["tool_input"], payload["tool_use_id"]
     pending = _read_pending(base)
-    recorder = _open(base, _HoldingRecorder)
+    recorder = _open(base, _HoldingRecorder, keep_history=True)  # one read: the chain and the gate's history
     assert isinstance(recorder, _HoldingRecorder)
     try:
         if call_id in pending:
