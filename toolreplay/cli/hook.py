@@ -16,8 +16,9 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run_plain_hook"]
 
-# The options a hook invocation may give, each once with a value: parsed without argparse.
-_PLAIN_OPTIONS = ("--policy", "--records")
+# The options a hook invocation may give, each once with a value: parsed without argparse (the first two
+# are needed).
+_PLAIN_OPTIONS = ("--policy", "--records", "--redact-key")
 
 _EXIT_CODES = """exit codes (Claude Code's hook contract):
   0  decided: PreToolUse prints its decision (allow, deny or ask) as JSON on stdout; other events print nothing
@@ -35,10 +36,11 @@ def run_plain_hook(arguments: Sequence[str], io: IO) -> int | None:
     for name, value in zip(arguments[::2], arguments[1::2], strict=True):
         if name not in _PLAIN_OPTIONS or name in options or value.startswith("-"):
             return None
-        options[name[2:].replace("-", "_")] = value
-    if len(options) != len(_PLAIN_OPTIONS):
+        options[name] = value
+    if "--policy" not in options or "--records" not in options:
         return None
-    return _run_claude_code(SimpleNamespace(print_settings=False, **options), io)
+    return _run_claude_code(SimpleNamespace(policy=options["--policy"], records=options["--records"],
+                                            redact_key=options.get("--redact-key"), print_settings=False), io)
 
 
 def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
@@ -49,6 +51,8 @@ def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
 
         policy, records = shlex.quote(args.policy), shlex.quote(args.records)
         command = f"toolreplay hook claude-code --policy {policy} --records {records}"
+        if args.redact_key is not None:
+            command += f" --redact-key {shlex.quote(args.redact_key)}"
         from toolreplay.guard.claude_hook import settings_snippet
 
         io.stdout.write(json.dumps(settings_snippet(command), indent=2) + "\n")
@@ -56,7 +60,7 @@ def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     from toolreplay.guard.claude_hook import HookError, handle_hook
 
     try:
-        answer = handle_hook(io.stdin.read(), args.policy, args.records)
+        answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key)
     except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
         io.stderr.write(f"error: toolreplay hook: {escape_text(str(exc))}\n")
         return 2
@@ -76,10 +80,13 @@ def register(subparsers: Any) -> None:
     agents.required = True
     claude = agents.add_parser(
         "claude-code", help="Claude Code hooks: PreToolUse, PostToolUse, PostToolUseFailure, SessionEnd",
-        usage="toolreplay hook claude-code --policy POLICY --records DIR [--print-settings]",
+        usage="toolreplay hook claude-code --policy POLICY --records DIR [--redact-key FILE] [--print-settings]",
         epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     claude.add_argument("--policy", metavar="POLICY", help="permission file (its root defaults to the project: cwd)")
     claude.add_argument("--records", metavar="DIR", help="folder of the sealed records, one SESSION_ID.jsonl each")
+    claude.add_argument("--redact-key", metavar="FILE",
+                        help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
+                             "secrets are replaced by a keyed hash before they are recorded")
     claude.add_argument("--print-settings", action="store_true",
                         help="print the settings.json hooks block that runs this command, and exit")
     claude.set_defaults(run=_run_claude_code)
