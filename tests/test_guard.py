@@ -3,6 +3,7 @@ approver, and failing closed when the record cannot be written."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import shutil
@@ -1183,3 +1184,96 @@ class CopyTest(unittest.TestCase):
         answer = gate.call("t", {})
         kept[0]["items"][0]["n"] = 2
         self.assertEqual(answer, {"items": [{"n": 1}]})
+
+
+class HandleAsyncTest(unittest.TestCase):
+    """`Gate.handle_async`: the gate's decisions and record, the tool awaited in the caller's event loop."""
+
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.record = os.path.join(self.directory, "r.jsonl")
+        self.runs: list[tuple[str, dict[str, Any], int]] = []
+
+    def tool(self, name: str, result: Any = None, *, pause: bool = False) -> Any:
+        async def run(args: dict[str, Any]) -> Any:
+            self.runs.append((name, args, threading.get_ident()))
+            if pause:
+                await asyncio.sleep(0.01)
+            if isinstance(result, BaseException):
+                raise result
+            return result if result is not None else {"ok": True, **args}
+        return run
+
+    def outcomes(self) -> list[tuple[str, str]]:
+        with open(self.record, "rb") as handle:
+            return [(r.tool, (r.meta or {})["outcome"]) for r in read_session(handle, self.record)]
+
+    def test_every_gate_behaviour_with_the_tool_run_in_the_loop(self) -> None:
+        async def session(gate: Gate) -> list[tuple[dict[str, Any], str]]:
+            answers = []
+            for tool, args, key, result in (
+                    ("get_order", {"order_id": 1}, "c1", None),
+                    ("delete_everything", {}, "c2", None),  # not allowed
+                    ("cancel_order", {"order_id": 1}, "c3", None),  # a write: confirmed
+                    ("cancel_order", {"order_id": 1}, "c3", None),  # its repeat: answered from the first
+                    ("cancel_order", {"order_id": 2}, "c4", None),  # declined
+                    ("fail", {}, "c5", ValueError("database is down"))):
+                answer = await gate.handle_async(tool, args, self.tool(tool, result), key=key, call_id=key)
+                answers.append((answer.response, answer.outcome))
+            return answers
+
+        with SessionRecorder.open(self.record, sealed=True) as recorder:
+            gate = Gate(Tools().mapping(), POLICY, confirm=lambda tool, args: args["order_id"] == 1, recorder=recorder)
+            answers = asyncio.run(session(gate))
+        self.assertEqual(answers, [
+            ({"ok": True, "order_id": 1}, "ran"), ({"ok": False, "error": "tool not allowed: delete_everything"},
+                                                   "refused"),
+            ({"ok": True, "order_id": 1}, "ran"), ({"ok": True, "order_id": 1}, "cached"), (DECLINED, "refused"),
+            ({"ok": False, "error": "ValueError: database is down"}, "ran")])
+        self.assertEqual([(name, thread) for name, _, thread in self.runs],  # no worker thread
+                         [("get_order", threading.get_ident()), ("cancel_order", threading.get_ident()),
+                          ("fail", threading.get_ident())])
+        self.assertEqual(self.outcomes(), [("get_order", "ran"), ("delete_everything", "refused"),
+                                           ("cancel_order", "ran"), ("cancel_order", "cached"),
+                                           ("cancel_order", "refused"), ("fail", "ran")])
+        self.assertFalse(os.path.exists(self.record + ".intents"))
+
+    def test_a_cancelled_write_is_an_unknown_outcome(self) -> None:
+        async def session(gate: Gate) -> tuple[bool, dict[str, Any]]:
+            task = asyncio.ensure_future(gate.handle_async("cancel_order", {"order_id": 1},
+                                                           self.tool("cancel_order", pause=True), key="c1"))
+            await asyncio.sleep(0.001)
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                cancelled = True
+            retry = await gate.handle_async("cancel_order", {"order_id": 1}, self.tool("cancel_order"), key="c2")
+            return cancelled, retry.response
+
+        with SessionRecorder.open(self.record, sealed=True) as recorder:
+            gate = Gate(Tools().mapping(), POLICY, confirm=lambda tool, args: True, recorder=recorder)
+            cancelled, retry = asyncio.run(session(gate))
+        self.assertTrue(cancelled)
+        self.assertTrue(retry["error"].startswith("outcome unknown: an identical cancel_order call started"), retry)
+        self.assertEqual(self.outcomes(), [("cancel_order", "unknown"), ("cancel_order", "refused")])
+        self.assertEqual(len(self.runs), 1)
+
+    def test_an_identical_call_waits_for_the_running_one_and_a_reentrant_one_is_refused(self) -> None:
+        async def session(gate: Gate) -> list[Any]:
+            first = self.tool("get_order", pause=True)
+            both = await asyncio.gather(gate.handle_async("get_order", {"order_id": 1}, first),
+                                        gate.handle_async("get_order", {"order_id": 1}, first))
+
+            async def reentrant(args: dict[str, Any]) -> Any:
+                return (await gate.handle_async("get_order", {"order_id": 2}, reentrant)).response
+
+            again = await gate.handle_async("get_order", {"order_id": 2}, reentrant)
+            return [(answer.response, answer.outcome) for answer in both] + [again.response]
+
+        gate = Gate(Tools().mapping(), POLICY, read_cache=True)
+        self.assertEqual(asyncio.run(session(gate)), [
+            ({"ok": True, "order_id": 1}, "ran"), ({"ok": True, "order_id": 1}, "cached"),
+            {"ok": False, "error": "re-entrant call: get_order is already running this identical call"}])
+        self.assertEqual(len(self.runs), 1)

@@ -252,6 +252,131 @@ class ConcurrencyTest(HookTestCase):
         self.assertEqual(self.hook(json.loads(payload)), (0, ALLOW, ""))
 
 
+@integration
+class StartUpTest(HookTestCase):
+    def test_a_hook_process_loads_only_what_the_hook_needs(self) -> None:
+        # a new process per tool call: what it imports is most of what it costs
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_s")).encode()
+        script = ("import sys\nfrom toolreplay.cli import main\ncode = main()\nsys.stdout.flush()\n"
+                  "sys.stderr.write(' '.join(sorted(sys.modules)))\nsys.exit(code)\n")
+        done = subprocess.run([sys.executable, "-c", script, "hook", "claude-code", "--policy", self.policy,
+                               "--records", self.records], input=payload, capture_output=True, cwd=ROOT,
+                              timeout=60, check=False)
+        self.assertEqual((done.returncode, done.stdout.decode()), (0, ALLOW))
+        loaded = set(done.stderr.decode().split())
+        self.assertIn("toolreplay.guard.gate", loaded)
+        unneeded = ["argparse", "calendar", "datetime", "hmac", "shlex", "toolreplay.cli._parser",
+                    "toolreplay.guard.screen", "toolreplay.policy.screen"]
+        self.assertEqual([name for name in unneeded if name in loaded], [])
+
+    def test_other_arguments_still_go_through_the_parser(self) -> None:
+        for arguments, message in (
+                (["--policy", self.policy], "error: hook claude-code needs --policy FILE and --records DIR\n"),
+                (["--policy", self.policy, "--rec", self.records, "--x", "1"], "error: unrecognized arguments: --x 1\n")):
+            with self.subTest(arguments=arguments):
+                code, out, err = run("hook", "claude-code", *arguments, stdin=b"{}")
+                self.assertEqual((code, out, err.splitlines(keepends=True)[0]), (2, "", message))
+
+
+# Real-looking secrets: AWS's documented example key id, a GitHub token of the real shape, jwt.io's example JWT.
+AWS_KEY_ID = "AKIAIOSFODNN7EXAMPLE"
+GITHUB_TOKEN = "ghp_" + "x7Kq2mN9pL4vR8sT1wY6zB3cD5fG0hJ2kA9e"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+       ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+
+
+class RedactionTest(HookTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.policy = self.write_policy(dict(POLICY, write_tools=["Write", "mcp__db__query"], redact={"builtin": True}),
+                                        "redacting.json")
+        self.key = os.path.join(self.directory, "redact.key")
+        with open(self.key, "wb") as out:
+            out.write(b"a key of 32 bytes kept elsewhere\n")
+
+    def redacted(self, payload: dict[str, Any], key: str | None = "default") -> tuple[int, str, str]:
+        extra = [] if key is None else ["--redact-key", self.key if key == "default" else key]
+        return run("hook", "claude-code", "--policy", self.policy, "--records", self.records, *extra,
+                   stdin=json.dumps(payload).encode())
+
+    def assert_no_secret_on_disk(self) -> None:
+        for name in os.listdir(self.records):
+            with open(os.path.join(self.records, name), "rb") as handle:
+                data = handle.read()
+            for secret in (AWS_KEY_ID, GITHUB_TOKEN, JWT, "IOSFODNN7EXAMPLE", GITHUB_TOKEN[4:], JWT.split(".")[2]):
+                self.assertNotIn(secret.encode(), data, name)
+
+    def test_no_secret_byte_reaches_the_record_and_calls_match_by_their_redacted_form(self) -> None:
+        deploy = {"command": f"AWS_ACCESS_KEY_ID={AWS_KEY_ID} aws s3 ls s3://bucket"}
+        self.assertEqual(self.redacted(self.payload("PreToolUse", "Bash", deploy, "toolu_1")), (0, ALLOW, ""))
+        self.assert_no_secret_on_disk()  # the intent and the pending call, while the command runs
+        self.assertEqual(self.redacted(self.payload("PostToolUse", "Bash", deploy, "toolu_1", tool_response={
+            "stdout": f"token {GITHUB_TOKEN}\nsession {JWT}\n", "stderr": "", "interrupted": False})), (0, "", ""))
+        note = {"file_path": os.path.join(self.project, "src", "env.py"), "content": f"TOKEN = '{GITHUB_TOKEN}'\n"}
+        self.assertEqual(self.redacted(self.payload("PreToolUse", "Write", note, "toolu_2")), (0, ASK, ""))
+        self.assertEqual(self.redacted(self.payload("PostToolUse", "Write", note, "toolu_2", tool_response={
+            "type": "create", "filePath": note["file_path"], "content": note["content"]})), (0, "", ""))
+        # a write of the policy's (not one of Claude Code's, each call of which is a new action), then the same
+        # call again in a new process: matched by its redacted form to the record's, it is not run again
+        store = {"sql": f"insert into tokens values ('{GITHUB_TOKEN}')"}
+        self.assertEqual(self.redacted(self.payload("PreToolUse", "mcp__db__query", store, "toolu_3")), (0, ASK, ""))
+        self.assertEqual(self.redacted(self.payload("PostToolUse", "mcp__db__query", store, "toolu_3",
+                                                    tool_response={"rows": 1})), (0, "", ""))
+        self.assertEqual(self.redacted(self.payload("PreToolUse", "mcp__db__query", store, "toolu_6")), (0, decision(
+            "deny", "toolreplay: already ran: an identical mcp__db__query call is on record and is not run again"),
+            ""))
+        # a write whose Post never came: its identical retry is refused, matched by the redacted intent
+        push = {"command": f"curl -H 'Authorization: Bearer {JWT}' https://example.com/deploy"}
+        self.assertEqual(self.redacted(self.payload("PreToolUse", "Bash", push, "toolu_4")), (0, ALLOW, ""))
+        code, out, _ = self.redacted(self.payload("PreToolUse", "Bash", push, "toolu_5"))
+        self.assertEqual((code, json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"][:38]),
+                         (0, "toolreplay: outcome unknown: an identi"))
+        self.assert_no_secret_on_disk()
+        lines = self.lines()
+        self.assertEqual([(line["tool"], line["meta"]["outcome"]) for line in lines],
+                         [("Bash", "ran"), ("Write", "ran"), ("mcp__db__query", "ran"), ("mcp__db__query", "cached"),
+                          ("Bash", "refused")])
+        self.assertRegex(lines[0]["args"]["command"],
+                         r"^AWS_ACCESS_KEY_ID=\[redacted:aws-access-key:[0-9a-f]{24}\] aws s3 ls s3://bucket$")
+        self.assertRegex(lines[0]["response"]["stdout"], r"^token \[redacted:github-token:[0-9a-f]{24}\]\n"
+                                                         r"session \[redacted:jwt:[0-9a-f]{24}\]\n$")
+        self.assertRegex(lines[1]["args"]["content"], r"^TOKEN = '\[redacted:github-token:[0-9a-f]{24}\]'\n$")
+        self.assertEqual((lines[3]["args"], lines[3]["response"]), (lines[2]["args"], {"rows": 1}))
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
+    def test_the_key_is_read_as_mcp_proxys_and_fails_closed(self) -> None:
+        pre = self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_k")
+        short = os.path.join(self.directory, "short.key")
+        with open(short, "wb") as out:
+            out.write(b"fifteen bytes!!\r\n")  # one final CRLF left out, as for --hmac-key
+        missing = os.path.join(self.directory, "missing.key")
+        plain = self.write_policy(POLICY, "plain.json")
+        prefix = "error: toolreplay hook: "
+        self.assertEqual(self.redacted(pre, key=None), (2, "", prefix + "the policy's \"redact\" section needs "
+                                                             "--redact-key FILE (a key of at least 16 bytes, kept off "
+                                                             "the record)\n"))
+        self.assertEqual(self.redacted(pre, key=short), (2, "", prefix + f"--redact-key {short}: a redaction key "
+                                                              "must be at least 16 bytes\n"))
+        self.assertEqual(self.redacted(pre, key=missing), (2, "", prefix + f"--redact-key {missing}: cannot read "
+                                                                f"{missing}: No such file or directory\n"))
+        self.assertEqual(run("hook", "claude-code", "--policy", plain, "--records", self.records, "--redact-key",
+                             self.key, stdin=json.dumps(pre).encode()),
+                         (2, "", prefix + "--redact-key needs a policy with a \"redact\" section\n"))
+        self.assertEqual(os.listdir(self.records), [self.session + ".lock"])
+        # a Post too: its response goes on record only redacted
+        self.assertEqual(self.redacted(pre), (0, ALLOW, ""))
+        post = self.payload("PostToolUse", "Bash", {"command": "ls"}, "toolu_k", tool_response={"stdout": JWT})
+        self.assertEqual(self.redacted(post, key=None)[0], 2)
+        self.assertEqual(self.redacted(post), (0, "", ""))
+        self.assert_no_secret_on_disk()
+
+    def test_print_settings_names_the_key(self) -> None:
+        code, out, _ = run("hook", "claude-code", "--policy", "p.json", "--records", "r", "--redact-key",
+                           "my key", "--print-settings")
+        self.assertEqual((code, json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]),
+                         (0, "toolreplay hook claude-code --policy p.json --records r --redact-key 'my key'"))
+
+
 class BadInputTest(HookTestCase):
     def assert_fails_closed(self, payload: dict[str, Any] | bytes, message: str, policy: str | None = None) -> None:
         self.assertEqual(self.in_process(payload, policy), (2, "", f"error: toolreplay hook: {message}\n"))

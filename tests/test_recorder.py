@@ -203,6 +203,17 @@ class SealedTest(RecorderCase):
             self.assertEqual((recorder.next_index, recorder.last_digest),
                              (2, "5a907aa582be564d20ed2dd38b8c5d69bccec06721b50da1ba89901ac7db05f5"))
 
+    def test_kept_history_is_the_records_read_to_continue_the_file(self) -> None:
+        path = self.path()
+        self.record(path, CALLS[:3], sealed=True)
+        with SessionRecorder.open(path, sealed=True, keep_history=True) as recorder:
+            recorder.append(*CALLS[3])
+            with open(path, "r+b") as handle:  # the first pass read it; history() does not read it again
+                handle.write(b"x")
+            self.assertEqual([(r.index, r.tool, r.args) for r in recorder.history()],
+                             [(index, tool, args) for index, (tool, args, _) in enumerate(CALLS[:3])])
+            self.assertRaises(InputError, list, recorder.history())  # given once: a second call reads the file
+
     def test_broken_chain_is_not_continued(self) -> None:
         path = self.path()
         self.record(path, sealed=True)

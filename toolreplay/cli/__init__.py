@@ -2,20 +2,17 @@
 
 Each command module under `toolreplay.cli` has `register(subparsers)`, which adds its parsers and sets
 `run(args, io) -> int` as their default. `main` turns every ToolReplayError into one `error: ...`
-line on stderr and exit 2.
+line on stderr and exit 2. The parser itself (argparse) lives in `toolreplay.cli._parser`, loaded by
+the commands that need it: a hook, run once per tool call, parses its few options without it.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
 
-from toolreplay import __version__
 from toolreplay.cli._io import IO
 from toolreplay.errors import ToolReplayError, UsageError
 from toolreplay.format.text import escape_text
@@ -55,50 +52,6 @@ class ArgumentError(UsageError):
         self.prog = prog
 
 
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser that raises instead of printing usage and exiting."""
-
-    def error(self, message: str) -> NoReturn:
-        raise ArgumentError(message, self.format_usage(), self.prog)
-
-
-def _describe(subparsers: Any) -> None:
-    """Give every subcommand's --help its one-line description and the exit codes."""
-    helps = {action.dest: action.help for action in subparsers._choices_actions}
-    for name, parser in subparsers.choices.items():
-        if parser.description is None and helps.get(name):
-            text = str(helps[name])
-            parser.description = text[0].upper() + text[1:] + "."
-        if parser.epilog is None:
-            parser.epilog = EXIT_CODES
-        parser.formatter_class = argparse.RawDescriptionHelpFormatter
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """Build the argument parser: every command, or only the module that defines `command`."""
-    parser = _Parser(prog="toolreplay", description="Audit, guard and evaluate the tool calls of AI agents.",
-                     epilog=EXIT_CODES + "\n\nRun 'toolreplay COMMAND --help' for one command's arguments.",
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"toolreplay {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    subparsers.required = True
-    modules = [name for name, commands in _COMMAND_MODULES.items() if command in commands]
-    for name in modules or _COMMAND_MODULES:
-        importlib.import_module(name).register(subparsers)
-    _describe(subparsers)
-    return parser
-
-
-def _innermost(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
-    """The parser of the innermost subcommand that `args` selected (`export otel`, not `export`)."""
-    while True:
-        commands = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        chosen = getattr(args, commands[0].dest, None) if commands else None
-        if chosen is None:
-            return parser
-        parser = commands[0].choices[chosen]
-
-
 # Exit codes beyond 0, 1 and 2: a reader of the output went away (standard output is a closed pipe,
 # as in `toolreplay replay big.jsonl | head -1`): 141, what a shell reports for a process ended by
 # SIGPIPE, with nothing on stderr; stopped by Ctrl-C: 130; by SIGTERM: 143 (after cleaning up).
@@ -113,10 +66,19 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
     io = io or IO.from_sys()
     try:
         arguments = list(sys.argv[1:] if argv is None else argv)
+        if arguments[:2] == ["hook", "claude-code"]:  # a new process per tool call: spare it argparse
+            from toolreplay.cli.hook import run_plain_hook
+
+            plain = run_plain_hook(arguments[2:], io)
+            if plain is not None:
+                io.stdout.flush()
+                return plain
+        from toolreplay.cli._parser import build_parser, innermost
+
         parser = build_parser(arguments[0] if arguments else None)
         args, extra = parser.parse_known_args(arguments)
         if extra:  # name the (sub)command whose usage was not followed, not the top level
-            _innermost(parser, args).error("unrecognized arguments: " + " ".join(extra))
+            innermost(parser, args).error("unrecognized arguments: " + " ".join(extra))
         code: int = args.run(args, io)
         io.stdout.flush()
         return code

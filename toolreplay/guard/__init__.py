@@ -1,21 +1,44 @@
-"""The guard: the gate in front of the tools, the session recorder and the injection screen."""
+"""The guard: the gate in front of the tools, the session recorder and the injection screen.
 
-from toolreplay.guard.approvals import Approvals, Remember
-from toolreplay.guard.gate import (
-    OUTCOMES,
-    STOP_REASONS,
-    Answer,
-    CallCancelled,
-    CannotConfirmError,
-    ConfirmationDeferred,
-    ConsoleApprover,
-    Gate,
-    ToolHost,
-)
-from toolreplay.guard.intents import Intent
-from toolreplay.guard.recorder import RecordingError, SessionRecorder
-from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
+The names load when first used, so a process that needs one part (a hook: the recorder, and the gate
+only to decide) does not load them all.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from toolreplay.guard.approvals import Approvals, Remember
+    from toolreplay.guard.gate import (
+        OUTCOMES,
+        STOP_REASONS,
+        Answer,
+        CallCancelled,
+        CannotConfirmError,
+        ConfirmationDeferred,
+        ConsoleApprover,
+        Gate,
+        ToolHost,
+    )
+    from toolreplay.guard.intents import Intent
+    from toolreplay.guard.recorder import RecordingError, SessionRecorder
+    from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
 
 __all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "Approvals", "CallCancelled", "CannotConfirmError",
            "ConfirmationDeferred", "ConsoleApprover", "Gate", "Intent", "RecordingError", "Remember", "Screen",
            "ScreenFlag", "SessionRecorder", "ToolHost", "scan_value"]
+
+_HOMES = {"OUTCOMES": "gate", "STOP_REASONS": "gate", "Answer": "gate", "CallCancelled": "gate",
+          "CannotConfirmError": "gate", "ConfirmationDeferred": "gate", "ConsoleApprover": "gate", "Gate": "gate",
+          "ToolHost": "gate", "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
+          "DEFAULT_PATTERNS": "screen", "Screen": "screen", "ScreenFlag": "screen", "scan_value": "screen",
+          "Approvals": "approvals", "Remember": "approvals"}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'toolreplay.guard' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"toolreplay.guard.{home}"), name)

@@ -25,8 +25,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -207,6 +205,8 @@ def _locked(path: str) -> Iterator[None]:
 def _write_whole(path: str, data: bytes) -> None:
     """Replace the file with `data`: a synced temporary file renamed over it (whole or not at all)."""
     directory = os.path.dirname(os.path.abspath(path))
+    import tempfile  # here: a hook process, which never writes approvals, need not load it
+
     handle, temporary = tempfile.mkstemp(dir=directory, prefix=".toolreplay-approvals-", suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
@@ -293,7 +293,7 @@ class Approvals:
                 for approval in self._session:
                     if approval.tool == tool and approval.args == exact:
                         return approval.id
-                approval_id = _SESSION + secrets.token_hex(6)
+                approval_id = _SESSION + _new_id()
                 self._session.append(Approval(approval_id, tool, exact, (), {"tool": tool, "args": args}))
                 return approval_id
         if scope != "always":
@@ -319,9 +319,9 @@ class Approvals:
                 if approval.tool == tool and approval.args == exact and approval.redacted == ("redacted" in fields):
                     return approval.id
             used = {approval.id for approval in approvals}
-            approval_id = secrets.token_hex(6)
+            approval_id = _new_id()
             while approval_id in used:  # pragma: no cover - 48 random bits
-                approval_id = secrets.token_hex(6)
+                approval_id = _new_id()
             line = canonical_json({"id": approval_id, **fields, "created": format_ts(self._clock())}).encode("utf-8")
             if data and not data.endswith(b"\n"):
                 data += b"\n"
@@ -353,3 +353,10 @@ def _signature(path: str) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return status.st_ino, status.st_size, status.st_mtime_ns
+
+
+def _new_id() -> str:
+    """A random approval id (12 hex digits); `secrets` (which loads hmac) only when one is made."""
+    import secrets
+
+    return secrets.token_hex(6)

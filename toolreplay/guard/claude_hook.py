@@ -33,6 +33,7 @@ from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.intents import open_private
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy, parse_policy
+from toolreplay.policy.redaction import MIN_KEY_BYTES, Redactor
 
 try:
     import fcntl
@@ -79,8 +80,10 @@ def settings_snippet(command: str) -> dict[str, Any]:
     return {"hooks": {event: entry for event in EVENTS}}
 
 
-def handle_hook(data: bytes, policy_path: str, records: str) -> HookAnswer:
-    """Decide on and record one hook event (the bytes Claude Code wrote on stdin); HookError when it cannot."""
+def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | None = None) -> HookAnswer:
+    """Decide on and record one hook event (the bytes Claude Code wrote on stdin); HookError when it cannot.
+    `redact_key` is the file of the key for the policy's `redact` section (as mcp-proxy's --redact-key):
+    secrets are replaced by a keyed hash before anything is written."""
     payload = _payload(data)
     event = payload["hook_event_name"]
     session = payload["session_id"]
@@ -89,9 +92,11 @@ def handle_hook(data: bytes, policy_path: str, records: str) -> HookAnswer:
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
         if event == "PreToolUse":
-            return _pre(payload, _load_policy(policy_path, payload), base)
+            policy = _load_policy(policy_path, payload)
+            return _pre(payload, policy, base, _redactor(policy, redact_key))
         if event in ("PostToolUse", "PostToolUseFailure"):
-            _post(payload, base)
+            # the response goes on record: with the policy's redaction, if it has one
+            _post(payload, base, _redactor(_load_policy(policy_path, payload), redact_key))
         else:
             _open(base).close()
         return HookAnswer()
@@ -127,20 +132,38 @@ def _payload(data: bytes) -> dict[str, Any]:
 
 
 def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
-    """The policy; without a `root`, the hook's cwd (the project) is its root."""
+    """The policy; without a `root`, the hook's cwd (the project) is its root (a Post event checks no path:
+    there, without a cwd, any root does)."""
     try:
         obj = read_json_file(path)
+        cwd = payload.get("cwd")
         if isinstance(obj, dict) and "root" not in obj:
-            obj = dict(obj, root=payload["cwd"])
+            obj = dict(obj, root=cwd if isinstance(cwd, str) and cwd.startswith("/") else "/")
         try:
             policy = parse_policy(obj, os.path.dirname(os.path.abspath(path)))
         except ValueError as exc:
             raise InputError(path, None, str(exc)) from None
     except ToolReplayError as exc:
         raise HookError(f"policy does not load: {exc}") from None
-    if policy.redact is not None:
-        raise HookError(f"policy does not load: {path}: the Claude Code hook does not apply \"redact\" yet")
     return policy
+
+
+def _redactor(policy: Policy, key_path: str | None) -> Redactor | None:
+    """The record's redactor, as mcp-proxy's: a policy with a `redact` section needs a key kept off the record
+    (fail closed: without one nothing is recorded, the call is blocked)."""
+    if policy.redact is None:
+        if key_path is not None:
+            raise HookError("--redact-key needs a policy with a \"redact\" section")
+        return None
+    if key_path is None:
+        raise HookError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
+                        f"{MIN_KEY_BYTES} bytes, kept off the record)")
+    from toolreplay.audit.signers import read_secret_file  # only with a key: the hook needs no other signer
+
+    try:
+        return Redactor(policy.redact, read_secret_file(key_path))
+    except (ToolReplayError, ValueError) as exc:
+        raise HookError(f"--redact-key {key_path}: {exc}") from None
 
 
 # -- the record -------------------------------------------------------------------------------------
@@ -160,9 +183,10 @@ class _HoldingRecorder(SessionRecorder):
         return super().append(tool, args, response, intent=intent, meta=meta)
 
 
-def _open(base: str, cls: type[SessionRecorder] = SessionRecorder) -> SessionRecorder:
+def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False,
+          redactor: Redactor | None = None) -> SessionRecorder:
     try:
-        return cls.open(base + ".jsonl", sealed=True)
+        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor)
     except ToolReplayError as exc:
         raise HookError(f"cannot open the record: {exc}") from None
 
@@ -239,12 +263,14 @@ class _ClaudeCodeHost:
         return True
 
 
-def _pre(payload: dict[str, Any], policy: Policy, base: str) -> HookAnswer:
+def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor | None) -> HookAnswer:
     from toolreplay.guard.gate import Gate  # the decision needs it; Post and SessionEnd do not
 
     tool, args, call_id = payload["tool_name"], payload["tool_input"], payload["tool_use_id"]
     pending = _read_pending(base)
-    recorder = _open(base, _HoldingRecorder)
+    # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
+    # form (what the record holds), as in mcp-proxy
+    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor)
     assert isinstance(recorder, _HoldingRecorder)
     try:
         if call_id in pending:
@@ -263,8 +289,9 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str) -> HookAnswer:
             return HookAnswer("deny", "toolreplay: " + reason[:_REASON_CHARS])
         assert recorder.held is not None
         intent, meta = recorder.held
-        pending[call_id] = {"tool": tool, "args": args, "intent": intent, "meta": meta,
-                            "started_ns": time.time_ns()}
+        # the arguments as the record will hold them: no secret waits in the pending file either
+        pending[call_id] = {"tool": tool, "args": args if redactor is None else redactor.args(args), "intent": intent,
+                            "meta": meta, "started_ns": time.time_ns()}
         _write_pending(base, pending)
     finally:
         recorder.close()
@@ -273,7 +300,7 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str) -> HookAnswer:
     return HookAnswer("allow", "toolreplay: allowed by the policy")
 
 
-def _post(payload: dict[str, Any], base: str) -> None:
+def _post(payload: dict[str, Any], base: str, redactor: Redactor | None) -> None:
     call_id = payload["tool_use_id"]
     pending = _read_pending(base)
     entry = pending.get(call_id)
@@ -289,6 +316,8 @@ def _post(payload: dict[str, Any], base: str) -> None:
     else:
         error = payload.get("error")
         response = {"ok": False, "error": error if isinstance(error, str) else "the tool failed"}
+    if redactor is not None:  # the pending arguments are already redacted: only the response is left
+        response = redactor.response(response)
     meta = dict(entry["meta"])
     meta["duration_ms"] = round(meta.get("duration_ms", 0) + (time.time_ns() - entry["started_ns"]) / 1e6, 3)
     recorder = _open(base)

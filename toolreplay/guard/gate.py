@@ -37,6 +37,7 @@ the gate gives back to the host's `run` and `confirm` for that request only.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import os
 import re
@@ -44,7 +45,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
@@ -128,6 +129,22 @@ class Answer:
     response: dict[str, Any]
     outcome: str
     index: int | None = None  # the record's index, when it was recorded
+class _RunLater(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """handle_async: the gate let the call run; its caller awaits the tool (`_run_async`)."""
+
+    def __init__(self, pending: _Pending) -> None:
+        super().__init__()
+        self.pending = pending
+
+
+class _WaitFor(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """handle_async: an identical call is still running; its caller waits for it, then goes on (`_repeated`)."""
+
+    def __init__(self, pending: _Pending) -> None:
+        super().__init__()
+        self.pending = pending
+
+
 class ConfirmationDeferred(ToolReplayError):
     """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
     interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,
@@ -152,6 +169,7 @@ class _Call:
     variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
     started_ns: int = 0  # when the request reached the gate: wall clock, ns since the epoch (meta.ts)
     started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
+    owner: Any = None  # handle_async: the asyncio task that runs the tool itself (the gate hands it back)
     # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
     # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
     approval: tuple[str, str] | None = None
@@ -189,6 +207,7 @@ class _Pending:
         self.done = threading.Event()
         self.cancelled = False  # it ended without an answer: those that waited for it are decided anew
         self.thread = threading.get_ident()
+        self.owner: Any = None  # the asyncio task running it, when handle_async runs it
         self.index: int | None = None  # its record's index
         self.response: dict[str, Any] | None = {"ok": False,
                                                 "error": "RuntimeError: the original call did not finish"}
@@ -297,6 +316,35 @@ class Gate:
         `variant` is what else makes the request distinct (an MCP task request): an identical call with
         another variant is not answered by this one; a record holds no variant, so a continued record
         answers only calls without one; an unknown outcome refuses every variant."""
+        request = self._request(tool, args, key, call_id, context, passed, variant, turn, None)
+        answer = self._decide(request)
+        return Answer(_copy_json(answer.response), answer.outcome, answer.index)
+
+    async def handle_async(self, tool: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]],
+                           *, key: str | None = None, call_id: str | None = None, context: Any = None,
+                           turn: int | None = None) -> Answer:
+        """`handle` for an async front end, in its event loop, without a thread: the gate decides and records
+        as `handle` does, and the tool it lets run is `await run(args)` (instead of the host's `run`). The
+        host's `confirm` is called in the loop: it must answer at once (or raise ConfirmationDeferred). A
+        request identical to one still running waits for it (on a worker thread: that is rare)."""
+        import asyncio
+
+        request = self._request(tool, args, key, call_id, context, False, b"", turn, asyncio.current_task())
+        step: Callable[[], Answer] = functools.partial(self._decide, request)
+        while True:
+            try:
+                answer = step()
+            except _RunLater as later:  # the gate let it run: the tool runs here, in the loop
+                answer = await self._run_async(request, later.pending, run)
+            except _WaitFor as wait:  # an identical call is running: wait, then decide after it
+                await asyncio.to_thread(wait.pending.done.wait)
+                step = functools.partial(self._repeated, request, wait.pending)
+                continue
+            return Answer(_copy_json(answer.response), answer.outcome, answer.index)
+
+    def _request(self, tool: str, args: dict[str, Any], key: str | None, call_id: str | None, context: Any,
+                 passed: bool, variant: bytes, turn: int | None, owner: Any) -> _Call:
+        """Check a request's values and make it a _Call."""
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
@@ -315,10 +363,8 @@ class Gate:
         fresh = passed or (key is None and tool in self._repeatable)
         if turn is not None and (type(turn) is not int or turn < 0):
             raise ValueError("turn must be a non-negative integer or None")
-        request = _Call(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
-                        passed, variant, started_ns, started)
-        answer = self._decide(request)
-        return Answer(_copy_json(answer.response), answer.outcome, answer.index)
+        return _Call(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
+                     passed, variant, started_ns, started, owner)
 
     def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> bool:
         """Whether this call would ask `confirm` now: it passes the earlier checks and has not run.
@@ -523,9 +569,18 @@ class Gate:
             return self._record(call, earlier, "cached")
         if isinstance(earlier, int):
             return self._from_record(call, earlier)
-        if not earlier.done.is_set() and earlier.thread == threading.get_ident():
-            return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
-        earlier.done.wait()
+        if not earlier.done.is_set():
+            if call.owner is not None:  # handle_async waits in its event loop
+                if earlier.owner is call.owner:
+                    return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
+                raise _WaitFor(earlier)
+            if earlier.thread == threading.get_ident():
+                return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
+            earlier.done.wait()
+        return self._repeated(call, earlier)
+
+    def _repeated(self, call: _Call, earlier: _Pending) -> Answer:
+        """Answer a repeat once the identical call it waited for has finished."""
         if earlier.cancelled:
             return self._after_cancelled(call)
         response = earlier.response
@@ -558,43 +613,110 @@ class Gate:
                             "cancelled: an identical call it waited for was cancelled")
 
     def _run(self, call: _Call, pending: _Pending) -> Answer:
+        if call.owner is not None:  # handle_async runs the tool in its event loop (_run_async)
+            raise _RunLater(pending)
         try:
+            intent = self._start(call, pending)
+            if isinstance(intent, Answer):
+                return intent
             try:
-                intent = self._announce(call)
-            except (OSError, ValueError) as exc:  # no intent on disk: the write must not run
-                self._recording_failed(exc)
-                self._forget(call)
-                pending.response = _refusal("recording failed: " + (self._record_error or ""))
-                return Answer(pending.response, "refused")
-            except BaseException:
-                self._forget(call)
-                raise
-            try:
-                response, size = self._execute(call)
-            except AnswerLost as exc:  # a write was sent and no answer comes: it may or may not have taken effect
-                pending.response = _refusal(f"outcome unknown: {exc}; whether the write took effect is unknown")
-                pending.cancelled = True
-                answer = self._record(call, pending.response, "unknown")  # on record before a retry is refused
-                self._forget(call, unknown=True)
-                return answer
-            except CallCancelled as exc:  # no answer comes; a write that started may or may not have taken effect
-                unknown = call.write and exc.started
-                pending.response = _refusal(_cancelled(exc, unknown))
-                pending.cancelled = True
-                answer = self._record(call, pending.response, "unknown" if unknown else "cancelled")
-                self._forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
-                return answer
-            except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
-                pending.response = _refusal(_interrupted(exc))
-                self._forget(call, unknown=call.write)
-                self._record(call, pending.response, "unknown" if call.write else "cancelled")
-                raise
-            answer = self._record(call, response, "ran", intent)
-            pending.response, pending.index = answer.response, answer.index
-            self._hold(call, pending, size)
-            return answer
+                result = self._host.run(call.tool, _copy_json(call.args), call.context)
+            except BaseException as exc:
+                return self._failed(call, pending, intent, exc)
+            return self._ran(call, pending, intent, result)
         finally:
             pending.done.set()
+
+    async def _run_async(self, call: _Call, pending: _Pending,
+                         run: Callable[[dict[str, Any]], Awaitable[Any]]) -> Answer:
+        """`_run` for handle_async: the tool is awaited in the caller's event loop."""
+        pending.owner = call.owner
+        try:
+            intent = self._start(call, pending)
+            if isinstance(intent, Answer):
+                return intent
+            try:
+                result = await run(_copy_json(call.args))
+            except BaseException as exc:  # asyncio's CancelledError included: the call was interrupted
+                return self._failed(call, pending, intent, exc)
+            return self._ran(call, pending, intent, result)
+        finally:
+            pending.done.set()
+
+    def _start(self, call: _Call, pending: _Pending) -> int | None | Answer:
+        """Before the tool runs: its intent (a write's, on disk), or the refusal when it cannot be written."""
+        try:
+            return self._announce(call)
+        except (OSError, ValueError) as exc:  # no intent on disk: the write must not run
+            self._recording_failed(exc)
+            self._forget(call)
+            pending.response = _refusal("recording failed: " + (self._record_error or ""))
+            return Answer(pending.response, "refused")
+        except BaseException:
+            self._forget(call)
+            raise
+
+    def _failed(self, call: _Call, pending: _Pending, intent: int | None, exc: BaseException) -> Answer:
+        """The tool raised: the agent sees an error (a cancelled or interrupted call goes on record as such;
+        an interruption then goes on its way)."""
+        self._after_write(call)
+        if isinstance(exc, AnswerLost):
+            if not call.write:  # a read simply failed
+                failure = _refusal(f"ConnectionError: {exc}")
+                return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
+            # a write was sent and no answer comes: it may or may not have taken effect
+            pending.response = _refusal(f"outcome unknown: {exc}; whether the write took effect is unknown")
+            pending.cancelled = True
+            answer = self._record(call, pending.response, "unknown")  # on record before a retry is refused
+            self._forget(call, unknown=True)
+            return answer
+        if isinstance(exc, CallCancelled):  # no answer comes; a write that started may or may not have taken effect
+            unknown = call.write and exc.started
+            pending.response = _refusal(_cancelled(exc, unknown))
+            pending.cancelled = True
+            answer = self._record(call, pending.response, "unknown" if unknown else "cancelled")
+            self._forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
+            return answer
+        if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: on record, then on its way
+            pending.response = _refusal(_interrupted(exc))
+            self._forget(call, unknown=call.write)
+            self._record(call, pending.response, "unknown" if call.write else "cancelled")
+            raise exc
+        failure = _refusal(_describe(exc))  # the agent sees the failure; the host keeps running
+        return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
+
+    def _ran(self, call: _Call, pending: _Pending, intent: int | None, result: Any) -> Answer:
+        """The tool returned `result`: count it, screen it, record it and hold it for repeats."""
+        self._after_write(call)
+        try:
+            response = result if isinstance(result, dict) else {"result": result}
+            if _too_deep(response):
+                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
+            size = len(canonical_bytes(response))
+            response = _copy_json(response)  # the tool may keep and change what it returned
+        except Exception as exc:  # the agent sees the failure; the host keeps running
+            failure = _refusal(_describe(exc))
+            return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
+        limit = self._policy.limits.max_result_bytes
+        with self._lock:
+            self._result_bytes += size
+            if limit is not None and self._result_bytes > limit and self._stop_reason is None:
+                self._stop_reason = "budget"
+        if self._screen is not None:
+            self._screen.check(call.tool, call.args, response)
+        return self._finish(call, pending, intent, response, size)
+
+    def _finish(self, call: _Call, pending: _Pending, intent: int | None, response: dict[str, Any],
+                size: int) -> Answer:
+        answer = self._record(call, response, "ran", intent)
+        pending.response, pending.index = answer.response, answer.index
+        self._hold(call, pending, size)
+        return answer
+
+    def _after_write(self, call: _Call) -> None:
+        if call.write:  # whatever it did, earlier reads may be stale now
+            with self._lock:
+                self._reads.clear()
 
     def _announce(self, call: _Call) -> int | None:
         """Before a write: empty the read cache and sync its intent (its number, None without a recorder)."""
@@ -641,38 +763,6 @@ class Gate:
                     self._recorded[old] = old_index
             elif (entry := self._written.get(old)) is not None:
                 entry.response = None
-
-    def _execute(self, call: _Call) -> tuple[dict[str, Any], int]:
-        try:
-            try:
-                result = self._host.run(call.tool, _copy_json(call.args), call.context)
-            finally:
-                if call.write:  # whatever it did, earlier reads may be stale now
-                    with self._lock:
-                        self._reads.clear()
-            response = result if isinstance(result, dict) else {"result": result}
-            if _too_deep(response):
-                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
-            size = len(canonical_bytes(response))
-            response = _copy_json(response)  # the tool may keep and change what it returned
-        except CallCancelled:
-            raise
-        except AnswerLost as lost:
-            if call.write:
-                raise
-            failure = _refusal(f"ConnectionError: {lost}")  # a read simply failed
-            return failure, len(failure["error"]) + 24
-        except Exception as exc:  # the agent sees the failure; the host keeps running
-            failure = _refusal(_describe(exc))
-            return failure, len(failure["error"]) + 24
-        limit = self._policy.limits.max_result_bytes
-        with self._lock:
-            self._result_bytes += size
-            if limit is not None and self._result_bytes > limit and self._stop_reason is None:
-                self._stop_reason = "budget"
-        if self._screen is not None:
-            self._screen.check(call.tool, call.args, response)
-        return response, size
 
     def _refuse(self, call: _Call, message: str) -> Answer:
         return self._record(call, _refusal(message), "refused")

@@ -58,7 +58,8 @@ class SessionRecorder:
     def __init__(self, path: str, handle: Any, *, sealed: bool, next_index: int, prev: str,
                  needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
                  checkpoints: CheckpointWriter | None = None, format_1_0: bool = False,
-                 redactor: Redactor | None = None, meta_keys: Collection[str] | None = None) -> None:
+                 redactor: Redactor | None = None, meta_keys: Collection[str] | None = None,
+                 history: list[Record] | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
@@ -78,11 +79,12 @@ class SessionRecorder:
         self._stopped: str | None = None
         self._intents = IntentFile(path + ".intents", list(self.previous_intents))
         self._checkpoints = checkpoints
+        self._history = history
 
     @classmethod
     def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
              format_1_0: bool = False, redactor: Redactor | None = None,
-             meta_keys: Collection[str] | None = None) -> SessionRecorder:
+             meta_keys: Collection[str] | None = None, keep_history: bool = False) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
@@ -90,6 +92,8 @@ class SessionRecorder:
         only those keys of each record's `meta` (say `turn` and `outcome`, for a record that must come out the
         same bytes every run: no times), and no `meta` when none is left. `redactor`
         replaces secrets in every record's args and response, and in the intents, before they are written.
+        `keep_history` keeps the records read to continue the file, so that `history()` need not read it
+        again (one pass for a short-lived process, a hook, that continues a record and resumes a gate).
         """
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
@@ -99,7 +103,7 @@ class SessionRecorder:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         try:
             _lock(handle, path)
-            state = _resume(handle, path, sealed)
+            state = _resume(handle, path, sealed, [] if keep_history else None)
             intents = read_intents(path + ".intents")
         except BaseException:
             handle.close()
@@ -150,7 +154,12 @@ class SessionRecorder:
             raise RecordingError(f"cannot write {self.intents_path}: {exc.strerror or exc}") from None
 
     def history(self) -> Iterator[Record]:
-        """The records the file held when it was opened, read again from disk."""
+        """The records the file held when it was opened, read again from disk (or, once, those kept by
+        `keep_history`)."""
+        if self._history is not None:
+            kept, self._history = self._history, None
+            yield from kept
+            return
         with open(self.path, "rb") as handle:
             for record in read_session(handle, self.path):
                 if record.index >= self.resumed_records:
@@ -287,8 +296,9 @@ def _scan_lines(handle: Any) -> tuple[int, int, int]:
     return size, last, newlines
 
 
-def _resume(handle: Any, path: str, sealed: bool) -> dict[str, Any]:
-    """Read an existing file; return the recorder's starting state, cutting off a torn final line."""
+def _resume(handle: Any, path: str, sealed: bool, kept: list[Record] | None) -> dict[str, Any]:
+    """Read an existing file; return the recorder's starting state, cutting off a torn final line;
+    `kept` (when given) receives the records read."""
     with open(path, "rb") as reader:
         size, last, newlines = _scan_lines(reader)
         tail_line = newlines + 1 if size > last else None
@@ -303,6 +313,8 @@ def _resume(handle: Any, path: str, sealed: bool) -> dict[str, Any]:
                     assert record.digest is not None
                     prev = record.digest
                 next_index = record.index + 1
+                if kept is not None:
+                    kept.append(record)
         except InputError as exc:
             # A torn write is cut JSON or a cut UTF-8 sequence; a complete but wrong record is an error.
             if tail_line is None or exc.line != tail_line or not exc.message.startswith(_TORN):
@@ -314,7 +326,7 @@ def _resume(handle: Any, path: str, sealed: bool) -> dict[str, Any]:
     if torn:
         handle.truncate(last)
     return {"next_index": next_index, "prev": prev, "truncated_bytes": size - last if torn else 0,
-            "needs_newline": tail_line is not None and not torn}
+            "needs_newline": tail_line is not None and not torn, "history": kept}
 
 
 def _check_link(record: Record, prev: str, path: str) -> None:

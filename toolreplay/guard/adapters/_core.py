@@ -59,13 +59,26 @@ class GuardCore:
     async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
                          run: Callable[[dict[str, Any]], Awaitable[Any]], *,
                          ask: Confirm | None = None) -> dict[str, Any]:
-        """`call` for an async framework: the gate runs on a worker thread, the tool on this event loop."""
+        """`call` for an async framework, in its event loop: the gate decides and records here (it is quick)
+        and the tool is awaited here, no thread in between. The guard's own `confirm` callback may block (a
+        person at a terminal): a call it must confirm goes through the gate on a worker thread instead."""
+        if ask is None and self._confirm is not None and self.gate.needs_confirmation(tool, args, key=call_id):
+            return await self._call_on_thread(tool, args, call_id, run)
+        token = self._invocation.set(_Invocation(_not_here, ask))
+        try:
+            return (await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id)).response
+        finally:
+            self._invocation.reset(token)
+
+    async def _call_on_thread(self, tool: str, args: dict[str, Any], call_id: str | None,
+                              run: Callable[[dict[str, Any]], Awaitable[Any]]) -> dict[str, Any]:
+        """The gate on a worker thread, the tool on this event loop."""
         loop = asyncio.get_running_loop()
 
         def run_on_loop(gate_args: dict[str, Any]) -> Any:
             return asyncio.run_coroutine_threadsafe(_awaited(run(gate_args)), loop).result()
 
-        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop, ask=ask)
+        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop)
 
     def _dispatch(self, **args: Any) -> Any:
         return self._invocation.get().run(args)
@@ -81,3 +94,7 @@ class GuardCore:
 
 async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
+
+
+def _not_here(args: dict[str, Any]) -> Any:
+    raise RuntimeError("handle_async awaits the tool itself")
