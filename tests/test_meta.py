@@ -322,6 +322,41 @@ class GuardedSessionTest(unittest.TestCase):
                                           "index 2: policy-violation: tool 'send' denied by rule pace: two a minute\n"
                                           "index 3: policy-violation: tool 'send' denied by rule pace: two a minute\n"))
 
+    def test_a_resumed_record_counts_for_a_rate_when_its_calls_were_made(self) -> None:
+        # A hook is a process per call: each resumes the record. The calls it holds count for a rate
+        # window at their meta.ts, not all at once at the resume (which refused every call past `max`).
+        from toolreplay.guard.gate import Gate
+        from toolreplay.guard.recorder import SessionRecorder
+        from toolreplay.policy.model import parse_policy
+
+        record = os.path.join(self.folder, "record.jsonl")
+        base = 1_796_140_800 * 10**9
+
+        def session(at: int, sends: range) -> list[str]:
+            def wall() -> int:
+                return base + at * 10**9
+
+            with SessionRecorder.open(record) as recorder:
+                gate = Gate({"send": lambda n: {"sent": n}, "read": lambda: {}}, parse_policy(self.POLICY),
+                            recorder=recorder, clock=lambda: 0.0, wall_clock=wall)
+                return [gate.handle("send", {"n": n}).outcome for n in sends]
+
+        self.assertEqual(session(0, range(2)), ["ran", "ran"])
+        self.assertEqual(session(30, range(2, 3)), ["refused"])  # both still in the last 60 s
+        self.assertEqual(session(100, range(3, 6)), ["ran", "ran", "refused"])  # none in the window now
+
+    def test_a_time_is_counted_in_days_as_calendar_counts_them(self) -> None:
+        import calendar
+
+        from toolreplay.format.records import ts_nanoseconds
+
+        for year in (1, 4, 100, 1600, 1900, 1969, 1970, 2000, 2024, 2026, 2100, 9999):
+            for month, day in ((1, 1), (2, 28), (3, 1), (12, 31)) + (((2, 29),) if calendar.isleap(year) else ()):
+                with self.subTest(year=year, month=month, day=day):
+                    ts = f"{year:04d}-{month:02d}-{day:02d}T23:59:60.5Z"
+                    self.assertEqual(ts_nanoseconds(ts), calendar.timegm((year, month, day, 23, 59, 60, 0, 0, 0))
+                                     * 10**9 + 500_000_000)
+
     def test_the_export_of_a_guarded_session_opens_when_it_ran(self) -> None:
         import time
 

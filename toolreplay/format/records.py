@@ -146,10 +146,18 @@ def ts_nanoseconds(ts: str) -> int:
         raise ValueError(f"not an RFC 3339 time in UTC ending in Z: {ts!r}")
     year, month, day, hour, minute, second = (int(part) for part in match.groups()[:6])
     fraction = match.group(7) or ""
-    import calendar  # here: a process that only writes records (a hook) need not load it
-
-    whole = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
+    whole = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
     return whole * 1_000_000_000 + int(fraction.ljust(9, "0"))
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a date of the proleptic Gregorian calendar (what `calendar.timegm` counts),
+    in arithmetic alone: a hook process that resumes a record reads every `ts` and need not load calendar."""
+    year -= month <= 2
+    era = year // 400
+    of_era = year - era * 400
+    of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + of_era * 365 + of_era // 4 - of_era // 100 + of_year - 719468
 
 
 def ts_seconds(ts: str) -> float:

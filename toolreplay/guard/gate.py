@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
-from toolreplay.format.records import format_ts, read_session
+from toolreplay.format.records import format_ts, read_session, ts_nanoseconds
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
@@ -809,8 +809,9 @@ class Gate:
         intents = list(recorder.previous_intents)
         wanted = {intent.call for intent in intents}
         landed: dict[bytes, list[int]] = {}
+        now = self._wall_clock()
         for record in recorder.history():
-            self._remember_for_rules(record)
+            self._remember_for_rules(record, now)
             self._steps += 1
             if is_refusal(record.response):
                 continue
@@ -836,11 +837,16 @@ class Gate:
             self._stop_reason = "budget"
 
 
-    def _remember_for_rules(self, record: Record) -> None:
-        """A resumed record counts for later rules (`after`, `count`, `rate`) as when it was made."""
+    def _remember_for_rules(self, record: Record, now: int) -> None:
+        """A resumed record counts for later rules (`after`, `count`, `rate`) as when it was made: at its
+        `meta.ts` (`now` is the wall clock's time, in ns, of the resume), or, without one, at the start."""
         if self._rules is None or record.tool not in self._policy.allowed_tools:
             return
-        ruling = self._rules.check(record.tool, self._rule_set.prepare(record.tool, record.args), self._started)
+        when = self._started
+        ts = record.meta.get("ts") if record.meta is not None else None
+        if isinstance(ts, str):  # a rate's window holds only the calls of its last seconds, not all of the record
+            when -= max(0, now - ts_nanoseconds(ts)) / 1e9
+        ruling = self._rules.check(record.tool, self._rule_set.prepare(record.tool, record.args), when)
         if is_refusal(record.response):
             self._rules.withdraw(ruling)
 
