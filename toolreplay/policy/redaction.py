@@ -22,7 +22,6 @@ is what is hashed, or the text itself for a string, as for a pattern's match).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping
@@ -139,7 +138,8 @@ class Redactor:
 
     def mark(self, name: str, secret: bytes) -> str:
         """The text that stands for `secret` in the record."""
-        import hmac  # here: a policy without a redaction key (most hook runs) need not load it
+        import hashlib  # here: a policy without a redaction key (most hook runs) need not load them
+        import hmac
 
         digest = hmac.new(self._key, secret, hashlib.sha256).hexdigest()[:24]
         return f"[redacted:{name}:{digest}]"
