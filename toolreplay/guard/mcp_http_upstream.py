@@ -34,6 +34,8 @@ from toolreplay.guard.mcp_transport import LineHandler
 from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
@@ -307,6 +309,7 @@ class HttpServer:
         # TCP_NODELAY: a request's headers and body go out in two writes; without it the body may wait
         # for the server's delayed acknowledgement of the headers.
         transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        _coalesce_writes(transport)
         # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
                                      transport=transport) as client:
@@ -631,6 +634,80 @@ class HttpServer:
             if self._version is not None:
                 headers["mcp-protocol-version"] = self._version
         return headers
+
+
+_COALESCE_MOST = 64 * 1024  # bytes a connection holds back at most before it writes them
+
+
+def _coalesce_writes(transport: httpx.AsyncHTTPTransport) -> None:
+    """Make the transport's direct connections send a request's head and body in one write, at the first read
+    of the answer, rather than in two (with TCP_NODELAY: two segments, each waking the server: on loopback a
+    tenth of a millisecond a write). A transport of another make is left as it is."""
+    import httpcore
+
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if not isinstance(pool, httpcore.AsyncConnectionPool) or not isinstance(backend, httpcore.AsyncNetworkBackend):
+        return
+
+    class Stream(httpcore.AsyncNetworkStream):
+        def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+            self._stream = stream
+            self._pending: list[bytes] = []
+            self._size = 0
+            self._timeout: float | None = None
+
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            if buffer:
+                self._pending.append(buffer)
+                self._size += len(buffer)
+                self._timeout = timeout
+                if self._size >= _COALESCE_MOST:
+                    await self._flush()
+
+        async def _flush(self) -> None:
+            if self._pending:
+                data = b"".join(self._pending)
+                self._pending.clear()
+                self._size = 0
+                await self._stream.write(data, self._timeout)
+
+        async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            try:
+                await self._flush()
+            except httpcore.WriteError:
+                pass  # as httpcore does on a failed write: the server may have answered before it closed
+            return await self._stream.read(max_bytes, timeout)
+
+        async def aclose(self) -> None:
+            self._pending.clear()
+            await self._stream.aclose()
+
+        async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                            timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+            await self._flush()
+            return Stream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._stream.get_extra_info(info)
+
+    class Backend(httpcore.AsyncNetworkBackend):
+        def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+            self._backend = backend
+
+        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                              local_address: str | None = None,
+                              socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+            return Stream(await self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
+
+        async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                      socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+            return Stream(await self._backend.connect_unix_socket(path, timeout, socket_options))
+
+        async def sleep(self, seconds: float) -> None:
+            await self._backend.sleep(seconds)
+
+    pool._network_backend = Backend(backend)
 
 
 def _describe(exc: BaseException) -> str:
