@@ -374,8 +374,12 @@ class HttpServer:
         import httpx
 
         url = httpx.URL(self._url)
-        # the client's choice for this URL: the URL never changes, so it is made once
-        self._transport = client._transport_for_url(url)
+        # the client's choice for this URL (the URL never changes, so it is made once); an httpx without
+        # this method (it is httpx's own) leaves every POST to the client
+        choose = getattr(client, "_transport_for_url", None)
+        if choose is None:
+            return
+        self._transport = choose(url)
         self._target = url
         self._base_headers = {name.lower(): value for name, value in client.headers.items()}
         self._extensions = {"timeout": client.timeout.as_dict()}
