@@ -389,6 +389,22 @@ class ScriptedServerTest(HttpWorkspace):
         with open(proxy.record, encoding="utf-8") as record:
             self.assertNotIn(TOKEN, record.read())
 
+    def test_posts_carry_the_clients_default_headers_and_the_servers_cookies(self) -> None:
+        # POSTs skip httpx's client layers while no cookie is set: they still carry its User-Agent, and a
+        # cookie the server sets (a load balancer's sticky session) goes with every later request
+        class Cookies(Script):
+            def post(self, handler: _Scripted, body: dict[str, Any]) -> None:
+                handler.reply(200, result(body["id"], "ok").encode(), "application/json",
+                              {"Set-Cookie": "sticky=b2; Path=/"} if body["id"] == 1 else None)
+
+        proxy = self.start(Cookies())
+        for number in (1, 2, 3):
+            self.assertEqual(proxy.ask(call(number, "lookup"))["result"]["content"][0]["text"], "ok")
+        self.assertEqual(proxy.close(), (0, b"", ""))
+        posts = [(headers.get("user-agent", "").split("/")[0], headers.get("cookie"))
+                 for method, headers in self.seen if method == "POST"]
+        self.assertEqual(posts, [("python-httpx", None)] * 3 + [("python-httpx", "sticky=b2")] * 2)
+
     def test_a_dropped_answer_is_resumed_with_last_event_id(self) -> None:
         class Resumable(Script):
             def post(self, handler: _Scripted, body: dict[str, Any]) -> None:

@@ -34,6 +34,8 @@ from toolreplay.guard.mcp_transport import LineHandler
 from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
@@ -156,8 +158,15 @@ def compact_line(data: bytes) -> bytes:
     """One JSON text as one LF-terminated line. A raw CR or LF in valid JSON can only be whitespace
     between tokens (never inside a string), so it becomes a space: the message is otherwise unchanged.
     ValueError when `data` is not JSON."""
-    parse_message(data)  # strict: a raw control character inside a string is not JSON
-    return data.replace(b"\r", b" ").replace(b"\n", b" ").strip() + b"\n"
+    return _compact(data)[0]
+
+
+def _compact(data: bytes) -> tuple[bytes, Any]:
+    """`compact_line` and the message it holds."""
+    message = parse_message(data)  # strict: a raw control character inside a string is not JSON
+    if b"\n" in data or b"\r" in data:
+        data = data.replace(b"\r", b" ").replace(b"\n", b" ")
+    return data.strip() + b"\n", message
 
 
 def answered_ids(message: Any) -> list[str]:
@@ -231,6 +240,10 @@ class HttpServer:
         self._listening = False
         self._initializing: asyncio.Task[None] | None = None
         self._end_reason = "server closed the session"
+        self._transport: httpx.AsyncBaseTransport | None = None
+        self._target: Any = None  # httpx.URL of self._url
+        self._base_headers: dict[str, str] = {}
+        self._extensions: dict[str, Any] = {}
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
@@ -296,9 +309,11 @@ class HttpServer:
         # TCP_NODELAY: a request's headers and body go out in two writes; without it the body may wait
         # for the server's delayed acknowledgement of the headers.
         transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
+        _coalesce_writes(transport)
         # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
                                      transport=transport) as client:
+            self._fast_post(client)
             try:
                 while (line := await self._queue.get()) is not None and not self._ended.is_set():
                     await self._dispatch(client, line)
@@ -352,10 +367,44 @@ class HttpServer:
         except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
             self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
 
+    def _fast_post(self, client: httpx.AsyncClient) -> None:
+        """Ready what a POST takes without the client's own layers (redirects, auth, hooks: none is used here):
+        the transport for the URL (a proxy's, from the environment, when one applies), the client's default
+        headers (User-Agent, Accept-Encoding) and its timeouts."""
+        import httpx
+
+        url = httpx.URL(self._url)
+        # the client's choice for this URL (the URL never changes, so it is made once); an httpx without
+        # this method (it is httpx's own) leaves every POST to the client
+        choose = getattr(client, "_transport_for_url", None)
+        if choose is None:
+            return
+        self._transport = choose(url)
+        self._target = url
+        self._base_headers = {name.lower(): value for name, value in client.headers.items()}
+        self._extensions = {"timeout": client.timeout.as_dict()}
+
+    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str]) -> httpx.Response:
+        """POST `body`; the response's body is not read yet. While the server has set no cookie this skips the
+        client's layers (a third of httpx's time a call); once it has, the client sends them and keeps them."""
+        import httpx
+
+        if client.cookies or self._transport is None:
+            request = client.build_request("POST", self._url, content=body, headers=headers)
+            return await client.send(request, stream=True)
+        request = httpx.Request("POST", self._target, headers={**self._base_headers, **headers}, content=body,
+                                extensions=self._extensions)
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        if "set-cookie" in response.headers:
+            client.cookies.extract_cookies(response)
+        return response
+
     async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
         headers = self._request_headers(post=True, initialize=initialize)
         sent_session = "mcp-session-id" in headers
-        async with client.stream("POST", self._url, content=post.body, headers=headers) as response:
+        response = await self._send_post(client, post.body, headers)
+        try:
             status = response.status_code
             if status == 404 and sent_session:
                 raise _SessionExpired()
@@ -376,6 +425,8 @@ class HttpServer:
             else:
                 self._give_up(post, f"the server answered with content type {kind or 'none'}, not JSON nor an "
                                     "event stream")
+        finally:
+            await response.aclose()
 
     async def _error_status(self, response: httpx.Response, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
@@ -397,16 +448,18 @@ class HttpServer:
 
     def _answer_json(self, body: bytes, post: _Post, initialize: bool) -> None:
         try:
-            line = compact_line(body)
+            line, message = _compact(body)
         except (ValueError, RecursionError, UnicodeDecodeError):
             self._give_up(post, "the server's answer is not JSON")
             return
-        self._deliver(line, post, initialize)
+        self._deliver(line, post, initialize, message)
         self._give_up(post, "the server's answer holds no reply to the request")  # if any is left waiting
 
-    def _deliver(self, line: bytes, post: _Post | None, initialize: bool = False) -> None:
-        """Hand one message to the router; note what it answers (and the version `initialize` agreed)."""
-        message = parse_message(line)
+    def _deliver(self, line: bytes, post: _Post | None, initialize: bool = False, message: Any = None) -> None:
+        """Hand one message to the router; note what it answers (and the version `initialize` agreed).
+        `message` is the line's, when it was parsed already."""
+        if message is None:
+            message = parse_message(line)
         if post is not None:
             for key in answered_ids(message):
                 post.waiting.pop(key, None)
@@ -585,6 +638,80 @@ class HttpServer:
             if self._version is not None:
                 headers["mcp-protocol-version"] = self._version
         return headers
+
+
+_COALESCE_MOST = 64 * 1024  # bytes a connection holds back at most before it writes them
+
+
+def _coalesce_writes(transport: httpx.AsyncHTTPTransport) -> None:
+    """Make the transport's direct connections send a request's head and body in one write, at the first read
+    of the answer, rather than in two (with TCP_NODELAY: two segments, each waking the server: on loopback a
+    tenth of a millisecond a write). A transport of another make is left as it is."""
+    import httpcore
+
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if not isinstance(pool, httpcore.AsyncConnectionPool) or not isinstance(backend, httpcore.AsyncNetworkBackend):
+        return
+
+    class Stream(httpcore.AsyncNetworkStream):
+        def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
+            self._stream = stream
+            self._pending: list[bytes] = []
+            self._size = 0
+            self._timeout: float | None = None
+
+        async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+            if buffer:
+                self._pending.append(buffer)
+                self._size += len(buffer)
+                self._timeout = timeout
+                if self._size >= _COALESCE_MOST:
+                    await self._flush()
+
+        async def _flush(self) -> None:
+            if self._pending:
+                data = b"".join(self._pending)
+                self._pending.clear()
+                self._size = 0
+                await self._stream.write(data, self._timeout)
+
+        async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+            try:
+                await self._flush()
+            except httpcore.WriteError:
+                pass  # as httpcore does on a failed write: the server may have answered before it closed
+            return await self._stream.read(max_bytes, timeout)
+
+        async def aclose(self) -> None:
+            self._pending.clear()
+            await self._stream.aclose()
+
+        async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
+                            timeout: float | None = None) -> httpcore.AsyncNetworkStream:
+            await self._flush()
+            return Stream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
+
+        def get_extra_info(self, info: str) -> Any:
+            return self._stream.get_extra_info(info)
+
+    class Backend(httpcore.AsyncNetworkBackend):
+        def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
+            self._backend = backend
+
+        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                              local_address: str | None = None,
+                              socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+            return Stream(await self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
+
+        async def connect_unix_socket(self, path: str, timeout: float | None = None,
+                                      socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
+            return Stream(await self._backend.connect_unix_socket(path, timeout, socket_options))
+
+        async def sleep(self, seconds: float) -> None:
+            await self._backend.sleep(seconds)
+
+    pool._network_backend = Backend(backend)
 
 
 def _describe(exc: BaseException) -> str:
