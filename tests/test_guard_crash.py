@@ -20,6 +20,8 @@ import time
 import unittest
 from typing import Any
 
+from tests.support import integration
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HOST = os.path.join(ROOT, "tests", "guard_host.py")
 TINY = os.path.join(ROOT, "tests", "mcp_servers", "tiny_server.py")
@@ -212,10 +214,12 @@ class CrashTable:
         eq(self.noted(), [])
 
 
+@integration  # kills and restarts processes
 class LibraryCrashTest(CrashTable, unittest.TestCase):
     host = LibraryHost
 
 
+@integration  # kills and restarts processes
 class ProxyCrashTest(CrashTable, unittest.TestCase):
     host = ProxyHost
 

@@ -106,6 +106,7 @@ class HookTestCase(unittest.TestCase):
             return [json.loads(line) for line in handle]
 
 
+@integration  # the real command, a process per hook event
 class DecisionsTest(HookTestCase):
     def test_allow_deny_and_ask_as_the_policy_says_through_the_real_command(self) -> None:
         src = os.path.join(self.project, "src", "app.py")

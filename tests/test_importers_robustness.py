@@ -11,6 +11,7 @@ import os
 import unittest
 from typing import Any
 
+from tests.support import integration
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.importers import FORMATS
@@ -259,6 +260,7 @@ def _mutations(value: Any) -> list[Any]:
     return found
 
 
+@integration  # a fuzz over every fixture: seconds, not the unit tier's milliseconds
 class NoTracebackTest(unittest.TestCase):
     def test_non_string_type_fields(self) -> None:
         inputs = [
@@ -349,6 +351,7 @@ def _field_mutations(lines: list[Any], limit: int) -> list[list[Any]]:
     return found
 
 
+@integration  # a fuzz over every fixture: seconds, not the unit tier's milliseconds
 class FieldFuzzTest(unittest.TestCase):
     def test_any_field_of_any_fixture_as_another_type_never_raises(self) -> None:
         # JSON Lines fixtures too (Gemini CLI responses lines, Claude Code transcripts, stream-json).
@@ -447,6 +450,7 @@ def _otlp(start: bytes = b'"1"', number: bytes = b'"5"') -> bytes:
     return OTLP_TOOL_SPAN.replace(b"START", start).replace(b"INT", number)
 
 
+@integration  # a fuzz over every fixture: seconds, not the unit tier's milliseconds
 class NumberSpellingTest(unittest.TestCase):
     """`import otel` used to end in a traceback on "①", "--5" and a 5,000-digit number."""
 
