@@ -201,6 +201,22 @@ def _have(*modules: str) -> bool:
         return False
 
 
+def otlp_json(spans: Any) -> Any:
+    """Finished SDK spans as OTLP/JSON, as the OTLP exporter encodes them (its protobuf's JSON mapping has
+    base64 ids; OTLP/JSON writes them in hex)."""
+    from google.protobuf.json_format import MessageToDict
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    document: Any = MessageToDict(encode_spans(spans))
+    for resource in document["resourceSpans"]:
+        for scope in resource["scopeSpans"]:
+            for span in scope["spans"]:
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return document
+
+
 def _otlp_to_proto3_json(document: Any) -> Any:
     """OTLP/JSON writes ids as hex; the protobuf JSON mapping wants base64 (what OTLP receivers convert)."""
     for resource in document["resourceSpans"]:
@@ -241,8 +257,6 @@ class OpenTelemetryPackagesTest(unittest.TestCase):
             _have("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common"),
             "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common are not installed",
         )
-        from google.protobuf.json_format import MessageToDict
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -258,13 +272,7 @@ class OpenTelemetryPackagesTest(unittest.TestCase):
                               "gen_ai.tool.call.result": result}
                 with tracer.start_as_current_span("execute_tool get_weather", attributes=attributes):
                     pass
-        document = MessageToDict(encode_spans(exporter.get_finished_spans()))
-        for resource in document["resourceSpans"]:  # proto3 JSON -> OTLP/JSON: hex ids
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in span:
-                            span[key] = base64.b64decode(span[key]).hex()
+        document = otlp_json(exporter.get_finished_spans())
         # Each record's meta is its span's start and duration (the SDK's clock, in nanoseconds).
         tools = [span for span in exporter.get_finished_spans() if span.name.startswith("execute_tool")]
         metas = [

@@ -15,7 +15,6 @@ list with two model responses; Gemini contents with parallel `functionCall` part
 
 from __future__ import annotations
 
-import base64
 import io
 import json
 import os
@@ -24,7 +23,7 @@ import unittest
 from typing import Any
 
 from tests.support import require
-from tests.test_export_otel import _have
+from tests.test_export_otel import _have, otlp_json
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.format.records import read_session
@@ -322,8 +321,6 @@ class OpenTelemetryTest(unittest.TestCase):
         # The real SDK: a chat span whose output asks for two calls, then their execute_tool spans.
         require(_have("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.common"),
                 "opentelemetry-sdk and opentelemetry-exporter-otlp-proto-common are not installed")
-        from google.protobuf.json_format import MessageToDict
-        from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import SimpleSpanProcessor
         from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -332,13 +329,7 @@ class OpenTelemetryTest(unittest.TestCase):
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         _weather_agent(provider)
-        document = MessageToDict(encode_spans(exporter.get_finished_spans()))
-        for resource in document["resourceSpans"]:  # proto3 JSON -> OTLP/JSON: hex ids
-            for scope in resource["scopeSpans"]:
-                for span in scope["spans"]:
-                    for key in ("traceId", "spanId", "parentSpanId"):
-                        if key in span:
-                            span[key] = base64.b64decode(span[key]).hex()
+        document = otlp_json(exporter.get_finished_spans())
         code, out, err = _run("otel", json.dumps(document).encode("utf-8"))
         self.assertEqual((code, err), (0, ""))
         tools = [span for span in exporter.get_finished_spans() if span.name.startswith("execute_tool")]
