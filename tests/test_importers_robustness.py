@@ -235,6 +235,16 @@ class RealLogShapesTest(unittest.TestCase):
         self.assertEqual(_run("openai-chat", b'[{"role": "user", "content": "hi"}]'), (0, "", ""))
 
 
+def _replaced(value: Any, path: tuple[Any, ...], replacement: Any) -> Any:
+    """A copy of `value` with the member at `path` (keys and indices) set to `replacement`."""
+    copy = json.loads(json.dumps(value))
+    target = copy
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = replacement
+    return copy
+
+
 def _mutations(value: Any) -> list[Any]:
     """Copies of a parsed document with one `type`, `role` or `id` field (anywhere) made non-string."""
     found: list[Any] = []
@@ -251,12 +261,7 @@ def _mutations(value: Any) -> list[Any]:
             stack.extend((member, (*path, index)) for index, member in enumerate(item))
     for path in paths[:40]:
         for replacement in ([], {}, 1, None, True):
-            copy = json.loads(json.dumps(value))
-            target = copy
-            for step in path[:-1]:
-                target = target[step]
-            target[path[-1]] = replacement
-            found.append(copy)
+            found.append(_replaced(value, path, replacement))
     return found
 
 
@@ -342,12 +347,7 @@ def _field_mutations(lines: list[Any], limit: int) -> list[list[Any]]:
     found = []
     for path in sorted(paths, key=str)[::step][:limit]:
         for replacement in ([], {}, None, "x", [{}]):
-            copy = json.loads(json.dumps(lines))
-            target = copy
-            for key in path[:-1]:
-                target = target[key]
-            target[path[-1]] = replacement
-            found.append(copy)
+            found.append(_replaced(lines, path, replacement))
     return found
 
 
@@ -431,12 +431,7 @@ def _number_mutations(value: Any, limit: int = 12) -> list[Any]:
     found = []
     for path in sorted(paths, key=str)[:limit]:
         for replacement in ODD_NUMBERS:
-            copy = json.loads(json.dumps(value))
-            target = copy
-            for step in path[:-1]:
-                target = target[step]
-            target[path[-1]] = replacement
-            found.append(copy)
+            found.append(_replaced(value, path, replacement))
     return found
 
 
