@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -152,7 +153,9 @@ class DecisionsTest(HookTestCase):
     def test_print_settings(self) -> None:
         code, out, err = run("hook", "claude-code", "--policy", ".claude/policy.json", "--records",
                              ".claude/toolreplay records", "--print-settings")
-        command = "toolreplay hook claude-code --policy .claude/policy.json --records '.claude/toolreplay records'"
+        client = shlex.quote(os.path.join(ROOT, "toolreplay", "cli", "hook_client.py"))
+        command = (f"{shlex.quote(sys.executable)} -S {client} claude-code --policy .claude/policy.json "
+                   "--records '.claude/toolreplay records'")
         entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
         self.assertEqual((code, err), (0, ""))
         self.assertEqual(json.loads(out), {"hooks": {"PreToolUse": entry, "PostToolUse": entry,
@@ -375,7 +378,8 @@ class RedactionTest(HookTestCase):
         code, out, _ = run("hook", "claude-code", "--policy", "p.json", "--records", "r", "--redact-key",
                            "my key", "--print-settings")
         self.assertEqual((code, json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]),
-                         (0, "toolreplay hook claude-code --policy p.json --records r --redact-key 'my key'"))
+                         (0, f"{shlex.quote(sys.executable)} -S {os.path.join(ROOT, 'toolreplay', 'cli', 'hook_client.py')} "
+                             "claude-code --policy p.json --records r --redact-key 'my key'"))
 
 
 class BadInputTest(HookTestCase):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -48,9 +49,14 @@ def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
         raise UsageError("hook claude-code needs --policy FILE and --records DIR")
     if args.print_settings:
         import shlex
+        import sys
+
+        from toolreplay.cli import hook_client
 
         policy, records = shlex.quote(args.policy), shlex.quote(args.records)
-        command = f"toolreplay hook claude-code --policy {policy} --records {records}"
+        # the fast command: Python without `site`, the hook server's client (docs/hooks.md)
+        command = (f"{shlex.quote(sys.executable)} -S {shlex.quote(os.path.abspath(hook_client.__file__))} "
+                   f"claude-code --policy {policy} --records {records}")
         if args.redact_key is not None:
             command += f" --redact-key {shlex.quote(args.redact_key)}"
         from toolreplay.guard.claude_hook import settings_snippet

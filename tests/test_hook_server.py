@@ -1,0 +1,253 @@
+"""The hook server and its fast client: what `hook claude-code --print-settings` registers.
+
+The client (toolreplay/cli/hook_client.py, run by `python -S`) hands each event to the records folder's
+server, or handles it itself when no server took it; the answers are the command line's own. The fake
+servers here are sockets that misbehave on purpose: one that takes the event and ends before answering
+(the call must be blocked, never handled twice), one that closes without taking it (the client decides).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import unittest
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from tests.support import integration
+from tests.test_cli import run
+from tests.test_hook_claude_code import ALLOW, ASK, ROOT, HookTestCase, decision
+from toolreplay.cli import hook_client, hook_server
+
+PATIENCE = 60.0  # seconds a test waits for a server to start or end: the machine's load, not the verdict
+SERVER_FILES = [".toolreplay-hook.lock", ".toolreplay-hook.sock"]
+
+
+def wait_for(condition: Any, what: str) -> None:
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {PATIENCE:.0f} s for {what}")
+        time.sleep(0.02)
+
+
+class ClientPartsTest(unittest.TestCase):
+    def test_plain_options(self) -> None:
+        self.assertEqual(hook_client.plain_options(["claude-code", "--policy", "p.json", "--records", "r"]),
+                         {"--policy": "p.json", "--records": "r"})
+        for arguments in (["claude-code", "--policy", "p"], ["claude-code", "--policy", "p", "--records", "-r"],
+                          ["claude-code", "--policy", "p", "--records", "r", "--policy", "q"],
+                          ["claude-code", "--policy", "p", "--records", "r", "--print-settings"],
+                          ["gemini", "--policy", "p", "--records", "r"], []):
+            with self.subTest(arguments=arguments):
+                self.assertIsNone(hook_client.plain_options(arguments))
+
+    def test_socket_path(self) -> None:
+        self.assertEqual(hook_client.socket_path("/r/records/", "/home/me"), "/r/records/.toolreplay-hook.sock")
+        self.assertEqual(hook_client.socket_path("records", "/home/me/"), "/home/me/records/.toolreplay-hook.sock")
+
+    def test_identity_is_the_version_and_the_installed_package(self) -> None:
+        from toolreplay import __version__
+
+        self.assertEqual(hook_client.identity(), f"{__version__} {ROOT}".encode())
+
+
+class HookServerTestCase(HookTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.socket = os.path.join(self.records, hook_client.SOCKET_NAME)
+        self.addCleanup(self.stop_server)
+
+    def stop_server(self) -> None:
+        if os.path.lexists(self.socket):
+            os.unlink(self.socket)  # a server sees its socket gone and ends within a quarter of a second
+
+    def fast_command(self) -> list[str]:
+        code, out, _ = run("hook", "claude-code", "--policy", self.policy, "--records", self.records,
+                           "--print-settings")
+        self.assertEqual(code, 0)
+        return shlex.split(json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
+
+    def fast(self, payload: dict[str, Any] | bytes) -> tuple[int, str, str]:
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        done = subprocess.run(self.fast_command(), input=data, capture_output=True, cwd=self.project,
+                              timeout=PATIENCE, check=False)
+        return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+    def start_server(self) -> threading.Thread:
+        thread = threading.Thread(target=hook_server.serve, args=(self.records, 600.0), daemon=True)
+        thread.start()
+        wait_for(lambda: os.path.exists(self.socket), "the hook server's socket")
+        self.addCleanup(thread.join, PATIENCE)
+        self.addCleanup(self.stop_server)  # first: the server ends, then it is joined
+        return thread
+
+
+class ServerInThreadTest(HookServerTestCase):
+    """The server in a thread of the test, answering the protocol directly."""
+
+    def request(self, arguments: list[str], data: bytes, identity: bytes | None = None) -> bytes:
+        fields = [hook_client.PROTOCOL, identity or hook_client.identity(), self.project.encode(),
+                  str(len(arguments)).encode(), *(argument.encode() for argument in arguments)]
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.socket)
+            connection.sendall(b"\0".join(fields) + b"\0" + data)
+            connection.shutdown(socket.SHUT_WR)
+            chunks = []
+            while chunk := connection.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+    def test_the_server_answers_as_the_command_line_does(self) -> None:
+        self.start_server()
+        arguments = ["claude-code", "--policy", self.policy, "--records", self.records]
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_1")).encode()
+        self.assertEqual(self.request(arguments, payload), b"A0\0" + str(len(ALLOW)).encode() + b"\0" + ALLOW.encode())
+        error = b"error: toolreplay hook: hook input is not a JSON object (invalid JSON)\n"
+        self.assertEqual(self.request(arguments, b"{"), b"A2\x000\0" + error)
+        post = self.payload("PostToolUse", "Bash", {"command": "ls"}, "toolu_1", tool_response={"stdout": "a\n"})
+        self.assertEqual(self.request(arguments, json.dumps(post).encode()), b"A0\x000\0")
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        self.assertEqual([line["response"] for line in self.lines()], [{"stdout": "a\n"}])
+        self.assertEqual(os.stat(self.socket).st_mode & 0o777, 0o600)
+
+    def test_another_version_is_told_v_and_the_server_ends(self) -> None:
+        thread = self.start_server()
+        self.assertEqual(self.request(["claude-code"], b"{}", identity=b"0.0.1 /elsewhere"), b"V")
+        thread.join(PATIENCE)
+        self.assertFalse(thread.is_alive())
+        self.assertFalse(os.path.exists(self.socket))
+
+    def test_a_malformed_request_is_closed_without_an_answer(self) -> None:
+        self.start_server()
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.socket)
+            connection.sendall(b"GET / HTTP/1.1\r\n\r\n")
+            connection.shutdown(socket.SHUT_WR)
+            self.assertEqual(connection.recv(10), b"")
+        self.assertEqual(sorted(os.listdir(self.records)), SERVER_FILES)
+        self.assertFalse(os.path.exists(self.record))
+
+    def test_one_server_per_folder_and_it_ends_when_idle_or_its_socket_goes(self) -> None:
+        thread = self.start_server()
+        self.assertEqual(hook_server.serve(self.records), 0)  # a second one: the folder has its server
+        os.unlink(self.socket)
+        thread.join(PATIENCE)
+        self.assertFalse(thread.is_alive())
+        idle = threading.Thread(target=hook_server.serve, args=(self.records, 0.1), daemon=True)
+        idle.start()
+        idle.join(PATIENCE)
+        self.assertFalse(idle.is_alive())
+        self.assertEqual(sorted(os.listdir(self.records)), SERVER_FILES[:1])
+
+
+@integration  # processes: the fast client, Python without site, and the server it starts
+class FastHookTest(HookServerTestCase):
+    def test_print_settings_registers_the_fast_client(self) -> None:
+        client = os.path.join(ROOT, "toolreplay", "cli", "hook_client.py")
+        self.assertEqual(self.fast_command(), [sys.executable, "-S", client, "claude-code", "--policy", self.policy,
+                                               "--records", self.records])
+
+    def test_the_first_event_starts_the_server_and_every_answer_is_the_command_lines(self) -> None:
+        cases = [("Bash", {"command": "ls"}, ALLOW),
+                 ("Bash", {"command": "rm -rf /"}, decision("deny", "toolreplay: denied by rule no-rm: no rm -rf")),
+                 ("Bash", {"command": "git push"}, ASK),
+                 ("Grep", {"pattern": "x"}, decision("deny", "toolreplay: tool not allowed: Grep"))]
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Bash", {"command": "pwd"}, "toolu_0")), (0, ALLOW, ""))
+        wait_for(lambda: os.path.exists(self.socket), "the server the first event started")
+        for number, (tool, args, expected) in enumerate(cases, 1):
+            with self.subTest(tool=tool, args=args):
+                self.assertEqual(self.fast(self.payload("PreToolUse", tool, args, f"toolu_{number}")),
+                                 (0, expected, ""))
+        self.assertEqual(self.fast(self.payload("PostToolUse", "Bash", {"command": "ls"}, "toolu_1",
+                                                tool_response={"stdout": "a\n"})), (0, "", ""))
+        self.assertEqual(self.fast(b"{"), (2, "", "error: toolreplay hook: hook input is not a JSON object "
+                                                  "(invalid JSON)\n"))
+        self.assertTrue(os.path.exists(self.socket))
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        calls = [(line["tool"], line["meta"]["call_id"]) for line in self.lines()]
+        self.assertEqual(calls, [("Bash", "toolu_2"), ("Grep", "toolu_4"), ("Bash", "toolu_1")])
+
+    def test_relative_paths_are_the_clients(self) -> None:
+        shutil.copy(self.policy, os.path.join(self.project, "policy.json"))
+        os.mkdir(os.path.join(self.project, "records"))
+        command = self.fast_command()
+        command[command.index("--policy") + 1] = "policy.json"
+        command[command.index("--records") + 1] = "records"
+        for number in range(2):  # the first in its own process, the second through the server
+            payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": f"echo {number}"}, f"t{number}"))
+            done = subprocess.run(command, input=payload.encode(), capture_output=True, cwd=self.project,
+                                  timeout=PATIENCE, check=False)
+            self.assertEqual((done.returncode, done.stdout.decode(), done.stderr.decode()), (0, ALLOW, ""))
+            if number == 0:
+                self.socket = os.path.join(self.project, "records", hook_client.SOCKET_NAME)
+                wait_for(lambda: os.path.exists(self.socket), "the server")
+        with open(os.path.join(self.project, "records", self.session + ".pending"), encoding="utf-8") as handle:
+            self.assertEqual(sorted(json.load(handle)), ["t0", "t1"])
+
+    def test_eight_concurrent_hook_processes_through_the_server(self) -> None:
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Read", {"file_path": "x"}, "toolu_r")), (0, ALLOW, ""))
+        wait_for(lambda: os.path.exists(self.socket), "the server")
+
+        def pair(number: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+            args = {"command": f"echo {number}"}
+            return (self.fast(self.payload("PreToolUse", "Bash", args, f"toolu_{number}")),
+                    self.fast(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
+                                           tool_response={"stdout": f"{number}\n"})))
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(pair, range(8)))
+        self.assertEqual(results, [((0, ALLOW, ""), (0, "", ""))] * 8)
+        lines = self.lines()
+        self.assertEqual(sorted(line["meta"]["call_id"] for line in lines), [f"toolu_{n}" for n in range(8)])
+        self.assertEqual([line["index"] for line in lines], list(range(8)))
+        for line in lines:
+            self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
+    def fake_server(self, answer: bytes | None) -> threading.Thread:
+        """A socket that reads the whole request, sends `answer` (None: nothing) and closes."""
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(self.socket)
+        listener.listen(1)
+
+        def serve_once() -> None:
+            with listener:
+                connection, _ = listener.accept()
+                with connection:
+                    while connection.recv(65536):
+                        pass
+                    if answer is not None:
+                        connection.sendall(answer)
+
+        thread = threading.Thread(target=serve_once, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, PATIENCE)
+        return thread
+
+    def test_a_server_that_took_the_event_and_ended_blocks_the_call(self) -> None:
+        self.fake_server(b"A")
+        payload = self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_1")
+        self.assertEqual(self.fast(payload), (2, "", "error: toolreplay hook: the hook server ended before it "
+                                                     "answered; the call is blocked\n"))
+        self.assertFalse(os.path.exists(self.record))  # never handled twice: the client did not decide it
+
+    def test_a_server_that_did_not_take_the_event_leaves_it_to_the_client(self) -> None:
+        for answer in (None, b"V"):
+            with self.subTest(answer=answer):
+                self.fake_server(answer)
+                payload = self.payload("PreToolUse", "Bash", {"command": "rm -rf /"}, f"toolu_{answer!r}")
+                self.assertEqual(self.fast(payload), (0, decision("deny", "toolreplay: denied by rule no-rm: no rm -rf"), ""))
+                os.unlink(self.socket)
+        self.assertEqual([line["meta"]["outcome"] for line in self.lines()], ["refused", "refused"])
+
+
+if __name__ == "__main__":
+    unittest.main()
