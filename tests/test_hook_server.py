@@ -8,11 +8,14 @@ servers here are sockets that misbehave on purpose: one that takes the event and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shlex
 import shutil
+import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -211,6 +214,44 @@ class FastHookTest(HookServerTestCase):
         for line in lines:
             self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
+    def server_pid(self) -> int:
+        """The pid of the process listening on the socket (its peer credentials)."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.socket)
+            pid, _, _ = struct.unpack("3i", connection.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                  struct.calcsize("3i")))
+        return int(pid)
+
+    def test_a_server_killed_while_it_decides_blocks_the_call_and_the_next_event_starts_another(self) -> None:
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Read", {"file_path": "x"}, "toolu_r")), (0, ALLOW, ""))
+        wait_for(lambda: os.path.exists(self.socket), "the server")
+        pid = self.server_pid()
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_k")).encode()
+        with open(os.path.join(self.records, self.session + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the server takes the event, then waits for the session's lock
+            event = os.path.join(self.directory, "event.json")
+            with open(event, "wb") as handle:
+                handle.write(payload)
+            with open(event, "rb") as stdin:
+                client = subprocess.Popen(self.fast_command(), stdin=stdin, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, cwd=self.project)
+            self.assertRaises(subprocess.TimeoutExpired, client.wait, 1)
+            os.kill(pid, signal.SIGKILL)
+            out, err = client.communicate(timeout=PATIENCE)
+        self.assertEqual((client.returncode, out, err), (2, b"", b"error: toolreplay hook: the hook server ended "
+                                                                b"before it answered; the call is blocked\n"))
+        with open(os.path.join(self.records, self.session + ".pending"), encoding="utf-8") as handle:
+            self.assertEqual(sorted(json.load(handle)), ["toolu_r"])  # the killed event left nothing
+        # the socket is left behind, dead: the next event decides itself and starts a new server
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_2")), (0, ALLOW, ""))
+        wait_for(lambda: self.alive_server(pid), "a new server")
+
+    def alive_server(self, old: int) -> bool:
+        try:
+            return self.server_pid() != old
+        except OSError:
+            return False
 
     def fake_server(self, answer: bytes | None) -> threading.Thread:
         """A socket that reads the whole request, sends `answer` (None: nothing) and closes."""
