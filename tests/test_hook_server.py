@@ -253,6 +253,16 @@ class FastHookTest(HookServerTestCase):
         except OSError:
             return False
 
+    def test_a_records_folder_too_deep_for_a_socket_has_no_server(self) -> None:
+        deep = os.path.join(self.directory, *["d" * 40] * 3)
+        os.makedirs(deep)
+        self.records = deep
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_1")), (0, ALLOW, ""))
+        self.assertEqual(self.fast(self.payload("PostToolUse", "Bash", {"command": "ls"}, "toolu_1",
+                                                tool_response={"stdout": "a\n"})), (0, "", ""))
+        self.assertEqual(sorted(os.listdir(deep)), [self.session + ".jsonl", self.session + ".lock"])
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+
     def fake_server(self, answer: bytes | None) -> threading.Thread:
         """A socket that reads the whole request, sends `answer` (None: nothing) and closes."""
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -39,6 +39,9 @@ SOCKET_NAME = ".toolreplay-hook.sock"
 # timeout, which Claude Code does not count as a refusal).
 ANSWER_SECONDS = 50.0
 _OPTIONS = ("--policy", "--records", "--redact-key")
+# The longest Unix socket path (sun_path holds 108 bytes on Linux, 104 on macOS, with its final NUL): a
+# records folder deeper than that has no server, and every event is handled in its own process.
+MAX_SOCKET_PATH = 103
 
 
 def identity() -> bytes:
@@ -73,6 +76,8 @@ def main(arguments: list[str]) -> int:
     data = sys.stdin.buffer.read()
     cwd = posix.getcwd()
     path = socket_path(options["--records"], cwd)
+    if len(path.encode("utf-8", "surrogateescape")) > MAX_SOCKET_PATH:  # no server can listen there
+        return _in_process(arguments, data)
     import _socket
 
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
