@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import unittest
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -105,6 +106,25 @@ class HookTestCase(unittest.TestCase):
     def lines(self) -> list[dict[str, Any]]:
         with open(self.record, encoding="utf-8") as handle:
             return [json.loads(line) for line in handle]
+
+    def assert_eight_concurrent_pairs(self, hook: Callable[[dict[str, Any]], tuple[int, str, str]]) -> None:
+        """Eight PreToolUse/PostToolUse pairs of one session at once, each event a `hook` process: every call
+        recorded once, with its own response, in one intact chain."""
+        def pair(number: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
+            args = {"command": f"echo {number}"}
+            return (hook(self.payload("PreToolUse", "Bash", args, f"toolu_{number}")),
+                    hook(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
+                                      tool_response={"stdout": f"{number}\n"})))
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(pair, range(8)))
+        self.assertEqual(results, [((0, ALLOW, ""), (0, "", ""))] * 8)
+        lines = self.lines()
+        self.assertEqual(sorted(line["meta"]["call_id"] for line in lines), [f"toolu_{n}" for n in range(8)])
+        self.assertEqual([line["index"] for line in lines], list(range(8)))
+        for line in lines:
+            self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
+        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
 
 @integration  # the real command, a process per hook event
@@ -216,21 +236,7 @@ class RecordTest(HookTestCase):
 @integration
 class ConcurrencyTest(HookTestCase):
     def test_eight_concurrent_hook_processes_on_one_session(self) -> None:
-        def pair(number: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
-            args = {"command": f"echo {number}"}
-            return (self.hook(self.payload("PreToolUse", "Bash", args, f"toolu_{number}")),
-                    self.hook(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
-                                           tool_response={"stdout": f"{number}\n"})))
-
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(pair, range(8)))
-        self.assertEqual(results, [((0, ALLOW, ""), (0, "", ""))] * 8)
-        lines = self.lines()
-        self.assertEqual(sorted(line["meta"]["call_id"] for line in lines), [f"toolu_{n}" for n in range(8)])
-        self.assertEqual([line["index"] for line in lines], list(range(8)))
-        for line in lines:
-            self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
-        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        self.assert_eight_concurrent_pairs(self.hook)
         self.assertEqual(sorted(os.listdir(self.records)), [self.session + ".jsonl", self.session + ".lock"])
 
     def test_a_hook_process_killed_while_it_waits_leaves_nothing_behind(self) -> None:

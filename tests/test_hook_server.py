@@ -21,7 +21,6 @@ import sys
 import threading
 import time
 import unittest
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tests.support import integration
@@ -199,21 +198,7 @@ class FastHookTest(HookServerTestCase):
         self.assertEqual(self.fast(self.payload("PreToolUse", "Read", {"file_path": "x"}, "toolu_r")), (0, ALLOW, ""))
         wait_for(lambda: os.path.exists(self.socket), "the server")
 
-        def pair(number: int) -> tuple[tuple[int, str, str], tuple[int, str, str]]:
-            args = {"command": f"echo {number}"}
-            return (self.fast(self.payload("PreToolUse", "Bash", args, f"toolu_{number}")),
-                    self.fast(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
-                                           tool_response={"stdout": f"{number}\n"})))
-
-        with ThreadPoolExecutor(8) as pool:
-            results = list(pool.map(pair, range(8)))
-        self.assertEqual(results, [((0, ALLOW, ""), (0, "", ""))] * 8)
-        lines = self.lines()
-        self.assertEqual(sorted(line["meta"]["call_id"] for line in lines), [f"toolu_{n}" for n in range(8)])
-        self.assertEqual([line["index"] for line in lines], list(range(8)))
-        for line in lines:
-            self.assertEqual(line["response"], {"stdout": line["args"]["command"][5:] + "\n"})
-        self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
+        self.assert_eight_concurrent_pairs(self.fast)
 
     def server_pid(self) -> int:
         """The pid of the process listening on the socket (its peer credentials)."""
