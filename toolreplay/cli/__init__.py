@@ -66,10 +66,10 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
     io = io or IO.from_sys()
     try:
         arguments = list(sys.argv[1:] if argv is None else argv)
-        if arguments[:2] == ["hook", "claude-code"]:  # a new process per tool call: spare it argparse
-            from toolreplay.cli.hook import run_plain_hook
+        if arguments[:1] == ["hook"] and arguments[1:2] in (["claude-code"], ["gemini-cli"]):
+            from toolreplay.cli.hook import run_plain_hook  # a new process per tool call: spare it argparse
 
-            plain = run_plain_hook(arguments[2:], io)
+            plain = run_plain_hook(arguments[2:], io, arguments[1])
             if plain is not None:
                 io.stdout.flush()
                 return plain

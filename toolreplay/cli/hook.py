@@ -1,4 +1,4 @@
-"""The hook command: the guard as an agent's hook (docs/hooks.md); today Claude Code's."""
+"""The hook command: the guard as an agent's hooks (docs/hooks.md): Claude Code's and Gemini CLI's."""
 
 from __future__ import annotations
 
@@ -26,10 +26,21 @@ _EXIT_CODES = """exit codes (Claude Code's hook contract):
   2  the hook cannot decide or record (bad input, a policy that does not load, a record that cannot be
      written): one line on stderr; Claude Code blocks the tool call and shows the line to the model"""
 
+_GEMINI_EXIT_CODES = """exit codes (Gemini CLI's hook contract):
+  0  decided: BeforeTool prints its decision as JSON on stdout ({"decision": "allow"} or {"decision": "deny",
+     "reason": ...}); a call the policy wants confirmed is denied (Gemini CLI hooks cannot ask); other events
+     print nothing
+  2  the hook cannot decide or record (bad input, a policy that does not load, a record that cannot be
+     written): one line on stderr; Gemini CLI blocks the tool call (or hides its result, for AfterTool) and
+     gives the line to the model"""
 
-def run_plain_hook(arguments: Sequence[str], io: IO) -> int | None:
-    """Run `hook claude-code` when its arguments are plain (each option once, with a value that is not
-    an option), without building the argument parser; None for anything else (help, --print-settings,
+# The agents the command serves (toolreplay.guard.claude_hook.AGENTS has their profiles).
+AGENTS = ("claude-code", "gemini-cli")
+
+
+def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code") -> int | None:
+    """Run `hook AGENT` (claude-code or gemini-cli) when its arguments are plain (each option once, with a
+    value that is not an option), without building the argument parser; None for anything else (help, --print-settings,
     a typo), which the full parser then handles and reports."""
     options: dict[str, str] = {}
     if len(arguments) % 2:
@@ -40,13 +51,13 @@ def run_plain_hook(arguments: Sequence[str], io: IO) -> int | None:
         options[name] = value
     if "--policy" not in options or "--records" not in options:
         return None
-    return _run_claude_code(SimpleNamespace(policy=options["--policy"], records=options["--records"],
-                                            redact_key=options.get("--redact-key"), print_settings=False), io)
+    return _run(SimpleNamespace(agent=agent, policy=options["--policy"], records=options["--records"],
+                                redact_key=options.get("--redact-key"), print_settings=False), io)
 
 
-def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
+def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     if args.policy is None or args.records is None:
-        raise UsageError("hook claude-code needs --policy FILE and --records DIR")
+        raise UsageError(f"hook {args.agent} needs --policy FILE and --records DIR")
     if args.print_settings:
         import shlex
         import sys
@@ -56,21 +67,24 @@ def _run_claude_code(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
         policy, records = shlex.quote(args.policy), shlex.quote(args.records)
         # the fast command: Python without `site`, the hook server's client (docs/hooks.md)
         command = (f"{shlex.quote(sys.executable)} -S {shlex.quote(os.path.abspath(hook_client.__file__))} "
-                   f"claude-code --policy {policy} --records {records}")
+                   f"{args.agent} --policy {policy} --records {records}")
         if args.redact_key is not None:
             command += f" --redact-key {shlex.quote(args.redact_key)}"
+        from toolreplay.guard.claude_hook import AGENTS as PROFILES
         from toolreplay.guard.claude_hook import settings_snippet
 
-        io.stdout.write(json.dumps(settings_snippet(command), indent=2) + "\n")
+        io.stdout.write(json.dumps(settings_snippet(command, PROFILES[args.agent]), indent=2) + "\n")
         return 0
+    from toolreplay.guard.claude_hook import AGENTS as PROFILES
     from toolreplay.guard.claude_hook import HookError, handle_hook
 
+    agent = PROFILES[args.agent]
     try:
-        answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key)
+        answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key, agent)
     except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
         io.stderr.write(f"error: toolreplay hook: {escape_text(str(exc))}\n")
         return 2
-    output: Any = answer.output()
+    output: Any = agent.output(answer)
     if output is not None:
         io.stdout.write(json.dumps(output, ensure_ascii=True, sort_keys=True) + "\n")
     return 0
@@ -84,15 +98,22 @@ def register(subparsers: Any) -> None:
                                    epilog=_EXIT_CODES)
     agents = parser.add_subparsers(dest="agent", metavar="AGENT", parser_class=type(parser))
     agents.required = True
-    claude = agents.add_parser(
-        "claude-code", help="Claude Code hooks: PreToolUse, PostToolUse, PostToolUseFailure, SessionEnd",
-        usage="toolreplay hook claude-code --policy POLICY --records DIR [--redact-key FILE] [--print-settings]",
-        epilog=_EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    claude.add_argument("--policy", metavar="POLICY", help="permission file (its root defaults to the project: cwd)")
-    claude.add_argument("--records", metavar="DIR", help="folder of the sealed records, one SESSION_ID.jsonl each")
-    claude.add_argument("--redact-key", metavar="FILE",
-                        help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
-                             "secrets are replaced by a keyed hash before they are recorded")
-    claude.add_argument("--print-settings", action="store_true",
-                        help="print the settings.json hooks block that runs this command, and exit")
-    claude.set_defaults(run=_run_claude_code)
+    helps = {"claude-code": ("Claude Code hooks: PreToolUse, PostToolUse, PostToolUseFailure, SessionEnd",
+                             _EXIT_CODES),
+             "gemini-cli": ("Gemini CLI hooks: BeforeTool, AfterTool, SessionEnd", _GEMINI_EXIT_CODES)}
+    for name in AGENTS:
+        help_line, epilog = helps[name]
+        agent = agents.add_parser(
+            name, help=help_line,
+            usage=f"toolreplay hook {name} --policy POLICY --records DIR [--redact-key FILE] [--print-settings]",
+            epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        agent.add_argument("--policy", metavar="POLICY",
+                           help="permission file (its root defaults to the project: cwd)")
+        agent.add_argument("--records", metavar="DIR",
+                           help="folder of the sealed records, one SESSION_ID.jsonl each")
+        agent.add_argument("--redact-key", metavar="FILE",
+                           help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
+                                "secrets are replaced by a keyed hash before they are recorded")
+        agent.add_argument("--print-settings", action="store_true",
+                           help="print the settings.json hooks block that runs this command, and exit")
+        agent.set_defaults(run=_run)

@@ -1,15 +1,15 @@
-"""The hook's fast command (docs/hooks.md, "The hook server"): what `hook claude-code --print-settings` registers.
+"""The hook's fast command (docs/hooks.md, "The hook server"): what `hook AGENT --print-settings` registers.
 
-    python3 -S .../toolreplay/cli/hook_client.py claude-code --policy POLICY --records DIR [--redact-key FILE]
+    python3 -S .../toolreplay/cli/hook_client.py AGENT --policy POLICY --records DIR [--redact-key FILE]
 
-Claude Code starts a new process for every hook event. Started without `site` (`-S`) and as a script, this
-process loads almost nothing: it hands the event to the hook server of DIR (toolreplay/cli/hook_server.py,
-a process that has the guard loaded already) over the Unix socket DIR/.toolreplay-hook.sock and prints its
-answer. The server decides with exactly the code of `toolreplay hook claude-code`, so the answers and the
-record are the same bytes.
+AGENT is claude-code or gemini-cli. The agent starts a new process for every hook event. Started without
+`site` (`-S`) and as a script, this process loads almost nothing: it hands the event to the hook server of
+DIR (toolreplay/cli/hook_server.py, a process that has the guard loaded already) over the Unix socket
+DIR/.toolreplay-hook.sock and prints its answer. The server decides with exactly the code of
+`toolreplay hook AGENT`, so the answers and the record are the same bytes.
 
 - No server answers (none yet, or it ended after its idle time): this process starts one in the
-  background for the next events and handles this event itself, as `toolreplay hook claude-code` does.
+  background for the next events and handles this event itself, as `toolreplay hook AGENT` does.
 - The server received the event but ended before it answered: the call is blocked (exit 2, a line on
   stderr), because the server may have recorded it already; it is never handled twice.
 - The server runs another version of ToolReplay: it stops, and this process handles the event itself.
@@ -35,8 +35,8 @@ import posix  # noqa: E402 - after the path: the operating system's calls, loade
 PROTOCOL = b"toolreplay-hook/1"
 SOCKET_NAME = ".toolreplay-hook.sock"
 # How long a client waits for the server's answer once the server has the event; then it blocks the call
-# (Claude Code's own limit for a hook is 60 s: an answer must come before that, and a deny is safer than a
-# timeout, which Claude Code does not count as a refusal).
+# (Claude Code's and Gemini CLI's own limit for a hook is 60 s: an answer must come before that, and a deny
+# is safer than a timeout, which neither counts as a refusal).
 ANSWER_SECONDS = 50.0
 _OPTIONS = ("--policy", "--records", "--redact-key")
 # The longest Unix socket path (sun_path holds 108 bytes on Linux, 104 on macOS, with its final NUL): a
@@ -52,8 +52,9 @@ def identity() -> bytes:
 
 
 def plain_options(arguments: list[str]) -> dict[str, str] | None:
-    """`claude-code` and the options the hook takes, each once with a value; None for anything else."""
-    if arguments[:1] != ["claude-code"] or len(arguments) % 2 == 0:
+    """An agent (`claude-code`, `gemini-cli`) and the options the hook takes, each once with a value; None for
+    anything else."""
+    if arguments[:1] not in (["claude-code"], ["gemini-cli"]) or len(arguments) % 2 == 0:
         return None
     options: dict[str, str] = {}
     for name, value in zip(arguments[1::2], arguments[2::2], strict=True):
@@ -118,7 +119,7 @@ def _answer(answer: bytes, failure: OSError | None, arguments: list[str], data: 
         # the server did not take the event (it was stopping, ended, or runs another version): nothing of it
         # is recorded, so this process handles it
         return _in_process(arguments, data)
-    # the server may have recorded the event (or may still): never handle it twice; Claude Code blocks the
+    # the server may have recorded the event (or may still): never handle it twice; the agent blocks the
     # call and shows the line
     if isinstance(failure, TimeoutError):
         why = f"the hook server did not answer within {ANSWER_SECONDS:.0f} s"
@@ -154,7 +155,7 @@ def _in_process(arguments: list[str], data: bytes | None) -> int:
 
 
 def _start_server(records: str, cwd: str) -> None:
-    """Start DIR's hook server, detached: its own session, standard streams on /dev/null (Claude Code waits
+    """Start DIR's hook server, detached: its own session, standard streams on /dev/null (the agent waits
     for the hook's output to close), in the client's working folder (DIR may be relative)."""
     try:
         pid = posix.fork()

@@ -2,7 +2,7 @@
 
 A hook is a new process per tool call; most of its time would be Python loading the guard. The fast hook
 command (toolreplay/cli/hook_client.py) hands each event to this server over DIR/.toolreplay-hook.sock,
-and the server runs it through the command line's own `hook claude-code` (`toolreplay.cli.main`, with the
+and the server runs it through the command line's own `hook AGENT` (`toolreplay.cli.main`, with the
 event as standard input): the same decision, the same record, the same output bytes and exit code.
 
 - One server per folder: it holds DIR/.toolreplay-hook.lock (flock) while it runs; a second one exits.

@@ -1,7 +1,11 @@
-"""The guard as Claude Code hooks (docs/hooks.md): one short-lived process per hook event.
+"""The guard as an agent's hooks (docs/hooks.md, docs/hooks-gemini-cli.md): one short-lived process per event.
 
-Claude Code runs the hook command for each event with one JSON object on stdin. This module decides
-and records; the command line (toolreplay/cli/hook.py) reads stdin and writes the answer.
+Claude Code and Gemini CLI run the hook command for each event with one JSON object on stdin. This module
+decides and records for both, with one core: an `Agent` profile names the agent's events, the field of
+its call id (if it has one), its built-in writes, whether it can ask a person, and how the decision is
+printed. The command line (toolreplay/cli/hook.py) reads stdin and writes the answer.
+
+Claude Code's events (Gemini CLI's are BeforeTool, AfterTool and SessionEnd, the same steps):
 
 - **PreToolUse**: the gate decides on the call (allowlist, rules, budgets, unknown outcomes,
   idempotency; a call that needs confirmation is `ask`: Claude Code asks the person). A refusal is
@@ -16,6 +20,10 @@ One sealed session per Claude Code session: RECORDS/SESSION_ID.jsonl, beside it 
 gate's write-ahead intents) and .pending (the calls allowed and not yet completed: their held-back
 record). A PreToolUse whose Post never came leaves its write's intent open: an identical write is then
 refused as an unknown outcome until a person resolves it.
+
+Gemini CLI gives a call no id: an AfterTool completes the oldest pending BeforeTool of the session with the
+same tool_name and the same canonical tool_input (first in, first out), and the record has no
+`meta.call_id`. Its hooks cannot ask a person: a call the policy wants confirmed is denied.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,16 +49,17 @@ try:
 except ImportError:  # pragma: no cover - platform dependent
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["CLAUDE_CODE_WRITES", "EVENTS", "HookAnswer", "HookError", "handle_hook", "settings_snippet"]
-
-# The events the hook handles (the settings snippet registers exactly these).
-EVENTS = ("PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionEnd")
+__all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
+           "HookAnswer", "HookError", "handle_hook", "settings_snippet"]
 
 # Claude Code's built-in tools that change state: each call is a new action (running `npm test` twice
 # is two runs), so they are the gate's repeatable writes: an intent is synced before they run, and an
 # identical call after one that never completed is refused as an unknown outcome. The policy's
 # write_tools need confirmation (`ask`), its repeatable_tools are added to these.
 CLAUDE_CODE_WRITES = ("Bash", "Edit", "MultiEdit", "NotebookEdit", "Write")
+# Gemini CLI's built-in tools that change state (its tools reference: kind Execute or Edit, and the
+# memory tool), repeatable writes as Claude Code's.
+GEMINI_CLI_WRITES = ("replace", "run_shell_command", "save_memory", "write_file")
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _REASON_CHARS = 2000
@@ -61,7 +71,7 @@ class HookError(ToolReplayError):
 
 @dataclass(frozen=True, slots=True)
 class HookAnswer:
-    """What the hook answers: for PreToolUse a decision (allow, deny, ask) and the reason; else None."""
+    """What the hook answers: for the pre-tool event a decision (allow, deny, ask) and the reason; else None."""
 
     decision: str | None = None
     reason: str = ""
@@ -74,29 +84,74 @@ class HookAnswer:
                                        "permissionDecisionReason": self.reason}}
 
 
-def settings_snippet(command: str) -> dict[str, Any]:
-    """The `hooks` block of a Claude Code settings.json that runs `command` for the four events."""
-    entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
-    return {"hooks": {event: entry for event in EVENTS}}
+def _gemini_output(answer: HookAnswer) -> dict[str, Any] | None:
+    """The JSON Gemini CLI reads on stdout (BeforeTool only): `decision` allow or deny, and the `reason` the
+    model gets as the tool's error."""
+    if answer.decision is None:
+        return None
+    if answer.decision == "allow":
+        return {"decision": "allow"}
+    return {"decision": answer.decision, "reason": answer.reason}
 
 
-def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | None = None) -> HookAnswer:
-    """Decide on and record one hook event (the bytes Claude Code wrote on stdin); HookError when it cannot.
+@dataclass(frozen=True, slots=True)
+class Agent:
+    """What differs between agents' hook systems; the decision and the record are the same code."""
+
+    name: str
+    title: str
+    pre: str  # the event before a tool runs: the gate decides
+    post: str  # after it ran: the held-back record is written with the response
+    failure: str | None  # after it failed, when the agent has such an event
+    end: str  # the session ended: the record is checked and closed
+    call_id: str | None  # the input field of the call's id; None: a post event is paired first in, first out
+    writes: tuple[str, ...]  # the agent's built-in writes (repeatable)
+    can_ask: bool  # whether the agent can put a call to a person (else such a call is denied)
+    output: Callable[[HookAnswer], dict[str, Any] | None]
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """The events the hook handles (the settings snippet registers exactly these)."""
+        return (self.pre, self.post, *((self.failure,) if self.failure else ()), self.end)
+
+
+CLAUDE_CODE = Agent("claude-code", "Claude Code", "PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionEnd",
+                    "tool_use_id", CLAUDE_CODE_WRITES, True, HookAnswer.output)
+GEMINI_CLI = Agent("gemini-cli", "Gemini CLI", "BeforeTool", "AfterTool", None, "SessionEnd", None,
+                   GEMINI_CLI_WRITES, False, _gemini_output)
+AGENTS = {agent.name: agent for agent in (CLAUDE_CODE, GEMINI_CLI)}
+
+# Claude Code's events (kept for the callers of this name).
+EVENTS = CLAUDE_CODE.events
+
+
+def settings_snippet(command: str, agent: Agent = CLAUDE_CODE) -> dict[str, Any]:
+    """The `hooks` block of the agent's settings.json that runs `command` for its events (matcher `*`)."""
+    hook: dict[str, Any] = {"type": "command", "command": command}
+    if agent is GEMINI_CLI:
+        hook = {"name": "toolreplay", **hook}  # the name Gemini CLI's /hooks commands enable and disable
+    entry = [{"matcher": "*", "hooks": [hook]}]
+    return {"hooks": {event: entry for event in agent.events}}
+
+
+def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | None = None,
+                agent: Agent = CLAUDE_CODE) -> HookAnswer:
+    """Decide on and record one hook event (the bytes the agent wrote on stdin); HookError when it cannot.
     `redact_key` is the file of the key for the policy's `redact` section (as mcp-proxy's --redact-key):
     secrets are replaced by a keyed hash before anything is written."""
-    payload = _payload(data)
+    payload = _payload(data, agent)
     event = payload["hook_event_name"]
     session = payload["session_id"]
     base = os.path.join(records, session)
     if not os.path.isdir(records):
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
-        if event == "PreToolUse":
+        if event == agent.pre:
             policy = _load_policy(policy_path, payload)
-            return _pre(payload, policy, base, _redactor(policy, redact_key))
-        if event in ("PostToolUse", "PostToolUseFailure"):
+            return _pre(payload, policy, base, _redactor(policy, redact_key), agent)
+        if event != agent.end:
             # the response goes on record: with the policy's redaction, if it has one
-            _post(payload, base, _redactor(_load_policy(policy_path, payload), redact_key))
+            _post(payload, base, _redactor(_load_policy(policy_path, payload), redact_key), agent)
         else:
             _open(base).close()
         return HookAnswer()
@@ -104,7 +159,7 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
 
 # -- the input --------------------------------------------------------------------------------------
 
-def _payload(data: bytes) -> dict[str, Any]:
+def _payload(data: bytes, agent: Agent) -> dict[str, Any]:
     try:
         payload = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError):
@@ -112,22 +167,22 @@ def _payload(data: bytes) -> dict[str, Any]:
     if not isinstance(payload, dict):
         raise HookError("hook input is not a JSON object")
     event = payload.get("hook_event_name")
-    if event not in EVENTS:
+    if event not in agent.events:
         shown = json.dumps(event, ensure_ascii=True)[:60]
-        raise HookError(f"unknown hook event {shown} (handled: {', '.join(EVENTS)})")
+        raise HookError(f"unknown hook event {shown} (handled: {', '.join(agent.events)})")
     session = payload.get("session_id")
     if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
         raise HookError("session_id must be a plain file name (letters, digits, _ . -; up to 128)")
-    if event != "SessionEnd":
-        for field in ("tool_name", "tool_use_id"):
+    if event != agent.end:
+        for field in ("tool_name", *((agent.call_id,) if agent.call_id else ())):
             if not isinstance(payload.get(field), str) or not payload[field]:
                 raise HookError(f"{event} input has no {field}")
         if not isinstance(payload.get("tool_input"), dict):
             raise HookError(f"{event} input has no tool_input object")
-    if event == "PreToolUse":
+    if event == agent.pre:
         cwd = payload.get("cwd")
         if not isinstance(cwd, str) or not cwd.startswith("/"):
-            raise HookError("PreToolUse input has no absolute cwd")
+            raise HookError(f"{event} input has no absolute cwd")
     return payload
 
 
@@ -247,37 +302,45 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
 
 # -- the events -------------------------------------------------------------------------------------
 
-class _ClaudeCodeHost:
-    """The gate's host: Claude Code runs the tool after the hook answers, and asks the person itself."""
+class _AgentHost:
+    """The gate's host: the agent runs the tool after the hook answers, and asks the person itself if it can."""
 
     asked = False
+
+    def __init__(self, can_ask: bool) -> None:
+        self._can_ask = can_ask
 
     def refusal(self, tool: str) -> str | None:
         return None  # the policy's allowlist decides
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        return {}  # the response comes with PostToolUse; this record is held back
+        return {}  # the response comes with the post event; this record is held back
 
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
-        self.asked = True  # answered `ask`: Claude Code puts the exact call to the person
-        return True
+        self.asked = True
+        if not self._can_ask:  # Gemini CLI: no hook answer makes it ask; nobody said yes
+            from toolreplay.guard.gate import CannotConfirmError
+
+            raise CannotConfirmError("the agent's hooks cannot ask a person")
+        return True  # answered `ask`: Claude Code puts the exact call to the person
 
 
-def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor | None) -> HookAnswer:
+def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor | None, agent: Agent) -> HookAnswer:
     from toolreplay.guard.gate import Gate  # the decision needs it; Post and SessionEnd do not
 
-    tool, args, call_id = payload["tool_name"], payload["tool_input"], payload["tool_use_id"]
+    tool, args = payload["tool_name"], payload["tool_input"]
+    call_id = payload[agent.call_id] if agent.call_id else None
     pending = _read_pending(base)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
     # form (what the record holds), as in mcp-proxy
     recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor)
     assert isinstance(recorder, _HoldingRecorder)
     try:
-        if call_id in pending:
-            raise HookError(f"tool_use_id {json.dumps(call_id, ensure_ascii=True)[:80]} was already allowed "
+        if call_id is not None and call_id in pending:
+            raise HookError(f"{agent.call_id} {json.dumps(call_id, ensure_ascii=True)[:80]} was already allowed "
                             "and has not completed")
-        host = _ClaudeCodeHost()
-        gate = Gate(host, policy, recorder=recorder, repeatable=CLAUDE_CODE_WRITES)
+        host = _AgentHost(agent.can_ask)
+        gate = Gate(host, policy, recorder=recorder, repeatable=agent.writes)
         try:
             answer = gate.handle(tool, args, key=call_id, call_id=call_id)
         except ValueError as exc:
@@ -286,12 +349,20 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor 
             reason = answer.response.get("error") if answer.outcome != "cached" else None
             if not isinstance(reason, str):
                 reason = f"already ran: an identical {tool} call is on record and is not run again"
+            elif host.asked and not agent.can_ask:
+                reason += (f": the policy asks a person to confirm this call, and {agent.title} hooks cannot ask; "
+                           "it did not run")
             return HookAnswer("deny", "toolreplay: " + reason[:_REASON_CHARS])
         assert recorder.held is not None
         intent, meta = recorder.held
         # the arguments as the record will hold them: no secret waits in the pending file either
-        pending[call_id] = {"tool": tool, "args": args if redactor is None else redactor.args(args), "intent": intent,
-                            "meta": meta, "started_ns": time.time_ns()}
+        entry = {"tool": tool, "args": args if redactor is None else redactor.args(args), "intent": intent,
+                 "meta": meta, "started_ns": time.time_ns()}
+        if call_id is None:  # no id: the post event finds its call by tool and arguments, the oldest first
+            entry["seq"] = max((item.get("seq", 0) for item in pending.values() if isinstance(item, dict)),
+                               default=0) + 1
+            call_id = str(entry["seq"])
+        pending[call_id] = entry
         _write_pending(base, pending)
     finally:
         recorder.close()
@@ -300,16 +371,21 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor 
     return HookAnswer("allow", "toolreplay: allowed by the policy")
 
 
-def _post(payload: dict[str, Any], base: str, redactor: Redactor | None) -> None:
-    call_id = payload["tool_use_id"]
+def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent) -> None:
+    event = payload["hook_event_name"]
     pending = _read_pending(base)
-    entry = pending.get(call_id)
-    if not isinstance(entry, dict):
-        raise HookError(f"{payload['hook_event_name']} for tool_use_id "
-                        f"{json.dumps(call_id, ensure_ascii=True)[:80]} without a PreToolUse that allowed it")
-    if entry.get("tool") != payload["tool_name"]:
-        raise HookError(f"{payload['hook_event_name']} names another tool than its PreToolUse")
-    if payload["hook_event_name"] == "PostToolUse":
+    if agent.call_id is not None:
+        call_id = payload[agent.call_id]
+        entry = pending.get(call_id)
+        if not isinstance(entry, dict):
+            raise HookError(f"{event} for {agent.call_id} {json.dumps(call_id, ensure_ascii=True)[:80]} without a "
+                            f"{agent.pre} that allowed it")
+        if entry.get("tool") != payload["tool_name"]:
+            raise HookError(f"{event} names another tool than its {agent.pre}")
+    else:
+        call_id = _paired(payload, pending, redactor, agent)
+        entry = pending[call_id]
+    if event == agent.post:
         response = payload.get("tool_response")
         if not isinstance(response, dict):
             response = {"result": response}
@@ -331,3 +407,19 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None) -> None
     finally:
         recorder.close()
 
+
+def _paired(payload: dict[str, Any], pending: dict[str, Any], redactor: Redactor | None, agent: Agent) -> str:
+    """The pending call a post event without a call id completes: the oldest with the same tool_name and the
+    same canonical tool_input (as the record holds it: redacted, with a redactor)."""
+    tool, args = payload["tool_name"], payload["tool_input"]
+    try:
+        wanted = canonical_json(args if redactor is None else redactor.args(args))
+        matches = [(entry["seq"], key) for key, entry in pending.items()
+                   if isinstance(entry, dict) and entry.get("tool") == tool and isinstance(entry.get("seq"), int)
+                   and canonical_json(entry.get("args")) == wanted]
+    except (ValueError, RecursionError) as exc:
+        raise HookError(f"tool_input cannot be recorded: {exc}") from None
+    if not matches:
+        raise HookError(f"{payload['hook_event_name']} for {json.dumps(tool, ensure_ascii=True)[:80]} without a "
+                        f"{agent.pre} that allowed it (no call of that tool_name and tool_input is pending)")
+    return min(matches)[1]
