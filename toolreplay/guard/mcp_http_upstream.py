@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
+from toolreplay.guard import http11
 from toolreplay.guard.mcp_transport import LineHandler
 from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
 
@@ -188,7 +189,7 @@ def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
     return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
 
 
-def _status_text(response: httpx.Response) -> str:
+def _status_text(response: httpx.Response | http11.Response) -> str:
     phrase = response.reason_phrase
     return f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
 
@@ -244,6 +245,8 @@ class HttpServer:
         self._target: Any = None  # httpx.URL of self._url
         self._base_headers: dict[str, str] = {}
         self._extensions: dict[str, Any] = {}
+        self._lean: http11.Pool | None = None  # POSTs to an http:// server without a proxy: the lean client
+        self._lean_head: tuple[Any, bytes] = (None, b"")  # (what the headers depend on, the headers' bytes)
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
@@ -314,6 +317,9 @@ class HttpServer:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
                                      transport=transport) as client:
             self._fast_post(client)
+            if self._transport is transport and self._target.scheme == "http" and not self._target.userinfo:
+                self._lean = http11.Pool(self._target.host, self._target.port or 80,
+                                         connect_timeout=self._connect_timeout)
             try:
                 while (line := await self._queue.get()) is not None and not self._ended.is_set():
                     await self._dispatch(client, line)
@@ -322,6 +328,8 @@ class HttpServer:
                     task.cancel()
                 if self._tasks:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
+                if self._lean is not None:
+                    await self._lean.aclose()
                 await self._delete(client)
 
     async def _dispatch(self, client: httpx.AsyncClient, line: bytes) -> None:
@@ -358,7 +366,7 @@ class HttpServer:
             await self._post(client, post, initialize)
         except _SessionExpired:
             self._expire(post)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, http11.HttpFailure) as exc:
             self._failed = True
             self._give_up(post, f"the connection to the server failed: {_describe(exc)}")
         except asyncio.CancelledError:
@@ -384,11 +392,21 @@ class HttpServer:
         self._base_headers = {name.lower(): value for name, value in client.headers.items()}
         self._extensions = {"timeout": client.timeout.as_dict()}
 
-    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    async def _send_post(self, client: httpx.AsyncClient, body: bytes,
+                         headers: dict[str, str]) -> httpx.Response | http11.Response:
         """POST `body`; the response's body is not read yet. While the server has set no cookie this skips the
-        client's layers (a third of httpx's time a call); once it has, the client sends them and keeps them."""
+        client's layers (a third of httpx's time a call), and for an http:// server reached without a proxy
+        httpx altogether (the lean client of `http11`: most of the proxy's time a call went to httpx, httpcore,
+        anyio and h11); once a cookie is set, the client sends them and keeps them."""
         import httpx
 
+        if self._lean is not None and not client.cookies:
+            answer = await self._lean.request("POST", self._target.raw_path.decode("ascii"),
+                                              self._lean_headers(headers), body)
+            if "set-cookie" in answer.headers:
+                client.cookies.extract_cookies(httpx.Response(
+                    answer.status_code, headers=answer.raw_headers, request=httpx.Request("POST", self._target)))
+            return answer
         if client.cookies or self._transport is None:
             request = client.build_request("POST", self._url, content=body, headers=headers)
             return await client.send(request, stream=True)
@@ -399,6 +417,17 @@ class HttpServer:
         if "set-cookie" in response.headers:
             client.cookies.extract_cookies(response)
         return response
+
+    def _lean_headers(self, headers: dict[str, str]) -> bytes:
+        """The lean client's header lines: the same as httpx sends (Host, the client's defaults, the request's),
+        with the content codings the lean client reads. Made again only when they change (after initialize)."""
+        merged = {"host": self._target.netloc.decode("ascii"), **self._base_headers, **headers,
+                  "accept-encoding": "gzip, deflate"}
+        key = tuple(merged.items())
+        if self._lean_head[0] != key:
+            text = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
+            self._lean_head = (key, text.encode("utf-8"))
+        return self._lean_head[1]
 
     async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
         headers = self._request_headers(post=True, initialize=initialize)
@@ -428,7 +457,7 @@ class HttpServer:
         finally:
             await response.aclose()
 
-    async def _error_status(self, response: httpx.Response, post: _Post) -> None:
+    async def _error_status(self, response: httpx.Response | http11.Response, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
         body = await response.aread()
         if post.waiting and len(post.waiting) == 1:
@@ -468,8 +497,8 @@ class HttpServer:
             self._version = version if isinstance(version, str) and _TOKEN.fullmatch(version) else None
         self._on_line(line)
 
-    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | None, post: _Post,
-                           initialize: bool) -> None:
+    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | http11.Response | None,
+                           post: _Post, initialize: bool) -> None:
         """An answer as an event stream; resumed with Last-Event-ID when it drops after events with ids,
         RESUME_ATTEMPTS times at most."""
         import httpx
@@ -483,7 +512,7 @@ class HttpServer:
                     if await self._events(response, parser, post, initialize):
                         return
                     failure = "the server ended the event stream before it answered"
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, http11.HttpFailure) as exc:
                     failure = f"the event stream from the server failed: {_describe(exc)}"
                 except (ValueError, RecursionError) as exc:
                     self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
@@ -496,7 +525,7 @@ class HttpServer:
             await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
             response = await self._resume(client, parser.last_id)
 
-    async def _events(self, response: httpx.Response, parser: SseParser, post: _Post | None,
+    async def _events(self, response: httpx.Response | http11.Response, parser: SseParser, post: _Post | None,
                       initialize: bool = False) -> bool:
         """Hand on the stream's events; True once every request of `post` is answered. The stream is then
         read to its end (the server ends it after the answer), for _DRAIN_SECONDS at most, so that its
@@ -514,7 +543,7 @@ class HttpServer:
                         if post is not None and not post.waiting and not answered:
                             answered = True
                             deadline.reschedule(asyncio.get_running_loop().time() + _DRAIN_SECONDS)
-        except (TimeoutError, httpx.HTTPError, ValueError, RecursionError):
+        except (TimeoutError, httpx.HTTPError, http11.HttpFailure, ValueError, RecursionError):
             if not answered:
                 raise
         finally:
