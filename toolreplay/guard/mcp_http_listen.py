@@ -1,7 +1,7 @@
 """Serving the guarded MCP server to clients over Streamable HTTP (MCP transport revisions 2025-03-26 to 2025-11-25).
 
-`HttpListener` is an HTTP server (uvicorn, a raw ASGI application) on one endpoint path, `/mcp` by
-default. Every client session gets its own `McpProxy` (router, gate and its own sealed
+`HttpListener` is an HTTP server (uvicorn, a raw ASGI application, over the lean HTTP/1.1 protocol of
+`http11_server` rather than uvicorn's h11 one) on one endpoint path, `/mcp` by default. Every client session gets its own `McpProxy` (router, gate and its own sealed
 `SessionRecorder`) and its own upstream `ServerEnd` from a factory, which is handed the headers of the
 session's `initialize` request (so an HTTP upstream can pass the client's `Authorization` on; a stdio
 server ignores them). `HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the
@@ -24,6 +24,7 @@ uvicorn is an optional dependency (the `http` extra): it is imported when a list
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import io
@@ -41,6 +42,7 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
+from toolreplay.guard.http11_server import ServerProtocol
 from toolreplay.guard.mcp_confirm import question_text
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.mcp_router import BATCH_VERSIONS
@@ -68,6 +70,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ServerFactory = Callable[[Mapping[str, str]], ServerEnd]
 
 
+@functools.lru_cache(maxsize=256)  # every request's Host header is checked: a few names, over and over
 def is_loopback(host: str) -> bool:
     """Whether a host name or address is this machine's loopback (`localhost`, 127.0.0.0/8, ::1)."""
     host = host.strip("[]").lower()
@@ -470,7 +473,7 @@ class HttpListener:
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self._app, log_level="critical", access_log=False, lifespan="off", ws="none",
-                                interface="asgi3", proxy_headers=False, http=_coalescing_h11(),
+                                interface="asgi3", proxy_headers=False, http=ServerProtocol,
                                 timeout_graceful_shutdown=3,
                                 timeout_keep_alive=30)
         self._server = uvicorn.Server(config)
@@ -747,48 +750,6 @@ class HttpListener:
             parts.append(chunk)
             if not event.get("more_body", False):
                 return b"".join(parts)
-
-
-class _CoalescingTransport:
-    """A connection's transport whose writes within one turn of the loop leave in one send: uvicorn writes a
-    response's head and its body apart, two segments (TCP_NODELAY), each waking the client."""
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        if data:
-            if not self._pending:
-                self._loop.call_soon(self._flush)
-            self._pending.append(data)
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def _coalescing_h11() -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol over a `_CoalescingTransport`."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            coalescing = _CoalescingTransport(cast(asyncio.Transport, transport), asyncio.get_running_loop())
-            super().connection_made(cast(asyncio.Transport, coalescing))
-
-    return Protocol
 
 
 async def _disconnected(receive: Receive) -> None:
