@@ -1,11 +1,12 @@
 """Serving the guarded MCP server to clients over Streamable HTTP (MCP transport revisions 2025-03-26 to 2025-11-25).
 
 `HttpListener` is an HTTP server (uvicorn, a raw ASGI application, over the lean HTTP/1.1 protocol of
-`http11_server` rather than uvicorn's h11 one) on one endpoint path, `/mcp` by default. Every client session gets its own `McpProxy` (router, gate and its own sealed
-`SessionRecorder`) and its own upstream `ServerEnd` from a factory, which is handed the headers of the
-session's `initialize` request (so an HTTP upstream can pass the client's `Authorization` on; a stdio
-server ignores them). `HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the
-router and takes the router's lines back to where they belong:
+`http11_server` rather than uvicorn's h11 one) on one endpoint path, `/mcp` by default. Every client
+session gets its own `McpProxy` (router, gate and its own sealed `SessionRecorder`) and its own
+upstream `ServerEnd` from a factory, which is handed the headers of the session's `initialize` request
+(so an HTTP upstream can pass the client's `Authorization` on; a stdio server ignores them).
+`HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the router and takes the
+router's lines back to where they belong:
 
 - a response goes to the POST that carried its request id (one JSON body, or the end of that POST's
   SSE stream when the client accepts `text/event-stream`);
