@@ -261,6 +261,35 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
         self.assertEqual((json.loads(lines[1])["id"], no_answer_reason(json.loads(lines[1]))), (2, reason))
         self.assertEqual(said, [reason])
 
+    def test_on_a_shared_loop_no_thread_of_its_own(self) -> None:
+        from toolreplay.guard.mcp_http_upstream import HttpServer
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dropping)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        loop = asyncio.new_event_loop()
+        runner = threading.Thread(target=loop.run_forever, name="the-shared-loop", daemon=True)
+        runner.start()
+        self.addCleanup(loop.close)
+        self.addCleanup(runner.join)
+        self.addCleanup(loop.call_soon_threadsafe, loop.stop)
+        where: list[str] = []
+        arrived = threading.Event()
+
+        def on_line(line: bytes) -> None:
+            where.append(threading.current_thread().name)
+            arrived.set()
+
+        ended: list[str] = []
+        upstream = HttpServer(f"http://127.0.0.1:{server.server_address[1]}/mcp", loop=loop)
+        upstream.start(on_line, ended.append)
+        upstream.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n')
+        self.assertTrue(arrived.wait(10))
+        self.assertEqual(upstream.close(), 0)
+        self.assertEqual((where, ended, upstream._thread), (["the-shared-loop"], ["server closed the session"], None))
+        self.assertTrue(loop.is_running())  # the loop is the listener's: it goes on
 
 if __name__ == "__main__":
     unittest.main()

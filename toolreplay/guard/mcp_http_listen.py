@@ -4,7 +4,8 @@
 `http11_server` rather than uvicorn's h11 one) on one endpoint path, `/mcp` by default. Every client
 session gets its own `McpProxy` (router, gate and its own sealed `SessionRecorder`) and its own
 upstream `ServerEnd` from a factory, which is handed the headers of the session's `initialize` request
-(so an HTTP upstream can pass the client's `Authorization` on; a stdio server ignores them).
+(so an HTTP upstream can pass the client's `Authorization` on; a stdio server ignores them), and which
+may run an HTTP upstream on the listener's own event loop (`HttpListener.loop`).
 `HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the router and takes the
 router's lines back to where they belong:
 
@@ -466,6 +467,11 @@ class HttpListener:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._closing = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The listener's event loop (on a thread of its own) once started: a session's HTTP upstream may run on it."""
+        return self._loop
 
     @property
     def url(self) -> str:

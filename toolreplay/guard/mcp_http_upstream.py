@@ -21,6 +21,7 @@ no message of this module holds a header value, nor the URL's query or user part
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import socket
 import threading
@@ -213,10 +214,13 @@ class HttpServer:
     """A remote MCP server over Streamable HTTP, behind the `ServerEnd` protocol."""
 
     def __init__(self, url: str, *, headers: Iterable[tuple[str, str]] = (),
-                 say: Callable[[str], None] | None = None, connect_timeout: float = 30.0) -> None:
+                 say: Callable[[str], None] | None = None, connect_timeout: float = 30.0,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         """`headers` go with every request (say `Authorization`); `say` receives the end's own messages
-        (a stream given up, the session expired), which never hold a header value. Without httpx, a
-        UsageError that names the extra."""
+        (a stream given up, the session expired), which never hold a header value. `loop`: an event loop
+        running on another thread (the `--listen` listener's) to run on rather than a thread of its own, so
+        that each message crosses one thread fewer; the end's callbacks then run on that loop's thread.
+        Without httpx, a UsageError that names the extra."""
         if not is_http_url(url):
             raise UsageError(f"not an http:// or https:// URL: {_shown(url)}")
         try:
@@ -228,6 +232,8 @@ class HttpServer:
         self._say = say or (lambda text: None)
         self._connect_timeout = connect_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._shared = loop
+        self._serving: concurrent.futures.Future[None] | None = None  # on the shared loop: the session's task
         self._thread: threading.Thread | None = None
         self._queue: asyncio.Queue[bytes | None] | None = None
         self._on_line: LineHandler = lambda line: None
@@ -251,11 +257,21 @@ class HttpServer:
     # -- ServerEnd --------------------------------------------------------------------------------------
 
     def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
-        """Start the loop thread; nothing is sent before the client's first message."""
+        """Start the loop thread (or the session's task on the shared loop); nothing is sent before the
+        client's first message."""
         self._on_line, self._on_ended = on_line, on_ended
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
-        self._thread.start()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._shared is not None and running is not self._shared:  # (called on it, it would wait for itself)
+            self._loop = self._shared
+            self._serving = asyncio.run_coroutine_threadsafe(self._serve(ready), self._shared)
+            self._serving.add_done_callback(lambda future: ready.set())  # cancelled before it ran
+        else:
+            self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
+            self._thread.start()
         ready.wait()
 
     def send(self, data: bytes) -> None:
@@ -273,7 +289,16 @@ class HttpServer:
     def close(self) -> int:
         """End the session (DELETE), stop the loop thread; 1 when the connection failed, else 0."""
         self._closed = True
-        loop, thread = self._loop, self._thread
+        loop, thread, serving = self._loop, self._thread, self._serving
+        if loop is not None and serving is not None and not serving.done():
+            try:
+                loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
+            except RuntimeError:
+                pass
+            try:
+                serving.result(timeout=15)
+            except (Exception, concurrent.futures.CancelledError):  # noqa: BLE001  (said already, or the loop stopped)
+                pass
         if loop is not None and thread is not None and thread.is_alive():
             try:
                 loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
@@ -288,15 +313,23 @@ class HttpServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
-            loop.run_until_complete(self._main(ready))
+            loop.run_until_complete(self._serve(ready))
+        finally:
+            ready.set()
+            loop.close()
+            self._end()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        try:
+            await self._main(ready)
         except Exception as exc:  # noqa: BLE001  (a bug or an OS failure: the session ends, with the reason)
             self._failed = True
             self._say(f"the HTTP connection failed: {type(exc).__name__}")
             self._end_reason = "server exited"
         finally:
             ready.set()
-            loop.close()
-            self._end()
+            if self._shared is not None:
+                self._end()
 
     def _end(self, reason: str | None = None) -> None:
         if not self._ended.is_set():
