@@ -107,6 +107,23 @@ class ExchangeTest(unittest.TestCase):
         got, script = exchange([answer] * 3, three)
         self.assertEqual((got, script.connections), ([b"{}"] * 3, 1))
 
+    def test_send_now_writes_at_once_on_an_idle_connection_else_nothing(self) -> None:
+        answer = OK_HEAD + b"content-length: 2\r\n\r\n{}"
+
+        async def early(pool: http11.Pool) -> tuple[bool, bytes]:
+            none = pool.send_now("POST", "/a", b"", b"{}")  # no connection yet: nothing is written
+            await post(pool)
+            sent = pool.send_now("POST", "/b", b"host: e\r\n", b"[]")
+            assert sent is not None
+            response = await pool.request("POST", "/b", b"", b"", sent=sent)
+            body = await response.aread()
+            await response.aclose()
+            return none is None, body
+
+        got, script = exchange([answer] * 2, early)
+        self.assertEqual((got, script.connections), ((True, b"{}"), 1))
+        self.assertEqual(script.requests[1], b"POST /b HTTP/1.1\r\nhost: e\r\ncontent-length: 2\r\n\r\n[]")
+
     def test_connection_close_and_a_body_to_the_end_of_the_connection(self) -> None:
         answer = OK_HEAD + b"connection: close\r\n\r\n{\"to\": \"the end\"}"
 

@@ -23,7 +23,7 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "Pool", "ReadError", "RemoteProtocolError", "Response"]
+__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "Pool", "ReadError", "RemoteProtocolError", "Response", "Sent"]
 
 MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers, at most
 _READ = 64 * 1024  # bytes read at a time from a body
@@ -254,6 +254,15 @@ class _Deflate:
         return self._decompressor.flush()
 
 
+class Sent:
+    """A request `Pool.send_now` wrote; its answer is still to be read."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: _Connection) -> None:
+        self.connection = connection
+
+
 class Pool:
     """Keep-alive connections to one http:// origin; `request` sends one request on an idle one (or a new
     one). Every coroutine runs on one event loop."""
@@ -266,16 +275,18 @@ class Pool:
         self._busy: set[_Connection] = set()
         self._closed = False
 
-    async def request(self, method: str, target: str, headers: bytes, body: bytes = b"") -> Response:
+    async def request(self, method: str, target: str, headers: bytes, body: bytes = b"", *,
+                      sent: Sent | None = None) -> Response:
         """Send `method target` with `headers` (each `Name: value\\r\\n`, Host among them; Content-Length is
-        added) and `body`; the answer once its head came, its body not read yet."""
-        connection = await self._connection()
-        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + headers
-        if body or method in ("POST", "PUT", "PATCH"):
-            head += b"content-length: %d\r\n" % len(body)
-        self._busy.add(connection)
+        added) and `body`, unless `send_now` sent them already (`sent`); the answer once its head came, its
+        body not read yet."""
+        if sent is None:
+            connection = await self._connection()
+            self._busy.add(connection)
+            self._write(connection, method, target, headers, body)
+        else:
+            connection = sent.connection
         try:
-            connection.writer.write(head + b"\r\n" + body)
             await connection.writer.drain()
             response = await read_response(self, connection, head_only=method == "HEAD")
         except BaseException:
@@ -283,6 +294,25 @@ class Pool:
             connection.close()
             raise
         return response
+
+    def send_now(self, method: str, target: str, headers: bytes, body: bytes = b"") -> Sent | None:
+        """Write the request at once (no turn of the loop before it leaves) on an idle connection; None, with
+        nothing written, when no connection is idle. Its answer is then read by `request(..., sent=...)`."""
+        while self._idle and not self._closed:
+            connection = self._idle.pop()
+            if connection.usable():
+                self._busy.add(connection)
+                self._write(connection, method, target, headers, body)
+                return Sent(connection)
+            connection.close()
+        return None
+
+    @staticmethod
+    def _write(connection: _Connection, method: str, target: str, headers: bytes, body: bytes) -> None:
+        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + headers
+        if body or method in ("POST", "PUT", "PATCH"):
+            head += b"content-length: %d\r\n" % len(body)
+        connection.writer.write(head + b"\r\n" + body)
 
     async def aclose(self) -> None:
         """Close every connection (an answer still being read fails)."""

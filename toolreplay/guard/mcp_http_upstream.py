@@ -387,16 +387,20 @@ class HttpServer:
             if isinstance(message, dict) and message.get("method") == "notifications/initialized":
                 self._start_listening(client)
             return
-        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize))
+        # the request leaves now when a connection is idle (its task reads the answer a turn of the loop later)
+        early = self._send_now(client, post)
+        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize, early))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
-        """POST one message; whatever goes wrong, each of its requests still gets an answer."""
+    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
+                       early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
+        """POST one message (`early`: its headers and the lean client's request, written already); whatever
+        goes wrong, each of its requests still gets an answer."""
         import httpx
 
         try:
-            await self._post(client, post, initialize)
+            await self._post(client, post, initialize, early)
         except _SessionExpired:
             self._expire(post)
         except (httpx.HTTPError, http11.HttpFailure) as exc:
@@ -425,17 +429,29 @@ class HttpServer:
         self._base_headers = {name.lower(): value for name, value in client.headers.items()}
         self._extensions = {"timeout": client.timeout.as_dict()}
 
-    async def _send_post(self, client: httpx.AsyncClient, body: bytes,
-                         headers: dict[str, str]) -> httpx.Response | http11.Response:
+    def _send_now(self, client: httpx.AsyncClient, post: _Post) -> tuple[dict[str, str], http11.Sent] | None:
+        """A request (not initialize) on the lean client's path, written at once on an idle connection: its
+        headers and the written request; else None (`_send_post` sends it)."""
+        if self._lean is None or client.cookies:
+            return None
+        headers = self._request_headers(post=True)
+        sent = self._lean.send_now("POST", self._target.raw_path.decode("ascii"), self._lean_headers(headers),
+                                   post.body)
+        return None if sent is None else (headers, sent)
+
+    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str],
+                         sent: http11.Sent | None = None) -> httpx.Response | http11.Response:
         """POST `body`; the response's body is not read yet. While the server has set no cookie this skips the
         client's layers (a third of httpx's time a call), and for an http:// server reached without a proxy
         httpx altogether (the lean client of `http11`: most of the proxy's time a call went to httpx, httpcore,
         anyio and h11); once a cookie is set, the client sends them and keeps them."""
         import httpx
 
-        if self._lean is not None and not client.cookies:
+        if sent is not None or (self._lean is not None and not client.cookies):
+            assert self._lean is not None
             answer = await self._lean.request("POST", self._target.raw_path.decode("ascii"),
-                                              self._lean_headers(headers), body)
+                                              b"" if sent is not None else self._lean_headers(headers), body,
+                                              sent=sent)
             if "set-cookie" in answer.headers:
                 client.cookies.extract_cookies(httpx.Response(
                     answer.status_code, headers=answer.raw_headers, request=httpx.Request("POST", self._target)))
@@ -462,10 +478,11 @@ class HttpServer:
             self._lean_head = (key, text.encode("utf-8"))
         return self._lean_head[1]
 
-    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
-        headers = self._request_headers(post=True, initialize=initialize)
+    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
+                    early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
+        headers, sent = early if early is not None else (self._request_headers(post=True, initialize=initialize), None)
         sent_session = "mcp-session-id" in headers
-        response = await self._send_post(client, post.body, headers)
+        response = await self._send_post(client, post.body, headers, sent)
         try:
             status = response.status_code
             if status == 404 and sent_session:
