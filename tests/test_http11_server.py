@@ -57,6 +57,12 @@ async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["path"] == "/wait":
         LOG.append((await receive())["type"])
         return
+    if scope["path"] == "/gone":
+        future = scope["extensions"]["toolreplay.disconnected"]["future"]
+        LOG.append(future.done())
+        await future
+        LOG.append("gone")
+        return
     if scope["path"] == "/sse":
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
         await send({"type": "http.response.body", "body": b"data: 1\n\n", "more_body": True})
@@ -162,6 +168,11 @@ class ServingTest(unittest.TestCase):
         LOG.clear()
         converse(post(b"/wait", b""))
         self.assertEqual(LOG, ["http.disconnect"])
+
+    def test_the_disconnect_extension_is_set_when_the_client_leaves(self) -> None:
+        LOG.clear()
+        converse(post(b"/gone", b""))
+        self.assertEqual(LOG, [False, "gone"])
 
     def test_a_failing_application_is_a_500(self) -> None:
         got, _, closed = converse(post(b"/crash", b""))

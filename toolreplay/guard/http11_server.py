@@ -22,9 +22,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["MAX_HEAD", "ServerProtocol"]
+__all__ = ["DISCONNECT_EXTENSION", "MAX_HEAD", "ServerProtocol"]
 
 MAX_HEAD = 64 * 1024  # bytes of a request's line and headers, at most
+# An ASGI scope extension: {"future": an asyncio future set when the request's client leaves before its answer
+# ended}. An application waits on it rather than on a task reading `receive` for http.disconnect.
+DISCONNECT_EXTENSION = "toolreplay.disconnected"
 _HIGH_WATER = 64 * 1024  # request body bytes held before reading pauses
 _REQUEST_LINE = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([\x21-\x7e]+) HTTP/1\.([01])")
 _NAME = re.compile(rb"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -95,7 +98,7 @@ class ServerProtocol(asyncio.Protocol):
         self._cancel_keep_alive()
         if self.cycle is not None:
             if not self.cycle.response_complete:
-                self.cycle.disconnected = True
+                self.cycle.leave()
             self.cycle.message_event.set()
         self._resume_writing()
 
@@ -268,7 +271,7 @@ class ServerProtocol(asyncio.Protocol):
         """Answer a request that cannot be read, and close the connection."""
         self.reading_body = False
         if self.cycle is not None and not self.cycle.response_complete:
-            self.cycle.disconnected = True  # its body did not end as framed: the request is abandoned
+            self.cycle.leave()  # its body did not end as framed: the request is abandoned
             self.cycle.message_event.set()
             self.transport.close()
             return
@@ -326,6 +329,8 @@ class _Cycle:
         self.keep_alive = keep_alive
         self.waiting_for_continue = expect
         self.message_event = asyncio.Event()
+        self.gone: asyncio.Future[None] = protocol.loop.create_future()
+        scope["extensions"] = {DISCONNECT_EXTENSION: {"future": self.gone}}
         self.body = bytearray()
         self.more_body = True
         self.disconnected = False
@@ -334,6 +339,12 @@ class _Cycle:
         self.chunked = False
         self.expected = 0  # body bytes still to send (Content-Length)
         self.head: bytes | None = None  # a response's head, sent with its first body part or at the next turn
+
+    def leave(self) -> None:
+        """The client left before the response ended."""
+        self.disconnected = True
+        if not self.gone.done():
+            self.gone.set_result(None)
 
     async def run(self, app: App) -> None:
         try:

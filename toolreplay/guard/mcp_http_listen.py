@@ -44,7 +44,7 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.guard.http11_server import ServerProtocol
+from toolreplay.guard.http11_server import DISCONNECT_EXTENSION, ServerProtocol
 from toolreplay.guard.mcp_confirm import question_text
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.mcp_router import BATCH_VERSIONS
@@ -616,14 +616,14 @@ class HttpListener:
             self._check_access(scope, headers)
             method = scope["method"]
             if method == "POST":
-                await self._post(headers, receive, send)
+                await self._post(headers, receive, send, _disconnect_future(scope))
                 return
             if method not in ("GET", "DELETE"):
                 raise _HttpError(405, "Method Not Allowed", headers=[(b"allow", b"GET, POST, DELETE")])
             session = self._session(headers)
             session.last_seen = time.monotonic()
             if method == "GET":
-                await self._get(session, headers, receive, send)
+                await self._get(session, headers, receive, send, _disconnect_future(scope))
             else:
                 session.client.end("the client ended the session")
                 await session.ended.wait()
@@ -655,7 +655,8 @@ class HttpListener:
         if version is not None and version not in KNOWN_VERSIONS:
             raise _HttpError(400, f"Bad Request: unsupported MCP-Protocol-Version: {version[:64]}")
 
-    async def _post(self, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
+    async def _post(self, headers: Mapping[str, str], receive: Receive, send: Send,
+                    gone: asyncio.Future[None] | None = None) -> None:
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
             raise _HttpError(415, "Unsupported Media Type: Content-Type must be application/json")
@@ -683,13 +684,14 @@ class HttpListener:
         session.busy += 1
         session.last_seen = time.monotonic()
         try:
-            await self._deliver(session, body, message, items, requests, accepts_sse, receive, send)
+            await self._deliver(session, body, message, items, requests, accepts_sse, receive, send, gone)
         finally:
             session.busy -= 1
             session.last_seen = time.monotonic()
 
     async def _deliver(self, session: _Session, body: bytes, message: Any, items: list[dict[str, Any]],
-                       requests: list[dict[str, Any]], sse: bool, receive: Receive, send: Send) -> None:
+                       requests: list[dict[str, Any]], sse: bool, receive: Receive, send: Send,
+                       gone: asyncio.Future[None] | None = None) -> None:
         client = session.client
         stripped = body.strip()
         line = dump_message(message) if b"\n" in stripped or b"\r" in stripped else stripped + b"\n"
@@ -708,14 +710,17 @@ class HttpListener:
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
         stream = _Stream(asyncio.get_running_loop(), sse, keys, requests)
         client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
-        await self._stream_out(session, stream, receive, send)
+        await self._stream_out(session, stream, receive, send, gone=gone)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
-                          eager: bool = False) -> None:
+                          eager: bool = False, gone: asyncio.Future[None] | None = None) -> None:
         """Write what comes for `stream` until it ends or its client goes: as one JSON body when its answer is
         all there is, else (the client accepting it) as SSE events, started by the first message that is not
-        the last (a question before the answer, progress) or at once when `eager` (the GET stream)."""
-        gone = asyncio.ensure_future(_disconnected(receive))
+        the last (a question before the answer, progress) or at once when `eager` (the GET stream). `gone`:
+        the server's own future for the client leaving, if it offers one; else a task reads `receive`."""
+        watch = gone is None
+        if gone is None:
+            gone = asyncio.ensure_future(_disconnected(receive))
         streaming = False
         try:
             if eager:
@@ -744,7 +749,8 @@ class HttpListener:
                 body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
                 await _respond(send, 200, body, session_id=session.id, content_type=b"application/json")
         finally:
-            gone.cancel()
+            if watch:
+                gone.cancel()
             session.client.detach(stream)
 
     @staticmethod
@@ -752,7 +758,8 @@ class HttpListener:
         await send({"type": "http.response.start", "status": 200, "headers": _headers(
             b"text/event-stream", session.id, [(b"cache-control", b"no-cache, no-transform")])})
 
-    async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
+    async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send,
+                   gone: asyncio.Future[None] | None = None) -> None:
         if not _accepts(headers.get("accept", ""))[1]:
             raise _HttpError(406, "Not Acceptable: the client must accept text/event-stream")
         if headers.get("last-event-id"):
@@ -760,7 +767,7 @@ class HttpListener:
         stream = _Stream(asyncio.get_running_loop(), True)
         if not session.client.open_get(stream):
             raise _HttpError(409, "Conflict: the session already has a GET stream")
-        await self._stream_out(session, stream, receive, send, eager=True)  # an open GET stream alone is idle
+        await self._stream_out(session, stream, receive, send, eager=True, gone=gone)  # alone, it is idle
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes:
         too_large = _HttpError(413, f"Payload Too Large: the body exceeds {self._max_body} bytes")
@@ -779,6 +786,12 @@ class HttpListener:
             parts.append(chunk)
             if not event.get("more_body", False):
                 return b"".join(parts)
+
+
+def _disconnect_future(scope: Scope) -> asyncio.Future[None] | None:
+    """The future the server sets when the request's client leaves (http11_server's extension), if any."""
+    offered = (scope.get("extensions") or {}).get(DISCONNECT_EXTENSION)
+    return offered.get("future") if isinstance(offered, dict) else None
 
 
 async def _disconnected(receive: Receive) -> None:
