@@ -496,7 +496,9 @@ class HttpServer:
                 return
             kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             if kind == "application/json":
-                self._answer_json(await response.aread(), post, initialize)
+                body = await response.aread()
+                await response.aclose()  # first: handing the answer on wakes the router's worker
+                self._answer_json(body, post, initialize)
             elif kind == "text/event-stream":
                 await self._read_stream(client, response, post, initialize)
             elif status == 202:
