@@ -13,8 +13,10 @@ answer will never come (the connection dropped mid-answer, an HTTP error, a body
 session the server no longer knows) is answered by the proxy with `mcp_wire.no_answer_error`, which the
 router turns into a failed read, or a write of unknown outcome.
 
-HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts; its asyncio loop runs
-on a thread of its own, so `send` only enqueues. Header values (credentials) are sent, never shown:
+HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts, but for the POSTs to an
+http:// server reached without a proxy (and without cookies), which go through the lean client of
+`http11`; its asyncio loop runs on a thread of its own (or on the `--listen` listener's loop), so `send`
+only enqueues. Header values (credentials) are sent, never shown:
 no message of this module holds a header value, nor the URL's query or user part.
 """
 
