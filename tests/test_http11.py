@@ -11,6 +11,7 @@ import importlib.util
 import json
 import socketserver
 import threading
+import time
 import unittest
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -123,6 +124,33 @@ class ExchangeTest(unittest.TestCase):
         got, script = exchange([answer] * 2, early)
         self.assertEqual((got, script.connections), ((True, b"{}"), 1))
         self.assertEqual(script.requests[1], b"POST /b HTTP/1.1\r\nhost: e\r\ncontent-length: 2\r\n\r\n[]")
+
+    def test_a_connection_the_server_closed_after_its_answer_is_not_used_again(self) -> None:
+        connections: list[int] = []
+
+        class Once(socketserver.BaseRequestHandler):
+            def handle(self) -> None:  # one answer without "connection: close", then the connection is closed
+                connections.append(1)
+                data = b""
+                while b"{}" not in data:
+                    data += self.request.recv(4096)
+                self.request.sendall(OK_HEAD + b"content-length: 2\r\n\r\n{}")
+
+        server = socketserver.TCPServer(("127.0.0.1", 0), Once)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+
+        async def two() -> list[Any]:
+            pool = http11.Pool("127.0.0.1", server.server_address[1], connect_timeout=5)
+            first = (await post(pool))[3]
+            time.sleep(0.2)  # the server's end reaches this side; the event loop, held here, has not seen it
+            seen = bool(pool._idle) and pool._idle[0].usable()  # (or found closed when it was given back)
+            second = (await post(pool))[3]
+            await pool.aclose()
+            return [first, seen, second]
+
+        self.assertEqual((asyncio.run(two()), len(connections)), ([b"{}", False, b"{}"], 2))
 
     def test_connection_close_and_a_body_to_the_end_of_the_connection(self) -> None:
         answer = OK_HEAD + b"connection: close\r\n\r\n{\"to\": \"the end\"}"

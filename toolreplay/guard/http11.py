@@ -18,6 +18,7 @@ import asyncio
 import codecs
 import os
 import re
+import select
 import socket
 import zlib
 from collections.abc import AsyncIterator
@@ -56,8 +57,16 @@ class _Connection:
         self.writer = writer
 
     def usable(self) -> bool:
-        """Idle and still open: the server has not closed it."""
-        return not self.writer.transport.is_closing() and not self.reader.at_eof()
+        """Idle and still open: the server has not closed it, nor has anything come on it since its last
+        answer (as httpcore checks: an end the event loop has not seen yet is found by polling the socket)."""
+        if self.writer.transport.is_closing() or self.reader.at_eof():
+            return False
+        sock = self.writer.get_extra_info("socket")
+        if sock is None or not hasattr(select, "poll"):
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
     def close(self) -> None:
         self.writer.transport.abort()
