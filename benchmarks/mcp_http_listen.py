@@ -21,9 +21,11 @@ call to its result, the setups interleaved in rounds of 100 in the same run:
 - `sdk stdio, direct` and `sdk stdio, stdio proxy`: the SDK's stdio client straight to the tiny stdio server
   and through the stdio proxy, for comparison.
 
-Added latency is a setup's percentile minus its baseline's. The SDK's HTTP client costs more per call than
-its stdio client, so `sdk http, listener` minus `sdk stdio, direct` (also printed) counts the HTTP client's
-own time as the proxy's; the HTTP baseline does not.
+Added latency is a setup's percentile minus its baseline's. The target (issue 31): at most 2 ms added at p50
+by `sdk http, http-http` over `sdk http, direct` and by `raw http, http-http` over `raw http, direct`; the
+last line says whether it was met, and the exit status is 1 when it was not (or when an answer was wrong).
+The SDK's HTTP client costs more per call than its stdio client, so `sdk http, listener` minus `sdk stdio,
+direct` (also printed) counts the HTTP client's own time as the proxy's; the HTTP baseline does not.
 
 The scale run then opens `--sessions` sessions at once on one listener (raw httpx clients, SSE answers, as
 the SDK asks for them), each making `--session-calls` calls with its own unique arguments and checking that
@@ -186,7 +188,11 @@ class RawHttp:
         await self.client.aclose()
 
 
-async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str) -> None:
+TARGET_MS = 2.0  # added at p50 by HTTP on both sides of the proxy (issue 31)
+
+
+async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str) -> list[float]:
+    """Time the setups and print the table; the p50 added by http-http (SDK client, then httpx), in ms."""
     from contextlib import AsyncExitStack
 
     from mcp import ClientSession, StdioServerParameters
@@ -246,6 +252,9 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
         added50 = (percentile(times[measured], 0.5) - percentile(times[baseline], 0.5)) * 1000
         added99 = (percentile(times[measured], 0.99) - percentile(times[baseline], 0.99)) * 1000
         print(f"added by {measured!r} over {baseline!r}: p50 {added50:.3f} ms, p99 {added99:.3f} ms")
+    return [(percentile(times[measured], 0.5) - percentile(times[baseline], 0.5)) * 1000
+            for measured, baseline in (("sdk http, http-http", "sdk http, direct"),
+                                       ("raw http, http-http", "raw http, direct"))]
 
 
 async def scale(sessions: int, session_calls: int, url: str) -> tuple[int, float]:
@@ -296,12 +305,13 @@ def main() -> None:
             json.dump({"agent": "bench", "allowed_tools": ["echo"]}, out)
         records = os.path.join(folder, "records")
         process, url = start_listener(policy, records)
+        added: list[float] = []
         try:
             if args.calls:
                 tiny, tiny_url = start_tiny_http()
                 both, both_url = start_listener(policy, os.path.join(folder, "records-http"), [tiny_url])
                 try:
-                    asyncio.run(latency(args.calls, url, tiny_url, both_url, policy))
+                    added = asyncio.run(latency(args.calls, url, tiny_url, both_url, policy))
                 finally:
                     stop(both)
                     tiny.kill()
@@ -318,6 +328,12 @@ def main() -> None:
         print(f"records: {verify_all(records)} sessions' records, each verifies (chain: intact)")
     finally:
         shutil.rmtree(folder)
+    if added:
+        met = all(value <= TARGET_MS for value in added)
+        print(f"target: http-http adds at most {TARGET_MS:g} ms at p50 (SDK client {added[0]:.3f} ms, httpx "
+              f"{added[1]:.3f} ms): {'met' if met else 'missed'}")
+        if not met:
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -477,47 +477,9 @@ class InProcessTest(unittest.TestCase):
         [server] = listener._server.servers
         [listening] = server.sockets
         self.assertEqual(listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 1)
-        # and a response's head and body leave in one segment (CoalescingTransportTest)
-        self.assertEqual(listener._server.config.http.__qualname__, "_coalescing_h11.<locals>.Protocol")
+        # the lean protocol, whose response head and body leave in one segment (tests/test_http11_server.py)
+        self.assertEqual(listener._server.config.http.__qualname__, "ServerProtocol")
         self.assertEqual(listener.url, f"http://127.0.0.1:{listener.port}/mcp")
-
-
-class CoalescingTransportTest(unittest.TestCase):
-    """What uvicorn writes within one turn of the loop (a response's head, then its body) leaves in one send."""
-
-    def test_writes_of_one_turn_leave_together_and_close_flushes(self) -> None:
-        require(HAVE_HTTP, "uvicorn (pip install 'toolreplay[http]')")
-        from toolreplay.guard.mcp_http_listen import _CoalescingTransport
-
-        sent: list[bytes] = []
-
-        class Transport(asyncio.Transport):
-            def write(self, data: Any) -> None:
-                sent.append(bytes(data))
-
-            def is_closing(self) -> bool:
-                return False
-
-            def close(self) -> None:
-                sent.append(b"<closed>")
-
-            def get_extra_info(self, name: str, default: Any = None) -> Any:
-                return f"info {name}"
-
-        async def turns() -> None:
-            transport = _CoalescingTransport(Transport(), asyncio.get_running_loop())
-            transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
-            transport.write(b"")
-            transport.write(b"{}")
-            self.assertEqual(sent, [])
-            await asyncio.sleep(0)
-            self.assertEqual(sent, [b"HTTP/1.1 200 OK\r\n\r\n{}"])
-            transport.write(b"event: message\n\n")
-            transport.close()
-            self.assertEqual(transport.get_extra_info("peername"), "info peername")
-
-        asyncio.run(turns())
-        self.assertEqual(sent, [b"HTTP/1.1 200 OK\r\n\r\n{}", b"event: message\n\n", b"<closed>"])
 
 
 class IdleTest(ListenerCase):

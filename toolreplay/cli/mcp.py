@@ -24,6 +24,8 @@ from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
 if TYPE_CHECKING:
+    import asyncio
+
     from toolreplay.guard.mcp_transport import ServerEnd
 
 __all__ = ["register"]
@@ -155,7 +157,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
             return StdioServer(command)
         passed = [] if token is not None or any(name.lower() == "authorization" for name, _ in headers) else [
             ("Authorization", value) for name, value in client_headers.items() if name.lower() == "authorization"]
-        server = _upstream(command, [*headers, *passed], io)
+        # on the listener's event loop: each message crosses one thread fewer
+        server = _upstream(command, [*headers, *passed], io, loop=listener.loop)
         assert not isinstance(server, list)
         return server
 
@@ -201,9 +204,10 @@ def _headers(command: list[str], args: argparse.Namespace) -> list[tuple[str, st
     return headers
 
 
-def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO) -> list[str] | ServerEnd:
+def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
+              loop: asyncio.AbstractEventLoop | None = None) -> list[str] | ServerEnd:
     """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with
-    `headers`), anything else a command to run."""
+    `headers`, run on `loop` when given), anything else a command to run."""
     if not _is_url(command):
         return command
     # imported here: asyncio and the HTTP upstream cost every other command its start-up time
@@ -216,7 +220,7 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO) -> lis
             io.stderr.write("toolreplay mcp-proxy: " + escape_text(text) + "\n")
             io.stderr.flush()
 
-    return HttpServer(command[0], headers=headers, say=say)
+    return HttpServer(command[0], headers=headers, say=say, loop=loop)
 
 
 def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:

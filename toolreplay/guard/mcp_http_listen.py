@@ -1,11 +1,13 @@
 """Serving the guarded MCP server to clients over Streamable HTTP (MCP transport revisions 2025-03-26 to 2025-11-25).
 
-`HttpListener` is an HTTP server (uvicorn, a raw ASGI application) on one endpoint path, `/mcp` by
-default. Every client session gets its own `McpProxy` (router, gate and its own sealed
-`SessionRecorder`) and its own upstream `ServerEnd` from a factory, which is handed the headers of the
-session's `initialize` request (so an HTTP upstream can pass the client's `Authorization` on; a stdio
-server ignores them). `HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the
-router and takes the router's lines back to where they belong:
+`HttpListener` is an HTTP server (uvicorn, a raw ASGI application, over the lean HTTP/1.1 protocol of
+`http11_server` rather than uvicorn's h11 one) on one endpoint path, `/mcp` by default. Every client
+session gets its own `McpProxy` (router, gate and its own sealed `SessionRecorder`) and its own
+upstream `ServerEnd` from a factory, which is handed the headers of the session's `initialize` request
+(so an HTTP upstream can pass the client's `Authorization` on; a stdio server ignores them), and which
+may run an HTTP upstream on the listener's own event loop (`HttpListener.loop`).
+`HttpClient` is the session's `ClientEnd`: it turns each POST into a line for the router and takes the
+router's lines back to where they belong:
 
 - a response goes to the POST that carried its request id (one JSON body, or the end of that POST's
   SSE stream when the client accepts `text/event-stream`);
@@ -24,6 +26,7 @@ uvicorn is an optional dependency (the `http` extra): it is imported when a list
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import hmac
 import io
@@ -41,6 +44,7 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
+from toolreplay.guard.http11_server import DISCONNECT_EXTENSION, ServerProtocol
 from toolreplay.guard.mcp_confirm import question_text
 from toolreplay.guard.mcp_proxy import McpProxy
 from toolreplay.guard.mcp_router import BATCH_VERSIONS
@@ -68,6 +72,7 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 ServerFactory = Callable[[Mapping[str, str]], ServerEnd]
 
 
+@functools.lru_cache(maxsize=256)  # every request's Host header is checked: a few names, over and over
 def is_loopback(host: str) -> bool:
     """Whether a host name or address is this machine's loopback (`localhost`, 127.0.0.0/8, ::1)."""
     host = host.strip("[]").lower()
@@ -110,12 +115,36 @@ class _Stream:
         self.sse = sse
         self.ids = ids if ids is not None else set()  # ids still to be answered on it
         self.requests = requests or []  # the requests it carried (to find the call a question is about)
-        self.queue: asyncio.Queue[tuple[bytes | None, bool]] = asyncio.Queue()
+        self.items: deque[tuple[bytes | None, bool]] = deque()  # what came and is not written yet
+        self.waiter: asyncio.Future[None] | None = None  # the response's task, waiting for an item
         self.open = True  # False once its client went or it ended
 
     def put(self, data: bytes | None, last: bool = False) -> None:
         """One message for the response (`last`: nothing follows it), or None: the response ends."""
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (data, last or data is None))
+        self.loop.call_soon_threadsafe(self._push, (data, last or data is None))
+
+    def _push(self, item: tuple[bytes | None, bool]) -> None:
+        self.items.append(item)
+        self._wake()
+
+    def _wake(self, *_: Any) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def get(self, gone: asyncio.Future[None]) -> tuple[bytes | None, bool] | None:
+        """The next item, or None once `gone` is done (the client went) with nothing left to write; one future
+        a wait, rather than a task and `asyncio.wait` (a tenth of the listener's time a call went to those)."""
+        while not self.items:
+            if gone.done():
+                return None
+            self.waiter = self.loop.create_future()
+            gone.add_done_callback(self._wake)
+            try:
+                await self.waiter
+            finally:
+                gone.remove_done_callback(self._wake)
+                self.waiter = None
+        return self.items.popleft()
 
 
 class HttpClient:
@@ -440,6 +469,11 @@ class HttpListener:
         self._closing = False
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The listener's event loop (on a thread of its own) once started: a session's HTTP upstream may run on it."""
+        return self._loop
+
+    @property
     def url(self) -> str:
         """The endpoint's URL."""
         host = f"[{self.host}]" if ":" in self.host else self.host
@@ -470,7 +504,7 @@ class HttpListener:
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
         config = uvicorn.Config(self._app, log_level="critical", access_log=False, lifespan="off", ws="none",
-                                interface="asgi3", proxy_headers=False, http=_coalescing_h11(),
+                                interface="asgi3", proxy_headers=False, http=ServerProtocol,
                                 timeout_graceful_shutdown=3,
                                 timeout_keep_alive=30)
         self._server = uvicorn.Server(config)
@@ -582,14 +616,14 @@ class HttpListener:
             self._check_access(scope, headers)
             method = scope["method"]
             if method == "POST":
-                await self._post(headers, receive, send)
+                await self._post(headers, receive, send, _disconnect_future(scope))
                 return
             if method not in ("GET", "DELETE"):
                 raise _HttpError(405, "Method Not Allowed", headers=[(b"allow", b"GET, POST, DELETE")])
             session = self._session(headers)
             session.last_seen = time.monotonic()
             if method == "GET":
-                await self._get(session, headers, receive, send)
+                await self._get(session, headers, receive, send, _disconnect_future(scope))
             else:
                 session.client.end("the client ended the session")
                 await session.ended.wait()
@@ -621,7 +655,8 @@ class HttpListener:
         if version is not None and version not in KNOWN_VERSIONS:
             raise _HttpError(400, f"Bad Request: unsupported MCP-Protocol-Version: {version[:64]}")
 
-    async def _post(self, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
+    async def _post(self, headers: Mapping[str, str], receive: Receive, send: Send,
+                    gone: asyncio.Future[None] | None = None) -> None:
         media = headers.get("content-type", "").split(";")[0].strip().lower()
         if media != "application/json":
             raise _HttpError(415, "Unsupported Media Type: Content-Type must be application/json")
@@ -649,13 +684,14 @@ class HttpListener:
         session.busy += 1
         session.last_seen = time.monotonic()
         try:
-            await self._deliver(session, body, message, items, requests, accepts_sse, receive, send)
+            await self._deliver(session, body, message, items, requests, accepts_sse, receive, send, gone)
         finally:
             session.busy -= 1
             session.last_seen = time.monotonic()
 
     async def _deliver(self, session: _Session, body: bytes, message: Any, items: list[dict[str, Any]],
-                       requests: list[dict[str, Any]], sse: bool, receive: Receive, send: Send) -> None:
+                       requests: list[dict[str, Any]], sse: bool, receive: Receive, send: Send,
+                       gone: asyncio.Future[None] | None = None) -> None:
         client = session.client
         stripped = body.strip()
         line = dump_message(message) if b"\n" in stripped or b"\r" in stripped else stripped + b"\n"
@@ -674,14 +710,17 @@ class HttpListener:
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
         stream = _Stream(asyncio.get_running_loop(), sse, keys, requests)
         client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
-        await self._stream_out(session, stream, receive, send)
+        await self._stream_out(session, stream, receive, send, gone=gone)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
-                          eager: bool = False) -> None:
+                          eager: bool = False, gone: asyncio.Future[None] | None = None) -> None:
         """Write what comes for `stream` until it ends or its client goes: as one JSON body when its answer is
         all there is, else (the client accepting it) as SSE events, started by the first message that is not
-        the last (a question before the answer, progress) or at once when `eager` (the GET stream)."""
-        gone = asyncio.ensure_future(_disconnected(receive))
+        the last (a question before the answer, progress) or at once when `eager` (the GET stream). `gone`:
+        the server's own future for the client leaving, if it offers one; else a task reads `receive`."""
+        watch = gone is None
+        if gone is None:
+            gone = asyncio.ensure_future(_disconnected(receive))
         streaming = False
         try:
             if eager:
@@ -689,12 +728,10 @@ class HttpListener:
                 streaming = True
             parts: list[bytes] = []
             while True:
-                getting = asyncio.ensure_future(stream.queue.get())
-                await asyncio.wait({getting, gone}, return_when=asyncio.FIRST_COMPLETED)
-                if not getting.done():
-                    getting.cancel()
+                item = await stream.get(gone)
+                if item is None:
                     return  # the client went: what comes for it is dropped (the calls still run and are recorded)
-                data, last = getting.result()
+                data, last = item
                 if data is not None:
                     if not streaming and not last and stream.sse:
                         await self._start_sse(send, session)
@@ -712,7 +749,8 @@ class HttpListener:
                 body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
                 await _respond(send, 200, body, session_id=session.id, content_type=b"application/json")
         finally:
-            gone.cancel()
+            if watch:
+                gone.cancel()
             session.client.detach(stream)
 
     @staticmethod
@@ -720,7 +758,8 @@ class HttpListener:
         await send({"type": "http.response.start", "status": 200, "headers": _headers(
             b"text/event-stream", session.id, [(b"cache-control", b"no-cache, no-transform")])})
 
-    async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
+    async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send,
+                   gone: asyncio.Future[None] | None = None) -> None:
         if not _accepts(headers.get("accept", ""))[1]:
             raise _HttpError(406, "Not Acceptable: the client must accept text/event-stream")
         if headers.get("last-event-id"):
@@ -728,7 +767,7 @@ class HttpListener:
         stream = _Stream(asyncio.get_running_loop(), True)
         if not session.client.open_get(stream):
             raise _HttpError(409, "Conflict: the session already has a GET stream")
-        await self._stream_out(session, stream, receive, send, eager=True)  # an open GET stream alone is idle
+        await self._stream_out(session, stream, receive, send, eager=True, gone=gone)  # alone, it is idle
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes:
         too_large = _HttpError(413, f"Payload Too Large: the body exceeds {self._max_body} bytes")
@@ -749,46 +788,10 @@ class HttpListener:
                 return b"".join(parts)
 
 
-class _CoalescingTransport:
-    """A connection's transport whose writes within one turn of the loop leave in one send: uvicorn writes a
-    response's head and its body apart, two segments (TCP_NODELAY), each waking the client."""
-
-    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
-        self._transport = transport
-        self._loop = loop
-        self._pending: list[bytes] = []
-
-    def write(self, data: bytes) -> None:
-        if data:
-            if not self._pending:
-                self._loop.call_soon(self._flush)
-            self._pending.append(data)
-
-    def _flush(self) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
-            self._pending.clear()
-            if not self._transport.is_closing():
-                self._transport.write(data)
-
-    def close(self) -> None:
-        self._flush()
-        self._transport.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._transport, name)
-
-
-def _coalescing_h11() -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol over a `_CoalescingTransport`."""
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    class Protocol(H11Protocol):
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            coalescing = _CoalescingTransport(cast(asyncio.Transport, transport), asyncio.get_running_loop())
-            super().connection_made(cast(asyncio.Transport, coalescing))
-
-    return Protocol
+def _disconnect_future(scope: Scope) -> asyncio.Future[None] | None:
+    """The future the server sets when the request's client leaves (http11_server's extension), if any."""
+    offered = (scope.get("extensions") or {}).get(DISCONNECT_EXTENSION)
+    return offered.get("future") if isinstance(offered, dict) else None
 
 
 async def _disconnected(receive: Receive) -> None:

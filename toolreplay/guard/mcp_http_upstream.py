@@ -13,14 +13,17 @@ answer will never come (the connection dropped mid-answer, an HTTP error, a body
 session the server no longer knows) is answered by the proxy with `mcp_wire.no_answer_error`, which the
 router turns into a failed read, or a write of unknown outcome.
 
-HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts; its asyncio loop runs
-on a thread of its own, so `send` only enqueues. Header values (credentials) are sent, never shown:
+HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts, but for the POSTs to an
+http:// server reached without a proxy (and without cookies), which go through the lean client of
+`http11`; its asyncio loop runs on a thread of its own (or on the `--listen` listener's loop), so `send`
+only enqueues. Header values (credentials) are sent, never shown:
 no message of this module holds a header value, nor the URL's query or user part.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import socket
 import threading
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
+from toolreplay.guard import http11
 from toolreplay.guard.mcp_transport import LineHandler
 from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
 
@@ -188,7 +192,7 @@ def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
     return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
 
 
-def _status_text(response: httpx.Response) -> str:
+def _status_text(response: httpx.Response | http11.Response) -> str:
     phrase = response.reason_phrase
     return f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
 
@@ -212,10 +216,13 @@ class HttpServer:
     """A remote MCP server over Streamable HTTP, behind the `ServerEnd` protocol."""
 
     def __init__(self, url: str, *, headers: Iterable[tuple[str, str]] = (),
-                 say: Callable[[str], None] | None = None, connect_timeout: float = 30.0) -> None:
+                 say: Callable[[str], None] | None = None, connect_timeout: float = 30.0,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         """`headers` go with every request (say `Authorization`); `say` receives the end's own messages
-        (a stream given up, the session expired), which never hold a header value. Without httpx, a
-        UsageError that names the extra."""
+        (a stream given up, the session expired), which never hold a header value. `loop`: an event loop
+        running on another thread (the `--listen` listener's) to run on rather than a thread of its own, so
+        that each message crosses one thread fewer; the end's callbacks then run on that loop's thread.
+        Without httpx, a UsageError that names the extra."""
         if not is_http_url(url):
             raise UsageError(f"not an http:// or https:// URL: {_shown(url)}")
         try:
@@ -227,6 +234,8 @@ class HttpServer:
         self._say = say or (lambda text: None)
         self._connect_timeout = connect_timeout
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._shared = loop
+        self._serving: concurrent.futures.Future[None] | None = None  # on the shared loop: the session's task
         self._thread: threading.Thread | None = None
         self._queue: asyncio.Queue[bytes | None] | None = None
         self._on_line: LineHandler = lambda line: None
@@ -244,15 +253,27 @@ class HttpServer:
         self._target: Any = None  # httpx.URL of self._url
         self._base_headers: dict[str, str] = {}
         self._extensions: dict[str, Any] = {}
+        self._lean: http11.Pool | None = None  # POSTs to an http:// server without a proxy: the lean client
+        self._lean_head: tuple[Any, bytes] = (None, b"")  # (what the headers depend on, the headers' bytes)
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
     def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
-        """Start the loop thread; nothing is sent before the client's first message."""
+        """Start the loop thread (or the session's task on the shared loop); nothing is sent before the
+        client's first message."""
         self._on_line, self._on_ended = on_line, on_ended
         ready = threading.Event()
-        self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
-        self._thread.start()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if self._shared is not None and running is not self._shared:  # (called on it, it would wait for itself)
+            self._loop = self._shared
+            self._serving = asyncio.run_coroutine_threadsafe(self._serve(ready), self._shared)
+            self._serving.add_done_callback(lambda future: ready.set())  # cancelled before it ran
+        else:
+            self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
+            self._thread.start()
         ready.wait()
 
     def send(self, data: bytes) -> None:
@@ -270,7 +291,16 @@ class HttpServer:
     def close(self) -> int:
         """End the session (DELETE), stop the loop thread; 1 when the connection failed, else 0."""
         self._closed = True
-        loop, thread = self._loop, self._thread
+        loop, thread, serving = self._loop, self._thread, self._serving
+        if loop is not None and serving is not None and not serving.done():
+            try:
+                loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
+            except RuntimeError:
+                pass
+            try:
+                serving.result(timeout=15)
+            except (Exception, concurrent.futures.CancelledError):  # noqa: BLE001  (said already, or the loop stopped)
+                pass
         if loop is not None and thread is not None and thread.is_alive():
             try:
                 loop.call_soon_threadsafe(self._queue.put_nowait, None)  # type: ignore[union-attr]
@@ -285,15 +315,23 @@ class HttpServer:
         loop = asyncio.new_event_loop()
         self._loop = loop
         try:
-            loop.run_until_complete(self._main(ready))
+            loop.run_until_complete(self._serve(ready))
+        finally:
+            ready.set()
+            loop.close()
+            self._end()
+
+    async def _serve(self, ready: threading.Event) -> None:
+        try:
+            await self._main(ready)
         except Exception as exc:  # noqa: BLE001  (a bug or an OS failure: the session ends, with the reason)
             self._failed = True
             self._say(f"the HTTP connection failed: {type(exc).__name__}")
             self._end_reason = "server exited"
         finally:
             ready.set()
-            loop.close()
-            self._end()
+            if self._shared is not None:
+                self._end()
 
     def _end(self, reason: str | None = None) -> None:
         if not self._ended.is_set():
@@ -314,6 +352,9 @@ class HttpServer:
         async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
                                      transport=transport) as client:
             self._fast_post(client)
+            if self._transport is transport and self._target.scheme == "http" and not self._target.userinfo:
+                self._lean = http11.Pool(self._target.host, self._target.port or 80,
+                                         connect_timeout=self._connect_timeout)
             try:
                 while (line := await self._queue.get()) is not None and not self._ended.is_set():
                     await self._dispatch(client, line)
@@ -322,6 +363,8 @@ class HttpServer:
                     task.cancel()
                 if self._tasks:
                     await asyncio.gather(*self._tasks, return_exceptions=True)
+                if self._lean is not None:
+                    await self._lean.aclose()
                 await self._delete(client)
 
     async def _dispatch(self, client: httpx.AsyncClient, line: bytes) -> None:
@@ -346,19 +389,23 @@ class HttpServer:
             if isinstance(message, dict) and message.get("method") == "notifications/initialized":
                 self._start_listening(client)
             return
-        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize))
+        # the request leaves now when a connection is idle (its task reads the answer a turn of the loop later)
+        early = self._send_now(client, post)
+        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize, early))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
-        """POST one message; whatever goes wrong, each of its requests still gets an answer."""
+    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
+                       early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
+        """POST one message (`early`: its headers and the lean client's request, written already); whatever
+        goes wrong, each of its requests still gets an answer."""
         import httpx
 
         try:
-            await self._post(client, post, initialize)
+            await self._post(client, post, initialize, early)
         except _SessionExpired:
             self._expire(post)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, http11.HttpFailure) as exc:
             self._failed = True
             self._give_up(post, f"the connection to the server failed: {_describe(exc)}")
         except asyncio.CancelledError:
@@ -384,11 +431,33 @@ class HttpServer:
         self._base_headers = {name.lower(): value for name, value in client.headers.items()}
         self._extensions = {"timeout": client.timeout.as_dict()}
 
-    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str]) -> httpx.Response:
+    def _send_now(self, client: httpx.AsyncClient, post: _Post) -> tuple[dict[str, str], http11.Sent] | None:
+        """A request (not initialize) on the lean client's path, written at once on an idle connection: its
+        headers and the written request; else None (`_send_post` sends it)."""
+        if self._lean is None or client.cookies:
+            return None
+        headers = self._request_headers(post=True)
+        sent = self._lean.send_now("POST", self._target.raw_path.decode("ascii"), self._lean_headers(headers),
+                                   post.body)
+        return None if sent is None else (headers, sent)
+
+    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str],
+                         sent: http11.Sent | None = None) -> httpx.Response | http11.Response:
         """POST `body`; the response's body is not read yet. While the server has set no cookie this skips the
-        client's layers (a third of httpx's time a call); once it has, the client sends them and keeps them."""
+        client's layers (a third of httpx's time a call), and for an http:// server reached without a proxy
+        httpx altogether (the lean client of `http11`: most of the proxy's time a call went to httpx, httpcore,
+        anyio and h11); once a cookie is set, the client sends them and keeps them."""
         import httpx
 
+        if sent is not None or (self._lean is not None and not client.cookies):
+            assert self._lean is not None
+            answer = await self._lean.request("POST", self._target.raw_path.decode("ascii"),
+                                              b"" if sent is not None else self._lean_headers(headers), body,
+                                              sent=sent)
+            if "set-cookie" in answer.headers:
+                client.cookies.extract_cookies(httpx.Response(
+                    answer.status_code, headers=answer.raw_headers, request=httpx.Request("POST", self._target)))
+            return answer
         if client.cookies or self._transport is None:
             request = client.build_request("POST", self._url, content=body, headers=headers)
             return await client.send(request, stream=True)
@@ -400,10 +469,22 @@ class HttpServer:
             client.cookies.extract_cookies(response)
         return response
 
-    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool) -> None:
-        headers = self._request_headers(post=True, initialize=initialize)
+    def _lean_headers(self, headers: dict[str, str]) -> bytes:
+        """The lean client's header lines: the same as httpx sends (Host, the client's defaults, the request's),
+        with the content codings the lean client reads. Made again only when they change (after initialize)."""
+        merged = {"host": self._target.netloc.decode("ascii"), **self._base_headers, **headers,
+                  "accept-encoding": "gzip, deflate"}
+        key = tuple(merged.items())
+        if self._lean_head[0] != key:
+            text = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
+            self._lean_head = (key, text.encode("utf-8"))
+        return self._lean_head[1]
+
+    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
+                    early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
+        headers, sent = early if early is not None else (self._request_headers(post=True, initialize=initialize), None)
         sent_session = "mcp-session-id" in headers
-        response = await self._send_post(client, post.body, headers)
+        response = await self._send_post(client, post.body, headers, sent)
         try:
             status = response.status_code
             if status == 404 and sent_session:
@@ -417,7 +498,9 @@ class HttpServer:
                 return
             kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             if kind == "application/json":
-                self._answer_json(await response.aread(), post, initialize)
+                body = await response.aread()
+                await response.aclose()  # first: handing the answer on wakes the router's worker
+                self._answer_json(body, post, initialize)
             elif kind == "text/event-stream":
                 await self._read_stream(client, response, post, initialize)
             elif status == 202:
@@ -428,7 +511,7 @@ class HttpServer:
         finally:
             await response.aclose()
 
-    async def _error_status(self, response: httpx.Response, post: _Post) -> None:
+    async def _error_status(self, response: httpx.Response | http11.Response, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
         body = await response.aread()
         if post.waiting and len(post.waiting) == 1:
@@ -468,8 +551,8 @@ class HttpServer:
             self._version = version if isinstance(version, str) and _TOKEN.fullmatch(version) else None
         self._on_line(line)
 
-    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | None, post: _Post,
-                           initialize: bool) -> None:
+    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | http11.Response | None,
+                           post: _Post, initialize: bool) -> None:
         """An answer as an event stream; resumed with Last-Event-ID when it drops after events with ids,
         RESUME_ATTEMPTS times at most."""
         import httpx
@@ -483,7 +566,7 @@ class HttpServer:
                     if await self._events(response, parser, post, initialize):
                         return
                     failure = "the server ended the event stream before it answered"
-                except httpx.HTTPError as exc:
+                except (httpx.HTTPError, http11.HttpFailure) as exc:
                     failure = f"the event stream from the server failed: {_describe(exc)}"
                 except (ValueError, RecursionError) as exc:
                     self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
@@ -496,7 +579,7 @@ class HttpServer:
             await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
             response = await self._resume(client, parser.last_id)
 
-    async def _events(self, response: httpx.Response, parser: SseParser, post: _Post | None,
+    async def _events(self, response: httpx.Response | http11.Response, parser: SseParser, post: _Post | None,
                       initialize: bool = False) -> bool:
         """Hand on the stream's events; True once every request of `post` is answered. The stream is then
         read to its end (the server ends it after the answer), for _DRAIN_SECONDS at most, so that its
@@ -514,7 +597,7 @@ class HttpServer:
                         if post is not None and not post.waiting and not answered:
                             answered = True
                             deadline.reschedule(asyncio.get_running_loop().time() + _DRAIN_SECONDS)
-        except (TimeoutError, httpx.HTTPError, ValueError, RecursionError):
+        except (TimeoutError, httpx.HTTPError, http11.HttpFailure, ValueError, RecursionError):
             if not answered:
                 raise
         finally:

@@ -44,10 +44,20 @@ def _number(text: str) -> float:
     return value if math.isfinite(value) else BigNumber(text)
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_number)
+
+
 def parse_message(line: bytes) -> Any:
     """One message line as JSON (NaN and Infinity refused; a number beyond a double kept as a
     BigNumber); ValueError when it is not JSON. Lone surrogate escapes are valid JSON and kept."""
-    return json.loads(line, parse_constant=_reject_constant, parse_float=_number)
+    # json.loads with these hooks, without building a decoder for every message (a few calls a message)
+    if isinstance(line, str):
+        if line.startswith("\ufeff"):
+            raise json.JSONDecodeError("Unexpected UTF-8 BOM (decode using utf-8-sig)", line, 0)
+        return _DECODER.decode(line)
+    if not isinstance(line, (bytes, bytearray)):
+        raise TypeError(f"the JSON object must be str, bytes or bytearray, not {type(line).__name__}")
+    return _DECODER.decode(line.decode(json.detect_encoding(line), "surrogatepass"))
 
 
 def dump_message(message: Any) -> bytes:
@@ -106,7 +116,12 @@ def _has_lone_surrogate(text: str) -> bool:
 
 def id_key(value: Any) -> str:
     """A table key for a JSON-RPC id of any JSON type: 1, 1.0 and "1" stay distinct."""
-    return type(value).__name__ + ":" + json.dumps(value, sort_keys=True)
+    kind = type(value)
+    if kind is int:  # the usual ids, keyed as json.dumps would write them, without an encoder built each time
+        return "int:" + int.__repr__(value)
+    if kind is str:
+        return "str:" + json.dumps(value)
+    return kind.__name__ + ":" + json.dumps(value, sort_keys=True)
 
 
 def declares_form_elicitation(message: dict[str, Any]) -> bool:

@@ -1,0 +1,414 @@
+"""A lean HTTP/1.1 client on asyncio (standard library only): the MCP upstream's POSTs to an http:// server.
+
+httpx with httpcore, anyio and h11 spends most of the proxy's time a call on its layers (pools with cancel
+scopes, a parser in pure Python built for every case); a POST of one JSON-RPC message and its answer need
+little of it. `Pool` keeps keep-alive connections to one origin (TCP_NODELAY, one request at a time on
+each, a new connection when every one is busy), writes each request in one piece, and reads the answer
+with a small strict parser: the status line, the header lines (at most `MAX_HEAD` bytes, CRLF or LF line
+ends, no obsolete line folding), then a body framed by Content-Length, by chunks, or by the end of the
+connection, decoded from gzip or deflate when the server compressed it.
+
+Every failure is an `HttpFailure` (named as httpx names its errors: ConnectError, ReadError,
+RemoteProtocolError...) whose message holds no header value and no URL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import os
+import re
+import select
+import socket
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "Pool", "ReadError", "RemoteProtocolError", "Response", "Sent"]
+
+MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers, at most
+_READ = 64 * 1024  # bytes read at a time from a body
+_STATUS = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
+_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+
+
+class HttpFailure(Exception):
+    """A request that got no whole answer; the message never holds a header value nor the URL."""
+
+
+class ConnectError(HttpFailure):
+    """No connection to the server."""
+
+
+class ReadError(HttpFailure):
+    """The connection failed while the answer was read."""
+
+
+class RemoteProtocolError(HttpFailure):
+    """The server's answer is not HTTP/1.1 as this client reads it, or it stopped before its end."""
+
+
+class _Connection:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+
+    def usable(self) -> bool:
+        """Idle and still open: the server has not closed it, nor has anything come on it since its last
+        answer (as httpcore checks: an end the event loop has not seen yet is found by polling the socket)."""
+        if self.writer.transport.is_closing() or self.reader.at_eof():
+            return False
+        sock = self.writer.get_extra_info("socket")
+        if sock is None or not hasattr(select, "poll"):
+            return True
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
+
+    def close(self) -> None:
+        self.writer.transport.abort()
+
+
+class Response:
+    """One answer; its body is read by `aread` or `aiter_text`, and `aclose` gives the connection back (or
+    closes it when the body was not read to its end)."""
+
+    def __init__(self, pool: Pool, connection: _Connection, status: int, reason: str,
+                 raw_headers: list[tuple[str, str]], keep: bool, head_only: bool) -> None:
+        self._pool = pool
+        self._connection: _Connection | None = connection
+        self.status_code = status
+        self.reason_phrase = reason
+        self.raw_headers = raw_headers  # (lowercase name, value), as they came
+        self.headers: dict[str, str] = {}  # lowercase name -> value (repeated headers joined with ", ")
+        for name, value in raw_headers:
+            self.headers[name] = f"{self.headers[name]}, {value}" if name in self.headers else value
+        self._keep = keep
+        self._remaining = 0  # bytes left of the body (Content-Length) or of the current chunk
+        self._mode = "none" if head_only else self._framing()
+        self._decoder = self._decoding()
+        self._done = self._mode == "none" or (self._mode == "length" and self._remaining == 0)
+
+    def _framing(self) -> str:
+        codings = self.headers.get("transfer-encoding")
+        if codings is not None:
+            if codings.strip().lower() != "chunked":
+                raise RemoteProtocolError(f"unsupported transfer-encoding: {codings[:40]}")
+            return "chunked"
+        length = self.headers.get("content-length")
+        if length is None:
+            self._keep = False
+            return "close"
+        values = {value.strip() for value in length.split(",")}
+        if len(values) != 1 or not next(iter(values)).isdigit() or len(next(iter(values))) > 18:
+            raise RemoteProtocolError("malformed content-length")
+        self._remaining = int(next(iter(values)))
+        return "length"
+
+    def _decoding(self) -> Any:
+        coding = self.headers.get("content-encoding", "identity").strip().lower()
+        if coding in ("identity", ""):
+            return None
+        if coding == "gzip":
+            return zlib.decompressobj(16 + zlib.MAX_WBITS)
+        if coding == "deflate":
+            return _Deflate()
+        raise RemoteProtocolError(f"unsupported content-encoding: {coding[:40]}")
+
+    async def aread(self) -> bytes:
+        """The whole body."""
+        if self._mode == "length" and self._decoder is None and not self._done:
+            connection = self._take()
+            try:
+                data = await connection.reader.readexactly(self._remaining)
+            except asyncio.IncompleteReadError:
+                self._fail(connection)
+                raise RemoteProtocolError("the server closed the connection before the end of the body") from None
+            except OSError as exc:
+                self._fail(connection)
+                raise ReadError(_os_error(exc)) from None
+            self._remaining = 0
+            self._finish(connection)
+            return data
+        return b"".join([part async for part in self.aiter_bytes()])
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        """The body as text (UTF-8; what is not UTF-8 becomes U+FFFD), as it arrives."""
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        async for part in self.aiter_bytes():
+            text = decoder.decode(part)
+            if text:
+                yield text
+        text = decoder.decode(b"", final=True)
+        if text:
+            yield text
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        """The body, decoded, as it arrives."""
+        while not self._done:
+            part = await self._next()
+            if self._decoder is not None:
+                part = self._decoder.decompress(part)
+                if self._done:
+                    part += self._decoder.flush()
+            if part:
+                yield part
+
+    async def aclose(self) -> None:
+        """Give the connection back to the pool when the body was read whole, else close it."""
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            if self._done and self._keep:
+                self._pool._give_back(connection)
+            else:
+                connection.close()
+
+    # -- reading the body ---------------------------------------------------------------------------
+
+    def _take(self) -> _Connection:
+        if self._connection is None:
+            raise ReadError("the response was closed")
+        return self._connection
+
+    def _finish(self, connection: _Connection) -> None:
+        self._done = True
+        if not self._keep:
+            self._connection = None
+            connection.close()
+
+    def _fail(self, connection: _Connection) -> None:
+        self._done = True
+        self._keep = False
+        self._connection = None
+        connection.close()
+
+    async def _next(self) -> bytes:
+        """The next piece of the body (raw); the end is marked by `_done`."""
+        connection = self._take()
+        reader = connection.reader
+        try:
+            if self._mode == "length":
+                part = await reader.read(min(self._remaining, _READ))
+                if not part:
+                    raise RemoteProtocolError("the server closed the connection before the end of the body")
+                self._remaining -= len(part)
+                if not self._remaining:
+                    self._finish(connection)
+                return part
+            if self._mode == "close":
+                part = await reader.read(_READ)
+                if not part:
+                    self._finish(connection)
+                return part
+            return await self._next_chunk(connection)
+        except HttpFailure:
+            self._fail(connection)
+            raise
+        except asyncio.IncompleteReadError:
+            self._fail(connection)
+            raise RemoteProtocolError("the server closed the connection mid-chunk (an incomplete chunked body)") \
+                from None
+        except (asyncio.LimitOverrunError, ValueError):
+            self._fail(connection)
+            raise RemoteProtocolError("a malformed chunked body (a line too long)") from None
+        except OSError as exc:
+            self._fail(connection)
+            raise ReadError(_os_error(exc)) from None
+
+    async def _next_chunk(self, connection: _Connection) -> bytes:
+        reader = connection.reader
+        if self._remaining == 0:
+            line = (await reader.readuntil(b"\n")).rstrip(b"\r\n")
+            size = line.split(b";", 1)[0].strip()
+            if not _CHUNK_SIZE.fullmatch(size):
+                raise RemoteProtocolError("a malformed chunked body (a bad chunk size)")
+            self._remaining = int(size, 16)
+            if self._remaining == 0:  # the last chunk: trailers (ignored) up to an empty line
+                trailers = 0
+                while (line := await reader.readuntil(b"\n")) not in (b"\r\n", b"\n"):
+                    trailers += len(line)
+                    if trailers > MAX_HEAD:
+                        raise RemoteProtocolError(f"the trailers exceed {MAX_HEAD} bytes")
+                self._finish(connection)
+                return b""
+        part = await reader.read(min(self._remaining, _READ))
+        if not part:
+            raise asyncio.IncompleteReadError(b"", None)
+        self._remaining -= len(part)
+        if self._remaining == 0 and await reader.readuntil(b"\n") not in (b"\r\n", b"\n"):
+            raise RemoteProtocolError("a malformed chunked body (no line end after a chunk)")
+        return part
+
+
+class _Deflate:
+    """`deflate` as servers send it: a zlib stream, or (some servers) raw deflate data."""
+
+    def __init__(self) -> None:
+        self._first = True
+        self._decompressor = zlib.decompressobj()
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._first and data:
+            self._first = False
+            try:
+                return self._decompressor.decompress(data)
+            except zlib.error:
+                self._decompressor = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._decompressor.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._decompressor.flush()
+
+
+class Sent:
+    """A request `Pool.send_now` wrote; its answer is still to be read."""
+
+    __slots__ = ("connection",)
+
+    def __init__(self, connection: _Connection) -> None:
+        self.connection = connection
+
+
+class Pool:
+    """Keep-alive connections to one http:// origin; `request` sends one request on an idle one (or a new
+    one). Every coroutine runs on one event loop."""
+
+    def __init__(self, host: str, port: int, *, connect_timeout: float = 30.0) -> None:
+        self._host = host
+        self._port = port
+        self._connect_timeout = connect_timeout
+        self._idle: list[_Connection] = []
+        self._busy: set[_Connection] = set()
+        self._closed = False
+
+    async def request(self, method: str, target: str, headers: bytes, body: bytes = b"", *,
+                      sent: Sent | None = None) -> Response:
+        """Send `method target` with `headers` (each `Name: value\\r\\n`, Host among them; Content-Length is
+        added) and `body`, unless `send_now` sent them already (`sent`); the answer once its head came, its
+        body not read yet."""
+        if sent is None:
+            connection = await self._connection()
+            self._busy.add(connection)
+            self._write(connection, method, target, headers, body)
+        else:
+            connection = sent.connection
+        try:
+            await connection.writer.drain()
+            response = await read_response(self, connection, head_only=method == "HEAD")
+        except BaseException:
+            self._busy.discard(connection)
+            connection.close()
+            raise
+        return response
+
+    def send_now(self, method: str, target: str, headers: bytes, body: bytes = b"") -> Sent | None:
+        """Write the request at once (no turn of the loop before it leaves) on an idle connection; None, with
+        nothing written, when no connection is idle. Its answer is then read by `request(..., sent=...)`."""
+        while self._idle and not self._closed:
+            connection = self._idle.pop()
+            if connection.usable():
+                self._busy.add(connection)
+                self._write(connection, method, target, headers, body)
+                return Sent(connection)
+            connection.close()
+        return None
+
+    @staticmethod
+    def _write(connection: _Connection, method: str, target: str, headers: bytes, body: bytes) -> None:
+        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + headers
+        if body or method in ("POST", "PUT", "PATCH"):
+            head += b"content-length: %d\r\n" % len(body)
+        connection.writer.write(head + b"\r\n" + body)
+
+    async def aclose(self) -> None:
+        """Close every connection (an answer still being read fails)."""
+        self._closed = True
+        for connection in [*self._idle, *self._busy]:
+            connection.close()
+        self._idle.clear()
+        self._busy.clear()
+
+    async def _connection(self) -> _Connection:
+        if self._closed:
+            raise ConnectError("the client is closed")
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.usable():
+                return connection
+            connection.close()
+        try:
+            async with asyncio.timeout(self._connect_timeout):
+                reader, writer = await asyncio.open_connection(self._host, self._port, limit=MAX_HEAD)
+        except TimeoutError:
+            raise ConnectError(f"no connection within {self._connect_timeout:g} s") from None
+        except OSError as exc:
+            raise ConnectError(_os_error(exc)) from None
+        sock = writer.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            # a request goes in one write, but an answer's acknowledgement must not wait either
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return _Connection(reader, writer)
+
+    def _give_back(self, connection: _Connection) -> None:
+        self._busy.discard(connection)
+        if self._closed or not connection.usable():
+            connection.close()
+        else:
+            self._idle.append(connection)
+
+
+async def read_response(pool: Pool, connection: _Connection, head_only: bool = False) -> Response:
+    """Read an answer's head from `connection` (informational 1xx answers skipped)."""
+    while True:
+        status, reason, headers, keep = await _read_head(connection.reader)
+        if status >= 200 or status == 101:
+            break
+    no_body = head_only or status in (204, 304) or status < 200
+    return Response(pool, connection, status, reason, headers, keep, no_body)
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple[str, str]], bool]:
+    lines: list[str] = []
+    size = 0
+    try:
+        while True:
+            line = await reader.readuntil(b"\n")
+            size += len(line)
+            if size > MAX_HEAD:
+                raise RemoteProtocolError(f"the server's response head exceeds {MAX_HEAD} bytes")
+            if line in (b"\r\n", b"\n"):
+                if lines:
+                    break
+                continue  # empty lines before a status line are tolerated (RFC 9112 2.2)
+            lines.append(line.rstrip(b"\r\n").decode("latin-1"))
+    except asyncio.IncompleteReadError as exc:
+        if not lines and not exc.partial:
+            raise RemoteProtocolError("the server closed the connection without answering") from None
+        raise RemoteProtocolError("the server closed the connection mid-head") from None
+    except asyncio.LimitOverrunError:
+        raise RemoteProtocolError(f"the server's response head exceeds {MAX_HEAD} bytes") from None
+    except OSError as exc:
+        raise ReadError(_os_error(exc)) from None
+    match = _STATUS.fullmatch(lines[0])
+    if match is None:
+        raise RemoteProtocolError("the server sent a malformed status line")
+    headers = []
+    for text in lines[1:]:
+        name, colon, value = text.partition(":")
+        if not colon or not _NAME.fullmatch(name):  # obsolete line folding included: refused
+            raise RemoteProtocolError("the server sent a malformed header line")
+        headers.append((name.lower(), value.strip(" \t")))
+    connection = {token.strip().lower() for name, value in headers if name == "connection"
+                  for token in value.split(",")}
+    keep = "keep-alive" in connection if match.group(1) == "0" else "close" not in connection
+    return int(match.group(2)), match.group(3) or "", headers, keep
+
+
+def _os_error(exc: OSError) -> str:
+    """The error in words, without the address (asyncio's connect errors name it)."""
+    if isinstance(exc, socket.gaierror) or not exc.errno or exc.errno < 0:
+        return exc.strerror or type(exc).__name__
+    return os.strerror(exc.errno)
