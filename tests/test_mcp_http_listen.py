@@ -300,6 +300,24 @@ class BadInputTest(ListenerCase):
         [record] = self.record_files()
         self.assertEqual(self.tools_of(record), ["echo"])
 
+    def test_a_malformed_http_request_gets_400_and_the_session_goes_on(self) -> None:
+        import socket
+
+        address = self.listener.url.split("/")[2]
+        for garbage in (b"POST /mcp HTTP/1.1\r\nbad header line\r\n\r\n", b"\x16\x03\x01\x02\x00\x01\x00\r\n\r\n",
+                        b"POST /mcp HTTP/1.1\r\nhost: x\r\ncontent-length: 5\r\ncontent-length: 7\r\n\r\n"):
+            with self.subTest(garbage=garbage), socket.create_connection(
+                    (address.split(":")[0], int(address.split(":")[1])), timeout=30) as raw:
+                raw.sendall(garbage)
+                answer = b""
+                while chunk := raw.recv(65536):
+                    answer += chunk
+                head, _, body = answer.partition(b"\r\n\r\n")
+                self.assertEqual((head.split(b"\r\n")[0], body), (b"HTTP/1.1 400 Bad Request",
+                                                                   b"Invalid HTTP request received."))
+        reply = self.post(self.call(20, arguments={"text": "still"}))
+        self.assertEqual((reply.status_code, reply.json()["result"]["content"][0]["text"]), (200, 'echo {"text": "still"}'))
+
     def test_an_id_in_flight_is_refused_and_a_client_leaving_mid_stream_ends_nothing_else(self) -> None:
         with self.hold(20):
             self.assertRefused(self.post(self.call(20)), 400, -32600,
@@ -477,8 +495,8 @@ class InProcessTest(unittest.TestCase):
         [server] = listener._server.servers
         [listening] = server.sockets
         self.assertEqual(listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 1)
-        # the lean protocol, whose response head and body leave in one segment (tests/test_http11_server.py)
-        self.assertEqual(listener._server.config.http.__qualname__, "ServerProtocol")
+        # uvicorn's httptools protocol (llhttp), installed with the http extra
+        self.assertEqual(listener._server.config.http, "httptools")
         self.assertEqual(listener.url, f"http://127.0.0.1:{listener.port}/mcp")
 
 

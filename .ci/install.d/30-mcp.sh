@@ -5,9 +5,9 @@
 # tasks), installed into $TOOLREPLAY_MCP_TOOLS (default ~/.cache/toolreplay-mcp), where the tests look.
 set -euo pipefail
 MCP_SDK="mcp==2.3.0"
-HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "starlette==1.10.0")  # the extra toolreplay[http] (tests/test_mcp_http.py)
 GIT_SERVER="mcp-server-git==2026.10.19"
-HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "starlette==1.10.0")  # the http extra (mcp-proxy --listen)
+# the http extra (mcp-proxy over Streamable HTTP: tests/test_mcp_http*.py); httptools is uvicorn's C parser
+HTTP_STACK=("httpx==0.28.1" "uvicorn==0.54.0" "httptools==0.9.0" "starlette==1.10.0")
 FILESYSTEM="@modelcontextprotocol/server-filesystem@2026.8.31"
 EVERYTHING="@modelcontextprotocol/server-everything@2026.8.31"
 TOOLS="${TOOLREPLAY_MCP_TOOLS:-$HOME/.cache/toolreplay-mcp}"
