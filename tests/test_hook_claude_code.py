@@ -25,6 +25,7 @@ import unittest
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from unittest import mock
 
 from tests.support import integration
 from tests.test_cli import run
@@ -395,6 +396,13 @@ class BadInputTest(HookTestCase):
     def test_usage(self) -> None:
         self.assertEqual(run("hook", "claude-code", "--records", self.records, stdin=b"{}"),
                          (2, "", "error: hook claude-code needs --policy FILE and --records DIR\n"))
+
+    def test_a_fault_of_the_hook_itself_blocks_the_call(self) -> None:
+        # exit 1 (a traceback) would let Claude Code run the tool: any fault is exit 2, one line, no traceback
+        payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_f")).encode()
+        with mock.patch("toolreplay.guard.claude_hook.handle_hook", side_effect=KeyError("tool_input\x1b[2J")):
+            self.assertEqual(self.in_process(payload), (2, "", "error: toolreplay hook: internal error (KeyError: "
+                                                           "'tool_input\\x1b[2J'); the call is blocked\n"))
 
     def test_malformed_input(self) -> None:
         self.assertEqual(self.hook(b'{"session_id": '),

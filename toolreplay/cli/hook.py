@@ -84,6 +84,10 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
         io.stderr.write(f"error: toolreplay hook: {escape_text(str(exc))}\n")
         return 2
+    except Exception as exc:  # noqa: BLE001 - a fault of ours: any other exit status lets the agent run the tool
+        why = f"{type(exc).__name__}: {escape_text(str(exc))[:500]}"
+        io.stderr.write(f"error: toolreplay hook: internal error ({why}); the call is blocked\n")
+        return 2
     output: Any = agent.output(answer)
     if output is not None:
         io.stdout.write(json.dumps(output, ensure_ascii=True, sort_keys=True) + "\n")

@@ -185,4 +185,9 @@ if __name__ == "__main__":
         from toolreplay.cli.hook_server import serve
 
         sys.exit(serve(sys.argv[2]))
-    sys.exit(main(sys.argv[1:]))
+    try:
+        code = main(sys.argv[1:])
+    except Exception as exc:  # noqa: BLE001 - any status but 0 and 2 lets the agent run the tool: block it
+        sys.stderr.write(f"error: toolreplay hook: internal error ({type(exc).__name__}); the call is blocked\n")
+        code = 2
+    sys.exit(code)
