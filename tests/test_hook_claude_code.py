@@ -389,6 +389,61 @@ class RedactionTest(HookTestCase):
                              "claude-code --policy p.json --records r --redact-key 'my key'"))
 
 
+class InstallTest(HookTestCase):
+    def install(self, settings: str) -> tuple[int, str, str]:
+        return run("hook", "claude-code", "--policy", ".claude/policy.json", "--records", "records", "--install",
+                   settings)
+
+    def expected_block(self) -> dict[str, Any]:
+        code, out, _ = run("hook", "claude-code", "--policy", ".claude/policy.json", "--records", "records",
+                           "--print-settings")
+        self.assertEqual(code, 0)
+        return dict(json.loads(out)["hooks"])
+
+    def test_a_new_settings_file_gets_the_block(self) -> None:
+        settings = os.path.join(self.project, "settings.json")
+        self.assertEqual(self.install(settings), (0, f"{settings}: added the hook to 4 events (PreToolUse, "
+                                                     "PostToolUse, PostToolUseFailure, SessionEnd)\n", ""))
+        with open(settings, encoding="utf-8") as handle:
+            self.assertEqual(json.load(handle), {"hooks": self.expected_block()})
+
+    def test_other_settings_and_hooks_stay_and_nothing_is_added_twice(self) -> None:
+        settings = os.path.join(self.project, "settings.json")
+        theirs = {"matcher": "Bash", "hooks": [{"type": "command", "command": "jq -e . >/dev/null"}]}
+        with open(settings, "w", encoding="utf-8") as out:
+            json.dump({"model": "opus", "hooks": {"PreToolUse": [theirs], "Stop": [theirs]}}, out)
+        self.assertEqual(self.install(settings)[0], 0)
+        with open(settings, "rb") as handle:
+            first = handle.read()
+        block = self.expected_block()
+        self.assertEqual(json.loads(first), {"model": "opus", "hooks": {
+            "PreToolUse": [theirs, *block["PreToolUse"]], "Stop": [theirs], "PostToolUse": block["PostToolUse"],
+            "PostToolUseFailure": block["PostToolUseFailure"], "SessionEnd": block["SessionEnd"]}})
+        self.assertEqual(self.install(settings), (0, f"{settings}: the hook is already there for every event\n", ""))
+        with open(settings, "rb") as handle:
+            self.assertEqual(handle.read(), first)
+
+    def test_a_settings_file_it_cannot_read_is_left_alone(self) -> None:
+        settings = os.path.join(self.project, "settings.json")
+        for content, message in ((b'{"hooks": {\n  "PreToolUse": [}\n', "2: invalid JSON"),
+                                 (b"[]", "the settings file is not a JSON object"),
+                                 (b'{"hooks": {"PreToolUse": {}}}', '"hooks"."PreToolUse" is not a list')):
+            with self.subTest(content=content):
+                with open(settings, "wb") as out:
+                    out.write(content)
+                code, out_text, err = self.install(settings)
+                self.assertEqual((code, out_text), (2, ""))
+                self.assertTrue(err.startswith(f"error: {settings}:") and message in err, err)
+                with open(settings, "rb") as handle:
+                    self.assertEqual(handle.read(), content)
+
+    def test_install_and_print_settings_exclude_each_other(self) -> None:
+        code, _, err = run("hook", "claude-code", "--policy", "p", "--records", "r", "--print-settings", "--install",
+                           "s.json")
+        self.assertEqual((code, err.splitlines()[0]), (2, "error: argument --install: not allowed with argument "
+                                                          "--print-settings"))
+
+
 class BadInputTest(HookTestCase):
     def assert_fails_closed(self, payload: dict[str, Any] | bytes, message: str, policy: str | None = None) -> None:
         self.assertEqual(self.in_process(payload, policy), (2, "", f"error: toolreplay hook: {message}\n"))

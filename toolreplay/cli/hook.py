@@ -58,7 +58,7 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
 def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     if args.policy is None or args.records is None:
         raise UsageError(f"hook {args.agent} needs --policy FILE and --records DIR")
-    if args.print_settings:
+    if args.print_settings or getattr(args, "install", None) is not None:
         import shlex
         import sys
 
@@ -73,7 +73,14 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
         from toolreplay.guard.claude_hook import AGENTS as PROFILES
         from toolreplay.guard.claude_hook import settings_snippet
 
-        io.stdout.write(json.dumps(settings_snippet(command, PROFILES[args.agent]), indent=2) + "\n")
+        snippet = settings_snippet(command, PROFILES[args.agent])
+        if args.print_settings:
+            io.stdout.write(json.dumps(snippet, indent=2) + "\n")
+            return 0
+        added = _install(args.install, snippet)
+        done = (f"added the hook to {len(added)} events ({', '.join(added)})" if added
+                else "the hook is already there for every event")
+        io.stdout.write(f"{escape_text(args.install)}: {done}\n")
         return 0
     from toolreplay.guard.claude_hook import AGENTS as PROFILES
     from toolreplay.guard.claude_hook import HookError, handle_hook
@@ -94,6 +101,38 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     return 0
 
 
+def _install(path: str, snippet: dict[str, Any]) -> list[str]:
+    """Merge the hooks block into the settings file at `path` (created when missing): every other setting and
+    every other hook stays; an event that already runs this exact command is left alone. The file is
+    written whole or not at all. The events it was added to."""
+    from toolreplay.errors import InputError
+    from toolreplay.format.output import write_atomically
+    from toolreplay.format.strictjson import read_json_file
+
+    settings: Any = read_json_file(path) if os.path.exists(path) else {}
+    if not isinstance(settings, dict):
+        raise InputError(path, None, "the settings file is not a JSON object")
+    hooks = settings.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InputError(path, None, '"hooks" is not an object')
+    added = []
+    for event, entries in snippet["hooks"].items():
+        present = hooks.setdefault(event, [])
+        if not isinstance(present, list):
+            raise InputError(path, None, f'"hooks"."{event}" is not a list')
+        command = entries[0]["hooks"][0]["command"]
+        if any(isinstance(group, dict) and isinstance(group.get("hooks"), list)
+               and any(isinstance(hook, dict) and hook.get("command") == command for hook in group["hooks"])
+               for group in present):
+            continue
+        present.extend(entries)
+        added.append(event)
+    if added:
+        with write_atomically(path) as output:
+            output.write((json.dumps(settings, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    return added
+
+
 def register(subparsers: Any) -> None:
     """Add the hook command to the command line."""
     import argparse
@@ -109,7 +148,8 @@ def register(subparsers: Any) -> None:
         help_line, epilog = helps[name]
         agent = agents.add_parser(
             name, help=help_line,
-            usage=f"toolreplay hook {name} --policy POLICY --records DIR [--redact-key FILE] [--print-settings]",
+            usage=f"toolreplay hook {name} --policy POLICY --records DIR [--redact-key FILE] "
+                  "[--print-settings | --install SETTINGS]",
             epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         agent.add_argument("--policy", metavar="POLICY",
                            help="permission file (its root defaults to the project: cwd)")
@@ -118,6 +158,10 @@ def register(subparsers: Any) -> None:
         agent.add_argument("--redact-key", metavar="FILE",
                            help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
                                 "secrets are replaced by a keyed hash before they are recorded")
-        agent.add_argument("--print-settings", action="store_true",
-                           help="print the settings.json hooks block that runs this command, and exit")
+        mode = agent.add_mutually_exclusive_group()
+        mode.add_argument("--print-settings", action="store_true",
+                          help="print the settings.json hooks block that runs this command, and exit")
+        mode.add_argument("--install", metavar="SETTINGS",
+                          help="add that hooks block to the settings file SETTINGS (created if missing; every "
+                               "other setting and hook kept; nothing added twice), and exit")
         agent.set_defaults(run=_run)
