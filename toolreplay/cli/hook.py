@@ -17,10 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["register", "run_plain_hook"]
 
-# The options a hook invocation may give, each once with a value: parsed without argparse (the first two
-# are needed).
-_PLAIN_OPTIONS = ("--policy", "--records", "--redact-key")
-
 _EXIT_CODES = """exit codes (Claude Code's hook contract):
   0  decided: PreToolUse prints its decision (allow, deny or ask) as JSON on stdout; other events print nothing
   2  the hook cannot decide or record (bad input, a policy that does not load, a record that cannot be
@@ -42,23 +38,22 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
     """Run `hook AGENT` (claude-code or gemini-cli) when its arguments are plain (each option once, with a
     value that is not an option), without building the argument parser; None for anything else (help, --print-settings,
     a typo), which the full parser then handles and reports."""
-    options: dict[str, str] = {}
-    if len(arguments) % 2:
-        return None
-    for name, value in zip(arguments[::2], arguments[1::2], strict=True):
-        if name not in _PLAIN_OPTIONS or name in options or value.startswith("-"):
-            return None
-        options[name] = value
-    if "--policy" not in options or "--records" not in options:
+    from toolreplay.cli.hook_client import plain_options  # the fast client's own reading of the same options
+
+    options = plain_options([agent, *arguments])
+    if options is None:
         return None
     return _run(SimpleNamespace(agent=agent, policy=options["--policy"], records=options["--records"],
-                                redact_key=options.get("--redact-key"), print_settings=False), io)
+                                redact_key=options.get("--redact-key"), print_settings=False, install=None), io)
 
 
 def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     if args.policy is None or args.records is None:
         raise UsageError(f"hook {args.agent} needs --policy FILE and --records DIR")
-    if args.print_settings or getattr(args, "install", None) is not None:
+    from toolreplay.guard.claude_hook import AGENTS as PROFILES
+
+    agent = PROFILES[args.agent]
+    if args.print_settings or args.install is not None:
         import shlex
         import sys
 
@@ -70,10 +65,9 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
                    f"{args.agent} --policy {policy} --records {records}")
         if args.redact_key is not None:
             command += f" --redact-key {shlex.quote(args.redact_key)}"
-        from toolreplay.guard.claude_hook import AGENTS as PROFILES
         from toolreplay.guard.claude_hook import settings_snippet
 
-        snippet = settings_snippet(command, PROFILES[args.agent])
+        snippet = settings_snippet(command, agent)
         if args.print_settings:
             io.stdout.write(json.dumps(snippet, indent=2) + "\n")
             return 0
@@ -82,10 +76,8 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
                 else "the hook is already there for every event")
         io.stdout.write(f"{escape_text(args.install)}: {done}\n")
         return 0
-    from toolreplay.guard.claude_hook import AGENTS as PROFILES
     from toolreplay.guard.claude_hook import HookError, handle_hook
 
-    agent = PROFILES[args.agent]
     try:
         answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key, agent)
     except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
