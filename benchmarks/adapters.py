@@ -63,7 +63,7 @@ def pydantic_ai(calls: int) -> tuple[float, float]:
     from pydantic_ai.toolsets import FunctionToolset
     from pydantic_ai.usage import RunUsage
 
-    from toolreplay.guard.adapters.pydantic_ai import GuardedToolset, PydanticAIGuard
+    from toolreplay.adapters.pydantic_ai import GuardedToolset, PydanticAIGuard
 
     plain = FunctionToolset([get_order])
     ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage(), tool_call_id="c")
@@ -86,7 +86,7 @@ def langgraph(calls: int) -> tuple[float, float]:
     from langchain_core.tools import StructuredTool
     from langgraph.prebuilt.tool_node import ToolCallRequest
 
-    from toolreplay.guard.adapters.langgraph import LangGraphGuard
+    from toolreplay.adapters.langgraph import LangGraphGuard
 
     tool = StructuredTool.from_function(get_order)
 
@@ -118,7 +118,7 @@ def openai_agents(calls: int) -> tuple[float, float]:
     from agents import function_tool
     from agents.tool_context import ToolContext
 
-    from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard
+    from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
 
     plain = function_tool(get_order)
     guard = OpenAIAgentsGuard(POLICY)

@@ -90,7 +90,7 @@ class LangGraphAdapterTest(AdapterCase):
     HAVE, REASON = HAVE, REASON
 
     def check_table(self, use_async: bool) -> None:
-        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+        from toolreplay.adapters.langgraph import LangGraphGuard
 
         tools = Tools()
         path = os.path.join(self.tmp, "session.jsonl")
@@ -110,7 +110,7 @@ class LangGraphAdapterTest(AdapterCase):
         self.check_table(use_async=True)
 
     def test_confirm_callback_when_interrupts_are_off(self) -> None:
-        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+        from toolreplay.adapters.langgraph import LangGraphGuard
 
         questions = []
 
@@ -129,7 +129,7 @@ class LangGraphAdapterTest(AdapterCase):
         from langchain_core.tools import StructuredTool
         from langgraph.prebuilt.tool_node import ToolCallRequest
 
-        from toolreplay.guard.adapters.langgraph import LangGraphGuard
+        from toolreplay.adapters.langgraph import LangGraphGuard
         from toolreplay.policy.model import Policy
 
         def lookup(order_id: int) -> dict[str, Any]:
@@ -153,6 +153,17 @@ class LangGraphAdapterTest(AdapterCase):
         tools = Tools()
         messages, asked = run_table(build_graph(tools, None))
         self.assertEqual((asked, len(tools.saw), messages[-1].content), ([], 8, "done"))
+
+
+@integration
+class LangGraphOldImportPathTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
+
+    def test_the_import_path_of_0_6_names_the_same_guard(self) -> None:
+        from toolreplay.adapters.langgraph import LangGraphGuard
+        from toolreplay.guard.adapters.langgraph import LangGraphGuard as old
+
+        self.assertIs(old, LangGraphGuard)
 
 
 if __name__ == "__main__":

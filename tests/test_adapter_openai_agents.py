@@ -59,7 +59,7 @@ class OpenAIAgentsAdapterTest(AdapterCase):
     HAVE, REASON = HAVE, REASON
 
     def test_behaviour_table(self) -> None:
-        from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard
+        from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
 
         tools = Tools()
         path = os.path.join(self.tmp, "session.jsonl")
@@ -78,7 +78,7 @@ class OpenAIAgentsAdapterTest(AdapterCase):
         from agents import Agent, RunConfig, Runner, function_tool
         from agents.testing import ScriptedModel, assistant_message, function_call
 
-        from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard
+        from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
 
         path = os.path.join(self.tmp, "session.jsonl")
         with SessionRecorder.open(path, sealed=True) as recorder:
@@ -98,7 +98,7 @@ class OpenAIAgentsAdapterTest(AdapterCase):
             self.assertEqual(len(handle.readlines()), len(STEPS) + 1)
 
     def test_confirm_callback_when_approvals_are_off(self) -> None:
-        from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard
+        from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
 
         questions = []
 
@@ -125,6 +125,17 @@ def expected_outputs(declined: str) -> list[tuple[str, Any]]:
     """A refusal is the tool's output text (the gate's reason); a result is the tool's own."""
     return [(step.call_id, (declined if step.answer is False else step.response["error"])
              if step.response.get("ok") is False else step.response) for step in STEPS]
+
+
+@integration
+class OpenAIAgentsOldImportPathTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
+
+    def test_the_import_path_of_0_6_names_the_same_guard(self) -> None:
+        from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
+        from toolreplay.guard.adapters.openai_agents import OpenAIAgentsGuard as old
+
+        self.assertIs(old, OpenAIAgentsGuard)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ class PydanticAIAdapterTest(AdapterCase):
     HAVE, REASON = HAVE, REASON
 
     def test_behaviour_table(self) -> None:
-        from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard
+        from toolreplay.adapters.pydantic_ai import PydanticAIGuard
 
         tools = Tools()
         path = os.path.join(self.tmp, "session.jsonl")
@@ -77,7 +77,7 @@ class PydanticAIAdapterTest(AdapterCase):
         check_record(self, path, self.tmp)
 
     def test_confirm_callback_when_approvals_are_off(self) -> None:
-        from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard
+        from toolreplay.adapters.pydantic_ai import PydanticAIGuard
 
         questions = []
 
@@ -109,6 +109,17 @@ def _NoGuard() -> Any:
         pass
 
     return NoGuard()
+
+
+@integration
+class PydanticAIOldImportPathTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
+
+    def test_the_import_path_of_0_6_names_the_same_guard(self) -> None:
+        from toolreplay.adapters.pydantic_ai import PydanticAIGuard
+        from toolreplay.guard.adapters.pydantic_ai import PydanticAIGuard as old
+
+        self.assertIs(old, PydanticAIGuard)
 
 
 if __name__ == "__main__":

@@ -20,8 +20,8 @@ from toolreplay.format.records import read_session
 from toolreplay.guard import approvals as store
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember, parse_approval, read_approvals
 from toolreplay.guard.gate import ConsoleApprover, Gate
-from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor, parse_redaction
 

@@ -10,7 +10,7 @@ import unittest
 
 from tests.test_cli import run
 from tests.test_mcp_proxy import TINY
-from toolreplay.guard.mcp_pins import ToolPins
+from toolreplay.mcp.pins import ToolPins
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm","arguments":{"path":"/"}}}\n'
 

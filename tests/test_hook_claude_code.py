@@ -174,7 +174,7 @@ class DecisionsTest(HookTestCase):
     def test_print_settings(self) -> None:
         code, out, err = run("hook", "claude-code", "--policy", ".claude/policy.json", "--records",
                              ".claude/toolreplay records", "--print-settings")
-        client = shlex.quote(os.path.join(ROOT, "toolreplay", "cli", "hook_client.py"))
+        client = shlex.quote(os.path.join(ROOT, "toolreplay", "hooks", "client.py"))
         command = (f"{shlex.quote(sys.executable)} -S {client} claude-code --policy .claude/policy.json "
                    "--records '.claude/toolreplay records'")
         entry = [{"matcher": "*", "hooks": [{"type": "command", "command": command}]}]
@@ -385,7 +385,7 @@ class RedactionTest(HookTestCase):
         code, out, _ = run("hook", "claude-code", "--policy", "p.json", "--records", "r", "--redact-key",
                            "my key", "--print-settings")
         self.assertEqual((code, json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"]),
-                         (0, f"{shlex.quote(sys.executable)} -S {os.path.join(ROOT, 'toolreplay', 'cli', 'hook_client.py')} "
+                         (0, f"{shlex.quote(sys.executable)} -S {os.path.join(ROOT, 'toolreplay', 'hooks', 'client.py')} "
                              "claude-code --policy p.json --records r --redact-key 'my key'"))
 
 
@@ -455,7 +455,7 @@ class BadInputTest(HookTestCase):
     def test_a_fault_of_the_hook_itself_blocks_the_call(self) -> None:
         # exit 1 (a traceback) would let Claude Code run the tool: any fault is exit 2, one line, no traceback
         payload = json.dumps(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_f")).encode()
-        with mock.patch("toolreplay.guard.claude_hook.handle_hook", side_effect=KeyError("tool_input\x1b[2J")):
+        with mock.patch("toolreplay.hooks.core.handle_hook", side_effect=KeyError("tool_input\x1b[2J")):
             self.assertEqual(self.in_process(payload), (2, "", "error: toolreplay hook: internal error (KeyError: "
                                                            "'tool_input\\x1b[2J'); the call is blocked\n"))
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from tests.support import integration
 from tests.test_cli import run
-from toolreplay.cli import hook_client
-from toolreplay.guard.claude_hook import GEMINI_CLI, HookAnswer, settings_snippet
+from toolreplay.hooks import client as hook_client
+from toolreplay.hooks.core import GEMINI_CLI, HookAnswer, settings_snippet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SESSION = "8f2c1a3e-5b7d-4e9f-a1c3-2d4e6f8a0b1c"
@@ -203,7 +203,7 @@ class DecisionsTest(GeminiHookTestCase):
     def test_print_settings(self) -> None:
         code, out, err = run("hook", "gemini-cli", "--policy", ".gemini/policy.json", "--records",
                              ".gemini/toolreplay records", "--print-settings")
-        client = shlex.quote(os.path.join(ROOT, "toolreplay", "cli", "hook_client.py"))
+        client = shlex.quote(os.path.join(ROOT, "toolreplay", "hooks", "client.py"))
         command = (f"{shlex.quote(sys.executable)} -S {client} gemini-cli --policy .gemini/policy.json "
                    "--records '.gemini/toolreplay records'")
         entry = [{"matcher": "*", "hooks": [{"name": "toolreplay", "type": "command", "command": command}]}]

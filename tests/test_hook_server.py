@@ -1,6 +1,6 @@
 """The hook server and its fast client: what `hook claude-code --print-settings` registers.
 
-The client (toolreplay/cli/hook_client.py, run by `python -S`) hands each event to the records folder's
+The client (toolreplay/hooks/client.py, run by `python -S`) hands each event to the records folder's
 server, or handles it itself when no server took it; the answers are the command line's own. The fake
 servers here are sockets that misbehave on purpose: one that takes the event and ends before answering
 (the call must be blocked, never handled twice), one that closes without taking it (the client decides).
@@ -26,7 +26,8 @@ from typing import Any
 from tests.support import integration
 from tests.test_cli import run
 from tests.test_hook_claude_code import ALLOW, ASK, ROOT, HookTestCase, decision
-from toolreplay.cli import hook_client, hook_server
+from toolreplay.hooks import client as hook_client
+from toolreplay.hooks import server as hook_server
 
 PATIENCE = 60.0  # seconds a test waits for a server to start or end: the machine's load, not the verdict
 SERVER_FILES = [".toolreplay-hook.lock", ".toolreplay-hook.sock"]
@@ -77,9 +78,9 @@ class HookServerTestCase(HookTestCase):
         self.assertEqual(code, 0)
         return shlex.split(json.loads(out)["hooks"]["PreToolUse"][0]["hooks"][0]["command"])
 
-    def fast(self, payload: dict[str, Any] | bytes) -> tuple[int, str, str]:
+    def fast(self, payload: dict[str, Any] | bytes, command: list[str] | None = None) -> tuple[int, str, str]:
         data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-        done = subprocess.run(self.fast_command(), input=data, capture_output=True, cwd=self.project,
+        done = subprocess.run(command or self.fast_command(), input=data, capture_output=True, cwd=self.project,
                               timeout=PATIENCE, check=False)
         return done.returncode, done.stdout.decode(), done.stderr.decode()
 
@@ -153,9 +154,19 @@ class ServerInThreadTest(HookServerTestCase):
 @integration  # processes: the fast client, Python without site, and the server it starts
 class FastHookTest(HookServerTestCase):
     def test_print_settings_registers_the_fast_client(self) -> None:
-        client = os.path.join(ROOT, "toolreplay", "cli", "hook_client.py")
+        client = os.path.join(ROOT, "toolreplay", "hooks", "client.py")
         self.assertEqual(self.fast_command(), [sys.executable, "-S", client, "claude-code", "--policy", self.policy,
                                                "--records", self.records])
+
+    def test_the_command_registered_before_the_hooks_moved_still_answers(self) -> None:
+        # Settings files written by 0.6 name toolreplay/cli/hook_client.py: it runs the same client.
+        old = [sys.executable, "-S", os.path.join(ROOT, "toolreplay", "cli", "hook_client.py"),
+               *self.fast_command()[3:]]
+        denied = decision("deny", "toolreplay: denied by rule no-rm: no rm -rf")
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Bash", {"command": "rm -rf /"}, "toolu_0"), old),
+                         (0, denied, ""))
+        wait_for(lambda: os.path.exists(self.socket), "the hook server's socket")
+        self.assertEqual(self.fast(self.payload("PreToolUse", "Bash", {"command": "ls"}, "toolu_1"), old), (0, ALLOW, ""))
 
     def test_the_first_event_starts_the_server_and_every_answer_is_the_command_lines(self) -> None:
         cases = [("Bash", {"command": "ls"}, ALLOW),

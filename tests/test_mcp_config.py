@@ -18,7 +18,7 @@ from typing import Any
 from tests.support import integration
 from tests.test_cli import run
 from tests.test_mcp_proxy import POLICY, ROOT, TINY, initialize
-from toolreplay.guard.mcp_config import CLIENTS
+from toolreplay.mcp.config import CLIENTS
 
 # Each client's stdio server entry, as its documentation describes it: required fields, allowed fields.
 #   Claude Desktop (modelcontextprotocol.io quickstart): mcpServers.NAME = {command, args, env}

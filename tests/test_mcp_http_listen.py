@@ -481,8 +481,8 @@ class InProcessTest(unittest.TestCase):
         import socket
 
         require(HAVE_HTTP, "uvicorn (pip install 'toolreplay[http]')")
-        from toolreplay.guard.mcp_http_listen import HttpListener
-        from toolreplay.guard.mcp_transport import StdioServer
+        from toolreplay.mcp.http.listen import HttpListener
+        from toolreplay.mcp.transport import StdioServer
         from toolreplay.policy.model import Policy
 
         directory = tempfile.mkdtemp()

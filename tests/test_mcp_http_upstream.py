@@ -22,7 +22,8 @@ from tests.test_cli import run
 from toolreplay.errors import UsageError
 from toolreplay.format.records import read_session
 from toolreplay.guard.gate import AnswerLost, Gate
-from toolreplay.guard.mcp_http_upstream import (
+from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.http.upstream import (
     SseEvent,
     SseParser,
     _coalesce_writes,
@@ -33,8 +34,7 @@ from toolreplay.guard.mcp_http_upstream import (
     parse_header,
     request_ids,
 )
-from toolreplay.guard.mcp_wire import id_key, no_answer_error, no_answer_reason
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.wire import id_key, no_answer_error, no_answer_reason
 from toolreplay.policy.model import Policy
 
 

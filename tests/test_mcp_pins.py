@@ -8,7 +8,7 @@ import tempfile
 import unittest
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.guard.mcp_pins import PinCheck, ToolPins, accept_pending, pending_path, pin_of
+from toolreplay.mcp.pins import PinCheck, ToolPins, accept_pending, pending_path, pin_of
 
 ECHO = {"name": "echo", "description": "Echo.", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
 NOTE = {"name": "note", "description": "Write a note.", "inputSchema": {"type": "object"}}

@@ -507,8 +507,8 @@ class RecordFailureTest(unittest.TestCase):
         import io
 
         from tests.faults import FullDiskHandle
-        from toolreplay.guard.mcp_proxy import McpProxy
         from toolreplay.guard.recorder import SessionRecorder
+        from toolreplay.mcp.proxy import McpProxy
         from toolreplay.policy.model import parse_policy
 
         directory = tempfile.mkdtemp()
@@ -545,7 +545,7 @@ class GateOptionsTest(unittest.TestCase):
         import io
         import sys as _sys
 
-        from toolreplay.guard.mcp_proxy import McpProxy
+        from toolreplay.mcp.proxy import McpProxy
         from toolreplay.policy import Policy
 
         policy = Policy(agent="a", allowed_tools=frozenset({"echo", "git_commit"}))

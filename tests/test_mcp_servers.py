@@ -1,4 +1,4 @@
-"""Several MCP servers behind one proxy (toolreplay.guard.mcp_servers): the servers file, and
+"""Several MCP servers behind one proxy (toolreplay.mcp.servers): the servers file, and
 `MultiServer` against in-memory servers (routing, ids, listings, a server that ends)."""
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from tests.support import integration, require
 from tests.test_cli import run
 from toolreplay.errors import InputError
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.mcp_servers import MultiServer, ServerConfig, read_servers, split_name, start_servers
-from toolreplay.guard.mcp_transport import StdioServer
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, split_name, start_servers
+from toolreplay.mcp.transport import StdioServer
 from toolreplay.policy.model import Policy
 
 HAVE_HTTP = importlib.util.find_spec("httpx") is not None
@@ -155,7 +155,7 @@ class ConfigTest(unittest.TestCase):
 
     def test_an_http_server_is_an_http_upstream_with_its_headers(self) -> None:
         require(HAVE_HTTP, "httpx (pip install 'toolreplay[http]')")
-        from toolreplay.guard.mcp_http_upstream import HttpServer
+        from toolreplay.mcp.http.upstream import HttpServer
 
         configs = self.read('{"servers": {"local": {"command": "x"},\n'
                             ' "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer s"}}}}')

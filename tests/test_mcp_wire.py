@@ -7,7 +7,7 @@ import os
 import threading
 import unittest
 
-from toolreplay.guard.mcp_wire import dump_message, id_key, parse_message, read_lines, recordable
+from toolreplay.mcp.wire import dump_message, id_key, parse_message, read_lines, recordable
 
 
 class ReadLinesTest(unittest.TestCase):

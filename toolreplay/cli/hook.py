@@ -30,7 +30,7 @@ _GEMINI_EXIT_CODES = """exit codes (Gemini CLI's hook contract):
      written): one line on stderr; Gemini CLI blocks the tool call (or hides its result, for AfterTool) and
      gives the line to the model"""
 
-# The agents the command serves (toolreplay.guard.claude_hook.AGENTS has their profiles).
+# The agents the command serves (toolreplay.hooks.core.AGENTS has their profiles).
 AGENTS = ("claude-code", "gemini-cli")
 
 
@@ -38,7 +38,7 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
     """Run `hook AGENT` (claude-code or gemini-cli) when its arguments are plain (each option once, with a
     value that is not an option), without building the argument parser; None for anything else (help, --print-settings,
     a typo), which the full parser then handles and reports."""
-    from toolreplay.cli.hook_client import plain_options  # the fast client's own reading of the same options
+    from toolreplay.hooks.client import plain_options  # the fast client's own reading of the same options
 
     options = plain_options([agent, *arguments])
     if options is None:
@@ -50,14 +50,14 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
 def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     if args.policy is None or args.records is None:
         raise UsageError(f"hook {args.agent} needs --policy FILE and --records DIR")
-    from toolreplay.guard.claude_hook import AGENTS as PROFILES
+    from toolreplay.hooks.core import AGENTS as PROFILES
 
     agent = PROFILES[args.agent]
     if args.print_settings or args.install is not None:
         import shlex
         import sys
 
-        from toolreplay.cli import hook_client
+        from toolreplay.hooks import client as hook_client
 
         policy, records = shlex.quote(args.policy), shlex.quote(args.records)
         # the fast command: Python without `site`, the hook server's client (docs/hooks.md)
@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
                    f"{args.agent} --policy {policy} --records {records}")
         if args.redact_key is not None:
             command += f" --redact-key {shlex.quote(args.redact_key)}"
-        from toolreplay.guard.claude_hook import settings_snippet
+        from toolreplay.hooks.core import settings_snippet
 
         snippet = settings_snippet(command, agent)
         if args.print_settings:
@@ -76,7 +76,7 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
                 else "the hook is already there for every event")
         io.stdout.write(f"{escape_text(args.install)}: {done}\n")
         return 0
-    from toolreplay.guard.claude_hook import HookError, handle_hook
+    from toolreplay.hooks.core import HookError, handle_hook
 
     try:
         answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key, agent)

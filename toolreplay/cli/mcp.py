@@ -15,18 +15,18 @@ from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Approvals
-from toolreplay.guard.mcp_config import CLIENTS, client_config
-from toolreplay.guard.mcp_pins import ToolPins, accept_pending, pending_path, read_pins
-from toolreplay.guard.mcp_proxy import McpProxy
-from toolreplay.guard.mcp_servers import MultiServer, ServerConfig, read_servers, start_servers
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.config import CLIENTS, client_config
+from toolreplay.mcp.pins import ToolPins, accept_pending, pending_path, read_pins
+from toolreplay.mcp.proxy import McpProxy
+from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, start_servers
 from toolreplay.policy.model import load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
 if TYPE_CHECKING:
     import asyncio
 
-    from toolreplay.guard.mcp_transport import ServerEnd
+    from toolreplay.mcp.transport import ServerEnd
 
 __all__ = ["register"]
 
@@ -119,8 +119,8 @@ def _listen_address(text: str) -> tuple[str, int]:
 
 def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None,
                   headers: list[tuple[str, str]], io: IO) -> int:
-    from toolreplay.guard.mcp_http_listen import HttpListener, is_loopback
-    from toolreplay.guard.mcp_transport import StdioServer
+    from toolreplay.mcp.http.listen import HttpListener, is_loopback
+    from toolreplay.mcp.transport import StdioServer
 
     host, port = _listen_address(args.listen)
     if args.record is not None:
@@ -193,7 +193,7 @@ def _headers(command: list[str], args: argparse.Namespace) -> list[tuple[str, st
         return []
     if not _is_url(command):
         raise UsageError("--header and --header-env need a server URL (http:// or https://) after --")
-    from toolreplay.guard.mcp_http_upstream import parse_header
+    from toolreplay.mcp.http.upstream import parse_header
 
     headers = [parse_header(text, os.environ) for text in args.header or []]
     for text in args.header_env or []:
@@ -211,7 +211,7 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
     if not _is_url(command):
         return command
     # imported here: asyncio and the HTTP upstream cost every other command its start-up time
-    from toolreplay.guard.mcp_http_upstream import HttpServer
+    from toolreplay.mcp.http.upstream import HttpServer
 
     lock = threading.Lock()
 

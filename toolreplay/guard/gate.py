@@ -148,7 +148,7 @@ class _WaitFor(Exception):  # noqa: N818 - a signal inside the gate, not an erro
 class ConfirmationDeferred(ToolReplayError):
     """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
     interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,
-    then makes the same call again. The framework adapters (toolreplay/guard/adapters) use it."""
+    then makes the same call again. The framework adapters (toolreplay/adapters) use it."""
 
 
 @dataclass(frozen=True, slots=True)

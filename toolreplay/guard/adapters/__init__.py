@@ -1,10 +1,2 @@
-"""The guard in front of agent frameworks' tools: one module per framework, each importing its framework
-(an optional extra), none imported here, so the core stays standard library only.
-
-- `toolreplay.guard.adapters.pydantic_ai`: `PydanticAIGuard`, a pydantic-ai capability;
-- `toolreplay.guard.adapters.langgraph`: `LangGraphGuard`, a LangGraph `ToolNode` tool-call wrapper;
-- `toolreplay.guard.adapters.openai_agents`: `OpenAIAgentsGuard`, wrapped Agents SDK `FunctionTool`s.
-
-What they share (`_core.GuardCore`): one Gate per session whose tools are whatever the framework runs
-for the current call; `GuardCore.call` is the one place any adapter calls `Gate.call`.
-"""
+"""Kept for one release: the framework adapters moved to `toolreplay.adapters` (a front end beside the guard,
+not inside it); `toolreplay.guard.adapters.langgraph` and the others still import, from there."""

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import IO, Protocol, TextIO
 
 from toolreplay.errors import UsageError
-from toolreplay.guard.mcp_wire import read_lines
+from toolreplay.mcp.wire import read_lines
 
 __all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer", "say_to"]
 

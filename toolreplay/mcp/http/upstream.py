@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.guard import http11
-from toolreplay.guard.mcp_transport import LineHandler
-from toolreplay.guard.mcp_wire import dump_message, id_key, no_answer_error, parse_message
+from toolreplay.mcp.http import http11
+from toolreplay.mcp.transport import LineHandler
+from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_message
 
 if TYPE_CHECKING:
     import ssl

@@ -33,8 +33,8 @@ from toolreplay import __version__
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.format.text import escape_text
-from toolreplay.guard.mcp_transport import LineHandler, ServerEnd, StdioServer, say_to
-from toolreplay.guard.mcp_wire import (
+from toolreplay.mcp.transport import LineHandler, ServerEnd, StdioServer, say_to
+from toolreplay.mcp.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -224,9 +224,9 @@ def _key_lines(text: str, duplicates: list[int] | None = None) -> dict[tuple[str
 
 
 def http_server(url: str, headers: Mapping[str, str]) -> ServerEnd:
-    """A server over Streamable HTTP (toolreplay.guard.mcp_http_upstream, imported only when one is used);
+    """A server over Streamable HTTP (toolreplay.mcp.http.upstream, imported only when one is used);
     without the http extra, a UsageError that names it."""
-    from toolreplay.guard.mcp_http_upstream import HttpServer, parse_header
+    from toolreplay.mcp.http.upstream import HttpServer, parse_header
 
     # checked and expanded as --header is: ${VAR} is read from the environment, so no token need be in the file
     return HttpServer(url, headers=[parse_header(f"{name}: {value}", os.environ, "header")

@@ -18,10 +18,10 @@ from typing import IO, Any, TextIO
 
 from toolreplay.guard.approvals import SCOPES, Approvals
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.mcp_pins import ToolPins
-from toolreplay.guard.mcp_router import BATCH_VERSIONS, Router
-from toolreplay.guard.mcp_transport import ClientEnd, ServerEnd, SessionLink, StdioClient, StdioServer
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.pins import ToolPins
+from toolreplay.mcp.router import BATCH_VERSIONS, Router
+from toolreplay.mcp.transport import ClientEnd, ServerEnd, SessionLink, StdioClient, StdioServer
 from toolreplay.policy.model import Policy
 
 __all__ = ["BATCH_VERSIONS", "McpProxy"]

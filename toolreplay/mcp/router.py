@@ -32,10 +32,10 @@ from typing import Any
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Remember
 from toolreplay.guard.gate import Answer, AnswerLost, CallCancelled, CannotConfirmError, Gate
-from toolreplay.guard.mcp_confirm import ClientConfirmation, decision
-from toolreplay.guard.mcp_pins import ToolPins
-from toolreplay.guard.mcp_transport import SessionLink
-from toolreplay.guard.mcp_wire import (
+from toolreplay.mcp.confirm import ClientConfirmation, decision
+from toolreplay.mcp.pins import ToolPins
+from toolreplay.mcp.transport import SessionLink
+from toolreplay.mcp.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,

@@ -24,7 +24,7 @@ import time
 
 from toolreplay.cli import main as command_line
 from toolreplay.cli._io import IO
-from toolreplay.cli.hook_client import PROTOCOL, SOCKET_NAME, identity
+from toolreplay.hooks.client import PROTOCOL, SOCKET_NAME, identity
 
 try:
     import fcntl

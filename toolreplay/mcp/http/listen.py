@@ -45,12 +45,12 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.guard.mcp_confirm import question_text
-from toolreplay.guard.mcp_proxy import McpProxy
-from toolreplay.guard.mcp_router import BATCH_VERSIONS
-from toolreplay.guard.mcp_transport import Ended, LineHandler, ServerEnd, say_to
-from toolreplay.guard.mcp_wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.mcp.confirm import question_text
+from toolreplay.mcp.proxy import McpProxy
+from toolreplay.mcp.router import BATCH_VERSIONS
+from toolreplay.mcp.transport import Ended, LineHandler, ServerEnd, say_to
+from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.policy.model import Policy
 from toolreplay.policy.redaction import Redactor
 

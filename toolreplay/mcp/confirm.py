@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from toolreplay.guard.approvals import Remember
-from toolreplay.guard.mcp_wire import Waiter, declares_form_elicitation, id_key
+from toolreplay.mcp.wire import Waiter, declares_form_elicitation, id_key
 
 __all__ = ["Asked", "ClientConfirmation", "approves", "decision", "question_text"]
 
