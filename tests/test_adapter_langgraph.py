@@ -156,6 +156,71 @@ class LangGraphAdapterTest(AdapterCase):
 
 
 @integration
+class LangGraphToolInterruptTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
+
+    def test_a_tool_that_interrupts_for_a_person_pauses_the_graph(self) -> None:
+        """get_order is a read the policy allows outright; the tool itself asks a person with LangGraph's
+        `interrupt`: the graph pauses (the guard does not take the interrupt for the tool's failure), and on
+        resume the tool runs again: the paused attempt is on record as cancelled, then the call that ran."""
+        for use_async in (False, True):
+            with self.subTest(use_async=use_async):
+                self.check_a_tool_interrupt(use_async)
+
+    def check_a_tool_interrupt(self, use_async: bool) -> None:
+        from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+        from langchain_core.messages import AIMessage
+        from langchain_core.tools import StructuredTool
+        from langgraph.checkpoint.memory import InMemorySaver
+        from langgraph.graph import END, START, MessagesState, StateGraph
+        from langgraph.prebuilt import ToolNode, tools_condition
+        from langgraph.types import Command, interrupt
+
+        from toolreplay.adapters.langgraph import LangGraphGuard
+
+        ran: list[int] = []
+
+        def get_order(order_id: int) -> dict[str, Any]:
+            """Look up an order, once a person says yes."""
+            if interrupt({"question": f"show order {order_id}?"}) is not True:
+                return {"ok": False, "error": "the person said no"}
+            ran.append(order_id)
+            return {"ok": True, "order_id": order_id}
+
+        path = os.path.join(self.tmp, f"interrupt-{use_async}.jsonl")
+        model = GenericFakeChatModel(messages=iter([
+            AIMessage(content="", tool_calls=[{"name": "get_order", "args": {"order_id": 1}, "id": "c1"}]),
+            AIMessage(content="done")]))
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            guard = LangGraphGuard(policy(), recorder=recorder)
+            node = ToolNode([StructuredTool.from_function(get_order)], wrap_tool_call=guard.wrap_tool_call,
+                            awrap_tool_call=guard.awrap_tool_call)
+            graph = StateGraph(MessagesState)
+            graph.add_node("agent", lambda state: {"messages": [model.invoke(state["messages"])]})
+            graph.add_node("tools", node)
+            graph.add_edge(START, "agent")
+            graph.add_conditional_edges("agent", tools_condition, ["tools", END])
+            graph.add_edge("tools", "agent")
+            app = graph.compile(checkpointer=InMemorySaver())
+            config = {"configurable": {"thread_id": "t"}}
+
+            def invoke(value: Any) -> Any:
+                return asyncio.run(app.ainvoke(value, config)) if use_async else app.invoke(value, config)
+
+            state = invoke({"messages": [("user", "go")]})
+            pauses = [pause.value for pause in state.get("__interrupt__", ())]
+            self.assertEqual((pauses, ran), ([{"question": "show order 1?"}], []))
+            state = invoke(Command(resume=True))
+        self.assertEqual((ran, model_got(state["messages"])),
+                         ([1], [("c1", "success", json.dumps({"ok": True, "order_id": 1}))]))
+        with open(path, encoding="utf-8") as handle:
+            lines = [json.loads(line) for line in handle]
+        paused = "cancelled: paused: the tool interrupted the graph to ask a person; it runs again on resume"
+        self.assertEqual([(line["meta"]["outcome"], line["response"]) for line in lines],
+                         [("cancelled", {"ok": False, "error": paused}), ("ran", {"ok": True, "order_id": 1})])
+
+
+@integration
 class LangGraphOldImportPathTest(AdapterCase):
     HAVE, REASON = HAVE, REASON
 

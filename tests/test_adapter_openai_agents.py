@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import importlib.util
+import json
 import os
 import unittest
 from typing import Any
@@ -113,6 +114,55 @@ class OpenAIAgentsAdapterTest(AdapterCase):
         self.assertEqual(questions, [("cancel_order", {"order_id": 1}), ("cancel_order", {"order_id": 2})])
         self.assertEqual(tools.saw, TOOLS_SAW)
         self.assertEqual(model_got(result), expected_outputs("confirmation declined"))
+
+    def test_a_tools_own_needs_approval_is_kept_as_an_ask(self) -> None:
+        """get_order is a read the policy allows outright; its own needs_approval=True still interrupts the
+        run (approve: it runs; reject: it does not, and the refusal is on record), and without SDK
+        approvals the guard's confirm callback is asked."""
+        from agents import Agent, RunConfig, Runner, function_tool
+        from agents.testing import ScriptedModel, assistant_message, function_call
+
+        from toolreplay.adapters.openai_agents import OpenAIAgentsGuard
+
+        def needs(context: Any, params: dict[str, Any], call_id: str) -> Any:
+            async def answer() -> bool:
+                return bool(params["order_id"] == 2)
+            return answer()
+
+        config = RunConfig(tracing_disabled=True)
+        for flag, order, approve in ((True, 1, True), (True, 1, False), (needs, 2, True), (needs, 1, None)):
+            with self.subTest(flag=flag, order=order, approve=approve):
+                tools = Tools()
+                path = os.path.join(self.tmp, f"own-{order}-{approve}-{flag is True}.jsonl")
+                with SessionRecorder.open(path, sealed=True) as recorder:
+                    guard = OpenAIAgentsGuard(policy(redelivers=False), recorder=recorder)
+                    model = ScriptedModel([[function_call("get_order", {"order_id": order}, call_id="call_a")],
+                                           [assistant_message("done")]])
+                    tool = function_tool(tools.get_order, needs_approval=flag)
+                    agent = Agent(name="shop", model=model, tools=guard.wrap([tool]), hooks=guard.hooks)
+                    result = asyncio.run(Runner.run(agent, "go", run_config=config))
+                    asked = [item.raw_item.call_id for item in result.interruptions]
+                    if approve is not None:
+                        state = result.to_state()
+                        for item in result.interruptions:
+                            (state.approve if approve else state.reject)(item)
+                        result = asyncio.run(Runner.run(agent, state, run_config=config))
+                self.assertEqual(asked, [] if approve is None else ["call_a"])
+                self.assertEqual(len(tools.saw), 0 if approve is False else 1)
+                with open(path, encoding="utf-8") as handle:
+                    outcomes = [json.loads(line)["meta"]["outcome"] for line in handle]
+                self.assertEqual(outcomes, ["refused" if approve is False else "ran"])
+
+        questions: list[str] = []
+        tools = Tools()
+        guard = OpenAIAgentsGuard(policy(redelivers=False), approvals=False,
+                                  confirm=lambda tool, args: questions.append(tool) is None and False)
+        model = ScriptedModel([[function_call("get_order", {"order_id": 1}, call_id="call_b")],
+                               [assistant_message("done")]])
+        agent = Agent(name="shop", model=model, tools=guard.wrap([function_tool(tools.get_order, needs_approval=True)]))
+        result = asyncio.run(Runner.run(agent, "go", run_config=config))
+        self.assertEqual((questions, tools.saw, model_got(result)),
+                         (["get_order"], [], [("call_b", "confirmation declined")]))
 
     def test_without_the_guard_every_call_runs(self) -> None:
         """The table's script itself: unguarded, the forbidden and rule-breaking calls reach the tools."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import unittest
 from typing import Any
@@ -109,6 +110,69 @@ def _NoGuard() -> Any:
         pass
 
     return NoGuard()
+
+
+def run_once(tools: Tools, guard: Any, toolset: str, answer: bool | None) -> tuple[list[str], Any]:
+    """One get_order call (a read the policy allows outright) from a tool that needs approval by its own
+    flag (`requires_approval=True`, or a toolset's `approval_required()`); `answer` answers the approval."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, Tool
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+    from pydantic_ai.toolsets import FunctionToolset
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if any(isinstance(message, ModelResponse) for message in messages):
+            return ModelResponse(parts=[TextPart("done")])
+        return ModelResponse(parts=[ToolCallPart("get_order", {"order_id": 1}, tool_call_id="call_a")])
+
+    if toolset == "requires_approval":
+        options: dict[str, Any] = {"tools": [Tool(tools.get_order, requires_approval=True)]}
+    else:
+        options = {"toolsets": [FunctionToolset([tools.get_order]).approval_required()]}
+    agent = Agent(FunctionModel(model), capabilities=[guard], output_type=[str, DeferredToolRequests], **options)
+    result = asyncio.run(agent.run("go"))
+    asked = [call.tool_call_id for call in result.output.approvals] \
+        if isinstance(result.output, DeferredToolRequests) else []
+    if asked and answer is not None:
+        result = asyncio.run(agent.run(message_history=result.all_messages(),
+                                       deferred_tool_results=DeferredToolResults(approvals={"call_a": answer})))
+    return asked, result
+
+
+@integration
+class PydanticAIOwnApprovalTest(AdapterCase):
+    HAVE, REASON = HAVE, REASON
+
+    def test_a_tools_own_approval_flag_is_kept_as_an_ask(self) -> None:
+        from toolreplay.adapters.pydantic_ai import PydanticAIGuard
+
+        for toolset in ("requires_approval", "approval_required"):
+            for answer in (True, False):
+                with self.subTest(toolset=toolset, answer=answer):
+                    tools = Tools()
+                    path = os.path.join(self.tmp, f"{toolset}-{answer}.jsonl")
+                    with SessionRecorder.open(path, sealed=True) as recorder:
+                        asked, result = run_once(tools, PydanticAIGuard(policy(), recorder=recorder), toolset, answer)
+                    self.assertEqual((asked, len(tools.saw), result.output), (["call_a"], int(answer), "done"))
+                    with open(path, encoding="utf-8") as handle:
+                        outcomes = [json.loads(line)["meta"]["outcome"] for line in handle]
+                    self.assertEqual(outcomes, ["ran"] if answer else ["refused"])
+
+    def test_without_framework_approvals_the_confirm_callback_is_asked(self) -> None:
+        from toolreplay.adapters.pydantic_ai import PydanticAIGuard
+
+        for answer in (True, False):
+            with self.subTest(answer=answer):
+                questions: list[str] = []
+                tools = Tools()
+                def confirm(tool: str, args: dict[str, Any], answer: bool = answer, asked: list[str] = questions) -> bool:
+                    asked.append(tool)
+                    return answer
+
+                guard = PydanticAIGuard(policy(), approvals=False, confirm=confirm)
+                asked, result = run_once(tools, guard, "approval_required", None)
+                self.assertEqual((asked, questions, len(tools.saw), result.output),
+                                 ([], ["get_order"], int(answer), "done"))
 
 
 @integration

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ class _Invocation:
 
     run: Callable[[dict[str, Any]], Any]
     ask: Confirm | None
+    asks: bool = False  # the framework's own approval flag for this call (the tool's needs_approval)
 
 
 class GuardCore:
@@ -40,16 +42,27 @@ class GuardCore:
         self._invocation: contextvars.ContextVar[_Invocation] = contextvars.ContextVar("toolreplay_invocation")
         self._confirm = confirm
         tools = {name: self._dispatch for name in policy.allowed_tools}
-        self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, **gate_options)
+        self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, host_asks=self._framework_asks,
+                         **gate_options)
+
+    def needs_confirmation(self, tool: str, args: dict[str, Any], call_id: str | None, *, asks: bool = False) -> bool:
+        """Whether the gate would ask a person for this call now (`asks`: the framework's own flag says it
+        needs approval); records and counts nothing."""
+        token = self._invocation.set(_Invocation(_not_here, None, asks))
+        try:
+            return self.gate.needs_confirmation(tool, args, key=call_id)
+        finally:
+            self._invocation.reset(token)
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None, run: Callable[[dict[str, Any]], Any], *,
-             ask: Confirm | None = None) -> dict[str, Any]:
+             ask: Confirm | None = None, asks: bool = False) -> dict[str, Any]:
         """Put one framework tool call through the gate: the one place an adapter calls it. `call_id` is the
         framework's tool-call id (the idempotency key). `run(args)` runs the framework's tool when the gate
         lets it. `ask(tool, args)` is the framework's way to ask a person (its approval or interrupt): it
         answers True or False, or raises ConfirmationDeferred (nothing recorded) when the answer comes in a
-        later call; without it the guard's `confirm` callback asks."""
-        token = self._invocation.set(_Invocation(run, ask))
+        later call; without it the guard's `confirm` callback asks. `asks=True`: the framework's own approval
+        flag is set for this call (its tool needs approval), so the gate asks whatever the policy allows."""
+        token = self._invocation.set(_Invocation(run, ask, asks))
         try:
             # the framework's id is the idempotency key and the record's meta.call_id
             return self.gate.handle(tool, args, key=call_id, call_id=call_id).response
@@ -58,27 +71,31 @@ class GuardCore:
 
     async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
                          run: Callable[[dict[str, Any]], Awaitable[Any]], *,
-                         ask: Confirm | None = None) -> dict[str, Any]:
+                         ask: Confirm | None = None, asks: bool = False) -> dict[str, Any]:
         """`call` for an async framework, in its event loop: the gate decides and records here (it is quick)
         and the tool is awaited here, no thread in between. The guard's own `confirm` callback may block (a
         person at a terminal): a call it must confirm goes through the gate on a worker thread instead."""
-        if ask is None and self._confirm is not None and self.gate.needs_confirmation(tool, args, key=call_id):
-            return await self._call_on_thread(tool, args, call_id, run)
-        token = self._invocation.set(_Invocation(_not_here, ask))
+        if ask is None and self._confirm is not None and self.needs_confirmation(tool, args, call_id, asks=asks):
+            return await self._call_on_thread(tool, args, call_id, run, asks)
+        token = self._invocation.set(_Invocation(_not_here, ask, asks))
         try:
             return (await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id)).response
         finally:
             self._invocation.reset(token)
 
     async def _call_on_thread(self, tool: str, args: dict[str, Any], call_id: str | None,
-                              run: Callable[[dict[str, Any]], Awaitable[Any]]) -> dict[str, Any]:
+                              run: Callable[[dict[str, Any]], Awaitable[Any]], asks: bool) -> dict[str, Any]:
         """The gate on a worker thread, the tool on this event loop."""
         loop = asyncio.get_running_loop()
 
         def run_on_loop(gate_args: dict[str, Any]) -> Any:
             return asyncio.run_coroutine_threadsafe(_awaited(run(gate_args)), loop).result()
 
-        return await asyncio.to_thread(self.call, tool, args, call_id, run_on_loop)
+        return await asyncio.to_thread(functools.partial(self.call, tool, args, call_id, run_on_loop, asks=asks))
+
+    def _framework_asks(self, tool: str, args: dict[str, Any]) -> bool:
+        invocation = self._invocation.get(None)
+        return invocation is not None and invocation.asks
 
     def _dispatch(self, **args: Any) -> Any:
         return self._invocation.get().run(args)

@@ -5,7 +5,9 @@
 
 Each tool call of the node goes through the Gate with the call's `id` as its idempotency key. A
 confirmation is a LangGraph `interrupt` (the graph needs a checkpointer): resume it with
-`Command(resume=True)` or `Command(resume=False)`. A refusal reaches the model as a `ToolMessage` with
+`Command(resume=True)` or `Command(resume=False)`. A tool that calls `interrupt` itself (its own way to
+ask a person) pauses the graph as it would unguarded: the paused attempt is on record as cancelled, and
+the tool's run on resume is the call. A refusal reaches the model as a `ToolMessage` with
 `status="error"` whose content is the gate's reason. Needs `langchain-core` and `langgraph` (the
 `langgraph` extra); toolreplay's core never imports them.
 """
@@ -17,12 +19,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeAlias
 
 from langchain_core.messages import ToolMessage
-from langgraph.errors import GraphInterrupt
+from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
 from toolreplay.adapters._core import Confirm, GuardCore, is_refusal
-from toolreplay.guard.gate import ConfirmationDeferred, Gate
+from toolreplay.guard.gate import CallCancelled, ConfirmationDeferred, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 
@@ -51,8 +53,13 @@ class LangGraphGuard:
         call = request.tool_call
         ran: list[Result] = []
 
+        paused: list[GraphBubbleUp] = []
+
         def run(gate_args: dict[str, Any]) -> Any:
-            ran.append(execute(request.override(tool_call={**call, "args": gate_args})))
+            try:
+                ran.append(execute(request.override(tool_call={**call, "args": gate_args})))
+            except GraphBubbleUp as pause:  # the tool's own interrupt: it asks a person
+                raise _paused(paused, pause) from None
             return _json_form(ran[0])
 
         ask = self._ask_by_interrupt(call.get("id")) if self._interrupts else None
@@ -60,6 +67,8 @@ class LangGraphGuard:
             response = self._core.call(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
         except ConfirmationDeferred as deferred:
             raise deferred.__cause__ or deferred from None  # the GraphInterrupt: the graph pauses here
+        if paused:
+            raise paused[0]  # on record as paused; the graph pauses, and the tool runs again on resume
         return _message(call, response, ran)
 
     async def awrap_tool_call(self, request: ToolCallRequest,
@@ -68,8 +77,13 @@ class LangGraphGuard:
         call = request.tool_call
         ran: list[Result] = []
 
+        paused: list[GraphBubbleUp] = []
+
         async def run(gate_args: dict[str, Any]) -> Any:
-            ran.append(await execute(request.override(tool_call={**call, "args": gate_args})))
+            try:
+                ran.append(await execute(request.override(tool_call={**call, "args": gate_args})))
+            except GraphBubbleUp as pause:
+                raise _paused(paused, pause) from None
             return _json_form(ran[0])
 
         ask = self._ask_by_interrupt(call.get("id")) if self._interrupts else None
@@ -77,6 +91,8 @@ class LangGraphGuard:
             response = await self._core.call_async(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
         except ConfirmationDeferred as deferred:
             raise deferred.__cause__ or deferred from None
+        if paused:
+            raise paused[0]
         return _message(call, response, ran)
 
     @staticmethod
@@ -89,6 +105,15 @@ class LangGraphGuard:
                 raise ConfirmationDeferred(f"{tool} waits for a resume") from pause
             return answer is True if isinstance(answer, bool) else _not_a_bool(answer)
         return ask
+
+
+def _paused(paused: list[GraphBubbleUp], pause: GraphBubbleUp) -> CallCancelled:
+    """A tool that interrupts the graph itself (LangGraph's `interrupt`, its way to ask a person) did not
+    fail: the gate records the call as cancelled before its effect (LangGraph runs the tool again from its
+    start on resume, and that run is the call), and the interrupt goes on to pause the graph."""
+    paused.append(pause)
+    return CallCancelled("paused: the tool interrupted the graph to ask a person; it runs again on resume",
+                         started=False)
 
 
 def _not_a_bool(answer: Any) -> bool:

@@ -5,7 +5,9 @@
 
 `wrap` returns copies of the `FunctionTool`s whose `on_invoke_tool` goes through the Gate (the SDK's
 `call_id` is the idempotency key) and whose `needs_approval` asks the gate whether this call needs a
-person: the SDK then interrupts the run (`result.interruptions`; `state.approve`/`state.reject`). A
+person (a tool's own `needs_approval` is kept: when it says yes, the gate asks whatever the policy
+allows, and a deny still denies): the SDK then interrupts the run (`result.interruptions`;
+`state.approve`/`state.reject`). A
 refusal reaches the model as the tool's output text, the gate's reason. `hooks` puts a rejected call on
 record (the SDK never invokes it). Needs `openai-agents` (the `openai-agents` extra); toolreplay's core
 never imports it.
@@ -40,6 +42,7 @@ class OpenAIAgentsGuard:
         self._approvals = approvals
         self._lock = threading.Lock()
         self._waiting: dict[str, tuple[str, dict[str, Any]]] = {}  # call_id -> the call sent for approval
+        self._flagged: set[str] = set()  # call ids whose tool's own needs_approval said yes
         self.hooks: AgentHooks[Any] = _DeclineRecorder(self)
 
     @property
@@ -55,12 +58,17 @@ class OpenAIAgentsGuard:
         if not isinstance(tool, FunctionTool):
             raise TypeError(f"only FunctionTools can be guarded, not {type(tool).__name__}")
         invoke = tool.on_invoke_tool
+        own = tool.needs_approval  # the tool's own flag: kept, as at least an ask of the gate
 
         async def on_invoke_tool(context: ToolContext[Any], arguments: str) -> Any:
             return await self.guard_call(tool.name, arguments, context, invoke)
 
         async def needs_approval(context: RunContextWrapper[Any], params: dict[str, Any], call_id: str) -> bool:
-            if not self._approvals or not self.gate.needs_confirmation(tool.name, params, key=call_id):
+            asks = own if isinstance(own, bool) else bool(await own(context, params, call_id))
+            if asks:
+                with self._lock:
+                    self._flagged.add(call_id)
+            if not self._approvals or not self._core.needs_confirmation(tool.name, params, call_id, asks=asks):
                 return False
             with self._lock:
                 self._waiting[call_id] = (tool.name, dict(params))
@@ -85,8 +93,10 @@ class OpenAIAgentsGuard:
 
         with self._lock:
             approved = self._waiting.pop(call_id, None) is not None and context.is_tool_approved(name, call_id)
+            asks = call_id in self._flagged
+            self._flagged.discard(call_id)
         ask = _answer(True) if approved else None
-        response = await self._core.call_async(name, args, call_id, run, ask=ask)
+        response = await self._core.call_async(name, args, call_id, run, ask=ask, asks=asks)
         if is_refusal(response):
             return response["error"]
         return ran[0] if ran else response
@@ -96,10 +106,13 @@ class OpenAIAgentsGuard:
         with self._lock:
             declined = [(call_id, call) for call_id, call in self._waiting.items()
                         if context.is_tool_approved(call[0], call_id) is False]
+            flagged = {call_id for call_id, _ in declined if call_id in self._flagged}
             for call_id, _ in declined:
                 del self._waiting[call_id]
+                self._flagged.discard(call_id)
         for call_id, (tool, args) in declined:
-            await self._core.call_async(tool, args, call_id, _never_run, ask=_answer(False))
+            await self._core.call_async(tool, args, call_id, _never_run, ask=_answer(False),
+                                        asks=call_id in flagged)
 
 
 class _DeclineRecorder(AgentHooks[Any]):

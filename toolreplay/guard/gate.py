@@ -222,7 +222,8 @@ class Gate:
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
                  remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns,
                  record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
-                 approvals: Approvals | None = None) -> None:
+                 approvals: Approvals | None = None,
+                 host_asks: Callable[[str, dict[str, Any]], bool] | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -238,6 +239,9 @@ class Gate:
         keys for a record's `meta` (format 1.1 `x-` keys, say which server served the tool), or None.
         `approvals` are the approvals a person asked to remember: one that matches a call answers its
         confirmation (nothing else), and a `Remember("session")` or `Remember("always")` answer adds one.
+        `host_asks(tool, args)` is the host's own approval flag (a framework tool's `needs_approval`): a call
+        it says True for needs a person's yes whatever the policy allows (at least an ask; a deny still
+        denies).
         """
         self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -250,6 +254,7 @@ class Gate:
         self._record_meta = record_meta
         self._screen = screen
         self._approvals = approvals
+        self._host_asks = host_asks
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0
@@ -492,8 +497,10 @@ class Gate:
         return self._rules.check(call.tool, self._rule_set.prepare(call.tool, call.args), self._clock())
 
     def _needs_confirmation(self, call: _Call, ruling: Ruling | None = None) -> bool:
-        """Rules first (ask > allow), then write_tools."""
+        """Rules first (ask > allow), then the host's own approval flag, then write_tools."""
         if ruling is not None and ruling.asks:
+            return True
+        if self._host_asks is not None and self._host_asks(call.tool, call.args):
             return True
         if ruling is not None and ruling.allowed:
             return False
