@@ -174,6 +174,19 @@ class CiOutputTest(unittest.TestCase):
             handle.write(out if renamed is None else out.replace('"agent": "mock_model"', f'"agent": "{renamed}"'))
         return path
 
+    def test_output_file_holds_the_report_and_stdout_nothing(self) -> None:
+        code, out, err = run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--format", "json")
+        target = os.path.join(self.directory, "report.json")
+        self.assertEqual(run("eval", SUITE, "--agent", MOCK, "--agent", SLOPPY, "--format", "json", "-o", target),
+                         (code, "", err))
+        with open(target, encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), out)
+        self.assertEqual(code, 1)
+        missing = os.path.join(self.directory, "no", "such", "report.json")
+        code, out, err = run("eval", SUITE, "--agent", MOCK, "-o", missing)
+        self.assertEqual((code, out, os.path.exists(missing)), (2, "", False))
+        self.assertTrue(err.startswith("error: "), err)
+
     def test_junit_one_test_case_per_case_and_agent(self) -> None:
         from xml.etree import ElementTree
 
@@ -186,7 +199,9 @@ class CiOutputTest(unittest.TestCase):
                          [("mock_model", "5", "0"), ("sloppy_model", "5", "2"), ("thresholds", "1", "1")])
         failures = [(case.get("classname"), case.get("name"), case[0].get("message"))
                     for suite in root for case in suite if len(case)]
-        self.assertEqual(failures[0], ("sloppy_model", "all-orders-completed",
+        # the case's name is its id and question, so a suite made from logs (ids 0000, 0001) names its cases
+        self.assertEqual(failures[0], ("sloppy_model", "all-orders-completed: I'm customer C-1042 and my last order "
+                                                       "was 3015. Are all my orders completed?",
                                        'sloppy_model case 3 all-orders-completed: tool match failed (strict): expected '
                                        '[count_orders {"customer_id":"C-1042"}], called [get_order {"order_id":3015}]; '
                                        'answer correct: "Order 3015 is completed."'))
@@ -359,7 +374,7 @@ class JunitConsumerTest(unittest.TestCase):
                 self.assertEqual(suites[0].name, "odd_agent")
                 self.assertEqual((suites[0].tests, suites[0].errors), (1, 0))
                 (case,) = list(suites[0])
-                self.assertEqual(case.name, "odd")
+                self.assertEqual(case.name, "odd: Where is order \\uffff?")
                 (result,) = case.result
                 if options[:1] == ("--baseline",):
                     self.assertIsInstance(result, junitparser.Skipped)

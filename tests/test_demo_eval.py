@@ -34,12 +34,12 @@ DEMO = "suite: toolreplay.demos.orders:SUITE (5 cases, 1 trial, step limit 10)\n
 class DemoEvalTest(unittest.TestCase):
     def test_exact_output(self) -> None:
         out = io.StringIO()
-        self.assertEqual(evaluation.run(out), 0)
+        self.assertEqual(evaluation.run(out), 1)
         self.assertEqual(out.getvalue(), DEMO)
 
     def test_through_the_cli(self) -> None:
         streams = IO.memory()
-        self.assertEqual(main(["demo", "eval"], streams), 0)
+        self.assertEqual(main(["demo", "eval"], streams), 1)  # as `eval` exits: two runs failed
         self.assertEqual((streams.out(), streams.err()), (DEMO, ""))
 
     def test_third_case_is_a_tool_match_failure_with_a_correct_answer(self) -> None:
@@ -55,7 +55,7 @@ class DemoEvalTest(unittest.TestCase):
 
     def test_record_directory(self) -> None:
         with tempfile.TemporaryDirectory() as directory:
-            self.assertEqual(evaluation.run(io.StringIO(), record=directory), 0)
+            self.assertEqual(evaluation.run(io.StringIO(), record=directory), 1)
             self.assertEqual(sorted(os.listdir(os.path.join(directory, "sloppy_model"))),
                              ["all-orders-completed.jsonl", "delivery-date.jsonl", "order-status.jsonl",
                               "orders-placed.jsonl", "refund-status.jsonl", "scope.json"])

@@ -27,7 +27,8 @@ def register(subparsers: Any) -> None:
     """Add `demo NAME [--record FILE]`."""
     parser = subparsers.add_parser(
         "demo", help="run one of the built-in demonstrations",
-        epilog="exit codes:\n  0  the demonstration ran as documented\n  2  usage error")
+        epilog="exit codes:\n  0  the demonstration ran as documented (injection)\n"
+               "  1  eval: a run failed, as `eval` exits (the sloppy model fails two cases)\n  2  usage error")
     parser.add_argument("demo", metavar="NAME", choices=sorted(_DEMOS),
                         help="which demonstration: " + ", ".join(sorted(_DEMOS)))
     parser.add_argument("--record", metavar="PATH", help="where to write the demonstration's record")

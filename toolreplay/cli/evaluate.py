@@ -16,9 +16,10 @@ from toolreplay.cli._io import IO
 from toolreplay.evaluation.agent import load_agents
 from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
 from toolreplay.evaluation.metrics import MATCH_MODES
-from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, unmet_thresholds
+from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, exit_code
 from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
 from toolreplay.evaluation.suite import load_suite
+from toolreplay.format.output import write_atomically
 from toolreplay.format.text import escape_text
 
 __all__ = ["register"]
@@ -59,12 +60,13 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
     thresholds = Thresholds(args.min_success, args.min_tool_match)
     comparison = compare_with_baseline(report, baseline) if baseline is not None else None
     render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
-    io.stdout.write(render(report, thresholds, comparison))
-    if comparison is None and thresholds == Thresholds():
-        # Nothing says what passes: like a test runner, any failed run fails the command.
-        return 1 if any(agent.failures for agent in report.agents) else 0
-    regressed = comparison is not None and bool(comparison.regressions)
-    return 1 if unmet_thresholds(report, thresholds) or regressed else 0
+    text = render(report, thresholds, comparison)
+    if args.output:
+        with write_atomically(args.output) as output:
+            output.write(text.encode("utf-8"))
+    else:
+        io.stdout.write(text)
+    return exit_code(report, thresholds, comparison)
 
 
 def register(subparsers: Any) -> None:
@@ -99,4 +101,6 @@ def register(subparsers: Any) -> None:
                              "(and on unmet thresholds)")
     parser.add_argument("--format", choices=("text", "json", "junit"), default="text",
                         help="report format: text, json or JUnit XML (default: text)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the report to FILE (atomically) instead of standard output")
     parser.set_defaults(run=_run_eval)

@@ -16,7 +16,7 @@ from toolreplay.evaluation.runner import AgentReport, CaseRun, EvalReport
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.text import escape_text
 
-__all__ = ["Thresholds", "eval_json", "eval_junit", "eval_text", "failure_line", "unmet_thresholds"]
+__all__ = ["Thresholds", "eval_json", "eval_junit", "eval_text", "exit_code", "failure_line", "unmet_thresholds"]
 
 _ANSWER_SHOWN = 160  # characters of an answer quoted on a failure line
 
@@ -38,6 +38,24 @@ def unmet_thresholds(report: EvalReport, thresholds: Thresholds) -> list[str]:
             if minimum is not None and value < minimum:
                 unmet.append(f"{agent.name}: {metric} {_ratio(value)} is below {_plain(minimum)}")
     return unmet
+
+
+def exit_code(report: EvalReport, thresholds: Thresholds = Thresholds(),
+              comparison: BaselineComparison | None = None) -> int:
+    """What `eval` exits with: with no threshold and no baseline, 1 when any run failed (like a test
+    runner); else 1 when an agent missed a threshold or a case regressed; 0 otherwise."""
+    if comparison is None and thresholds == Thresholds():
+        return 1 if any(agent.failures for agent in report.agents) else 0
+    regressed = comparison is not None and bool(comparison.regressions)
+    return 1 if unmet_thresholds(report, thresholds) or regressed else 0
+
+
+def _case_name(case_id: str, question: str) -> str:
+    """A JUnit test case's name: the case id and its question (first line, at most 80 characters), so a
+    suite made from logs (ids 0000, 0001, ...) still names what each case asks."""
+    first = question.strip().splitlines()[0] if question.strip() else ""
+    shown = first if len(first) <= 80 else first[:79] + "…"
+    return f"{case_id}: {shown}" if shown else case_id
 
 
 def _ratio(value: Fraction) -> str:
@@ -191,7 +209,8 @@ def eval_junit(report: EvalReport, thresholds: Thresholds = Thresholds(),
             by_case.setdefault(run.position, []).append(run)
         suite_failures = skipped = 0
         for runs in by_case.values():
-            case = ElementTree.SubElement(suite, "testcase", classname=_xml(agent.name), name=_xml(runs[0].case.id))
+            case = ElementTree.SubElement(suite, "testcase", classname=_xml(agent.name),
+                                          name=_xml(_case_name(runs[0].case.id, runs[0].case.question)))
             bad = [run for run in runs if not run.passed]
             if not bad:
                 continue
