@@ -1,4 +1,4 @@
-"""The Dask engine: the fleet audit's batches run on a Dask distributed cluster (`pip install toolreplay[dask]`).
+"""The Dask engine: the fleet audit's batches run on a Dask distributed cluster (`pip install '.[dask]'` in a checkout).
 
 Only this module knows Dask, and it imports `distributed` when an audit starts, never at import time.
 The client sends each batch (a list of paths and the options, a few KB) as one task, pickled as one
@@ -65,7 +65,8 @@ class DaskEngine:
         try:
             distributed: Any = importlib.import_module("distributed")  # Any: the package is not typed
         except ImportError:
-            raise UsageError("the dask engine needs the distributed package: pip install 'toolreplay[dask]'") from None
+            raise UsageError("the dask engine needs the distributed package: pip install 'dask[distributed]' "
+                             "(or, in a ToolReplay checkout, pip install '.[dask]')") from None
         try:
             client = distributed.Client(self.address, timeout=self.connect_timeout, set_as_default=False)
         except (OSError, TimeoutError, ValueError) as exc:
