@@ -14,6 +14,7 @@ All examples of one file run in order in one fresh temporary directory holding a
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ import sys
 import tempfile
 import unittest
 from dataclasses import dataclass
+
+from tests.support import require
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -183,6 +186,11 @@ def run_examples(examples: list[Example], rounds: int = 1, samples: bool = True)
     return failures
 
 
+# The framework pages (docs/integrations/) and the modules their examples import.
+FRAMEWORKS = {"openai-agents.md": ("agents",), "pydantic-ai.md": ("pydantic_ai",),
+              "langgraph.md": ("langgraph", "langchain_core")}
+
+
 class ReadmeExamplesTest(unittest.TestCase):
     def test_every_example(self) -> None:
         with open(README, encoding="utf-8") as handle:
@@ -197,6 +205,20 @@ class ReadmeExamplesTest(unittest.TestCase):
         self.assertTrue(examples)
         failures = run_examples(examples, samples=False)
         self.assertFalse(failures, "\n\n".join(failures))
+
+    def test_every_example_of_the_framework_pages(self) -> None:
+        # each page's complete example runs with its framework's own test model (CI installs them)
+        folder = os.path.join(DOCS, "integrations")
+        self.assertEqual(sorted(name for name in os.listdir(folder) if name.endswith(".md")), sorted(FRAMEWORKS))
+        for name, modules in sorted(FRAMEWORKS.items()):
+            with self.subTest(doc=name):
+                require(all(importlib.util.find_spec(module) is not None for module in modules),
+                        f"docs/integrations/{name} needs {', '.join(modules)} (.ci/install.d/60-frameworks.sh)")
+                with open(os.path.join(folder, name), encoding="utf-8") as handle:
+                    examples = parse_examples(handle.read(), f"docs/integrations/{name}")
+                self.assertTrue(any(example.kind == "python" and example.expected for example in examples))
+                failures = run_examples(examples, samples=False)
+                self.assertFalse(failures, "\n\n".join(failures))
 
     def test_every_example_of_the_docs(self) -> None:
         names = sorted(name for name in os.listdir(DOCS) if name.endswith(".md")) if os.path.isdir(DOCS) else []
