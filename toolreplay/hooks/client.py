@@ -53,15 +53,17 @@ __all__ = ["ANSWER_SECONDS", "MAX_SOCKET_PATH", "PROTOCOL", "SOCKET_NAME", "iden
            "run", "socket_path"]
 
 # The full command line, run in this process's place for anything but the plain options: Python without
-# `site`, as this process, with the package's parent first on the path (as here).
-_COMMAND_LINE = "import sys; sys.path[0] = sys.argv.pop(1); from toolreplay.cli import entry_point; entry_point()"
+# `site`, as this process, and with the package's parent first on the path (as here), not the working folder.
+_COMMAND_LINE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from toolreplay.cli import entry_point; "
+                 "entry_point()")
 
 
 def main(arguments: list[str]) -> int:
     """Answer one hook event: through the records folder's own server, or decided here."""
     options = plain_options(arguments)
     if options is None:  # help, --print-settings, a typo: the full command line answers, in this process's place
-        posix.execv(sys.executable, [sys.executable, "-S", "-c", _COMMAND_LINE, PACKAGE_PARENT, "hook", *arguments])
+        posix.execv(sys.executable, [sys.executable, "-S", "-P", "-c", _COMMAND_LINE, PACKAGE_PARENT, "hook",
+                                      *arguments])
     data = sys.stdin.buffer.read()
     cwd = posix.getcwd()
     path = socket_path(options["--records"], cwd)
