@@ -300,6 +300,7 @@ class ConcurrencyTest(GeminiHookTestCase):
                            "--print-settings")
         command = shlex.split(json.loads(out)["hooks"]["BeforeTool"][0]["hooks"][0]["command"])
         socket = os.path.join(self.records, hook_client.SOCKET_NAME)
+        os.chmod(self.records, 0o700)  # a private folder whatever the umask: the server serves only there
         self.addCleanup(lambda: os.path.lexists(socket) and os.unlink(socket))  # the server ends when it goes
 
         def fast(payload: dict[str, Any]) -> tuple[int, str, str]:

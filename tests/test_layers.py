@@ -17,9 +17,6 @@ FRONT_ENDS = ("mcp", "hooks", "adapters")
 # Thin re-exports of old import paths, kept for one release: the only modules allowed to point upward.
 COMPATIBILITY = {"toolreplay.guard.adapters.langgraph", "toolreplay.guard.adapters.openai_agents",
                  "toolreplay.guard.adapters.pydantic_ai"}
-# Imports that break the layers today and are being removed (each names why it is still here).
-KNOWN_UPWARD = {("toolreplay.hooks.client", "toolreplay.cli"), ("toolreplay.hooks.client", "toolreplay.cli._io"),
-                ("toolreplay.hooks.server", "toolreplay.cli"), ("toolreplay.hooks.server", "toolreplay.cli._io")}
 # Top-level modules that are not layers of their own.
 TOP_LEVEL = {"__init__": "errors", "__version__": "errors", "__main__": "cli", "recorder": "guard"}
 
@@ -84,8 +81,6 @@ class LayersTest(unittest.TestCase):
                     continue
                 own = LAYERS.index(layer_of(module))
                 for line, target in imports_of(path, module):
-                    if (module, target) in KNOWN_UPWARD:
-                        continue
                     if LAYERS.index(layer_of(target)) > own or _sideways(layer_of(module), layer_of(target)):
                         upward.append(f"{os.path.relpath(path, ROOT)}:{line}: {module} imports {target}")
         self.assertEqual(upward, [])

@@ -38,7 +38,7 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
     """Run `hook AGENT` (claude-code or gemini-cli) when its arguments are plain (each option once, with a
     value that is not an option), without building the argument parser; None for anything else (help, --print-settings,
     a typo), which the full parser then handles and reports."""
-    from toolreplay.hooks.client import plain_options  # the fast client's own reading of the same options
+    from toolreplay.hooks.protocol import plain_options  # the fast client's own reading of the same options
 
     options = plain_options([agent, *arguments])
     if options is None:
@@ -76,21 +76,17 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
                 else "the hook is already there for every event")
         io.stdout.write(f"{escape_text(args.install)}: {done}\n")
         return 0
-    from toolreplay.hooks.core import HookError, handle_hook
+    from toolreplay.hooks.reply import fault_reply, reply_to_event
 
     try:
-        answer = handle_hook(io.stdin.read(), args.policy, args.records, args.redact_key, agent)
-    except HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
-        io.stderr.write(f"error: toolreplay hook: {escape_text(str(exc))}\n")
-        return 2
-    except Exception as exc:  # noqa: BLE001 - a fault of ours: any other exit status lets the agent run the tool
-        why = f"{type(exc).__name__}: {escape_text(str(exc))[:500]}"
-        io.stderr.write(f"error: toolreplay hook: internal error ({why}); the call is blocked\n")
-        return 2
-    output: Any = agent.output(answer)
-    if output is not None:
-        io.stdout.write(json.dumps(output, ensure_ascii=True, sort_keys=True) + "\n")
-    return 0
+        data = io.stdin.read()
+    except Exception as exc:  # noqa: BLE001 - any exit status but 0 and 2 lets the agent run the tool
+        reply = fault_reply(exc)
+    else:
+        reply = reply_to_event(data, args.policy, args.records, args.redact_key, args.agent)
+    io.stdout.write(reply.stdout)
+    io.stderr.write(reply.stderr)
+    return reply.code
 
 
 def _install(path: str, snippet: dict[str, Any]) -> list[str]:

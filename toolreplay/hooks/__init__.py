@@ -1,2 +1,4 @@
-"""Front end: agent hooks (Claude Code, Gemini CLI), the decide-and-record core over the guard, the fast
-client and the hook server. Nothing here is loaded by the fast client but what it asks for."""
+"""Front end: agent hooks (Claude Code, Gemini CLI). core.py decides and records over the guard, reply.py
+turns an event into the agent's answer (exit code, stdout, stderr), protocol.py is the socket protocol that
+the fast client (client.py) and the hook server (server.py) share. Nothing here is loaded by the fast client
+but what it asks for."""

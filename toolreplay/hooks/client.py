@@ -6,95 +6,90 @@ AGENT is claude-code or gemini-cli. The agent starts a new process for every hoo
 `site` (`-S`) and as a script, this process loads almost nothing: it hands the event to the hook server of
 DIR (toolreplay/hooks/server.py, a process that has the guard loaded already) over the Unix socket
 DIR/.toolreplay-hook.sock and prints its answer. The server decides with exactly the code of
-`toolreplay hook AGENT`, so the answers and the record are the same bytes.
+`toolreplay hook AGENT` (toolreplay/hooks/reply.py), so the answers and the record are the same bytes.
 
 - No server answers (none yet, or it ended after its idle time): this process starts one in the
-  background for the next events and handles this event itself, as `toolreplay hook AGENT` does.
+  background for the next events and decides this event itself, as `toolreplay hook AGENT` does.
 - The server received the event but ended before it answered: the call is blocked (exit 2, a line on
   stderr), because the server may have recorded it already; it is never handled twice.
-- The server runs another version of ToolReplay: it stops, and this process handles the event itself.
+- The server runs another version of ToolReplay: it stops, and this process decides the event itself.
+- Only the user's own server is trusted: the socket is used only in a private records folder (the user's or
+  root's, not writable by its group or others), only when it is a socket the user owns, and (on Linux) only
+  when the process listening on it is the user's. Otherwise this process decides the event itself, and it
+  starts no server in a folder that is not private.
+- Help, --print-settings, a typo: the full command line answers (`toolreplay hook ...`, run in this
+  process's place).
 
-The protocol, one connection an event: the client sends NUL-separated fields (the protocol tag, the server
-identity, the client's working folder, the number of arguments, the arguments) and then the hook input
-bytes, and shuts its writing side. The server answers `A` as soon as it has the whole request (from then
-on it may record), then the exit code and the length of standard output as decimal numbers each ended by
-NUL, standard output and standard error. It answers `V` (and stops) for another identity.
+The socket protocol (its names, how a request is framed and an answer read) is toolreplay/hooks/protocol.py.
 """
 
 import sys
 
-# Run as a script, Python put this file's folder (the package's cli/) first on the path: the folder that
+# Run as a script, Python put this file's folder (the package's hooks/) first on the path: the folder that
 # holds the package goes there instead, so that `toolreplay` imports from where this file is.
 _HERE = __file__ if __file__.startswith("/") else __import__("posix").getcwd() + "/" + __file__
 PACKAGE_PARENT = _HERE.rsplit("/", 3)[0]
 if __name__ == "__main__":
     sys.path[0] = PACKAGE_PARENT
 
-import posix  # noqa: E402 - after the path: the operating system's calls, loaded already (no `os`)
+import _socket  # noqa: E402 - after the path: the socket's own calls (no `socket`)
+import posix  # noqa: E402 - the operating system's calls, loaded already (no `os`)
 
-PROTOCOL = b"toolreplay-hook/1"
-SOCKET_NAME = ".toolreplay-hook.sock"
-# How long a client waits for the server's answer once the server has the event; then it blocks the call
-# (Claude Code's and Gemini CLI's own limit for a hook is 60 s: an answer must come before that, and a deny
-# is safer than a timeout, which neither counts as a refusal).
-ANSWER_SECONDS = 50.0
-_OPTIONS = ("--policy", "--records", "--redact-key")
-# The longest Unix socket path (sun_path holds 108 bytes on Linux, 104 on macOS, with its final NUL): a
-# records folder deeper than that has no server, and every event is handled in its own process.
-MAX_SOCKET_PATH = 103
+from toolreplay.hooks.protocol import (  # noqa: E402 - after the path
+    ANSWER_SECONDS,
+    MAX_SOCKET_PATH,
+    PROTOCOL,
+    SOCKET_NAME,
+    frame_request,
+    identity,
+    is_own_socket,
+    is_private_folder,
+    parse_answer,
+    plain_options,
+    socket_path,
+)
 
+__all__ = ["ANSWER_SECONDS", "MAX_SOCKET_PATH", "PROTOCOL", "SOCKET_NAME", "identity", "main", "plain_options",
+           "run", "socket_path"]
 
-def identity() -> bytes:
-    """What a server and its clients must share: the ToolReplay version and where it is installed."""
-    from toolreplay import __version__
-
-    return f"{__version__} {PACKAGE_PARENT}".encode()
-
-
-def plain_options(arguments: list[str]) -> dict[str, str] | None:
-    """An agent (`claude-code`, `gemini-cli`) and the options the hook takes, each once with a value; None for
-    anything else."""
-    if arguments[:1] not in (["claude-code"], ["gemini-cli"]) or len(arguments) % 2 == 0:
-        return None
-    options: dict[str, str] = {}
-    for name, value in zip(arguments[1::2], arguments[2::2], strict=True):
-        if name not in _OPTIONS or name in options or value.startswith("-") or "\0" in value:
-            return None
-        options[name] = value
-    return options if "--policy" in options and "--records" in options else None
-
-
-def socket_path(records: str, cwd: str) -> str:
-    """DIR/.toolreplay-hook.sock, DIR taken from the client's working folder when relative."""
-    folder = records if records.startswith("/") else cwd.rstrip("/") + "/" + records
-    return folder.rstrip("/") + "/" + SOCKET_NAME
+# The full command line, run in this process's place for anything but the plain options: Python without
+# `site`, as this process, and with the package's parent first on the path (as here), not the working folder.
+_COMMAND_LINE = ("import sys; sys.path.insert(0, sys.argv.pop(1)); from toolreplay.cli import entry_point; "
+                 "entry_point()")
 
 
 def main(arguments: list[str]) -> int:
+    """Answer one hook event: through the records folder's own server, or decided here."""
     options = plain_options(arguments)
-    if options is None:  # help, --print-settings, a typo: the full command line answers
-        return _in_process(arguments, None)
+    if options is None:  # help, --print-settings, a typo: the full command line answers, in this process's place
+        posix.execv(sys.executable, [sys.executable, "-S", "-P", "-c", _COMMAND_LINE, PACKAGE_PARENT, "hook",
+                                      *arguments])
     data = sys.stdin.buffer.read()
     cwd = posix.getcwd()
     path = socket_path(options["--records"], cwd)
     if len(path.encode("utf-8", "surrogateescape")) > MAX_SOCKET_PATH:  # no server can listen there
-        return _in_process(arguments, data)
-    import _socket
-
+        return _decide_here(options, arguments[0], data)
+    if not is_private_folder(path.rsplit("/", 1)[0]):  # others could have put the socket there: no server
+        return _decide_here(options, arguments[0], data)
+    own = is_own_socket(path)
+    if not own:  # nothing there: no server yet; or something that is not this user's socket: not used
+        if own is None:
+            _start_server(options["--records"], cwd)
+        return _decide_here(options, arguments[0], data)
     connection = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         try:
             connection.connect(path)
-        except OSError:  # no server: this process decides, and starts one for the next events
+        except OSError:  # no server (a socket left behind): this process decides, and starts one for the next events
             _start_server(options["--records"], cwd)
-            return _in_process(arguments, data)
+            return _decide_here(options, arguments[0], data)
+        if not _is_own_peer(connection):  # the socket was replaced by another user's: nothing is sent
+            return _decide_here(options, arguments[0], data)
         connection.settimeout(ANSWER_SECONDS)
-        fields = [PROTOCOL, identity(), cwd.encode(), str(len(arguments)).encode()]
-        fields += [argument.encode("utf-8", "surrogateescape") for argument in arguments]
         received: list[bytes] = []
         failure: OSError | None = None
         try:
-            connection.sendall(b"\0".join(fields) + b"\0" + data)
+            connection.sendall(frame_request(arguments, cwd, data))
             connection.shutdown(_socket.SHUT_WR)
             while chunk := connection.recv(1 << 16):
                 received.append(chunk)
@@ -102,13 +97,26 @@ def main(arguments: list[str]) -> int:
             failure = exc
     finally:
         connection.close()
-    return _answer(b"".join(received), failure, arguments, data)
+    return _answer(b"".join(received), failure, options, arguments[0], data)
 
 
-def _answer(answer: bytes, failure: OSError | None, arguments: list[str], data: bytes) -> int:
-    """Print the server's answer; handle the event here when the server did not take it; else block."""
+def _is_own_peer(connection: _socket.socket) -> bool:
+    """Whether the process listening on the socket runs as this user (Linux's SO_PEERCRED: pid, uid, gid as
+    native ints); True where the system does not say (the socket's owner and folder were checked)."""
+    option = getattr(_socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    try:
+        credentials = connection.getsockopt(_socket.SOL_SOCKET, option, 12)
+    except OSError:
+        return False
+    return len(credentials) == 12 and int.from_bytes(credentials[4:8], sys.byteorder) == posix.geteuid()
+
+
+def _answer(answer: bytes, failure: OSError | None, options: dict[str, str], agent: str, data: bytes) -> int:
+    """Print the server's answer; decide the event here when the server did not take it; else block."""
     if answer[:1] == b"A" and failure is None:
-        parsed = _parse(answer[1:])
+        parsed = parse_answer(answer[1:])
         if parsed is not None:
             code, out, err = parsed
             sys.stdout.buffer.write(out)
@@ -117,8 +125,8 @@ def _answer(answer: bytes, failure: OSError | None, arguments: list[str], data: 
             return code
     if answer in (b"", b"V") and not isinstance(failure, TimeoutError):
         # the server did not take the event (it was stopping, ended, or runs another version): nothing of it
-        # is recorded, so this process handles it
-        return _in_process(arguments, data)
+        # is recorded, so this process decides it
+        return _decide_here(options, agent, data)
     # the server may have recorded the event (or may still): never handle it twice; the agent blocks the
     # call and shows the line
     if isinstance(failure, TimeoutError):
@@ -131,27 +139,15 @@ def _answer(answer: bytes, failure: OSError | None, arguments: list[str], data: 
     return 2
 
 
-def _parse(body: bytes) -> tuple[int, bytes, bytes] | None:
-    parts = body.split(b"\0", 2)
-    if len(parts) != 3 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    size = int(parts[1])
-    if len(parts[2]) < size:
-        return None
-    return int(parts[0]), parts[2][:size], parts[2][size:]
+def _decide_here(options: dict[str, str], agent: str, data: bytes) -> int:
+    """The event decided and recorded in this process, by the hooks' own core (as `toolreplay hook` does)."""
+    from toolreplay.hooks.reply import reply_to_event
 
-
-def _in_process(arguments: list[str], data: bytes | None) -> int:
-    """The event handled here, by the command line `toolreplay hook` itself."""
-    from toolreplay.cli import main as command_line
-    from toolreplay.cli._io import IO
-
-    io = IO.from_sys()
-    if data is not None:
-        import io as streams
-
-        io.stdin = streams.BytesIO(data)
-    return command_line(["hook", *arguments], io)
+    reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"), agent)
+    sys.stdout.write(reply.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(reply.stderr)
+    return reply.code
 
 
 def _start_server(records: str, cwd: str) -> None:

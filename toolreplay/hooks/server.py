@@ -1,11 +1,14 @@
 """The hook server (docs/hooks.md, "The hook server"): one process per records folder that has the guard loaded.
 
 A hook is a new process per tool call; most of its time would be Python loading the guard. The fast hook
-command (toolreplay/cli/hook_client.py) hands each event to this server over DIR/.toolreplay-hook.sock,
-and the server runs it through the command line's own `hook AGENT` (`toolreplay.cli.main`, with the
-event as standard input): the same decision, the same record, the same output bytes and exit code.
+command (toolreplay/hooks/client.py) hands each event to this server over DIR/.toolreplay-hook.sock
+(the protocol is toolreplay/hooks/protocol.py), and the server answers it with the hooks' own core, as
+`toolreplay hook AGENT` does (toolreplay/hooks/reply.py): the same decision, the same record, the same
+output bytes and exit code.
 
 - One server per folder: it holds DIR/.toolreplay-hook.lock (flock) while it runs; a second one exits.
+- Only in a private folder (the user's or root's, that neither its group nor others can write): elsewhere
+  it does not start, and its clients decide their events themselves.
 - The socket is the owner's only (mode 0600, in the owner's records folder).
 - Each event is handled in a thread of its own; events of one session take turns on the session's lock,
   as separate processes do, and a hook process without the server can work beside it.
@@ -22,9 +25,15 @@ import socket
 import threading
 import time
 
-from toolreplay.cli import main as command_line
-from toolreplay.cli._io import IO
-from toolreplay.hooks.client import PROTOCOL, SOCKET_NAME, identity
+from toolreplay.hooks.protocol import (
+    SOCKET_NAME,
+    frame_answer,
+    identity,
+    is_private_folder,
+    parse_request,
+    plain_options,
+)
+from toolreplay.hooks.reply import reply_to_event
 
 try:
     import fcntl
@@ -44,8 +53,10 @@ _TICK_SECONDS = 0.25
 
 def serve(records: str, idle_seconds: float = IDLE_SECONDS) -> int:
     """Serve DIR's hook events until idle; 0 when it ran or another server has the folder, 1 when it cannot
-    start (the clients then handle their events themselves)."""
+    start, or DIR is not private (the clients then handle their events themselves)."""
     records = os.path.abspath(records)
+    if not is_private_folder(records):  # another user could reach or replace the socket: no server
+        return 1
     try:
         lock = os.open(os.path.join(records, LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError:
@@ -135,14 +146,15 @@ class _Server:
                 request = self._read(connection)
                 if request is None:
                     return  # closed without an answer: the client handles the event itself
-                arguments, cwd, data = request
+                agent, options, cwd, data = request
                 connection.sendall(b"A")  # from here on the event may be recorded: the client never redoes it
-                io = IO.memory(data)
                 if cwd != os.getcwd():  # the server's folder is its first client's: most events come from there
-                    arguments = _absolute(arguments, cwd)
-                code = command_line(["hook", *arguments], io)
-                out, err = io.out().encode("utf-8"), io.err().encode("utf-8", "surrogateescape")
-                connection.sendall(b"%d\0%d\0" % (code, len(out)) + out + err)
+                    # the hook's file options as the client meant them: relative to the client's working folder
+                    options = {name: os.path.join(cwd, value) for name, value in options.items()}
+                reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"),
+                                       agent)
+                connection.sendall(frame_answer(reply.code, reply.stdout.encode("utf-8"),
+                                                reply.stderr.encode("utf-8", "surrogateescape")))
         except OSError:
             pass  # the client went away; whatever was decided is on record
         finally:
@@ -150,34 +162,23 @@ class _Server:
                 self.busy -= 1
                 self.last = time.monotonic()
 
-    def _read(self, connection: socket.socket) -> tuple[list[str], str, bytes] | None:
+    def _read(self, connection: socket.socket) -> tuple[str, dict[str, str], str, bytes] | None:
+        """The agent, the hook's options, the client's working folder and the event; None when it is none."""
         chunks, size = [], 0
         while chunk := connection.recv(1 << 16):
             chunks.append(chunk)
             size += len(chunk)
             if size > MAX_REQUEST_BYTES:
                 return None
-        parts = b"".join(chunks).split(b"\0", 4)
-        if len(parts) != 5 or parts[0] != PROTOCOL:
+        request = parse_request(b"".join(chunks))
+        if request is None:
             return None
-        if parts[1] != self.identity:
+        client, arguments, cwd, data = request
+        if client != self.identity:
             connection.sendall(b"V")  # another version's client: it handles the event; this server ends
             self.stop.set()
             return None
-        if not parts[3].isdigit():
+        options = plain_options(arguments)
+        if options is None:  # not an event of the fast client's: nothing is decided here
             return None
-        count = int(parts[3])
-        rest = parts[4].split(b"\0", count)
-        if len(rest) != count + 1:
-            return None
-        arguments = [part.decode("utf-8", "surrogateescape") for part in rest[:count]]
-        return arguments, parts[2].decode("utf-8", "surrogateescape"), rest[count]
-
-
-def _absolute(arguments: list[str], cwd: str) -> list[str]:
-    """The hook's file options as the client meant them: relative to the client's working folder."""
-    resolved = list(arguments)
-    for position in range(2, len(resolved), 2):
-        if resolved[position - 1].startswith("--") and not resolved[position].startswith("/"):
-            resolved[position] = os.path.join(cwd, resolved[position])
-    return resolved
+        return arguments[0], options, cwd, data
