@@ -23,7 +23,7 @@ from toolreplay.audit.findings import FindingList
 from toolreplay.format.records import Record, ts_seconds
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import is_refusal
-from toolreplay.policy.rules import RuleSet, RuleState
+from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact", "rule_fact_extractor",
            "audit_rule_facts", "ToolFact", "RuleFact", "scope_check"]
@@ -43,8 +43,8 @@ ToolFact = tuple[int, str]
 RuleFact = tuple[int, str, Any, bool, "float | None"]
 
 # A backtest (docs/policy.md) checks every call as the guard checked it; only the calls whose outcome
-# says they ran, or may have, count for later `count`, `after` and `rate` conditions.
-_COUNTED_OUTCOMES = frozenset({"ran", "unknown"})
+# says they ran, or may have, count for later `count`, `after`, `rate` and `identical` conditions.
+_COUNTED_OUTCOMES = COUNTED_OUTCOMES
 
 
 def tool_fact(record: Record) -> ToolFact:
