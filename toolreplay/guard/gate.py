@@ -11,7 +11,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    was interrupted) is not run again until a person has resolved it;
 4b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
    refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
-   write tool; a firing allow rule lets a write tool run without it;
+   write tool; a firing allow rule lets a write tool run without it; a shadow rule decides nothing,
+   and the record's meta says what it would have decided (`x-shadow`);
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
    response; a retry racing the original waits for it. A repeatable tool (`repeatable_tools`) is a
