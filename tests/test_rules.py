@@ -609,6 +609,22 @@ class BacktestTest(Harness):
                               "not checked: rule no-burst: a rate needs the time of each call (meta.ts), which this "
                               "record does not carry\n")
 
+    def test_a_shadow_rule_is_neither_a_finding_nor_unchecked(self) -> None:
+        policy = {"agent": "a", "allowed_tools": ["search"], "rules": [
+            {"id": "no-loop", "tools": ["search"], "effect": "deny", "shadow": True, "reason": "a loop",
+             "unless": [{"identical": "search", "max": 1}]},
+            {"id": "pace", "tools": ["*"], "effect": "deny", "shadow": True, "reason": "fast",
+             "unless": [{"rate": "*", "max": 1, "seconds": 60}]}]}
+        self.policy_path = self.write("p8.json", json.dumps(policy))
+        session = self.session(['"tool": "search", "args": {"q": 1}, "response": {}'] * 3)
+        self.assertEqual(self.scope(session), (0, "calls: 3\nfindings: 0\n", ""))
+        policy["rules"][0]["shadow"] = False  # enforced, the same rule is a backtest finding
+        self.policy_path = self.write("p8.json", json.dumps(policy))
+        self.assertEqual(self.scope(session), (1, "calls: 3\nfindings: 2\n"
+                                                  "index 1: policy-violation: tool 'search' denied by rule no-loop: "
+                                                  "a loop\nindex 2: policy-violation: tool 'search' denied by rule "
+                                                  "no-loop: a loop\n", ""))
+
     def test_order_at_one_index_and_json_rule_field(self) -> None:
         policy = dict(POLICY, rules=[
             {"id": "b", "tools": ["echo"], "effect": "deny", "reason": "second", "when": [{"arg": "v", "gt": 1}]},

@@ -309,7 +309,8 @@ class RuleSet:
         self._rates_of: dict[str, tuple[int, ...]] = {}
         for tool in {c.tool for c in rates if c.tool is not None} | {""}:
             self._rates_of[tool] = tuple(c.slot for c in rates if c.tool in (None, tool))
-        self.unchecked_offline = tuple(rule.id for rule in rules if rule.has_rate)
+        # the rules a backtest cannot check without times (a shadow rule it does not check at all)
+        self.unchecked_offline = tuple(rule.id for rule in rules if rule.has_rate and not rule.shadow)
         # `identical`: the tools whose calls leave their identity, and whether counts or times are kept
         identical = [(rule.tools, c) for rule in rules for c in rule.when + (rule.unless or ())
                      if isinstance(c, IdenticalCondition)]
