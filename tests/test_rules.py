@@ -429,24 +429,29 @@ class GuardTest(Harness):
                          {"ok": False, "error": "denied by rule search-budget: at most 2 searches"})
         self.assertEqual(ran, ["cancel_order", "search"])
 
-    def test_count_holds_under_racing_threads(self) -> None:
+    def test_count_and_identical_hold_under_racing_threads(self) -> None:
         import threading
-        policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five echoes",
-                                      "unless": [{"count": "echo", "max": 5}]}])
-        self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
-        gate, ran = self.gate(clock=lambda: 0.0)
-        start = threading.Barrier(32)
+        for condition, args in (({"count": "echo", "max": 5}, lambda n: {"v": n}),
+                                ({"identical": "echo", "max": 5}, lambda n: {"v": 1}),
+                                ({"identical": "*", "max": 5, "seconds": 10}, lambda n: {"v": 1})):
+            with self.subTest(condition=condition):
+                policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five",
+                                              "unless": [condition]}])
+                self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
+                gate, ran = self.gate(clock=lambda: 0.0)
+                start = threading.Barrier(32)
 
-        def worker(n: int) -> None:
-            start.wait()
-            gate.call("echo", {"v": n})
+                def worker(n: int, gate: Gate = gate, start: threading.Barrier = start,
+                           args: Any = args) -> None:
+                    start.wait()
+                    gate.call("echo", args(n))
 
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.assertEqual(len(ran), 5)
+                threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                self.assertEqual(len(ran), 5)
 
     def test_a_cached_repeat_does_not_count_live_as_in_the_backtest(self) -> None:
         # A write's identical retry is answered from the first (outcome cached): it did not run, so it does
