@@ -211,6 +211,25 @@ class RecordTest(HookTestCase):
         self.assertEqual(run("scope", self.record, rooted), (1, "calls: 3\nfindings: 1\nindex 1: policy-violation: "
                                                                 "tool 'Bash' denied by rule no-rm: no rm -rf\n", ""))
 
+    def test_shadow_rules_and_the_loop_breaker_through_the_hooks(self) -> None:
+        # decided in the core: each hook process rebuilds the gate, whose rules' history comes from the record
+        policy = self.write_policy(dict(POLICY, rules=POLICY["rules"] + [
+            {"id": "no-loop", "tools": ["Bash"], "effect": "deny", "reason": "the same command at most 3 times",
+             "unless": [{"identical": "Bash", "max": 3}]},
+            {"id": "watch-tests", "tools": ["Bash"], "effect": "deny", "shadow": True, "reason": "tests again?",
+             "unless": [{"identical": "Bash", "max": 1}]}]), "loop.json")
+        args = {"command": "npm test"}
+        for number in range(3):
+            payload = self.payload("PreToolUse", "Bash", args, f"toolu_{number}")
+            self.assertEqual(self.in_process(payload, policy), (0, ALLOW, ""))
+            self.assertEqual(self.in_process(self.payload("PostToolUse", "Bash", args, f"toolu_{number}",
+                                                          tool_response={"stdout": "ok\n"}), policy), (0, "", ""))
+        self.assertEqual(self.in_process(self.payload("PreToolUse", "Bash", args, "toolu_3"), policy), (0, decision(
+            "deny", "toolreplay: denied by rule no-loop: the same command at most 3 times"), ""))
+        watch = [{"rule": "watch-tests", "effect": "deny", "reason": "tests again?"}]
+        self.assertEqual([(line["meta"]["outcome"], line["meta"].get("x-shadow")) for line in self.lines()],
+                         [("ran", None), ("ran", watch), ("ran", watch), ("refused", watch)])
+
     def test_a_write_whose_post_never_came_is_an_unknown_outcome_and_its_retry_is_refused(self) -> None:
         args = {"command": "make deploy"}
         self.assertEqual(self.hook(self.payload("PreToolUse", "Bash", args, "toolu_1")), (0, ALLOW, ""))

@@ -410,6 +410,22 @@ class ProxyWireTest(unittest.TestCase):
                          text_result(2, "toolreplay: budget exceeded: max_steps", True))
         self.assertEqual(proxy.close()[0], 0)
 
+    def test_a_shadow_rule_and_the_loop_breaker_through_the_proxy(self) -> None:
+        proxy = self.start(rules={"rules": [
+            {"id": "no-loop", "tools": ["echo"], "effect": "deny", "reason": "the same echo at most twice",
+             "unless": [{"identical": "echo", "max": 2}]},
+            {"id": "watch", "tools": ["*"], "effect": "ask", "shadow": True, "reason": "an echo",
+             "when": [{"arg": "text", "eq": "a"}]}]})
+        self.assertEqual([proxy.ask(call(n, "echo", text="a")) for n in (1, 2, 3)],
+                         [text_result(1, 'echo {"text": "a"}', False), text_result(2, 'echo {"text": "a"}', False),
+                          text_result(3, "toolreplay: denied by rule no-loop: the same echo at most twice", True)])
+        self.assertEqual(proxy.close()[0], 0)
+        with open(proxy.record, encoding="utf-8") as record:
+            metas = [json.loads(line)["meta"] for line in record]
+        watch = [{"rule": "watch", "effect": "ask", "reason": "an echo"}]
+        self.assertEqual([(meta["outcome"], meta["x-shadow"]) for meta in metas],
+                         [("ran", watch), ("ran", watch), ("refused", watch)])
+
     def test_batches_are_refused_by_later_protocol_versions(self) -> None:
         proxy = self.start(version="2025-06-18")
         self.assertEqual(proxy.ask([call(2, "echo")]), {"jsonrpc": "2.0", "id": None, "error": {

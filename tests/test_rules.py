@@ -19,11 +19,12 @@ from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.matchers import MatchError, path_segments, resolve_path, url_host
-from toolreplay.policy.model import load_policy
+from toolreplay.policy.model import load_policy, parse_policy
 from toolreplay.policy.regexbound import compile_bounded
+from toolreplay.policy.rules import RuleSet, RuleState
 
 TOOLS = ["write_file", "run_command", "check_code", "fetch", "set_status", "set_flag", "refund", "send_email",
-         "get_order", "cancel_order", "search", "echo", "read_file", "open_url"]
+         "get_order", "cancel_order", "search", "echo", "read_file", "open_url", "ping", "poll"]
 
 POLICY: dict[str, Any] = {
     "agent": "rules-test",
@@ -64,6 +65,14 @@ POLICY: dict[str, Any] = {
          "unless": [{"count": "*", "max": 12}]},
         {"id": "pace", "tools": ["*"], "effect": "deny", "reason": "at most 3 calls in 10 seconds",
          "unless": [{"rate": "*", "max": 3, "seconds": 10}]},
+        {"id": "no-loop", "tools": ["ping"], "effect": "deny", "reason": "the same ping at most 3 times",
+         "unless": [{"identical": "ping", "max": 3}]},
+        {"id": "no-burst", "tools": ["poll"], "effect": "deny", "reason": "the same poll at most twice in 250 s",
+         "unless": [{"identical": "*", "max": 2, "seconds": 250}]},
+        {"id": "watch-echo", "tools": ["echo"], "effect": "deny", "shadow": True, "reason": "13 is unlucky",
+         "when": [{"arg": "v", "eq": 13}]},
+        {"id": "watch-loop", "tools": ["*"], "effect": "ask", "shadow": True, "reason": "a loop?",
+         "unless": [{"identical": "*", "max": 1}]},
     ],
 }
 
@@ -216,6 +225,22 @@ CASES: list[tuple[str, list[tuple[str, dict[str, Any]]], tuple[str, dict[str, An
      ("deny", "session-budget", "at most 12 calls a session")),
     ("count: a denied call does not count",
      [("search", {"q": "a"}), ("search", {"q": "b"}), ("search", {"q": "c"})], ("echo", {"v": 1}), RUN),
+    ("identical: the third", [("ping", {"host": "a"})] * 2, ("ping", {"host": "a"}), RUN),
+    ("identical: the fourth", [("ping", {"host": "a"})] * 3, ("ping", {"host": "a"}),
+     ("deny", "no-loop", "the same ping at most 3 times")),
+    ("identical: canonically equal arguments",
+     [("ping", {"host": "a", "n": 1}), ("ping", {"n": 1, "host": "a"}), ("ping", {"n": 1.0, "host": "a"})],
+     ("ping", {"n": 1e0, "host": "a"}), ("deny", "no-loop", "the same ping at most 3 times")),
+    ("identical: other arguments", [("ping", {"host": "a"})] * 3, ("ping", {"host": "b"}), RUN),
+    ("identical: other tools", [("ping", {"host": "a"})] * 3, ("poll", {"host": "a"}), RUN),
+    ("identical: a denied call does not count", [("ping", {"host": "a"})] * 4 + [("ping", {"host": "b"})] * 3,
+     ("ping", {"host": "b"}), ("deny", "no-loop", "the same ping at most 3 times")),
+    ("identical seconds: in the window", [("poll", {"q": 1})] * 2, ("poll", {"q": 1}),
+     ("deny", "no-burst", "the same poll at most twice in 250 s")),
+    # 100 s apart: the first poll left the window, the third was denied and does not count
+    ("identical seconds: out of the window", [("poll", {"q": 1})] * 3, ("poll", {"q": 1}), RUN),
+    ("shadow: a shadow deny does not deny", [], ("echo", {"v": 13}), RUN),
+    ("shadow: a shadow ask does not ask", [("echo", {"v": 1})], ("echo", {"v": 1}), RUN),
 ]
 
 
@@ -404,28 +429,154 @@ class GuardTest(Harness):
                          {"ok": False, "error": "denied by rule search-budget: at most 2 searches"})
         self.assertEqual(ran, ["cancel_order", "search"])
 
-    def test_count_holds_under_racing_threads(self) -> None:
+    def test_count_and_identical_hold_under_racing_threads(self) -> None:
         import threading
-        policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five echoes",
-                                      "unless": [{"count": "echo", "max": 5}]}])
-        self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
-        gate, ran = self.gate(clock=lambda: 0.0)
-        start = threading.Barrier(32)
+        for condition, args in (({"count": "echo", "max": 5}, lambda n: {"v": n}),
+                                ({"identical": "echo", "max": 5}, lambda n: {"v": 1}),
+                                ({"identical": "*", "max": 5, "seconds": 10}, lambda n: {"v": 1})):
+            with self.subTest(condition=condition):
+                policy = dict(POLICY, rules=[{"id": "five", "tools": ["echo"], "effect": "deny", "reason": "five",
+                                              "unless": [condition]}])
+                self.policy = load_policy(self.write("p6.json", json.dumps(policy)))
+                gate, ran = self.gate(clock=lambda: 0.0)
+                start = threading.Barrier(32)
 
-        def worker(n: int) -> None:
-            start.wait()
-            gate.call("echo", {"v": n})
+                def worker(n: int, gate: Gate = gate, start: threading.Barrier = start,
+                           args: Any = args) -> None:
+                    start.wait()
+                    gate.call("echo", args(n))
 
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        self.assertEqual(len(ran), 5)
+                threads = [threading.Thread(target=worker, args=(n,)) for n in range(32)]
+                for thread in threads:
+                    thread.start()
+                for thread in threads:
+                    thread.join()
+                self.assertEqual(len(ran), 5)
+
+    def test_a_cached_repeat_does_not_count_live_as_in_the_backtest(self) -> None:
+        # A write's identical retry is answered from the first (outcome cached): it did not run, so it does
+        # not count for later conditions, in the guard as in `scope` over the guard's record.
+        policy = dict(POLICY, write_tools=["refund"], rules=[
+            {"id": "two-refunds", "tools": ["refund"], "effect": "deny", "reason": "at most 2 refunds",
+             "unless": [{"count": "refund", "max": 2}]},
+            {"id": "once", "tools": ["refund"], "effect": "deny", "reason": "the same refund at most twice",
+             "unless": [{"identical": "refund", "max": 2}]}])
+        self.policy_path = self.write("p7.json", json.dumps(policy))
+        self.policy = load_policy(self.policy_path)
+        record = os.path.join(self.directory, "cached.jsonl")
+        gate, ran = self.gate(record, confirm=lambda tool, args: True)
+        answers = [gate.handle("refund", args).outcome for args in
+                   ({"amount": 1}, {"amount": 1}, {"amount": 1}, {"amount": 2}, {"amount": 3})]
+        self.assertEqual(answers, ["ran", "cached", "cached", "ran", "refused"])
+        self.assertEqual(ran, ["refund", "refund"])
+        gate._recorder.close()  # type: ignore[union-attr]
+        self.assertEqual(self.scope(record), (1, "calls: 5\nfindings: 1\nindex 4: policy-violation: tool 'refund' "
+                                                 "denied by rule two-refunds: at most 2 refunds\n", ""))
+        gate, ran = self.gate(record, confirm=lambda tool, args: True)  # a restarted host counts the same way
+        self.assertEqual(gate.call("refund", {"amount": 3}),
+                         {"ok": False, "error": "denied by rule two-refunds: at most 2 refunds"})
 
     def test_rules_come_after_the_allowlist(self) -> None:
         gate, ran = self.gate()
         self.assertEqual(gate.call("rm", {}), {"ok": False, "error": "tool not allowed: rm"})
+
+
+SHADOW_POLICY: dict[str, Any] = {
+    "agent": "shadow-test", "allowed_tools": ["echo", "refund"], "write_tools": ["refund"],
+    "rules": [
+        {"id": "unlucky", "tools": ["echo"], "effect": "deny", "shadow": True, "reason": "13 and up are unlucky",
+         "when": [{"arg": "v", "ge": 13}]},
+        {"id": "big", "tools": ["refund"], "effect": "ask", "shadow": True, "reason": "big refunds",
+         "when": [{"arg": "amount", "gt": 100}]},
+        {"id": "small", "tools": ["refund"], "effect": "allow", "shadow": True, "reason": "small refunds",
+         "when": [{"arg": "amount", "le": 100}]},
+        {"id": "loop", "tools": ["*"], "effect": "ask", "shadow": True, "reason": "the same call again",
+         "unless": [{"identical": "*", "max": 2}]},
+        {"id": "never-99", "tools": ["echo"], "effect": "deny", "reason": "never 99", "when": [{"arg": "v", "eq": 99}]},
+    ],
+}
+
+
+def _shadows(*entries: tuple[str, str, str]) -> list[dict[str, str]]:
+    return [{"rule": rule, "effect": effect, "reason": reason} for rule, effect, reason in entries]
+
+
+UNLUCKY = ("unlucky", "deny", "13 and up are unlucky")
+# (call, its response, its outcome, its meta["x-shadow"] or None, whether the person was asked)
+SHADOW_CASES: list[tuple[tuple[str, dict[str, Any]], dict[str, Any], str, Any, bool]] = [
+    (("echo", {"v": 13}), {"ok": True}, "ran", _shadows(UNLUCKY), False),
+    (("echo", {"v": 1}), {"ok": True}, "ran", None, False),
+    (("echo", {"v": 13}), {"ok": True}, "ran", _shadows(UNLUCKY), False),
+    # a shadow deny and a shadow ask hold: the call runs, unasked, and both are on record in rule order
+    (("echo", {"v": 13}), {"ok": True}, "ran", _shadows(UNLUCKY, ("loop", "ask", "the same call again")), False),
+    # the write tool is asked as always: neither a shadow ask nor a shadow allow changes that
+    (("refund", {"amount": 500}), {"ok": True}, "ran", _shadows(("big", "ask", "big refunds")), True),
+    (("refund", {"amount": 50}), {"ok": True}, "ran", _shadows(("small", "allow", "small refunds")), True),
+    # a rule error: the shadow ask would have fired (with why), the shadow allow would not
+    (("refund", {"amount": "x"}), {"ok": True}, "ran",
+     _shadows(("big", "ask", 'rule error: argument "amount" is a string, not a number')), True),
+    # a call the enforced rules refuse still says what the shadow rules would have decided
+    (("echo", {"v": 99}), {"ok": False, "error": "denied by rule never-99: never 99"}, "refused", _shadows(UNLUCKY),
+     False),
+]
+
+
+class ShadowTest(Harness):
+    def test_a_shadow_rule_decides_nothing_and_is_on_record(self) -> None:
+        self.policy_path = self.write("shadow.json", json.dumps(SHADOW_POLICY))
+        self.policy = load_policy(self.policy_path)
+        record = os.path.join(self.directory, "shadow.jsonl")
+        asked: list[tuple[str, dict[str, Any]]] = []
+        gate, ran = self.gate(record, confirm=lambda tool, args: asked.append((tool, args)) or True)
+        for (tool, args), response, outcome, _shadow, was_asked in SHADOW_CASES:
+            with self.subTest(call=(tool, args)):
+                before = len(asked)
+                answer = gate.handle(tool, args)
+                self.assertEqual((answer.response, answer.outcome), (response, outcome))
+                self.assertEqual(len(asked) - before, int(was_asked))
+        gate._recorder.close()  # type: ignore[union-attr]
+        self.assertEqual(ran, ["echo"] * 4 + ["refund"] * 3)
+        with open(record, encoding="utf-8") as handle:
+            metas = [json.loads(line)["meta"] for line in handle]
+        self.assertEqual([meta.get("x-shadow") for meta in metas], [case[3] for case in SHADOW_CASES])
+        # the backtest reports what the enforced rules decide, never a shadow rule
+        self.assertEqual(self.scope(record), (1, "calls: 8\nfindings: 1\nindex 7: policy-violation: tool 'echo' "
+                                                 "denied by rule never-99: never 99\n", ""))
+
+    def test_without_a_recorder_a_shadow_rule_still_decides_nothing(self) -> None:
+        policy = load_policy(self.write("shadow.json", json.dumps(SHADOW_POLICY)))
+        gate = Gate({"echo": lambda v: {"v": v}}, policy)
+        self.assertEqual([gate.call("echo", {"v": 13}) for _ in range(4)], [{"v": 13}] * 4)
+
+
+class IdenticalStateTest(unittest.TestCase):
+    def rules(self, condition: dict[str, Any]) -> RuleSet:
+        policy = parse_policy({"agent": "a", "allowed_tools": ["ping"], "rules": [
+            {"id": "loop", "tools": ["ping"], "effect": "deny", "reason": "r", "unless": [condition]}]})
+        return RuleSet(policy.rules)
+
+    def test_memory_grows_with_distinct_calls(self) -> None:
+        for condition in ({"identical": "ping", "max": 1000}, {"identical": "*", "max": 1000, "seconds": 10**6}):
+            with self.subTest(condition=condition):
+                rules = self.rules(condition)
+                state = RuleState(rules)
+                for i in range(1000):
+                    self.assertEqual(state.check("ping", rules.prepare("ping", {"n": i % 10, "pad": "x" * 500}),
+                                                 float(i)).denials, [])
+                table = state._identical if "seconds" not in condition else state._identical_times
+                self.assertEqual(len(table), 10)
+                self.assertTrue(all(len(key) == 32 for key in table))  # a digest, not the call
+
+    def test_a_withdrawn_call_leaves_nothing_behind(self) -> None:
+        rules = self.rules({"identical": "ping", "max": 1, "seconds": 5})
+        state = RuleState(rules)
+        ruling = state.check("ping", rules.prepare("ping", {"n": 1}), 0.0)
+        self.assertEqual(len(state._identical_times), 1)
+        state.withdraw(ruling)
+        self.assertEqual((state._identical_times, state._identical), ({}, {}))
+        self.assertEqual(state.check("ping", rules.prepare("ping", {"n": 1}), 1.0).denials, [])
+        self.assertEqual(state.check("ping", rules.prepare("ping", {"n": 1}), 5.5).denials, [("loop", "r")])
+        self.assertEqual(state.check("ping", rules.prepare("ping", {"n": 1}), 6.0).denials, [])  # 1.0 left
 
 
 class BacktestTest(Harness):
@@ -459,7 +610,25 @@ class BacktestTest(Harness):
         code, out, _ = self.scope(session)
         self.assertEqual(out, "calls: 4\nfindings: 1\nindex 1: policy-violation: tool 'cancel_order' denied by rule "
                               "look-first: get_order of that order first\nnot checked: rule pace: a rate needs the "
-                              "time of each call (meta.ts), which this record does not carry\n")
+                              "time of each call (meta.ts), which this record does not carry\n"
+                              "not checked: rule no-burst: a rate needs the time of each call (meta.ts), which this "
+                              "record does not carry\n")
+
+    def test_a_shadow_rule_is_neither_a_finding_nor_unchecked(self) -> None:
+        policy = {"agent": "a", "allowed_tools": ["search"], "rules": [
+            {"id": "no-loop", "tools": ["search"], "effect": "deny", "shadow": True, "reason": "a loop",
+             "unless": [{"identical": "search", "max": 1}]},
+            {"id": "pace", "tools": ["*"], "effect": "deny", "shadow": True, "reason": "fast",
+             "unless": [{"rate": "*", "max": 1, "seconds": 60}]}]}
+        self.policy_path = self.write("p8.json", json.dumps(policy))
+        session = self.session(['"tool": "search", "args": {"q": 1}, "response": {}'] * 3)
+        self.assertEqual(self.scope(session), (0, "calls: 3\nfindings: 0\n", ""))
+        policy["rules"][0]["shadow"] = False  # enforced, the same rule is a backtest finding
+        self.policy_path = self.write("p8.json", json.dumps(policy))
+        self.assertEqual(self.scope(session), (1, "calls: 3\nfindings: 2\n"
+                                                  "index 1: policy-violation: tool 'search' denied by rule no-loop: "
+                                                  "a loop\nindex 2: policy-violation: tool 'search' denied by rule "
+                                                  "no-loop: a loop\n", ""))
 
     def test_order_at_one_index_and_json_rule_field(self) -> None:
         policy = dict(POLICY, rules=[
@@ -595,7 +764,7 @@ BAD_RULES: list[tuple[str, Any, str]] = [
     ("duplicate id", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r"}] * 2,
      'rule "a": the id is used by an earlier rule'),
     ("unknown field", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "if": []}],
-     'rule "a": unknown field "if" in a rule (known: id, tools, effect, reason, when, unless)'),
+     'rule "a": unknown field "if" in a rule (known: id, tools, effect, reason, when, unless, shadow)'),
     ("tool not allowed", [{"id": "a", "tools": ["ghost"], "effect": "deny", "reason": "r"}],
      'rule "a": field "tools" names tool "ghost", which is not in allowed_tools'),
     ("star with names", [{"id": "a", "tools": ["*", "echo"], "effect": "deny", "reason": "r"}],
@@ -661,7 +830,45 @@ BAD_RULES: list[tuple[str, Any, str]] = [
                             "unless": [{"rate": "*", "max": 1, "seconds": 10**400}]}],
      'rule "a": "unless" condition 1: "seconds" is too large: 1000000000000000000000000000000000000...'),
     ("no subject", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "when": [{"x": 1}]}],
-     'rule "a": "when" condition 1: a condition needs one of "arg", "after", "count", "rate", not {"x": 1}'),
+     'rule "a": "when" condition 1: a condition needs one of "arg", "after", "count", "rate", "identical", '
+     'not {"x": 1}'),
+    ("shadow a string", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "shadow": "yes"}],
+     'rule "a": field "shadow" must be true or false, not "yes"'),
+    ("shadow a number", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "shadow": 1}],
+     'rule "a": field "shadow" must be true or false, not 1'),
+    ("shadow null", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r", "shadow": None}],
+     'rule "a": field "shadow" must be true or false, not null'),
+    ("identical without max", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                "unless": [{"identical": "echo"}]}],
+     'rule "a": "unless" condition 1: an "identical" condition needs "max"'),
+    ("identical max 0", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                          "unless": [{"identical": "echo", "max": 0}]}],
+     'rule "a": "unless" condition 1: "max" must be a positive integer'),
+    ("identical max 3.0", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                            "unless": [{"identical": "echo", "max": 3.0}]}],
+     'rule "a": "unless" condition 1: "max" must be a positive integer'),
+    ("identical max true", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                             "unless": [{"identical": "echo", "max": True}]}],
+     'rule "a": "unless" condition 1: "max" must be a positive integer'),
+    ("identical seconds 0", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                              "unless": [{"identical": "*", "max": 3, "seconds": 0}]}],
+     'rule "a": "unless" condition 1: "seconds" must be a positive number'),
+    ("identical seconds a string", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                     "when": [{"identical": "*", "max": 3, "seconds": "60"}]}],
+     'rule "a": "when" condition 1: "seconds" must be a positive number'),
+    ("identical unknown field", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                  "unless": [{"identical": "echo", "max": 3, "same": ["x"]}]}],
+     'rule "a": "unless" condition 1: unknown field "same" in an "identical" condition (known: identical, max, '
+     'seconds)'),
+    ("identical not a name", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                               "unless": [{"identical": ["echo"], "max": 3}]}],
+     'rule "a": "unless" condition 1: "identical" must be a tool name or "*"'),
+    ("identical unknown tool", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                 "unless": [{"identical": "ghost", "max": 3}]}],
+     'rule "a": "unless" condition 1: "identical" names tool "ghost", which is not in allowed_tools'),
+    ("identical another tool", [{"id": "a", "tools": ["echo"], "effect": "deny", "reason": "r",
+                                 "unless": [{"arg": "x", "eq": 1}, {"identical": "ping", "max": 3}]}],
+     'rule "a": "unless" condition 2: "identical" names tool "ping", which is not one of the rule\'s tools'),
 ]
 
 
@@ -675,7 +882,7 @@ class LoadTest(Harness):
     def test_bad_rules(self) -> None:
         for case, rules, message in BAD_RULES:
             with self.subTest(case=case):
-                self.check(json.dumps({"agent": "a", "allowed_tools": ["echo"], "rules": rules}), message)
+                self.check(json.dumps({"agent": "a", "allowed_tools": ["echo", "ping"], "rules": rules}), message)
 
     def test_strict_fields(self) -> None:
         base = '{"agent": "a", "allowed_tools": ["echo"], '

@@ -23,7 +23,7 @@ from toolreplay.audit.findings import FindingList
 from toolreplay.format.records import Record, ts_seconds
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import is_refusal
-from toolreplay.policy.rules import RuleSet, RuleState
+from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState
 
 __all__ = ["ScopeReport", "audit_scope", "audit_tool_facts", "tool_fact", "rule_fact_extractor",
            "audit_rule_facts", "ToolFact", "RuleFact", "scope_check"]
@@ -42,16 +42,14 @@ class ScopeReport:
 ToolFact = tuple[int, str]
 RuleFact = tuple[int, str, Any, bool, "float | None"]
 
-# A backtest (docs/policy.md) checks every call as the guard checked it; only the calls whose outcome
-# says they ran, or may have, count for later `count`, `after` and `rate` conditions.
-_COUNTED_OUTCOMES = frozenset({"ran", "unknown"})
-
 
 def tool_fact(record: Record) -> ToolFact:
     """What scope keeps of a record: its index and tool name."""
     return record.index, record.tool
 
 
+# A backtest (docs/policy.md) checks every call as the guard checked it; only the calls whose outcome
+# says they ran, or may have (COUNTED_OUTCOMES), count for later `count`, `after`, `rate` and `identical`.
 def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
     meta = record.meta
     if meta is None:
@@ -59,7 +57,7 @@ def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
                 None)
     ts = meta.get("ts")
     return (record.index, record.tool, rules.prepare(record.tool, record.args),
-            meta.get("outcome", "ran") in _COUNTED_OUTCOMES, None if ts is None else ts_seconds(ts))
+            meta.get("outcome", "ran") in COUNTED_OUTCOMES, None if ts is None else ts_seconds(ts))
 
 
 def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:

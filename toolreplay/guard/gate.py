@@ -11,7 +11,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    was interrupted) is not run again until a person has resolved it;
 4b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
    refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
-   write tool; a firing allow rule lets a write tool run without it;
+   write tool; a firing allow rule lets a write tool run without it; a shadow rule decides nothing,
+   and the record's meta says what it would have decided (`x-shadow`);
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
    response; a retry racing the original waits for it. A repeatable tool (`repeatable_tools`) is a
@@ -46,7 +47,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import ToolReplayError
@@ -55,7 +56,7 @@ from toolreplay.format.records import format_ts, read_session, ts_nanoseconds
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
-from toolreplay.policy.rules import RuleSet, RuleState, Ruling
+from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
     from toolreplay.format.records import Record
@@ -173,6 +174,9 @@ class _Call:
     # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
     # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
     approval: tuple[str, str] | None = None
+    # what the rules said (set once by `Gate._decide`): what they counted, taken back unless the call ran,
+    # and what the shadow rules would have decided (`x-shadow`)
+    ruling: Ruling | None = field(default=None, compare=False)
 
     @property
     def slot(self) -> bytes:
@@ -411,8 +415,10 @@ class Gate:
         if call.passed:  # its rules, idempotency and confirmation were decided in its first round
             return self._run(call, _Pending())
         ruling = self._check_rules(call)
-        if ruling is not None and ruling.refusal is not None:
-            return self._refuse(call, ruling.refusal)
+        if ruling is not None:  # set on this request's own _Call, not copied: replace() costs microseconds
+            object.__setattr__(call, "ruling", ruling)
+            if ruling.refusal is not None:
+                return self._refuse(call, ruling.refusal)
         earlier = self._earlier(call)
         if earlier is not None:
             return self._repeat(call, earlier)
@@ -777,7 +783,9 @@ class Gate:
     def _record(self, call: _Call, response: dict[str, Any], outcome: str, intent: int | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
         it reached the gate, how long until now, its call id, `outcome`); if that fails, the refusal that
-        replaces it."""
+        replaces it. A call that did not run (refused, cached, cancelled) no longer counts for the rules."""
+        if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
+            self._rules.withdraw(call.ruling)
         if self._recorder is None:
             return Answer(response, outcome)
         failed = "unknown" if outcome == "ran" and call.write else "refused"
@@ -791,6 +799,8 @@ class Gate:
             meta["turn"] = call.turn
         if call.approval is not None:
             meta[call.approval[0]] = call.approval[1]
+        if call.ruling is not None and call.ruling.shadows:
+            meta["x-shadow"] = [_shadow(*entry) for entry in call.ruling.shadows]
         meta["outcome"] = outcome
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
@@ -854,7 +864,9 @@ class Gate:
         if isinstance(ts, str):  # a rate's window holds only the calls of its last seconds, not all of the record
             when -= max(0, now - ts_nanoseconds(ts)) / 1e9
         ruling = self._rules.check(record.tool, self._rule_set.prepare(record.tool, record.args), when)
-        if is_refusal(record.response):
+        # as `scope` counts: what ran, by its outcome (a format 1.0 record: any answer but a refusal)
+        counted = record.outcome in COUNTED_OUTCOMES if record.meta is not None else not is_refusal(record.response)
+        if not counted:
             self._rules.withdraw(ruling)
 
 
@@ -881,6 +893,11 @@ def _unresolved(intents: list[Intent], landed: dict[bytes, list[int]]) -> list[I
 
 def _refusal(message: str) -> dict[str, Any]:
     return {"ok": False, "error": message}
+
+
+def _shadow(rule_id: str, effect: str, reason: str) -> dict[str, str]:
+    """One entry of `meta["x-shadow"]`: a shadow rule that would have decided this call."""
+    return {"rule": rule_id, "effect": effect, "reason": reason}
 
 
 def _interrupted(exc: BaseException) -> str:

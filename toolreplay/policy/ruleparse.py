@@ -2,6 +2,8 @@
 
     {"id": "docs-only", "tools": ["write_file"], "effect": "deny", "reason": "writes stay in docs/",
      "unless": [{"arg": "path", "under": ["docs"]}]}
+    {"id": "no-loop", "tools": ["*"], "effect": "deny", "reason": "the same call at most 3 times", "shadow": true,
+     "unless": [{"identical": "*", "max": 3}]}
 
 A mistake is a ValueError whose message names the rule (`rule "docs-only": ...`, or `rule 3: ...`
 before its id is known); the loader adds the file name.
@@ -26,13 +28,14 @@ from toolreplay.policy.rules import (
     ArgCondition,
     Condition,
     CountCondition,
+    IdenticalCondition,
     RateCondition,
     Rule,
 )
 
 __all__ = ["parse_rules", "parse_arg_conditions", "integer_field", "number_field"]
 
-_RULE_FIELDS = ("id", "tools", "effect", "reason", "when", "unless")
+_RULE_FIELDS = ("id", "tools", "effect", "reason", "when", "unless", "shadow")
 _ID = re.compile(r"[A-Za-z0-9_.-]+")
 _SHOWN = 40
 
@@ -144,7 +147,7 @@ def _only(obj: dict[str, Any], known: tuple[str, ...], what: str) -> None:
 
 
 def _condition(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, ...]], int],
-               rates: list[int], root: tuple[str, ...] | None) -> Condition:
+               rates: list[int], root: tuple[str, ...] | None, tools: frozenset[str] | None) -> Condition:
     if not isinstance(obj, dict):
         raise ValueError(f"a condition must be an object, not {_show(obj)}")
     if "arg" in obj:
@@ -179,17 +182,33 @@ def _condition(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[s
         rates.append(len(rates))
         return RateCondition(_tool_name(obj["rate"], "\"rate\"", allowed), integer_field(obj["max"], "\"max\"", 1),
                              float(number_field(obj["seconds"], "\"seconds\"", positive=True)), rates[-1])
-    raise ValueError(f"a condition needs one of \"arg\", \"after\", \"count\", \"rate\", not {_show(obj)}")
+    if "identical" in obj:
+        return _identical(obj, allowed, tools)
+    raise ValueError(f"a condition needs one of \"arg\", \"after\", \"count\", \"rate\", \"identical\", "
+                     f"not {_show(obj)}")
+
+
+def _identical(obj: dict[str, Any], allowed: frozenset[str], tools: frozenset[str] | None) -> IdenticalCondition:
+    """`{"identical": TOOL_OR_STAR, "max": N}`, optionally with `"seconds": S`; its tool is one of the rule's."""
+    _only(obj, ("identical", "max", "seconds"), "an \"identical\" condition")
+    if "max" not in obj:
+        raise ValueError("an \"identical\" condition needs \"max\"")
+    tool = _tool_name(obj["identical"], "\"identical\"", allowed)
+    if tool is not None and tools is not None and tool not in tools:
+        raise ValueError(f"\"identical\" names tool {_show(tool)}, which is not one of the rule's tools")
+    seconds = float(number_field(obj["seconds"], "\"seconds\"", positive=True)) if "seconds" in obj else None
+    return IdenticalCondition(tool, integer_field(obj["max"], "\"max\"", 1), seconds)
 
 
 def _conditions(value: Any, name: str, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, ...]], int],
-                rates: list[int], root: tuple[str, ...] | None) -> tuple[Condition, ...]:
+                rates: list[int], root: tuple[str, ...] | None,
+                tools: frozenset[str] | None = None) -> tuple[Condition, ...]:
     if not isinstance(value, list) or not value:
         raise ValueError(f"\"{name}\" must be a non-empty array of conditions")
     found = []
     for position, item in enumerate(value, 1):
         try:
-            found.append(_condition(item, allowed, slots, rates, root))
+            found.append(_condition(item, allowed, slots, rates, root, tools))
         except ValueError as exc:
             raise ValueError(f"\"{name}\" condition {position}: {exc}") from None
     return tuple(found)
@@ -211,10 +230,13 @@ def _rule(obj: Any, allowed: frozenset[str], slots: dict[tuple[str, tuple[str, .
         raise ValueError(f"field \"effect\" must be one of {', '.join(EFFECTS)}, not {_show(obj['effect'])}")
     if not isinstance(obj["reason"], str) or not obj["reason"]:
         raise ValueError("field \"reason\" must be a non-empty string")
-    when = _conditions(obj["when"], "when", allowed, slots, rates, root) if "when" in obj else ()
-    unless = _conditions(obj["unless"], "unless", allowed, slots, rates, root) if "unless" in obj else None
+    shadow = obj.get("shadow", False)
+    if type(shadow) is not bool:
+        raise ValueError(f"field \"shadow\" must be true or false, not {_show(shadow)}")
     tool_set = None if names == [None] else frozenset(name for name in names if name is not None)
-    return Rule(obj["id"], tool_set, obj["effect"], obj["reason"], when, unless)
+    when = _conditions(obj["when"], "when", allowed, slots, rates, root, tool_set) if "when" in obj else ()
+    unless = _conditions(obj["unless"], "unless", allowed, slots, rates, root, tool_set) if "unless" in obj else None
+    return Rule(obj["id"], tool_set, obj["effect"], obj["reason"], when, unless, shadow)
 
 
 def parse_rules(value: Any, allowed: frozenset[str], root: tuple[str, ...] | None = None) -> tuple[Rule, ...]:
@@ -250,7 +272,7 @@ def parse_rules(value: Any, allowed: frozenset[str], root: tuple[str, ...] | Non
 
 def parse_arg_conditions(value: Any, name: str, root: tuple[str, ...] | None = None) -> tuple[ArgCondition, ...]:
     """A non-empty array of argument conditions (`{"arg": ..., OPERATOR: ...}`, as a rule's `when` writes
-    them), for files that match calls by their arguments alone (no `after`, `count` or `rate`)."""
+    them), for files that match calls by their arguments alone (no `after`, `count`, `rate` or `identical`)."""
     if isinstance(value, list):
         for position, item in enumerate(value, 1):
             if isinstance(item, dict) and "arg" not in item:

@@ -16,10 +16,15 @@ Evaluation is split in two so that `scope` can do the costly half in its worker 
   times) and returns the `Ruling`. A call that is not refused by the rules is counted as executed at
   once; `RuleState.withdraw(ruling)` takes it back when the call does not run after all (a person
   refused it, or the record shows the guard refused it).
+
+A *shadow* rule (`"shadow": true`) is evaluated like the others but never decides: what it would have
+decided goes to `Ruling.shadows`, for the guard to record (`meta["x-shadow"]`), and the call is
+counted as the other rules let it run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import deque
 from collections.abc import Iterable
@@ -31,10 +36,13 @@ from toolreplay.format.strictjson import json_type_name
 from toolreplay.policy.matchers import MatchError, host_matches, is_under, url_host
 from toolreplay.policy.regexbound import MAX_INPUT
 
-__all__ = ["ArgCondition", "AfterCondition", "CountCondition", "RateCondition", "Condition", "Rule",
-           "RuleSet", "RuleState", "Ruling", "EFFECTS", "ARG_OPERATORS"]
+__all__ = ["ArgCondition", "AfterCondition", "CountCondition", "RateCondition", "IdenticalCondition", "Condition",
+           "Rule", "RuleSet", "RuleState", "Ruling", "EFFECTS", "ARG_OPERATORS", "COUNTED_OUTCOMES"]
 
 EFFECTS = ("deny", "ask", "allow")
+# The outcomes (meta.outcome) of the calls that count as executed for `after`, `count`, `rate` and
+# `identical`: the call ran, or may have (a write cut short); a refused, cached or cancelled one did not.
+COUNTED_OUTCOMES = frozenset({"ran", "unknown"})
 STRING_OPERATORS = ("under", "glob", "regex", "host")
 NUMBER_OPERATORS = ("lt", "le", "gt", "ge")
 LENGTH_OPERATORS = ("max_length", "min_length")
@@ -108,7 +116,18 @@ class RateCondition:
     slot: int
 
 
-Condition = ArgCondition | AfterCondition | CountCondition | RateCondition
+@dataclass(frozen=True, slots=True)
+class IdenticalCondition:
+    """Holds while the executed calls identical to this one (same tool, canonically equal arguments), this one
+    included, are at most `limit`, in the last `seconds` when given; `tool` (None: every tool) is whose calls
+    it counts: on a call of another tool it holds."""
+
+    tool: str | None
+    limit: int
+    seconds: float | None = None
+
+
+Condition = ArgCondition | AfterCondition | CountCondition | RateCondition | IdenticalCondition
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,21 +140,25 @@ class Rule:
     reason: str
     when: tuple[Condition, ...] = ()
     unless: tuple[Condition, ...] | None = None  # None: no `unless` list
+    shadow: bool = False  # decides nothing: what it would have decided is recorded (`Ruling.shadows`)
 
     @property
     def has_rate(self) -> bool:
-        """Whether the rule needs call times (which a record does not carry)."""
-        return any(isinstance(c, RateCondition) for c in self.when + (self.unless or ()))
+        """Whether the rule needs call times (which a record does not carry): a `rate`, or a window of `identical`."""
+        return any(isinstance(c, RateCondition) or (isinstance(c, IdenticalCondition) and c.seconds is not None)
+                   for c in self.when + (self.unless or ()))
 
 
 @dataclass(slots=True)
 class Ruling:
-    """What the rules say about one call: the firing deny and ask rules as (id, reason), and allow."""
+    """What the rules say about one call: the firing deny and ask rules as (id, reason), and allow; the
+    shadow rules that would have fired, as (id, effect, reason), decide nothing."""
 
     denials: list[tuple[str, str]] = field(default_factory=list)
     asks: list[tuple[str, str]] = field(default_factory=list)
     allowed: bool = False
     reserved: tuple[Any, ...] | None = None  # what check() counted, for withdraw()
+    shadows: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def refusal(self) -> str | None:
@@ -286,7 +309,16 @@ class RuleSet:
         self._rates_of: dict[str, tuple[int, ...]] = {}
         for tool in {c.tool for c in rates if c.tool is not None} | {""}:
             self._rates_of[tool] = tuple(c.slot for c in rates if c.tool in (None, tool))
-        self.unchecked_offline = tuple(rule.id for rule in rules if rule.has_rate)
+        # the rules a backtest cannot check without times (a shadow rule it does not check at all)
+        self.unchecked_offline = tuple(rule.id for rule in rules if rule.has_rate and not rule.shadow)
+        # `identical`: the tools whose calls leave their identity, and whether counts or times are kept
+        identical = [(rule.tools, c) for rule in rules for c in rule.when + (rule.unless or ())
+                     if isinstance(c, IdenticalCondition)]
+        self._identical_everyone = any(tools is None and c.tool is None for tools, c in identical)
+        self._identical_tools = frozenset(name for tools, c in identical
+                                          for name in ((c.tool,) if c.tool is not None else tools or ()))
+        self.identical_counted = any(c.seconds is None for _, c in identical)
+        self.identical_window = max((c.seconds for _, c in identical if c.seconds is not None), default=0.0)
 
     def _conditions(self) -> list[Condition]:
         return [c for rule in self.rules for c in rule.when + (rule.unless or ())]
@@ -314,17 +346,23 @@ class RuleSet:
         return bool(self.rules)
 
     def prepare(self, tool: str, args: dict[str, Any]) -> tuple[Any, ...] | None:
-        """What the call alone decides, as (decided, pending, keys), or None when that is nothing:
+        """What the call alone decides, as (decided, pending, keys, identity), or None when that is nothing:
 
         - decided: (position, outcome) of each rule with argument conditions only that fires or errs;
         - pending: (position, when inputs, unless inputs) of each rule that needs the history, an
-          input being a condition's outcome or the sequence key of an `after` condition;
-        - keys: (slot, key) of the sequence keys this call leaves for later `after` conditions.
+          input being a condition's outcome, the sequence key of an `after` condition or the identity
+          of an `identical` condition;
+        - keys: (slot, key) of the sequence keys this call leaves for later `after` conditions;
+        - identity: the digest of the call for `identical` conditions (None: none counts it; a string:
+          why it has none).
         """
         entries = self._entries.get(tool, self._everyone_entries)
         provides = self._provides.get(tool)
         if not entries and provides is None:
             return None
+        identity = None
+        if self._identical_everyone or tool in self._identical_tools:
+            identity = _identity(tool, args)
         decided = []
         pending = []
         for position, when, unless, stateless in entries:
@@ -342,14 +380,14 @@ class RuleSet:
                 if fires is not False:
                     decided.append((position, fires))
             else:
-                pending.append((position, [_prepare(c, args) for c in when],
-                                None if unless is None else [_prepare(c, args) for c in unless]))
+                pending.append((position, [_prepare(c, args, identity) for c in when],
+                                None if unless is None else [_prepare(c, args, identity) for c in unless]))
         keys: tuple[tuple[int, bytes], ...] = ()
         if provides is not None:
             keys = tuple((slot, key) for slot, same in provides if isinstance(key := _sequence_key(args, same), bytes))
         if not decided and not pending and not keys:
             return None
-        return decided, pending, keys
+        return decided, pending, keys, identity
 
 
 def _combine(when: Iterable[Outcome], unless: Iterable[Outcome] | None) -> Outcome:
@@ -369,12 +407,20 @@ def _combine(when: Iterable[Outcome], unless: Iterable[Outcome] | None) -> Outco
     return False if every is True else _both(fires, every)
 
 
-def _prepare(condition: Condition, args: dict[str, Any]) -> Any:
+def _prepare(condition: Condition, args: dict[str, Any], identity: bytes | str | None) -> Any:
     if type(condition) is ArgCondition:
         return condition.evaluate(args)
     if isinstance(condition, AfterCondition):
         return _sequence_key(args, condition.same)
+    if isinstance(condition, IdenticalCondition):
+        return identity
     return None
+
+
+def _identity(tool: str, args: dict[str, Any]) -> bytes | str:
+    """A digest of the canonical call (memory per distinct call stays small), or why it has none."""
+    key = _canonical([tool, args])
+    return "the arguments have no JSON form" if key is None else hashlib.sha256(key).digest()
 
 
 class RuleState:
@@ -389,6 +435,8 @@ class RuleState:
         self._counts: dict[str, int] = {}
         self._total = 0
         self._times: list[deque[float]] = [deque() for _ in range(rules.rate_slots)]
+        self._identical: dict[bytes, int] = {}  # identity -> executed calls (`identical` without `seconds`)
+        self._identical_times: dict[bytes, deque[float]] = {}  # identity -> their times (with `seconds`)
         self._lock = threading.Lock()
 
     def note(self, tool: str, now: float | None = None) -> None:
@@ -407,7 +455,7 @@ class RuleState:
         rules = self._rules.rules
         with self._lock:
             if prepared is not None:
-                decided, pending, keys = prepared
+                decided, pending = prepared[0], prepared[1]
                 outcomes = list(decided)
                 for position, when, unless in pending:
                     rule = rules[position]
@@ -429,9 +477,11 @@ class RuleState:
         """Undo what `check` counted for a call that did not run after all."""
         if ruling.reserved is None:
             return
-        tool, keys, now = ruling.reserved
+        tool, keys, now, identity = ruling.reserved
         ruling.reserved = None
         with self._lock:
+            if identity is not None:
+                self._unreserve_identical(identity, now)
             self._counts[tool] -= 1
             self._total -= 1
             for slot, key in keys:
@@ -457,6 +507,8 @@ class RuleState:
             if condition.tool is None:
                 return self._total + 1 <= condition.limit
             return self._counts.get(condition.tool, 0) + (condition.tool == tool) <= condition.limit
+        if isinstance(condition, IdenticalCondition):
+            return self._identical_outcome(condition, prepared, tool, now)
         if now is None:
             return True
         times = self._times[condition.slot]
@@ -474,7 +526,51 @@ class RuleState:
         if self._rules.rate_slots and now is not None:
             for slot in self._rules.rate_slots_of(tool):
                 self._times[slot].append(now)
-        return tool, keys, now
+        identity = None if prepared is None or not isinstance(prepared[3], bytes) else prepared[3]
+        if identity is not None:
+            if self._rules.identical_counted:
+                self._identical[identity] = self._identical.get(identity, 0) + 1
+            if self._rules.identical_window and now is not None:
+                self._identical_times.setdefault(identity, deque()).append(now)
+        return tool, keys, now, identity
+
+    def _identical_outcome(self, condition: IdenticalCondition, identity: Any, tool: str, now: float | None) -> Outcome:
+        if condition.tool is not None and condition.tool != tool:
+            return True  # no call of its tool is identical to this one
+        if isinstance(identity, str) or identity is None:
+            return identity or "the call has no identity"
+        if condition.seconds is None:
+            return self._identical.get(identity, 0) + 1 <= condition.limit
+        if now is None:
+            return True
+        times = self._identical_times.get(identity)
+        if times is None:
+            return 1 <= condition.limit
+        while times and times[0] <= now - self._rules.identical_window:  # older than every window
+            times.popleft()
+        since, count = now - condition.seconds, 1
+        for then in reversed(times):
+            if then <= since:
+                break
+            count += 1
+        return count <= condition.limit
+
+    def _unreserve_identical(self, identity: bytes, now: float | None) -> None:
+        """Take back one executed call of `identity` (lock held); an identity with nothing left is forgotten."""
+        count = self._identical.get(identity)
+        if count is not None:
+            if count > 1:
+                self._identical[identity] = count - 1
+            else:
+                del self._identical[identity]
+        times = self._identical_times.get(identity)
+        if times is not None and now is not None:
+            try:
+                times.remove(now)
+            except ValueError:  # already aged out of the window
+                pass
+            if not times:
+                del self._identical_times[identity]
 
 
 def _first(item: tuple[int, Outcome]) -> int:
@@ -482,7 +578,12 @@ def _first(item: tuple[int, Outcome]) -> int:
 
 
 def _apply(rule: Rule, fires: Outcome, ruling: Ruling) -> None:
-    """Add a rule that fires (True) or errs (a reason) to the ruling; an erring allow rule does nothing."""
+    """Add a rule that fires (True) or errs (a reason) to the ruling; an erring allow rule does nothing; a
+    shadow rule only says what it would have decided."""
+    if rule.shadow:
+        if rule.effect != "allow" or fires is True:
+            ruling.shadows.append((rule.id, rule.effect, rule.reason if fires is True else f"rule error: {fires}"))
+        return
     if rule.effect == "allow":
         ruling.allowed = ruling.allowed or fires is True
         return
