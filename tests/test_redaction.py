@@ -54,6 +54,37 @@ class RedactorTest(unittest.TestCase):
         self.assertNotEqual(first, redactor.args({"a": "john.doe@example.org"}))
         self.assertNotEqual(first, Redactor(parse_redaction({}), b"another key, 16 bytes").args({"a": EMAIL}))
 
+    def test_secret_field_names_match_in_every_case_style(self) -> None:
+        # each built-in secret name, and a name of the policy's own, written in each case style a tool may use
+        styles = {
+            "access_token": ("accessToken", "AccessToken", "access_token", "access-token", "ACCESS_TOKEN",
+                             "Access-Token", "ACCESSTOKEN", "access.token", "access token"),
+            "client_secret": ("clientSecret", "ClientSecret", "client-secret", "CLIENT_SECRET"),
+            "refresh_token": ("refreshToken", "RefreshToken", "refresh-token", "REFRESH_TOKEN"),
+            "private_key": ("privateKey", "PrivateKey", "private-key", "PRIVATE_KEY"),
+            "auth_token": ("authToken", "AuthToken", "auth-token", "AUTH_TOKEN"),
+            "id_token": ("idToken", "IdToken", "IDToken", "id-token", "ID_TOKEN"),
+            "api_key": ("apiKey", "ApiKey", "APIKey", "api-key", "API_KEY", "apikey", "x-api-key", "X-API-Key",
+                        "xApiKey"),
+            "set_cookie": ("setCookie", "Set-Cookie", "SET_COOKIE"),
+            "password": ("Password", "PASSWORD", "passWORD"),
+            "pin_code": ("pinCode", "PinCode", "pin-code", "PIN_CODE"),  # the policy's own `fields`
+        }
+        redactor = _redactor({"fields": ["pin_code", "headers.x_session"]})
+        for name, spellings in styles.items():
+            for spelling in spellings:
+                with self.subTest(name=name, spelling=spelling):
+                    self.assertRegex(redactor.args({spelling: "v4lue"})[spelling], r"^\[redacted:field:[0-9a-f]{24}\]$")
+                    self.assertRegex(redactor.response({"data": [{spelling: 7}]})["data"][0][spelling],
+                                     r"^\[redacted:field:[0-9a-f]{24}\]$")
+        for spelling in ("x-session", "X-Session", "xSession", "X_SESSION"):  # a path's names too
+            with self.subTest(path=spelling):
+                self.assertRegex(redactor.args({"Headers": {spelling: "v"}})["Headers"][spelling], r"^\[redacted:field:")
+        # names that only contain a secret name are not secret names
+        kept = {"tokens_used": 3, "tokenizer": "bpe", "passwordless": True, "secretary": "Ann", "author": "Bo",
+                "session": "s1", "key": "k", "x_session": "kept: not under headers"}
+        self.assertEqual(redactor.args(kept), kept)
+
     def test_paths_builtin_choice_and_bad_sections(self) -> None:
         redactor = _redactor({"builtin": ["email"], "fields": ["response.session"]})
         self.assertEqual(redactor.args({"key": AWS_KEY, "password": "x"}), {"key": AWS_KEY, "password": "x"})
@@ -65,6 +96,9 @@ class RedactorTest(unittest.TestCase):
                 ({"other": 1}, 'field "redact" has an unknown field "other"'),
                 ({"builtin": ["nope"]}, 'field "redact.builtin": unknown pattern "nope"'),
                 ({"fields": ["a..b"]}, 'field "redact.fields" item 0 must be a field name or a dotted path'),
+                ({"fields": ["pin", "a.-"]}, 'field "redact.fields" item 1 must be a field name or a dotted path'),
+                ({"fields": [""]}, 'field "redact.fields" item 0 must be a field name or a dotted path'),
+                ({"fields": [3]}, 'field "redact.fields" item 0 must be a field name or a dotted path'),
                 ({"patterns": [{"name": "x", "regex": "(\\w+\\s?)+"}]}, 'field "redact.patterns" item 0: the regex '),
                 ({"patterns": [{"name": "X", "regex": "a"}]}, "name must be lower-case letters, digits and -")):
             with self.subTest(message), self.assertRaises(ValueError) as caught:

@@ -10,6 +10,7 @@ A policy's optional `redact` section (docs/policy.md) says what to redact:
   (`SECRET_FIELDS`), or a list naming the ones to use;
 - `fields`: values to redact whole, by field name anywhere (`password`) or by dotted path from the
   arguments or the response (`headers.Authorization`, `response.token`);
+  names match in any case style (`accessToken`, `access_token`, `access-token`, `ACCESS_TOKEN`);
 - `patterns`: your own, each a name and a regular expression (bounded like rule regexes).
 
 Each secret is replaced by `[redacted:NAME:HASH]`, HASH the first 24 hex characters of
@@ -49,7 +50,7 @@ BUILTIN_PATTERNS: dict[str, str] = {
     "bearer-token": r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{16,})",
     "email": r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
 }
-# Field names (compared lower-case, with - and _ alike) whose values are secrets whatever they hold.
+# Field names whose values are secrets whatever they hold; a name matches in any case style (`_normal`).
 SECRET_FIELDS = frozenset({"password", "passwd", "secret", "client_secret", "api_key", "apikey", "access_token",
                            "refresh_token", "id_token", "auth_token", "authorization", "private_key", "token",
                            "cookie", "set_cookie", "x_api_key"})
@@ -65,8 +66,14 @@ class Redaction:
     paths: tuple[tuple[str, ...], ...]  # ("args" | "response", key, key, ...)
 
 
+# What tells case styles apart besides case: `access_token`, `access-token`, `accessToken`, `ACCESS_TOKEN`,
+# `Access.Token` and `access token` are one name.
+_SEPARATORS = str.maketrans("", "", "_-. \t")
+
+
 def _normal(name: str) -> str:
-    return name.lower().replace("-", "_")
+    """A field name as names are compared: case and separators left out."""
+    return name.translate(_SEPARATORS).lower()
 
 
 def parse_redaction(value: Any) -> Redaction:
@@ -92,17 +99,18 @@ def parse_redaction(value: Any) -> Redaction:
         names = set(SECRET_FIELDS) if "secret-fields" in builtin else set()
     else:
         raise ValueError('field "redact.builtin" must be true, false or a list of built-in pattern names')
+    names = {_normal(name) for name in names}
     patterns = [(name, re.compile(BUILTIN_PATTERNS[name])) for name in chosen]
     paths: list[tuple[str, ...]] = []
     fields = value.get("fields", [])
     if not isinstance(fields, list):
         raise ValueError('field "redact.fields" must be an array of field names or dotted paths')
     for position, item in enumerate(fields):
-        if not isinstance(item, str) or not item or "" in item.split("."):
+        parts = tuple(_normal(part) for part in item.split(".")) if isinstance(item, str) else ("",)
+        if "" in parts:  # nothing left of a name once case and separators are left out
             raise ValueError(f'field "redact.fields" item {position} must be a field name or a dotted path')
-        parts = tuple(item.split("."))
         if len(parts) == 1:
-            names.add(_normal(item))
+            names.add(parts[0])
         else:
             paths.append(parts if parts[0] in ("args", "response") else ("args", *parts))
     own = value.get("patterns", [])
@@ -155,8 +163,9 @@ class Redactor:
     def _object(self, value: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, item in value.items():
-            where = (*path, key)
-            if _normal(key) in self.redaction.names or where in self.redaction.paths:
+            name = _normal(key)
+            where = (*path, name)
+            if name in self.redaction.names or where in self.redaction.paths:
                 secret = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else canonical_bytes(item)
                 result[key] = self.mark("field", secret)
             else:
