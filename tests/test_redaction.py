@@ -3,12 +3,15 @@ and the intents, equal secrets equal, the record still verifies and replays."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import shutil
 import tempfile
 import unittest
 
 from tests.test_cli import run
+from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import parse_policy
 from toolreplay.policy.redaction import Redactor, parse_redaction
@@ -85,6 +88,38 @@ class RedactorTest(unittest.TestCase):
                 "session": "s1", "key": "k", "x_session": "kept: not under headers"}
         self.assertEqual(redactor.args(kept), kept)
 
+    def test_marks_keep_the_json_type_apart(self) -> None:
+        redactor = _redactor({"builtin": False, "fields": ["pin"]})
+
+        def mark(value: object) -> str:
+            result = redactor.args({"pin": value})["pin"]
+            assert isinstance(result, str)
+            return result
+
+        # a string's mark is the keyed hash of its text, as the record format has always had it
+        text = hmac.new(KEY, b"1234", hashlib.sha256).hexdigest()[:24]
+        self.assertEqual(mark("1234"), f"[redacted:field:{text}]")
+        for value, other in (("1234", 1234), ("1234", 1234.0), ("true", True), ("null", None), ("1.5", 1.5),
+                             ('{"a":1}', {"a": 1}), ("[1]", [1]), ('"1234"', "1234")):
+            with self.subTest(value=value, other=other):
+                self.assertNotEqual(mark(value), mark(other))
+                self.assertRegex(mark(other), r"^\[redacted:field:[0-9a-f]{24}\]$")
+        self.assertEqual(mark(1234), mark(1234.0))  # canonically equal values: one mark
+        self.assertEqual(mark({"b": 2, "a": 1}), mark({"a": 1, "b": 2}))
+
+    def test_a_text_that_looks_like_a_mark_is_no_mark_on_record(self) -> None:
+        # a call quoting the mark of another call's secret must not redact to that call's form
+        redactor = _redactor({"builtin": ["api-key"]})
+        secret = "sk-" + "Q" * 30
+        real = redactor.args({"q": f"key {secret}"})["q"]
+        self.assertRegex(real, r"^key \[redacted:api-key:[0-9a-f]{24}\]$")
+        quoted = redactor.args({"q": real})["q"]
+        self.assertRegex(quoted, r"^key \[redacted:mark:[0-9a-f]{24}\]$")
+        self.assertNotEqual(quoted, real)
+        self.assertEqual(redactor.args({"q": "[redacted:nothing] [redacted:x:123]"}),
+                         {"q": "[redacted:nothing] [redacted:x:123]"})  # not a mark's shape: kept
+        self.assertEqual(Redactor(parse_redaction({"builtin": False}), KEY).args({"q": real})["q"], quoted)
+
     def test_paths_builtin_choice_and_bad_sections(self) -> None:
         redactor = _redactor({"builtin": ["email"], "fields": ["response.session"]})
         self.assertEqual(redactor.args({"key": AWS_KEY, "password": "x"}), {"key": AWS_KEY, "password": "x"})
@@ -135,3 +170,22 @@ class RecordTest(unittest.TestCase):
         code, out, _ = run("replay", path)
         self.assertEqual(code, 1)  # the same call twice, the same redacted form: still seen as a repeat
         self.assertIn("index 1: redundant-call", out)
+
+    def test_calls_that_differ_in_type_or_quote_a_mark_each_run(self) -> None:
+        policy = parse_policy({"agent": "a", "allowed_tools": ["set_pin"], "write_tools": ["set_pin"],
+                               "redact": {"fields": ["pin"]}})
+        assert policy.redact is not None
+        redactor = Redactor(policy.redact, KEY)
+        ran: list[dict[str, object]] = []
+
+        def set_pin(**args: object) -> dict[str, object]:
+            ran.append(args)
+            return {"ok": True, "n": len(ran)}
+
+        secret = {"note": "key sk-" + "Q" * 30}
+        calls = [{"pin": "1234"}, {"pin": 1234}, secret, redactor.args(secret)]  # the last quotes the third's mark
+        with SessionRecorder.open(os.path.join(self.folder, "s.jsonl"), sealed=True, redactor=redactor) as recorder:
+            gate = Gate({"set_pin": set_pin}, policy, recorder=recorder, confirm=lambda tool, args: True)
+            answers = [gate.call("set_pin", args) for args in [*calls, *calls]]
+        self.assertEqual(ran, calls)  # each ran once, and its repeat was answered from it alone
+        self.assertEqual(answers, [{"ok": True, "n": n} for n in (1, 2, 3, 4, 1, 2, 3, 4)])

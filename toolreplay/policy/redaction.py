@@ -17,8 +17,11 @@ Each secret is replaced by `[redacted:NAME:HASH]`, HASH the first 24 hex charact
 HMAC-SHA256(key, secret): the same secret always gives the same text, so `replay` still sees two
 identical calls as identical, and a different secret a different text; the key stays off the record,
 so nobody holding only the record can test a guess. Strings are scanned; numbers, booleans and the
-structure are kept; a whole-field redaction replaces the value whatever its type (its canonical JSON
-is what is hashed, or the text itself for a string, as for a pattern's match).
+structure are kept; a whole-field redaction replaces the value whatever its type: a string's text is
+what is hashed (as for a pattern's match), any other value's canonical JSON after a 0xFF byte, which
+no text holds, so `"1234"` and `1234` get different marks. A text already shaped like a mark is
+itself replaced (`[redacted:mark:HASH]`): every mark on record stands for what was redacted, and a
+call that quotes another call's mark never passes for it.
 """
 
 from __future__ import annotations
@@ -32,9 +35,13 @@ from typing import Any
 from toolreplay.format.canonical import canonical_bytes
 from toolreplay.policy.regexbound import compile_bounded
 
-__all__ = ["BUILTIN_PATTERNS", "SECRET_FIELDS", "Redaction", "Redactor", "parse_redaction", "MIN_KEY_BYTES"]
+__all__ = ["BUILTIN_PATTERNS", "SECRET_FIELDS", "Redaction", "Redactor", "parse_redaction", "MIN_KEY_BYTES",
+           "MARK", "holds_marks"]
 
 MIN_KEY_BYTES = 16
+# The text that stands for a secret; what precedes a non-string value's canonical JSON when it is hashed.
+MARK = re.compile(r"\[redacted:[a-z0-9][a-z0-9-]*:[0-9a-f]{24}\]")
+_NOT_TEXT = b"\xff"
 
 # name -> pattern; a group named `secret`, when present, is the part replaced (the rest is kept).
 BUILTIN_PATTERNS: dict[str, str] = {
@@ -166,7 +173,8 @@ class Redactor:
             name = _normal(key)
             where = (*path, name)
             if name in self.redaction.names or where in self.redaction.paths:
-                secret = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else canonical_bytes(item)
+                secret = (item.encode("utf-8", "surrogatepass") if isinstance(item, str)
+                          else _NOT_TEXT + canonical_bytes(item))
                 result[key] = self.mark("field", secret)
             else:
                 result[key] = self._value(item, where)
@@ -182,6 +190,8 @@ class Redactor:
         return value
 
     def _text(self, text: str) -> str:
+        if "[redacted:" in text:  # a mark's shape that is no mark of ours: first, so no pattern's mark is taken
+            text = MARK.sub(lambda match: self._replace("mark", match), text)
         for name, pattern in self.redaction.patterns:
             if pattern.search(text) is None:
                 continue
@@ -196,3 +206,14 @@ class Redactor:
             text = match.group(0)
             return text[:start - whole_start] + self.mark(name, secret.encode("utf-8")) + text[end - whole_start:]
         return self.mark(name, match.group(0).encode("utf-8", "surrogatepass"))
+
+
+def holds_marks(value: Any) -> bool:
+    """Whether a redacted value holds a mark: without one, redaction changed nothing in it."""
+    if isinstance(value, str):
+        return "[redacted:" in value and MARK.search(value) is not None
+    if isinstance(value, dict):
+        return any(holds_marks(item) for item in value.values())
+    if isinstance(value, list):
+        return any(holds_marks(item) for item in value)
+    return False
