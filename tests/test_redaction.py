@@ -11,6 +11,7 @@ import tempfile
 import unittest
 
 from tests.test_cli import run
+from toolreplay.format.records import read_session
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import parse_policy
@@ -189,3 +190,44 @@ class RecordTest(unittest.TestCase):
             answers = [gate.call("set_pin", args) for args in [*calls, *calls]]
         self.assertEqual(ran, calls)  # each ran once, and its repeat was answered from it alone
         self.assertEqual(answers, [{"ok": True, "n": n} for n in (1, 2, 3, 4, 1, 2, 3, 4)])
+
+    def test_a_repeated_write_gets_the_real_answer_or_a_refusal_never_the_redacted_text(self) -> None:
+        policy = parse_policy({"agent": "a", "allowed_tools": ["mint", "rename"], "write_tools": ["mint", "rename"],
+                               "redact": {}})
+        assert policy.redact is not None
+        redactor = Redactor(policy.redact, KEY)
+        path = os.path.join(self.folder, "s.jsonl")
+        ran: list[str] = []
+        mark_like = redactor.args({"q": "sk-" + "M" * 30})["q"]
+        tools = {"mint": lambda name: ran.append(name) or {"name": name, "key": "sk-" + name * 24},
+                 "rename": lambda name: ran.append(name) or {"name": name, "note": mark_like if name == "q" else ""}}
+
+        def gate(recorder: SessionRecorder, remember_bytes: int = 1 << 20) -> Gate:
+            return Gate(tools, policy, recorder=recorder, confirm=lambda tool, args: True, remember_bytes=remember_bytes)
+
+        refusal = {"ok": False, "error": "already ran: an identical mint call ran earlier; its answer is no longer "
+                                         "held in memory, and the record holds it only redacted"}
+        with SessionRecorder.open(path, sealed=True, redactor=redactor) as recorder:
+            first = gate(recorder)
+            self.assertEqual(first.call("mint", {"name": "a"}), {"name": "a", "key": "sk-" + "a" * 24})
+            # held in memory for the life of the gate: the repeat gets the real answer
+            self.assertEqual(first.call("mint", {"name": "a"}), {"name": "a", "key": "sk-" + "a" * 24})
+            self.assertEqual(first.call("rename", {"name": "b"}), {"name": "b", "note": ""})
+            self.assertEqual(first.call("rename", {"name": "q"}), {"name": "q", "note": mark_like})
+            # a gate whose memory is too small for the answer: only the redacted record is left
+            small = gate(recorder, remember_bytes=1)
+            self.assertEqual(small.call("mint", {"name": "c"}), {"name": "c", "key": "sk-" + "c" * 24})
+            self.assertEqual(small.call("mint", {"name": "d"}), {"name": "d", "key": "sk-" + "d" * 24})
+            self.assertEqual(small.call("mint", {"name": "c"}), refusal)
+        self.assertEqual(ran, ["a", "b", "q", "c", "d"])
+        with SessionRecorder.open(path, sealed=True, redactor=redactor) as recorder:  # the host starts again
+            again = gate(recorder)
+            self.assertEqual(again.call("mint", {"name": "a"}), refusal)  # its answer held a secret: not run, refused
+            self.assertEqual(again.call("rename", {"name": "b"}), {"name": "b", "note": ""})  # none: the record's is it
+            self.assertEqual(again.call("rename", {"name": "q"}), {  # its answer had a mark's shape: it cannot tell
+                "ok": False, "error": refusal["error"].replace("mint", "rename")})
+        self.assertEqual(ran, ["a", "b", "q", "c", "d"])
+        with open(path, "rb") as handle:
+            outcomes = [record.meta["outcome"] if record.meta else None for record in read_session(handle, path)]
+        self.assertEqual(outcomes, ["ran", "cached", "ran", "ran", "ran", "ran", "refused", "refused", "cached",
+                                    "refused"])
