@@ -251,6 +251,8 @@ class Gate:
         self._record_meta = record_meta
         self._screen = screen
         self._approvals = approvals
+        if approvals is not None:  # the approvals file redacts as the record does, or the gate does not start
+            approvals.redact_as(None if recorder is None else recorder.redactor, policy.redact is not None)
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0

@@ -151,6 +151,12 @@ class Redactor:
         self.redaction = redaction
         self._key = key
 
+    def same_as(self, other: Redactor) -> bool:
+        """Whether `other` redacts every value exactly as this one does (the same section, the same key)."""
+        import hmac
+
+        return other is self or (other.redaction == self.redaction and hmac.compare_digest(other._key, self._key))
+
     def mark(self, name: str, secret: bytes) -> str:
         """The text that stands for `secret` in the record."""
         import hashlib  # here: a policy without a redaction key (most hook runs) need not load them
