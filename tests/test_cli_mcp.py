@@ -120,8 +120,9 @@ def converse(argv: list[str], script: list[tuple[Step, int]], end: int) -> tuple
     return codes[0], heard.messages(), stdio.stderr.getvalue()
 
 
-class ApprovalsWithoutRecordTest(unittest.TestCase):
-    """--approvals without --record: the file is redacted as a record would be, with --redact-key."""
+class RedactionSessionTest(unittest.TestCase):
+    """Redaction over whole client sessions: --approvals without --record is redacted as a record would be
+    (with --redact-key), and a repeated write gets the real answer, never the redacted record's."""
 
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()
@@ -150,7 +151,7 @@ class ApprovalsWithoutRecordTest(unittest.TestCase):
             script.append((lambda heard: {"jsonrpc": "2.0", "id": heard[1]["id"], "result": answer}, 2))
         return converse(self.proxy("--redact-key", self.key), script, len(script) - 1)
 
-    def test_the_file_holds_no_secret_and_a_later_session_matches_it(self) -> None:
+    def test_approvals_without_record_hold_no_secret_and_a_later_session_matches_them(self) -> None:
         self.assertEqual(run(*self.proxy()), (2, "", 'error: the policy\'s "redact" section needs --redact-key FILE '
                                                      '(a key of at least 16 bytes, kept off the record)\n'))
         short = os.path.join(self.directory, "short")
@@ -172,6 +173,29 @@ class ApprovalsWithoutRecordTest(unittest.TestCase):
         self.assertEqual((code, err, heard[1:]), (0, "", [text_result(1, 'write_note {"text": "s3cret"}', False)]))
         with open(self.notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "s3cret"}\n' * 2)
+
+
+    def test_a_repeated_write_gets_the_real_answer_never_the_redacted_record(self) -> None:
+        record = os.path.join(self.directory, "record.jsonl")
+        argv = ["mcp-proxy", "--policy", self.policy, "--record", record, "--redact-key", self.key, "--",
+                sys.executable, TINY, "--notes", self.notes]
+        start: list[tuple[Step, int]] = [(lambda heard: initialize(capabilities={"elicitation": {}}), 0),
+                                         (lambda heard: {"jsonrpc": "2.0", "method": "notifications/initialized"}, 1)]
+        yes = {"action": "accept", "content": {"approve": True}}
+        code, heard, err = converse(argv, [*start, (lambda heard: call(1, "write_note", text="s3cret"), 1),
+                                           (lambda heard: {"jsonrpc": "2.0", "id": heard[1]["id"], "result": yes}, 2),
+                                           (lambda heard: call(2, "write_note", text="s3cret"), 3)], 4)
+        real = 'write_note {"text": "s3cret"}'
+        self.assertEqual((code, err, heard[2:]), (0, "", [text_result(1, real, False), text_result(2, real, False)]))
+        # the proxy starts again on its record: the record holds the answer only redacted
+        code, heard, err = converse(argv, [*start, (lambda heard: call(3, "write_note", text="s3cret"), 1)], 2)
+        self.assertEqual((code, err, heard[1:]), (0, "", [text_result(
+            3, "toolreplay: already ran: an identical write_note call ran earlier; its answer is no longer held in "
+               "memory, and the record holds it only redacted", True)]))
+        with open(self.notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "s3cret"}\n')  # it ran once
+        with open(record, encoding="utf-8") as handle:
+            self.assertNotIn("s3cret", handle.read())
 
 
 class McpPinsCliTest(unittest.TestCase):
