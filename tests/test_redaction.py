@@ -62,7 +62,7 @@ class RedactorTest(unittest.TestCase):
         # each built-in secret name, and a name of the policy's own, written in each case style a tool may use
         styles = {
             "access_token": ("accessToken", "AccessToken", "access_token", "access-token", "ACCESS_TOKEN",
-                             "Access-Token", "ACCESSTOKEN", "access.token", "access token"),
+                             "Access-Token", "ACCESSTOKEN", "Access_Token"),
             "client_secret": ("clientSecret", "ClientSecret", "client-secret", "CLIENT_SECRET"),
             "refresh_token": ("refreshToken", "RefreshToken", "refresh-token", "REFRESH_TOKEN"),
             "private_key": ("privateKey", "PrivateKey", "private-key", "PRIVATE_KEY"),
