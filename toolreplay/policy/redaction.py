@@ -39,8 +39,9 @@ __all__ = ["BUILTIN_PATTERNS", "SECRET_FIELDS", "Redaction", "Redactor", "parse_
            "MARK", "holds_marks"]
 
 MIN_KEY_BYTES = 16
-# The text that stands for a secret; what precedes a non-string value's canonical JSON when it is hashed.
+# The shape of the text that stands for a secret.
 MARK = re.compile(r"\[redacted:[a-z0-9][a-z0-9-]*:[0-9a-f]{24}\]")
+# What precedes a non-string value's canonical JSON when it is hashed: a byte no UTF-8 text holds.
 _NOT_TEXT = b"\xff"
 
 # name -> pattern; a group named `secret`, when present, is the part replaced (the rest is kept).
