@@ -335,6 +335,58 @@ class GateTest(Folder):
             with self.subTest(args=args, redact=redact):
                 self.assertEqual(Approvals(self.path, redact=redact).find("write_note", args), found)
 
+    def test_without_a_record_the_file_is_redacted_as_a_record_would_be(self) -> None:
+        redacting = parse_policy({"agent": "notes", "allowed_tools": ["write_note"], "write_tools": ["write_note"],
+                                  "redact": {"builtin": False, "fields": ["token"]}})
+        assert redacting.redact is not None
+        redactor = Redactor(redacting.redact, b"k" * 16)
+        secret = {"text": "hi", "token": "s3cret-value"}
+        ran: list[dict[str, Any]] = []
+        tools = {"write_note": lambda **args: ran.append(args) or {"ok": True}}
+        gate = Gate(tools, redacting, confirm=Person(Remember("always")),
+                    approvals=Approvals(self.path, redactor=redactor))  # no recorder: only approvals are written
+        self.assertEqual(gate.call("write_note", secret), {"ok": True})
+        self.assertNotIn("s3cret", self.read())
+        (approval,) = read_approvals(self.path)
+        self.assertEqual((approval.redacted, approval.fields["args"]), (True, redactor.args(secret)))
+        # a later gate on the file: the same call is not asked again, another secret is
+        person = Person(False)
+        later = Gate(tools, redacting, confirm=person, approvals=Approvals(self.path, redactor=redactor))
+        self.assertEqual(later.call("write_note", secret), {"ok": True})
+        self.assertEqual(later.call("write_note", {**secret, "token": "other"}),
+                         {"ok": False, "error": "confirmation declined"})
+        self.assertEqual((len(ran), person.asked), (2, [("write_note", {**secret, "token": "other"})]))
+
+    def test_the_gate_redacts_the_file_as_its_record_or_does_not_start(self) -> None:
+        redacting = parse_policy({"agent": "notes", "allowed_tools": ["write_note"], "write_tools": ["write_note"],
+                                  "redact": {"builtin": False, "fields": ["token"]}})
+        assert redacting.redact is not None
+        redactor = Redactor(redacting.redact, b"k" * 16)
+        secret = {"text": "hi", "token": "s3cret-value"}
+        tools = {"write_note": lambda **args: {"ok": True}}
+        record = os.path.join(self.directory, "r.jsonl")
+        with SessionRecorder.open(record, redactor=redactor) as recorder:  # the store takes the record's redactor
+            approvals = Approvals(self.path)
+            gate = Gate(tools, redacting, confirm=Person(Remember("always")), approvals=approvals, recorder=recorder)
+            self.assertEqual(gate.call("write_note", secret), {"ok": True})
+            self.assertIs(approvals.redactor, redactor)
+            Gate(tools, redacting, approvals=Approvals(self.path, redactor=Redactor(redacting.redact, b"k" * 16)),
+                 recorder=recorder)  # an equal redactor (same section, same key) is the same
+            for approvals, message in (
+                    (Approvals(self.path, redactor=Redactor(redacting.redact, b"j" * 16)),
+                     "the approvals and the record redact differently: give both the same redactor"),
+                    (Approvals(self.path, redactor=Redactor(parse_redaction({}), b"k" * 16)),
+                     "the approvals and the record redact differently: give both the same redactor")):
+                with self.subTest(message), self.assertRaises(ValueError) as caught:
+                    Gate(tools, redacting, approvals=approvals, recorder=recorder)
+                self.assertEqual(str(caught.exception), message)
+        self.assertNotIn("s3cret", self.read())
+        with self.assertRaises(ValueError) as caught:  # nothing to redact the file with: the gate does not start
+            Gate(tools, redacting, approvals=Approvals(self.path))
+        self.assertEqual(str(caught.exception), f"the policy redacts, and the approvals in {self.path} would hold "
+                                                "secrets in clear text: give Approvals the record's redactor (redactor=)")
+        Gate(tools, redacting, approvals=Approvals())  # session approvals only: nothing is written
+
     def test_remembering_needs_approvals_and_a_failure_to_remember_is_recorded(self) -> None:
         self.assertEqual(self.gate(Person(Remember("always"))).call("write_note", {"text": "a"}), {"ok": True})
         record = os.path.join(self.directory, "r.jsonl")

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import sys
 import tempfile
+import threading
 import unittest
+from collections.abc import Callable
+from typing import Any
 
 from tests.test_cli import run
-from tests.test_mcp_proxy import TINY
+from tests.test_mcp_proxy import TINY, call, initialize, text_result
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
 from toolreplay.mcp.pins import ToolPins
 
 CALL = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"rm","arguments":{"path":"/"}}}\n'
@@ -68,6 +74,128 @@ class McpProxyCliTest(unittest.TestCase):
             out.write(b"short")
         self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--record", record, "--redact-key", key, *server),
                          (2, "", f"error: --redact-key {key}: a redaction key must be at least 16 bytes\n"))
+
+
+class _Heard(io.BytesIO):
+    """A client's stdout that lets the test wait for the proxy's next message."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+
+    def write(self, data: Any) -> int:
+        with self.changed:
+            written = super().write(data)
+            self.changed.notify_all()
+            return written
+
+    def messages(self, count: int = 0) -> list[Any]:
+        """The messages heard so far, once there are at least `count` (or after 20 s)."""
+        with self.changed:
+            self.changed.wait_for(lambda: self.getvalue().count(b"\n") >= count, timeout=20)
+            return [json.loads(line) for line in self.getvalue().splitlines()]
+
+
+Step = Callable[[list[Any]], dict[str, Any]]
+
+
+def converse(argv: list[str], script: list[tuple[Step, int]], end: int) -> tuple[int, list[Any], str]:
+    """Run `main(argv)` in-process as a client would talk to it: each step's message (made from the messages
+    heard so far) once the proxy has said that many, then the end of input once it has said `end`; the exit
+    code, every message heard, stderr."""
+    read, write = os.pipe()
+    heard = _Heard()
+    stdio = IO(os.fdopen(read, "rb"), io.TextIOWrapper(heard, encoding="utf-8", newline="\n"), io.StringIO())
+    codes: list[int] = []
+    thread = threading.Thread(target=lambda: codes.append(main(argv, stdio)))
+    thread.start()
+    with os.fdopen(write, "wb") as client:
+        for step, count in script:
+            client.write(json.dumps(step(heard.messages(count))).encode() + b"\n")
+            client.flush()
+        heard.messages(end)
+    thread.join(30)
+    stdio.stdout.flush()
+    assert isinstance(stdio.stderr, io.StringIO)
+    return codes[0], heard.messages(), stdio.stderr.getvalue()
+
+
+class RedactionSessionTest(unittest.TestCase):
+    """Redaction over whole client sessions: --approvals without --record is redacted as a record would be
+    (with --redact-key), and a repeated write gets the real answer, never the redacted record's."""
+
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.policy = os.path.join(self.directory, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["write_note"], "write_tools": ["write_note"],
+                       "redact": {"builtin": False, "fields": ["text"]}}, out)
+        self.key = os.path.join(self.directory, "key")
+        with open(self.key, "wb") as out:
+            out.write(b"0123456789abcdef0123")
+        self.approvals = os.path.join(self.directory, "approvals.jsonl")
+        self.notes = os.path.join(self.directory, "notes.txt")
+
+    def proxy(self, *extra: str) -> list[str]:
+        return ["mcp-proxy", "--policy", self.policy, "--approvals", self.approvals, *extra, "--", sys.executable,
+                TINY, "--notes", self.notes]
+
+    def session(self, answer: dict[str, Any] | None) -> tuple[int, list[Any], str]:
+        """One client session: initialize, write_note with a secret, and `answer` to the question (None: no
+        question is expected)."""
+        script: list[tuple[Step, int]] = [
+            (lambda heard: initialize(capabilities={"elicitation": {}}), 0),
+            (lambda heard: {"jsonrpc": "2.0", "method": "notifications/initialized"}, 1),
+            (lambda heard: call(1, "write_note", text="s3cret"), 1)]
+        if answer is not None:
+            script.append((lambda heard: {"jsonrpc": "2.0", "id": heard[1]["id"], "result": answer}, 2))
+        return converse(self.proxy("--redact-key", self.key), script, len(script) - 1)
+
+    def test_approvals_without_record_hold_no_secret_and_a_later_session_matches_them(self) -> None:
+        self.assertEqual(run(*self.proxy()), (2, "", 'error: the policy\'s "redact" section needs --redact-key FILE '
+                                                     '(a key of at least 16 bytes, kept off the record)\n'))
+        short = os.path.join(self.directory, "short")
+        with open(short, "wb") as out:
+            out.write(b"short")
+        self.assertEqual(run(*self.proxy("--redact-key", short)),
+                         (2, "", f"error: --redact-key {short}: a redaction key must be at least 16 bytes\n"))
+        code, heard, err = self.session({"action": "accept", "content": {"approve": True, "remember": "always"}})
+        self.assertEqual((code, err, heard[1]["method"], heard[2]),
+                         (0, "", "elicitation/create", text_result(1, 'write_note {"text": "s3cret"}', False)))
+        with open(self.approvals, encoding="utf-8") as handle:
+            text = handle.read()
+        self.assertNotIn("s3cret", text)
+        (line,) = [json.loads(item) for item in text.splitlines()]
+        self.assertEqual((line["tool"], line["redacted"], list(line["args"])), ("write_note", True, ["text"]))
+        self.assertRegex(line["args"]["text"], r"^\[redacted:field:[0-9a-f]{24}\]$")
+        # a later session: the same call is answered by the remembered approval, nobody is asked
+        code, heard, err = self.session(None)
+        self.assertEqual((code, err, heard[1:]), (0, "", [text_result(1, 'write_note {"text": "s3cret"}', False)]))
+        with open(self.notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "s3cret"}\n' * 2)
+
+
+    def test_a_repeated_write_gets_the_real_answer_never_the_redacted_record(self) -> None:
+        record = os.path.join(self.directory, "record.jsonl")
+        argv = ["mcp-proxy", "--policy", self.policy, "--record", record, "--redact-key", self.key, "--",
+                sys.executable, TINY, "--notes", self.notes]
+        start: list[tuple[Step, int]] = [(lambda heard: initialize(capabilities={"elicitation": {}}), 0),
+                                         (lambda heard: {"jsonrpc": "2.0", "method": "notifications/initialized"}, 1)]
+        yes = {"action": "accept", "content": {"approve": True}}
+        code, heard, err = converse(argv, [*start, (lambda heard: call(1, "write_note", text="s3cret"), 1),
+                                           (lambda heard: {"jsonrpc": "2.0", "id": heard[1]["id"], "result": yes}, 2),
+                                           (lambda heard: call(2, "write_note", text="s3cret"), 3)], 4)
+        real = 'write_note {"text": "s3cret"}'
+        self.assertEqual((code, err, heard[2:]), (0, "", [text_result(1, real, False), text_result(2, real, False)]))
+        # the proxy starts again on its record: the record holds the answer only redacted
+        code, heard, err = converse(argv, [*start, (lambda heard: call(3, "write_note", text="s3cret"), 1)], 2)
+        self.assertEqual((code, err, heard[1:]), (0, "", [text_result(
+            3, "toolreplay: already ran: an identical write_note call ran earlier; its answer is no longer held in "
+               "memory, and the record holds it only redacted", True)]))
+        with open(self.notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "s3cret"}\n')  # it ran once
+        with open(record, encoding="utf-8") as handle:
+            self.assertNotIn("s3cret", handle.read())
 
 
 class McpPinsCliTest(unittest.TestCase):

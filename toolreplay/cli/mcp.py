@@ -58,8 +58,8 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if value is not None:
             raise UsageError(f"{flag} needs --listen")
     policy = load_policy(args.policy)
-    redactor = _redactor(policy.redact, args.redact_key, args.record)
-    approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
+    redactor = _redactor(policy.redact, args.redact_key, args.record or args.approvals)
+    approvals = (Approvals(args.approvals, root=policy.root, redactor=redactor)
                  if args.approvals else None)  # a malformed file: the proxy does not start
     if args.print_config:  # what would start now starts from the client too
         io.stdout.write(client_config(args.print_config, policy.agent if args.name is None else args.name,
@@ -143,9 +143,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         raise UsageError(f"--path {escape_text(args.path)}: a path starts with /")
     policy = load_policy(args.policy)
     pins = ToolPins(args.pins) if args.pins else None
-    redactor = _redactor(policy.redact, args.redact_key, args.records)
-    approvals = (Approvals(args.approvals, root=policy.root, redact=None if redactor is None else redactor.args)
-                 if args.approvals else None)
+    redactor = _redactor(policy.redact, args.redact_key, args.records or args.approvals)
+    approvals = Approvals(args.approvals, root=policy.root, redactor=redactor) if args.approvals else None
 
     def upstream(client_headers: Mapping[str, str]) -> ServerEnd:
         """Each client session's own server, or own set of servers. A server URL gets the client's
@@ -223,16 +222,17 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
     return HttpServer(command[0], headers=headers, say=say, loop=loop)
 
 
-def _redactor(redaction: Redaction | None, key_path: str | None, record: str | None) -> Redactor | None:
-    """The record's redactor: a policy with a `redact` section needs a key kept off the record (fail closed:
-    without one nothing is recorded unredacted, the proxy does not start)."""
+def _redactor(redaction: Redaction | None, key_path: str | None, written: str | None) -> Redactor | None:
+    """The redactor of what is written (`written`: a record, a records folder or an approvals file): a policy
+    with a `redact` section needs a key kept off the record (fail closed: without one nothing is written
+    unredacted, the proxy does not start)."""
     if redaction is None:
         if key_path is not None:
             raise UsageError("--redact-key needs a policy with a \"redact\" section")
         return None
-    if record is None:
-        return None
     if key_path is None:
+        if written is None:
+            return None
         raise UsageError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
                          f"{MIN_KEY_BYTES} bytes, kept off the record)")
     try:
@@ -288,7 +288,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--record", metavar="FILE", help="append every tools/call to FILE as a sealed session")
     parser.add_argument("--redact-key", metavar="FILE",
                         help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
-                             "secrets are replaced by a keyed hash before they are recorded")
+                             "secrets are replaced by a keyed hash before they are recorded or kept in --approvals")
     parser.add_argument("--pins", metavar="FILE", help="pin tool definitions in FILE; hide changed or new tools")
     parser.add_argument("--approvals", metavar="FILE",
                         help="approvals a person asked to remember (JSON Lines): a matching call is not asked again, "

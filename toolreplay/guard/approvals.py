@@ -15,7 +15,9 @@ policy rules' vocabulary, all of which must hold; one that cannot be evaluated d
 `created` and `note` are optional strings. `"redacted": true` (with `args` only) says the arguments are
 held as a redacting record holds them (secrets replaced by their keyed hash, `toolreplay.policy.redaction`):
 such an approval matches a call whose arguments redact to them with the same key, and no call when the
-store has no redactor. A person adds lines by hand or by answering `always`;
+store has no redactor. A store with a redactor writes only such lines, and the gate gives a store the
+record's redactor (`Approvals.redact_as`): with a policy that redacts, no secret reaches the file.
+A person adds lines by hand or by answering `always`;
 the file is rewritten whole (a temporary file renamed over it) under a lock on `FILE.lock`, so two
 proxies sharing it never lose each other's approvals and a reader never sees half a file.
 """
@@ -36,6 +38,7 @@ from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
 from toolreplay.format.records import format_ts
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
+from toolreplay.policy.redaction import Redactor
 from toolreplay.policy.ruleparse import parse_arg_conditions
 from toolreplay.policy.rules import ArgCondition
 
@@ -247,19 +250,21 @@ class Approvals:
     """The remembered approvals of one gate: the file's (re-read whenever it changed) and this session's."""
 
     def __init__(self, path: str | None = None, *, root: str | None = None,
-                 clock: Callable[[], int] = time.time_ns,
+                 clock: Callable[[], int] = time.time_ns, redactor: Redactor | None = None,
                  redact: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> None:
         """Read the file now (a malformed one is an InputError; a missing one holds none yet, but its folder
         must exist: a UsageError otherwise).
 
         Without `path` only session approvals are kept. `root` is the policy's root folder (for `under`
-        conditions); `clock` (ns since the epoch) dates the approvals remembered for good. `redact` (a
-        record's `Redactor.args`) keeps the arguments of those approvals redacted: no secret in the file."""
+        conditions); `clock` (ns since the epoch) dates the approvals remembered for good. `redactor` (the
+        record's) keeps the arguments of those approvals redacted: no secret in the file; a gate with a
+        redacting record gives it its own (`redact_as`). `redact` (a `Redactor.args`) is the older spelling."""
         self.path = path
         self._root_folder = root
         self._root = _root_segments(root)
         self._clock = clock
-        self._redact = redact
+        self.redactor = redactor
+        self._redact = redactor.args if redactor is not None else redact
         self._lock = threading.Lock()
         self._session: list[Approval] = []
         self._file: list[Approval] = []
@@ -270,6 +275,19 @@ class Approvals:
                 raise UsageError(f"cannot keep approvals in {path}: its folder does not exist")
             self._file = read_approvals(path, root)
             self._seen = _signature(path)
+
+    def redact_as(self, redactor: Redactor | None, redacts: bool) -> None:
+        """Redact as the record does (`redactor`: the record's, None without one; `redacts`: the policy has a
+        `redact` section): a store without its own takes the record's; ValueError when the two differ, or
+        when the file would hold the arguments of a redacting policy in clear text."""
+        if redactor is not None:
+            if self._redact is None:
+                self.redactor, self._redact = redactor, redactor.args
+            elif self.redactor is not None and not self.redactor.same_as(redactor):
+                raise ValueError("the approvals and the record redact differently: give both the same redactor")
+        elif redacts and self.path is not None and self._redact is None:
+            raise ValueError(f"the policy redacts, and the approvals in {self.path} would hold secrets in clear "
+                             "text: give Approvals the record's redactor (redactor=)")
 
     def find(self, tool: str, args: dict[str, Any]) -> str | None:
         """The id of the first approval that answers this call's confirmation (the file's, then the session's)."""

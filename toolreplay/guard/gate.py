@@ -55,6 +55,7 @@ from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonic
 from toolreplay.format.records import format_ts, read_session, ts_nanoseconds
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
 from toolreplay.policy.model import Policy
+from toolreplay.policy.redaction import holds_marks
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
@@ -259,6 +260,8 @@ class Gate:
         self._screen = screen
         self._approvals = approvals
         self._host_asks = host_asks
+        if approvals is not None:  # the approvals file redacts as the record does, or the gate does not start
+            approvals.redact_as(None if recorder is None else recorder.redactor, policy.redact is not None)
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0
@@ -614,7 +617,16 @@ class Gate:
         if response is None:  # it still does not run again
             return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
                                       "longer held in memory and cannot be read back from a record")
+        if self._withheld(response):
+            return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
+                                      "longer held in memory, and the record holds it only redacted")
         return self._record(call, response, "cached")
+
+    def _withheld(self, recorded: dict[str, Any]) -> bool:
+        """Whether a response read back from a redacting record is not the answer the client got: the real
+        one is held only in memory, and the record's differs from it wherever it holds a mark."""
+        redactor = None if self._recorder is None else self._recorder.redactor
+        return redactor is not None and holds_marks(recorded)
 
     def _after_cancelled(self, call: _Call) -> Answer:
         """An identical call this one waited for was cancelled: a read runs; a write whose outcome is now
@@ -843,6 +855,9 @@ class Gate:
             if record.tool in self._repeatable:
                 continue
             if identity not in self._recorded:
+                if self._withheld(record.response):  # its real answer is gone with the process that got it
+                    self._recorded[identity] = record.index
+                    continue
                 self._recorded[identity] = record.response
                 self._held_write(identity, len(record.canonical_response), record.index)
         unknown = _unresolved(intents, landed)

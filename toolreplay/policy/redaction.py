@@ -10,14 +10,18 @@ A policy's optional `redact` section (docs/policy.md) says what to redact:
   (`SECRET_FIELDS`), or a list naming the ones to use;
 - `fields`: values to redact whole, by field name anywhere (`password`) or by dotted path from the
   arguments or the response (`headers.Authorization`, `response.token`);
+  names match in any case style (`accessToken`, `access_token`, `access-token`, `ACCESS_TOKEN`);
 - `patterns`: your own, each a name and a regular expression (bounded like rule regexes).
 
 Each secret is replaced by `[redacted:NAME:HASH]`, HASH the first 24 hex characters of
 HMAC-SHA256(key, secret): the same secret always gives the same text, so `replay` still sees two
 identical calls as identical, and a different secret a different text; the key stays off the record,
 so nobody holding only the record can test a guess. Strings are scanned; numbers, booleans and the
-structure are kept; a whole-field redaction replaces the value whatever its type (its canonical JSON
-is what is hashed, or the text itself for a string, as for a pattern's match).
+structure are kept; a whole-field redaction replaces the value whatever its type: a string's text is
+what is hashed (as for a pattern's match), any other value's canonical JSON after a 0xFF byte, which
+no text holds, so `"1234"` and `1234` get different marks. A text already shaped like a mark is
+itself replaced (`[redacted:mark:HASH]`): every mark on record stands for what was redacted, and a
+call that quotes another call's mark never passes for it.
 """
 
 from __future__ import annotations
@@ -31,9 +35,14 @@ from typing import Any
 from toolreplay.format.canonical import canonical_bytes
 from toolreplay.policy.regexbound import compile_bounded
 
-__all__ = ["BUILTIN_PATTERNS", "SECRET_FIELDS", "Redaction", "Redactor", "parse_redaction", "MIN_KEY_BYTES"]
+__all__ = ["BUILTIN_PATTERNS", "SECRET_FIELDS", "Redaction", "Redactor", "parse_redaction", "MIN_KEY_BYTES",
+           "MARK", "holds_marks"]
 
 MIN_KEY_BYTES = 16
+# The shape of the text that stands for a secret.
+MARK = re.compile(r"\[redacted:[a-z0-9][a-z0-9-]*:[0-9a-f]{24}\]")
+# What precedes a non-string value's canonical JSON when it is hashed: a byte no UTF-8 text holds.
+_NOT_TEXT = b"\xff"
 
 # name -> pattern; a group named `secret`, when present, is the part replaced (the rest is kept).
 BUILTIN_PATTERNS: dict[str, str] = {
@@ -49,7 +58,7 @@ BUILTIN_PATTERNS: dict[str, str] = {
     "bearer-token": r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9._~+/=-]{16,})",
     "email": r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b",
 }
-# Field names (compared lower-case, with - and _ alike) whose values are secrets whatever they hold.
+# Field names whose values are secrets whatever they hold; a name matches in any case style (`_normal`).
 SECRET_FIELDS = frozenset({"password", "passwd", "secret", "client_secret", "api_key", "apikey", "access_token",
                            "refresh_token", "id_token", "auth_token", "authorization", "private_key", "token",
                            "cookie", "set_cookie", "x_api_key"})
@@ -66,7 +75,9 @@ class Redaction:
 
 
 def _normal(name: str) -> str:
-    return name.lower().replace("-", "_")
+    """A field name as names are compared: case, `_` and `-` left out, so `access_token`, `access-token`,
+    `accessToken`, `AccessToken` and `ACCESS_TOKEN` are one name."""
+    return name.lower().replace("_", "").replace("-", "")  # replaces: faster than translate on short names
 
 
 def parse_redaction(value: Any) -> Redaction:
@@ -92,17 +103,18 @@ def parse_redaction(value: Any) -> Redaction:
         names = set(SECRET_FIELDS) if "secret-fields" in builtin else set()
     else:
         raise ValueError('field "redact.builtin" must be true, false or a list of built-in pattern names')
+    names = {_normal(name) for name in names}
     patterns = [(name, re.compile(BUILTIN_PATTERNS[name])) for name in chosen]
     paths: list[tuple[str, ...]] = []
     fields = value.get("fields", [])
     if not isinstance(fields, list):
         raise ValueError('field "redact.fields" must be an array of field names or dotted paths')
     for position, item in enumerate(fields):
-        if not isinstance(item, str) or not item or "" in item.split("."):
+        parts = tuple(_normal(part) for part in item.split(".")) if isinstance(item, str) else ("",)
+        if "" in parts:  # nothing left of a name once case and separators are left out
             raise ValueError(f'field "redact.fields" item {position} must be a field name or a dotted path')
-        parts = tuple(item.split("."))
         if len(parts) == 1:
-            names.add(_normal(item))
+            names.add(parts[0])
         else:
             paths.append(parts if parts[0] in ("args", "response") else ("args", *parts))
     own = value.get("patterns", [])
@@ -136,6 +148,12 @@ class Redactor:
         self.redaction = redaction
         self._key = key
 
+    def same_as(self, other: Redactor) -> bool:
+        """Whether `other` redacts every value exactly as this one does (the same section, the same key)."""
+        import hmac
+
+        return other is self or (other.redaction == self.redaction and hmac.compare_digest(other._key, self._key))
+
     def mark(self, name: str, secret: bytes) -> str:
         """The text that stands for `secret` in the record."""
         import hashlib  # here: a policy without a redaction key (most hook runs) need not load them
@@ -155,9 +173,11 @@ class Redactor:
     def _object(self, value: Mapping[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
         result: dict[str, Any] = {}
         for key, item in value.items():
-            where = (*path, key)
-            if _normal(key) in self.redaction.names or where in self.redaction.paths:
-                secret = item.encode("utf-8", "surrogatepass") if isinstance(item, str) else canonical_bytes(item)
+            name = _normal(key)
+            where = (*path, name)
+            if name in self.redaction.names or where in self.redaction.paths:
+                secret = (item.encode("utf-8", "surrogatepass") if isinstance(item, str)
+                          else _NOT_TEXT + canonical_bytes(item))
                 result[key] = self.mark("field", secret)
             else:
                 result[key] = self._value(item, where)
@@ -173,6 +193,8 @@ class Redactor:
         return value
 
     def _text(self, text: str) -> str:
+        if "[redacted:" in text:  # a mark's shape that is no mark of ours: first, so no pattern's mark is taken
+            text = MARK.sub(lambda match: self._replace("mark", match), text)
         for name, pattern in self.redaction.patterns:
             if pattern.search(text) is None:
                 continue
@@ -187,3 +209,14 @@ class Redactor:
             text = match.group(0)
             return text[:start - whole_start] + self.mark(name, secret.encode("utf-8")) + text[end - whole_start:]
         return self.mark(name, match.group(0).encode("utf-8", "surrogatepass"))
+
+
+def holds_marks(value: Any) -> bool:
+    """Whether a redacted value holds a mark: without one, redaction changed nothing in it."""
+    if isinstance(value, str):
+        return "[redacted:" in value and MARK.search(value) is not None
+    if isinstance(value, dict):
+        return any(holds_marks(item) for item in value.values())
+    if isinstance(value, list):
+        return any(holds_marks(item) for item in value)
+    return False
