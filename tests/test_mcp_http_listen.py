@@ -440,6 +440,39 @@ class ConfirmationStreamTest(ListenerCase):
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
 
 
+class ApprovalsTest(ListenerCase):
+    """--approvals: a "session" yes belongs to the client session that gave it, not to the listener."""
+
+    def test_a_session_approval_does_not_answer_another_sessions_question(self) -> None:
+        import httpx
+
+        approvals = os.path.join(self.directory, "approvals.jsonl")
+        url = self.start("--approvals", approvals).url
+        write = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                 "params": {"name": "write_note", "arguments": {"text": "hi"}}}
+        with httpx.Client(timeout=30) as http:
+            init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+            reply = http.post(url, json=init, headers=JSON_ONLY)
+            first = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
+            with http.stream("POST", url, json=write, headers=first) as stream:
+                events = stream.iter_lines()
+                self.assertEqual(next(events), "event: message")
+                question = json.loads(next(events).removeprefix("data: "))
+                yes = {"jsonrpc": "2.0", "id": question["id"], "result": {
+                    "action": "accept", "content": {"approve": True, "remember": "session"}}}
+                self.assertEqual(http.post(url, json=yes, headers=first).status_code, 202)
+                self.assertIn('"isError":false', [line for line in events if line][-1])
+            # another client session, whose client cannot be asked: the first session's yes is not its own
+            reply = http.post(url, json=INIT, headers=JSON_ONLY)
+            second = {**JSON_ONLY, "mcp-session-id": reply.headers["mcp-session-id"]}
+            self.assertEqual(http.post(url, json={**write, "id": 8}, headers=second).json(), {
+                "jsonrpc": "2.0", "id": 8, "result": {"content": [{"type": "text", "text": "toolreplay: "
+                                                                   "confirmation required"}], "isError": True}})
+        with open(self.notes, encoding="utf-8") as notes:
+            self.assertEqual(notes.read(), '{"text": "hi"}\n')
+        self.assertFalse(os.path.exists(approvals))
+
+
 class BatchTest(ListenerCase):
     def test_a_batch_in_a_session_of_2025_03_26_is_answered_as_one_array(self) -> None:
         import httpx

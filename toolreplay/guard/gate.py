@@ -249,7 +249,7 @@ class Gate:
         self._wall_clock = wall_clock
         self._record_meta = record_meta
         self._screen = screen
-        self._approvals = approvals
+        self._approvals = None if approvals is None else approvals.for_session()  # "session": this gate's
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0
