@@ -447,7 +447,10 @@ class ApprovalsTest(ListenerCase):
         import httpx
 
         approvals = os.path.join(self.directory, "approvals.jsonl")
-        url = self.start("--approvals", approvals).url
+        listener = Listener(self.policy, os.path.join(self.directory, "approved"),  # one listener a folder and server
+                            [sys.executable, TINY, "--notes", self.notes], "--approvals", approvals)
+        self.addCleanup(self.stopped, listener)
+        url = listener.url
         write = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                  "params": {"name": "write_note", "arguments": {"text": "hi"}}}
         with httpx.Client(timeout=30) as http:

@@ -175,7 +175,9 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
                             diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
                             allowed_origins=args.allow_origin or (), max_body=args.max_body,
                             session_timeout=args.session_timeout, head_timeout=head_timeout,
-                            max_connections=max_connections, redactor=redactor, proxy_options={
+                            max_connections=max_connections, redactor=redactor,
+                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command,
+                            proxy_options={
                                 "pins": pins, "mutators": args.mutator or (), "repeatable": args.repeatable or (),
                                 "read_cache": args.read_cache and not args.no_read_cache, "approvals": approvals})
     stop = threading.Event()

@@ -18,7 +18,9 @@ router's lines back to where they belong:
   stream (at most `_BACKLOG` messages, the oldest dropped first).
 
 Sessions end by DELETE, when idle for `session_timeout` seconds, when their server exits, or when
-the listener closes; each then closes its proxy and server and seals its record. SSE events carry
+the listener closes; each then closes its proxy and server and seals its record. The sessions of
+one `upstream` share one intent file in the records folder (`intents_name`): a write cut short by a
+crash is refused, as an outcome unknown, by every later session of that upstream. SSE events carry
 no ids: resumability (Last-Event-ID) is not offered, which the transport allows.
 
 uvicorn and httptools are optional dependencies (the `http` extra): imported when a listener starts.
@@ -45,7 +47,9 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.format.canonical import canonical_bytes
+from toolreplay.guard.intents import IntentFile
+from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
@@ -55,7 +59,8 @@ from toolreplay.policy.model import Policy
 from toolreplay.policy.redaction import Redactor
 
 __all__ = ["DEFAULT_HEAD_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_PATH",
-           "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "is_loopback", "record_name"]
+           "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "intents_name", "is_loopback",
+           "record_name"]
 
 DEFAULT_PATH = "/mcp"
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
@@ -90,6 +95,13 @@ def record_name(session_id: str) -> str:
     """The file name of a session's record: the first 16 hex digits of the SHA-256 of its session id (the id
     itself lets its holder act in the session, so it stays off the disk)."""
     return hashlib.sha256(session_id.encode("ascii")).hexdigest()[:16] + ".jsonl"
+
+
+def intents_name(upstream: Iterable[str]) -> str:
+    """The file name of the intent file the sessions of one upstream share: `upstream-` and the first 16 hex
+    digits of the SHA-256 of the upstream (the server command, or `[URL]`, or `["--servers", FILE]`) as
+    canonical JSON, `.intents`."""
+    return "upstream-" + hashlib.sha256(canonical_bytes(list(upstream))).hexdigest()[:16] + ".intents"
 
 
 def _error_body(code: int, text: str, message_id: Any = None) -> bytes:
@@ -445,14 +457,16 @@ class HttpListener:
                  allowed_origins: Iterable[str] = (), max_body: int = DEFAULT_MAX_BODY,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT, redactor: Redactor | None = None,
                  proxy_options: Mapping[str, Any] | None = None, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS) -> None:
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, upstream: Iterable[str] | None = None) -> None:
         """Nothing listens before `start`. `records` is the folder of the sessions' records (created when
         missing); `token`, when given, is required on every request as `Authorization: Bearer TOKEN`;
         `allowed_origins` are origins (`https://app.example`) accepted besides loopback ones;
         `proxy_options` go to each `McpProxy` (pins, mutators, repeatable, read_cache). A connection whose
         request head is not complete `head_timeout` seconds after it opened (or after its last answer began
         to wait for the next request) is closed; over `max_connections` open connections, a request is
-        answered 503."""
+        answered 503. `upstream` names what the factory serves (its command, `[URL]`): the sessions' write
+        intents then live in one file of the records folder (`intents_name`), which outlives a crash;
+        without it each session's intents are beside its record, and no later session reads them."""
         self._factory = factory
         self._policy = policy
         self._records = records
@@ -469,6 +483,8 @@ class HttpListener:
         self._max_connections = max_connections
         self._redactor = redactor
         self._proxy_options = dict(proxy_options or {})
+        self._upstream = None if upstream is None else list(upstream)
+        self._intents: IntentFile | None = None
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -498,6 +514,8 @@ class HttpListener:
             os.makedirs(self._records, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create {self._records}: {exc.strerror or exc}") from None
+        if self._upstream is not None:  # an earlier listener's writes cut short are settled before any session
+            self._intents = open_shared_intents(os.path.join(self._records, intents_name(self._upstream)))
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -509,6 +527,7 @@ class HttpListener:
             sock.listen(1024)
         except OSError as exc:
             sock.close()
+            self._close_intents()
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
         # uvicorn answers 503 once its connections (this one included) reach limit_concurrency: one more
@@ -536,6 +555,7 @@ class HttpListener:
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
         if not self._server.started:
+            self._close_intents()
             raise UsageError(f"cannot listen on {self.host}:{self.port}: the HTTP server did not start")
 
     def close(self) -> None:
@@ -551,6 +571,12 @@ class HttpListener:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join()
+        self._close_intents()
+
+    def _close_intents(self) -> None:
+        if self._intents is not None:
+            self._intents.close()
+            self._intents = None
 
     def say(self, text: str) -> None:
         """One line of the listener's own on the diagnostics stream."""
@@ -563,7 +589,7 @@ class HttpListener:
         session_id = secrets.token_urlsafe(24)
         name = record_name(session_id)
         path = os.path.join(self._records, name)
-        recorder = SessionRecorder.open(path, sealed=True, redactor=self._redactor)
+        recorder = SessionRecorder.open(path, sealed=True, redactor=self._redactor, intents=self._intents)
         client = HttpClient(loop)
         try:
             upstream = self._factory(headers)
