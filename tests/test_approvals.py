@@ -386,8 +386,8 @@ class AnswerTest(unittest.TestCase):
         confirmation.close()
         self.assertEqual(sent[0]["params"]["requestedSchema"]["properties"]["remember"], {
             "type": "string", "title": "Remember this answer", "enum": ["once", "session", "always"],
-            "default": "once", "description": "once: this call only; session: identical calls until the proxy "
-                                              "stops; always: identical calls from now on (kept in the approvals file)"})
+            "default": "once", "description": "once: this call only; session: identical calls until this "
+                                              "session ends; always: identical calls from now on (kept in the approvals file)"})
 
     def test_what_an_answer_means(self) -> None:
         offered = ("once", "session", "always")
