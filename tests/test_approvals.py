@@ -288,6 +288,20 @@ class GateTest(Folder):
         self.gate(again, policy, Approvals(self.path)).call("write_note", {"text": "hi"})
         self.assertEqual(len(again.asked), 1)
 
+    def test_gates_sharing_one_store_share_always_but_not_session_approvals(self) -> None:
+        policy = Policy("notes", frozenset({"write_note"}), frozenset({"write_note"}))
+        store = Approvals(self.path)  # one store behind every client session (the listener's)
+        first = self.gate(Person(Remember("session")), policy, store)
+        self.assertEqual(first.call("write_note", {"text": "hi"}), {"ok": True})
+        nobody = Person(False)
+        second = self.gate(nobody, policy, store)
+        self.assertEqual(second.call("write_note", {"text": "hi"}), {"ok": False, "error": "confirmation declined"})
+        self.assertEqual(nobody.asked, [("write_note", {"text": "hi"})])
+        self.assertEqual(self.gate(Person(Remember("always")), policy, store).call("write_note", {"text": "x"}),
+                         {"ok": True})
+        self.assertEqual(self.gate(Person(False), policy, store).call("write_note", {"text": "x"}), {"ok": True})
+        self.assertEqual(self.notes, ["hi", "x", "x"])
+
     def test_an_approval_answers_confirmation_and_nothing_else(self) -> None:
         self.write('{"id": "any-note", "tool": "write_note", "when": [{"arg": "text", "min_length": 0}]}\n'
                    '{"id": "secret", "tool": "delete_all", "args": {}}\n')
@@ -424,8 +438,8 @@ class AnswerTest(unittest.TestCase):
         confirmation.close()
         self.assertEqual(sent[0]["params"]["requestedSchema"]["properties"]["remember"], {
             "type": "string", "title": "Remember this answer", "enum": ["once", "session", "always"],
-            "default": "once", "description": "once: this call only; session: identical calls until the proxy "
-                                              "stops; always: identical calls from now on (kept in the approvals file)"})
+            "default": "once", "description": "once: this call only; session: identical calls until this "
+                                              "session ends; always: identical calls from now on (kept in the approvals file)"})
 
     def test_what_an_answer_means(self) -> None:
         offered = ("once", "session", "always")

@@ -37,6 +37,25 @@ class McpProxyCliTest(unittest.TestCase):
         self.assertEqual(run("mcp-proxy", "--policy", missing, "--", "cat"),
                          (2, "", f"error: cannot read {missing}: No such file or directory\n"))
 
+    def test_listener_limits_are_validated(self) -> None:
+        base = ("mcp-proxy", "--policy", self.policy, "--records", self.directory, "--listen", "0")
+        for flags, message in [
+            (("--listen-head-timeout", "0"), "--listen-head-timeout 0.0: expected seconds, more than 0 and at most 3600"),
+            (("--listen-head-timeout", "nan"), "--listen-head-timeout nan: expected seconds, more than 0 and at most "
+                                               "3600"),
+            (("--listen-head-timeout", "4000"), "--listen-head-timeout 4000.0: expected seconds, more than 0 and at "
+                                                "most 3600"),
+            (("--listen-max-connections", "0"), "--listen-max-connections 0: expected at least 1"),
+        ]:
+            with self.subTest(flags=flags):
+                self.assertEqual(run(*base, *flags, "--", "cat"), (2, "", f"error: {message}\n"))
+        for flag, value in (("--listen-head-timeout", "5"), ("--listen-max-connections", "5")):
+            self.assertEqual(run("mcp-proxy", "--policy", self.policy, flag, value, "--", "cat"),
+                             (2, "", f"error: {flag} needs --listen\n"))
+        code, out, err = run(*base, "--listen-max-connections", "many", "--", "cat")
+        self.assertEqual((code, out, err.splitlines()[0]), (2, "", "error: argument --listen-max-connections: "
+                                                                   "invalid int value: 'many'"))
+
     def test_a_refused_call_in_process(self) -> None:
         record = os.path.join(self.directory, "record.jsonl")
         code, out, err = run("mcp-proxy", "--policy", self.policy, "--record", record, "--", sys.executable, TINY,

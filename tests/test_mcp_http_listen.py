@@ -440,6 +440,42 @@ class ConfirmationStreamTest(ListenerCase):
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
 
 
+class ApprovalsTest(ListenerCase):
+    """--approvals: a "session" yes belongs to the client session that gave it, not to the listener."""
+
+    def test_a_session_approval_does_not_answer_another_sessions_question(self) -> None:
+        import httpx
+
+        approvals = os.path.join(self.directory, "approvals.jsonl")
+        listener = Listener(self.policy, os.path.join(self.directory, "approved"),  # one listener a folder and server
+                            [sys.executable, TINY, "--notes", self.notes], "--approvals", approvals)
+        self.addCleanup(self.stopped, listener)
+        url = listener.url
+        write = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                 "params": {"name": "write_note", "arguments": {"text": "hi"}}}
+        with httpx.Client(timeout=30) as http:
+            init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+            reply = http.post(url, json=init, headers=JSON_ONLY)
+            first = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
+            with http.stream("POST", url, json=write, headers=first) as stream:
+                events = stream.iter_lines()
+                self.assertEqual(next(events), "event: message")
+                question = json.loads(next(events).removeprefix("data: "))
+                yes = {"jsonrpc": "2.0", "id": question["id"], "result": {
+                    "action": "accept", "content": {"approve": True, "remember": "session"}}}
+                self.assertEqual(http.post(url, json=yes, headers=first).status_code, 202)
+                self.assertIn('"isError":false', [line for line in events if line][-1])
+            # another client session, whose client cannot be asked: the first session's yes is not its own
+            reply = http.post(url, json=INIT, headers=JSON_ONLY)
+            second = {**JSON_ONLY, "mcp-session-id": reply.headers["mcp-session-id"]}
+            self.assertEqual(http.post(url, json={**write, "id": 8}, headers=second).json(), {
+                "jsonrpc": "2.0", "id": 8, "result": {"content": [{"type": "text", "text": "toolreplay: "
+                                                                   "confirmation required"}], "isError": True}})
+        with open(self.notes, encoding="utf-8") as notes:
+            self.assertEqual(notes.read(), '{"text": "hi"}\n')
+        self.assertFalse(os.path.exists(approvals))
+
+
 class BatchTest(ListenerCase):
     def test_a_batch_in_a_session_of_2025_03_26_is_answered_as_one_array(self) -> None:
         import httpx
@@ -496,7 +532,10 @@ class InProcessTest(unittest.TestCase):
         [listening] = server.sockets
         self.assertEqual(listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY), 1)
         # uvicorn's httptools protocol (llhttp), installed with the http extra
-        self.assertEqual(listener._server.config.http, "httptools")
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+        self.assertTrue(issubclass(listener._server.config.http, HttpToolsProtocol))
+        self.assertEqual(listener._server.config.limit_concurrency, 101)  # uvicorn counts this connection too
         self.assertEqual(listener.url, f"http://127.0.0.1:{listener.port}/mcp")
 
 
@@ -513,6 +552,77 @@ class IdleTest(ListenerCase):
                               headers={**JSON_ONLY, "mcp-session-id": session})
         self.assertEqual((reply.status_code, reply.json()), (404, error(-32600, "Not Found: unknown or expired session")))
         self.assertIn("ended (the session was idle)", self.stopped(self.listener))
+
+
+def half_sent(url: str, head: bytes) -> Any:
+    """A connection to the listener that sent `head` (part of a request head, or nothing) and waits."""
+    import socket
+
+    host, port = url.split("/")[2].rsplit(":", 1)
+    connection = socket.create_connection((host, int(port)), timeout=30)
+    connection.sendall(head)
+    return connection
+
+
+def read_all(connection: Any) -> bytes:
+    """What the listener sends on a connection until it closes it."""
+    parts = []
+    while chunk := connection.recv(65536):
+        parts.append(chunk)
+    connection.close()
+    return b"".join(parts)
+
+
+class HeadDeadlineTest(ListenerCase):
+    """--listen-head-timeout: a request head sent slowly, or never, does not hold its connection open."""
+
+    extra = ("--listen-head-timeout", "1")
+
+    def test_half_sent_heads_are_closed_at_the_deadline_and_a_session_goes_on(self) -> None:
+        import httpx
+
+        started = time.monotonic()
+        connections = [half_sent(self.listener.url, b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\n") for _ in range(20)]
+        connections.append(half_sent(self.listener.url, b""))  # nothing at all
+        with httpx.Client(timeout=30) as http:  # meanwhile a session is served
+            self.assertEqual(http.post(self.listener.url, json=INIT, headers=JSON_ONLY).status_code, 200)
+        answers = {read_all(connection) for connection in connections}
+        elapsed = time.monotonic() - started
+        self.assertEqual(answers, {b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"})
+        self.assertGreater(elapsed, 0.9)
+        self.assertLess(elapsed, 5)
+
+    def test_a_keep_alive_connection_gets_the_deadline_for_its_next_head_only(self) -> None:
+        body = json.dumps(INIT).encode()
+        request = (b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+                   b"accept: application/json\r\ncontent-length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        connection = half_sent(self.listener.url, request)
+        time.sleep(1.5)  # longer than the deadline: a served request is not cut
+        connection.sendall(b"GET /mcp HTTP/1.1\r\n")  # the next head, never finished
+        answer = read_all(connection)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 200 OK\r\n"), answer[:40])
+        self.assertTrue(answer.endswith(b'"version":"1.0"}}}HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\n'
+                                        b"connection: close\r\n\r\n"), answer[-120:])
+
+
+class ConnectionCapTest(ListenerCase):
+    """--listen-max-connections: a request on one connection more than N is answered 503."""
+
+    extra = ("--listen-max-connections", "3")
+
+    def test_connections_over_the_cap_are_refused_and_served_again_once_others_close(self) -> None:
+        import httpx
+
+        held = [half_sent(self.listener.url, b"POST /mcp HTTP/1.1\r\n") for _ in range(3)]
+        time.sleep(0.2)  # accepted
+        with httpx.Client(timeout=30) as http:
+            refused = http.post(self.listener.url, json=INIT, headers=JSON_ONLY)
+            self.assertEqual((refused.status_code, refused.text), (503, "Service Unavailable"))
+        for connection in held:
+            connection.close()
+        time.sleep(0.2)
+        with httpx.Client(timeout=30) as http:
+            self.assertEqual(http.post(self.listener.url, json=INIT, headers=JSON_ONLY).status_code, 200)
 
 
 class PublicTest(ListenerCase):

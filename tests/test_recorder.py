@@ -19,7 +19,7 @@ from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record, read_session
 from toolreplay.guard.intents import Intent, read_intents
-from toolreplay.guard.recorder import RecordingError, SessionRecorder
+from toolreplay.guard.recorder import RecordingError, SessionRecorder, open_shared_intents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -482,6 +482,75 @@ class IntentFileTest(RecorderCase):
             with self.assertRaises(RecordingError) as caught:
                 recorder.announce("write_file", {})
             self.assertEqual(str(caught.exception), f"cannot write {path}.intents: No space left on device")
+
+
+class SharedIntentsTest(RecorderCase):
+    """One intent file for the records of a folder (the listener's sessions of one upstream)."""
+
+    CUT_SHORT = {"ok": False, "error": "outcome unknown: the proxy stopped while this write ran, before its result "
+                                       "was recorded; whether it took effect is unknown"}
+
+    def test_each_record_announces_into_the_shared_file_under_its_own_name(self) -> None:
+        shared = open_shared_intents(self.path("up.intents"), clock=lambda: 0)
+        with SessionRecorder.open(self.path("a.jsonl"), intents=shared) as a, \
+                SessionRecorder.open(self.path("b.jsonl"), intents=shared) as b:
+            first = a.announce("write_file", {"path": "x"})
+            b.announce("write_file", {"path": "y"})
+            self.assertEqual(a.intents_path, self.path("up.intents"))
+            self.assertEqual(self.read_bytes(self.path("up.intents")), (
+                b'{"args":{"path":"x"},"from":0,"intent":0,"key":null,"record":"a.jsonl","tool":"write_file"}\n'
+                b'{"args":{"path":"y"},"from":0,"intent":1,"key":null,"record":"b.jsonl","tool":"write_file"}\n'))
+            a.append("write_file", {"path": "x"}, {"ok": True}, intent=first)
+            b.keep_intents([])  # a gate that resumes keeps the earlier intents only: b's own stays
+            self.assertEqual(read_intents(self.path("up.intents")), [
+                Intent(1, 0, "write_file", {"path": "y"}, None, record="b.jsonl")])
+        self.assertTrue(os.path.exists(self.path("up.intents")))  # a recorder leaves a shared file open
+        with self.assertRaises(UsageError) as caught:  # and it has one opener at a time
+            open_shared_intents(self.path("up.intents"))
+        self.assertEqual(str(caught.exception), f"{self.path('up.intents')} is already in use by another proxy")
+        shared.close()
+
+    def test_reopened_after_a_crash_a_write_without_its_record_is_recorded_unknown_and_kept(self) -> None:
+        shared = open_shared_intents(self.path("up.intents"))
+        with SessionRecorder.open(self.path("a.jsonl"), sealed=True, intents=shared) as a:
+            a.append(*CALLS[0])
+            a.announce("write_file", {"path": "ran"})
+            a.append("write_file", {"path": "ran"}, {"ok": True})  # landed; its done line never came
+            a.announce("write_file", {"path": "cut"})
+        shared.close()  # the process died: the file keeps both intents
+        self.write_bytes(self.path("up.intents"), self.read_bytes(self.path("up.intents")) + (
+            b'{"args":{"path":"gone"},"from":0,"intent":7,"key":null,"record":"missing.jsonl","tool":"write_file"}\n'))
+        shared = open_shared_intents(self.path("up.intents"), clock=lambda: 0)
+        self.assertEqual(shared.earlier, (Intent(1, 2, "write_file", {"path": "cut"}, None),
+                                          Intent(7, 0, "write_file", {"path": "gone"}, None)))
+        with SessionRecorder.open(self.path("b.jsonl"), intents=shared) as b:
+            self.assertEqual(b.previous_intents, shared.earlier)
+        shared.close()
+        with open(self.path("a.jsonl"), "rb") as handle:
+            records = list(read_session(handle, self.path("a.jsonl")))
+        self.assertEqual([(record.tool, record.args, record.response, record.meta) for record in records[2:]], [
+            ("write_file", {"path": "cut"}, self.CUT_SHORT, {"outcome": "unknown", "ts": "1970-01-01T00:00:00.000Z"})])
+        self.assertEqual(cli("verify", self.path("a.jsonl")), (0, "chain: intact\n", ""))
+        shared = open_shared_intents(self.path("up.intents"))  # once more: nothing recorded twice
+        self.assertEqual([intent.args for intent in shared.earlier], [{"path": "cut"}, {"path": "gone"}])
+        shared.close()
+        with open(self.path("a.jsonl"), "rb") as handle:
+            self.assertEqual(len(list(read_session(handle, self.path("a.jsonl")))), 3)
+        os.unlink(self.path("up.intents"))  # a person resolved them
+        shared = open_shared_intents(self.path("up.intents"))
+        self.assertEqual(shared.earlier, ())
+        shared.close()
+        self.assertFalse(os.path.exists(self.path("up.intents")))
+
+    def test_a_record_name_that_is_not_a_file_name_of_the_folder_is_an_error(self) -> None:
+        for name in ("../a.jsonl", "", "..", "a/b"):
+            with self.subTest(name=name):
+                self.write_bytes(self.path("up.intents"), ('{"args":{},"from":0,"intent":0,"key":null,"record":'
+                                                           f'"{name}","tool":"t"}}\n').encode())
+                with self.assertRaises(InputError) as caught:
+                    open_shared_intents(self.path("up.intents"))
+                self.assertEqual(str(caught.exception), f"{self.path('up.intents')}:1: not an intent line (expected "
+                                                        "an intent or a done line)")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,9 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if args.listen is not None:
         return _run_listener(args, command, configs, headers, io)
     for flag, value in (("--records", args.records), ("--token-file", args.token_file),
-                        ("--listen-public", args.listen_public or None), ("--allow-origin", args.allow_origin)):
+                        ("--listen-public", args.listen_public or None), ("--allow-origin", args.allow_origin),
+                        ("--listen-head-timeout", args.listen_head_timeout),
+                        ("--listen-max-connections", args.listen_max_connections)):
         if value is not None:
             raise UsageError(f"{flag} needs --listen")
     policy = load_policy(args.policy)
@@ -119,7 +121,7 @@ def _listen_address(text: str) -> tuple[str, int]:
 
 def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None,
                   headers: list[tuple[str, str]], io: IO) -> int:
-    from toolreplay.mcp.http.listen import HttpListener, is_loopback
+    from toolreplay.mcp.http.listen import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpListener, is_loopback
     from toolreplay.mcp.transport import StdioServer
 
     host, port = _listen_address(args.listen)
@@ -139,6 +141,13 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         raise UsageError("--print-config prints a stdio client's configuration; an HTTP client is given the URL")
     if args.max_body < 1 or args.session_timeout <= 0:
         raise UsageError("--max-body and --session-timeout must be positive")
+    head_timeout = DEFAULT_HEAD_TIMEOUT if args.listen_head_timeout is None else args.listen_head_timeout
+    if not 0 < head_timeout <= 3600:
+        raise UsageError(f"--listen-head-timeout {args.listen_head_timeout}: expected seconds, more than 0 and "
+                         "at most 3600")
+    max_connections = DEFAULT_MAX_CONNECTIONS if args.listen_max_connections is None else args.listen_max_connections
+    if max_connections < 1:
+        raise UsageError(f"--listen-max-connections {max_connections}: expected at least 1")
     if not args.path.startswith("/"):
         raise UsageError(f"--path {escape_text(args.path)}: a path starts with /")
     policy = load_policy(args.policy)
@@ -164,7 +173,10 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
     listener = HttpListener(upstream, policy, records=args.records,
                             diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
                             allowed_origins=args.allow_origin or (), max_body=args.max_body,
-                            session_timeout=args.session_timeout, redactor=redactor, proxy_options={
+                            session_timeout=args.session_timeout, head_timeout=head_timeout,
+                            max_connections=max_connections, redactor=redactor,
+                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command,
+                            proxy_options={
                                 "pins": pins, "mutators": args.mutator or (), "repeatable": args.repeatable or (),
                                 "read_cache": args.read_cache and not args.no_read_cache, "approvals": approvals})
     stop = threading.Event()
@@ -329,6 +341,12 @@ def register(subparsers: Any) -> None:
                         help="the largest request body accepted (default 4 MiB)")
     listen.add_argument("--session-timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="end a session that sent no request for this long (default 1800)")
+    listen.add_argument("--listen-head-timeout", type=float, metavar="SECONDS",
+                        help="close a connection whose request head is not complete this long after it opened or "
+                             "after its last answer (default 10)")
+    listen.add_argument("--listen-max-connections", type=int, metavar="N",
+                        help="serve at most N open connections at once; a request on one more is answered 503 "
+                             "(default 100)")
     parser.add_argument("--header", action="append", metavar="'NAME: VALUE'",
                         help="an HTTP header sent with every request to a server URL (say Authorization); "
                              "${VAR} in VALUE is read from the environment; never recorded nor shown "

@@ -24,6 +24,7 @@ proxies sharing it never lose each other's approvals and a reader never sees hal
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -247,7 +248,11 @@ def revoke_approval(path: str, approval_id: str) -> Approval:
 
 
 class Approvals:
-    """The remembered approvals of one gate: the file's (re-read whenever it changed) and this session's."""
+    """The remembered approvals of one gate: the file's (re-read whenever it changed) and this session's.
+
+    A gate is one client session: `Gate` keeps its own `for_session()` of the store it is given, so a
+    `session` yes never answers another gate's (another client session's) question; `always` approvals
+    are shared through the file."""
 
     def __init__(self, path: str | None = None, *, root: str | None = None,
                  clock: Callable[[], int] = time.time_ns, redactor: Redactor | None = None,
@@ -288,6 +293,14 @@ class Approvals:
         elif redacts and self.path is not None and self._redact is None:
             raise ValueError(f"the policy redacts, and the approvals in {self.path} would hold secrets in clear "
                              "text: give Approvals the record's redactor (redactor=)")
+
+    def for_session(self) -> Approvals:
+        """The same file's approvals with no session approvals yet: the store of one more client session."""
+        with self._lock:
+            other = copy.copy(self)
+        other._lock = threading.Lock()
+        other._session = []
+        return other
 
     def find(self, tool: str, args: dict[str, Any]) -> str | None:
         """The id of the first approval that answers this call's confirmation (the file's, then the session's)."""

@@ -61,7 +61,6 @@ from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
     from toolreplay.format.records import Record
-    from toolreplay.guard.intents import Intent
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
@@ -258,10 +257,10 @@ class Gate:
         self._wall_clock = wall_clock
         self._record_meta = record_meta
         self._screen = screen
-        self._approvals = approvals
         self._host_asks = host_asks
         if approvals is not None:  # the approvals file redacts as the record does, or the gate does not start
             approvals.redact_as(None if recorder is None else recorder.redactor, policy.redact is not None)
+        self._approvals = None if approvals is None else approvals.for_session()  # "session": this gate's
         self._started = clock()
         self._lock = threading.Lock()
         self._steps = 0
@@ -860,7 +859,9 @@ class Gate:
                     continue
                 self._recorded[identity] = record.response
                 self._held_write(identity, len(record.canonical_response), record.index)
-        unknown = _unresolved(intents, landed)
+        from toolreplay.guard.intents import unresolved  # here: a gate that resumes nothing need not load it
+
+        unknown = unresolved(intents, landed)
         for intent in unknown:
             self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
         recorder.keep_intents(unknown)
@@ -883,27 +884,6 @@ class Gate:
         counted = record.outcome in COUNTED_OUTCOMES if record.meta is not None else not is_refusal(record.response)
         if not counted:
             self._rules.withdraw(ruling)
-
-
-def _unresolved(intents: list[Intent], landed: dict[bytes, list[int]]) -> list[Intent]:
-    """The intents no record answers: a done line must name a record of the same call; an intent
-    without one is answered only by a record of its call at or after its start, and only when no
-    other intent shares that call (then which record is whose cannot be told)."""
-    claimed = {intent.done for intent in intents if intent.done is not None}
-    sharing: dict[bytes, int] = {}
-    for intent in intents:
-        sharing[intent.call] = sharing.get(intent.call, 0) + 1
-    unknown = []
-    for intent in intents:
-        indexes = landed.get(intent.call, [])
-        if intent.done is not None:
-            resolved = intent.done in indexes
-        else:
-            resolved = sharing[intent.call] == 1 and any(
-                index >= intent.start and index not in claimed for index in indexes)
-        if not resolved:
-            unknown.append(intent)
-    return unknown
 
 
 def _refusal(message: str) -> dict[str, Any]:

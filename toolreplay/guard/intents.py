@@ -12,6 +12,11 @@ write's record has landed, naming its index. When no intent is open the file is 
 recorder closed with nothing open removes it. After a crash, an intent whose record never landed is
 an outcome nobody knows: the gate refuses to run that call again until a person has checked the real
 state and deleted the intent's line (or the whole file).
+
+One intent file may also be shared by the records of one folder (the HTTP listener's sessions of one
+upstream: `recover_shared`): each intent line then names its record (`"record":"NAME.jsonl"`, the
+record's file name in the same folder), and the intents of records that were not closed are resolved
+against their own records when the file is next opened.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from typing import Any
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
 
-__all__ = ["Intent", "IntentFile", "read_intents", "open_private"]
+__all__ = ["Intent", "IntentFile", "open_private", "read_intents", "unresolved"]
 
 
 def open_private(path: str, flags: int) -> int:
@@ -43,6 +48,7 @@ class Intent:
     args: dict[str, Any]
     key: str | None
     done: int | None = None
+    record: str | None = None  # in a shared file: the file name of the record it belongs to
 
     @property
     def call(self) -> bytes:
@@ -51,28 +57,46 @@ class Intent:
 
     def line(self) -> bytes:
         """The intent's line in the file, newline included."""
-        return (canonical_json({"intent": self.seq, "from": self.start, "tool": self.tool, "args": self.args,
-                                "key": self.key}) + "\n").encode("utf-8")
+        fields: dict[str, Any] = {"intent": self.seq, "from": self.start, "tool": self.tool, "args": self.args,
+                                  "key": self.key}
+        if self.record is not None:
+            fields["record"] = self.record
+        return (canonical_json(fields) + "\n").encode("utf-8")
 
 
 class IntentFile:
-    """Appends intents and their completions; thread-safe. Open intents survive until settled or kept."""
+    """Appends intents and their completions; thread-safe. Open intents survive until settled or kept.
 
-    def __init__(self, path: str, intents: list[Intent]) -> None:
-        """`intents` are those read from an existing file (see `read_intents`); nothing is opened yet."""
+    Several recorders may share one (each naming its record in `announce`): `keep` then replaces only
+    the earlier intents, those read from the file, and leaves the ones announced since."""
+
+    def __init__(self, path: str, intents: list[Intent], *, hold: int | None = None) -> None:
+        """`intents` are those read from an existing file (see `read_intents`); nothing is opened yet.
+        `hold` is a descriptor (of a lock held on the file's behalf) that `close` closes."""
         self.path = path
+        self._hold = hold
         self._lock = threading.Lock()
         self._handle: Any = None
         self._open: set[int] = {intent.seq for intent in intents if intent.done is None}
         self._next_seq = max((intent.seq for intent in intents), default=-1) + 1
+        self._earlier = tuple(intent for intent in intents if intent.done is None)
+        self._announced: dict[int, Intent] = {}  # announced since, not settled yet
 
-    def announce(self, start: int, tool: str, args: dict[str, Any], key: str | None) -> int:
+    @property
+    def earlier(self) -> tuple[Intent, ...]:
+        """The intents read from the file (or kept since) that are still open: outcomes not known here."""
+        with self._lock:
+            return self._earlier
+
+    def announce(self, start: int, tool: str, args: dict[str, Any], key: str | None,
+                 record: str | None = None) -> int:
         """Write one intent and sync it to disk; return its number. An OSError means nothing may run."""
         with self._lock:
-            intent = Intent(self._next_seq, start, tool, args, key)
+            intent = Intent(self._next_seq, start, tool, args, key, record=record)
             self._append(intent.line(), sync=True)
             self._next_seq += 1
             self._open.add(intent.seq)
+            self._announced[intent.seq] = intent
             return intent.seq
 
     def settle(self, seq: int, index: int) -> None:
@@ -82,6 +106,7 @@ class IntentFile:
         """
         with self._lock:
             self._open.discard(seq)
+            self._announced.pop(seq, None)
             try:
                 if self._open:
                     self._append((canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"), sync=False)
@@ -91,20 +116,24 @@ class IntentFile:
                 pass
 
     def keep(self, intents: list[Intent]) -> None:
-        """Replace the file with just `intents` (outcomes still unknown), written whole; none: remove it."""
+        """Replace the earlier intents with just `intents` (outcomes still unknown), the file written whole
+        with them and those announced since; none at all: remove it."""
         with self._lock:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
-            self._open = {intent.seq for intent in intents}
-            if not intents:
+            self._earlier = tuple(Intent(intent.seq, intent.start, intent.tool, intent.args, intent.key,
+                                         record=intent.record) for intent in intents)
+            self._open = {intent.seq for intent in self._earlier} | set(self._announced)
+            kept = [*self._earlier, *self._announced.values()]
+            if not kept:
                 _remove(self.path)
                 return
             temporary = self.path + ".tmp"
             _remove(temporary)  # a leftover would keep its own mode
             with open(temporary, "wb", opener=open_private) as handle:
-                for intent in intents:
-                    handle.write(Intent(intent.seq, intent.start, intent.tool, intent.args, intent.key).line())
+                for intent in kept:
+                    handle.write(intent.line())
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(temporary, self.path)
@@ -117,6 +146,9 @@ class IntentFile:
                 self._handle = None
             if not self._open:
                 _remove(self.path)
+            if self._hold is not None:
+                os.close(self._hold)
+                self._hold = None
 
     def _append(self, data: bytes, *, sync: bool) -> None:
         """Append whole lines, or cut the file back to where it was and raise."""
@@ -184,20 +216,53 @@ def read_intents(path: str) -> list[Intent]:
     return sorted(intents.values(), key=lambda intent: intent.seq)
 
 
+_INTENT = frozenset({"intent", "from", "tool", "args", "key"})
+
+
 def _read_line(obj: Any, intents: dict[int, Intent], path: str, number: int) -> None:
-    if isinstance(obj, dict) and set(obj) == {"intent", "from", "tool", "args", "key"}:
+    if isinstance(obj, dict) and (set(obj) == _INTENT or set(obj) == _INTENT | {"record"}):
         seq, start, tool, args, key = obj["intent"], obj["from"], obj["tool"], obj["args"], obj["key"]
+        record = obj.get("record")
         if (_is_count(seq) and _is_count(start) and isinstance(tool, str) and isinstance(args, dict)
-                and (key is None or isinstance(key, str)) and seq not in intents):
-            intents[seq] = Intent(seq, start, tool, args, key)
+                and (key is None or isinstance(key, str)) and seq not in intents
+                and (record is None or _is_record_name(record))):
+            intents[seq] = Intent(seq, start, tool, args, key, record=record)
             return
     elif isinstance(obj, dict) and set(obj) == {"done", "index"}:
         seq, index = obj["done"], obj["index"]
         if _is_count(seq) and _is_count(index) and seq in intents:
             old = intents[seq]
-            intents[seq] = Intent(old.seq, old.start, old.tool, old.args, old.key, index)
+            intents[seq] = Intent(old.seq, old.start, old.tool, old.args, old.key, index, old.record)
             return
     raise InputError(path, number, "not an intent line (expected an intent or a done line)")
+
+
+def _is_record_name(value: Any) -> bool:
+    """A file name in the same folder (no separator, not `.` or `..`): a shared file names no other place."""
+    return isinstance(value, str) and value not in ("", ".", "..") and "/" not in value and "\\" not in value \
+        and "\0" not in value
+
+
+def unresolved(intents: list[Intent], landed: dict[bytes, list[int]]) -> list[Intent]:
+    """The intents no record answers (`landed`: the indexes of the records, no refusals, of each call in
+    canonical form): a done line must name a record of the same call; an intent without one is answered
+    only by a record of its call at or after its start, and only when no other intent shares that call
+    (then which record is whose cannot be told)."""
+    claimed = {intent.done for intent in intents if intent.done is not None}
+    sharing: dict[bytes, int] = {}
+    for intent in intents:
+        sharing[intent.call] = sharing.get(intent.call, 0) + 1
+    unknown = []
+    for intent in intents:
+        indexes = landed.get(intent.call, [])
+        if intent.done is not None:
+            resolved = intent.done in indexes
+        else:
+            resolved = sharing[intent.call] == 1 and any(
+                index >= intent.start and index not in claimed for index in indexes)
+        if not resolved:
+            unknown.append(intent)
+    return unknown
 
 
 def _is_count(value: Any) -> bool:

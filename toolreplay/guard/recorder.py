@@ -12,6 +12,8 @@ left untouched.
 
 Writes are announced first: `announce` puts an intent into `RECORD.intents` (see
 `toolreplay.guard.intents`) and syncs it before the write runs; `append(..., intent=N)` settles it.
+Recorders in one folder may share one intent file instead (`open_shared_intents`: the HTTP listener's
+sessions of one upstream), so that a write cut short in one record is refused in the next.
 
 A recorder never leaves a half line: an append that fails (a full disk) cuts the file back to where
 it was, and if even that fails the recorder stops for good. It also notices when its file is deleted
@@ -23,22 +25,24 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Iterator
+import time
+from collections.abc import Callable, Collection, Iterator
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
-from toolreplay.format.records import Record, check_meta, format_record, read_session
+from toolreplay.format.records import Record, check_meta, format_record, format_ts, read_session
 from toolreplay.format.strictjson import JSONLineError
-from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents
+from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents, unresolved
 from toolreplay.policy.redaction import Redactor
+from toolreplay.policy.refusals import is_refusal
 
 if TYPE_CHECKING:  # a checkpoint writer is handed in: a recorder without one (a hook process) need not import it
     from toolreplay.audit.checkpoint import CheckpointWriter
 
-__all__ = ["RecordingError", "SessionRecorder"]
+__all__ = ["RecordingError", "SessionRecorder", "open_shared_intents"]
 
 _TORN = ("invalid JSON", "invalid UTF-8")
 
@@ -59,7 +63,7 @@ class SessionRecorder:
                  needs_newline: bool, truncated_bytes: int, intents: list[Intent] | None = None,
                  checkpoints: CheckpointWriter | None = None, format_1_0: bool = False,
                  redactor: Redactor | None = None, meta_keys: Collection[str] | None = None,
-                 history: list[Record] | None = None) -> None:
+                 history: list[Record] | None = None, shared_intents: IntentFile | None = None) -> None:
         """Use `SessionRecorder.open`; this takes an already positioned unbuffered binary handle."""
         self.path = path
         self.sealed = sealed
@@ -77,14 +81,20 @@ class SessionRecorder:
         self._size = os.fstat(handle.fileno()).st_size
         self._identity = _identity(os.fstat(handle.fileno()))
         self._stopped: str | None = None
-        self._intents = IntentFile(path + ".intents", list(self.previous_intents))
+        self._record_name: str | None = None  # set when the intent file is shared: this record's file name
+        if shared_intents is not None:  # the earlier records' writes of unknown outcome, and this one's intents
+            self.previous_intents = shared_intents.earlier
+            self._intents, self._record_name = shared_intents, os.path.basename(path)
+        else:
+            self._intents = IntentFile(path + ".intents", list(self.previous_intents))
         self._checkpoints = checkpoints
         self._history = history
 
     @classmethod
     def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
              format_1_0: bool = False, redactor: Redactor | None = None,
-             meta_keys: Collection[str] | None = None, keep_history: bool = False) -> SessionRecorder:
+             meta_keys: Collection[str] | None = None, keep_history: bool = False,
+             intents: IntentFile | None = None) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
@@ -94,6 +104,9 @@ class SessionRecorder:
         replaces secrets in every record's args and response, and in the intents, before they are written.
         `keep_history` keeps the records read to continue the file, so that `history()` need not read it
         again (one pass for a short-lived process, a hook, that continues a record and resumes a gate).
+        `intents` is an intent file shared with other records of the folder (`open_shared_intents`), used
+        instead of `PATH.intents`: its writes of unknown outcome are this recorder's `previous_intents`, and
+        it stays open when the recorder closes.
         """
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
@@ -104,12 +117,12 @@ class SessionRecorder:
         try:
             _lock(handle, path)
             state = _resume(handle, path, sealed, [] if keep_history else None)
-            intents = read_intents(path + ".intents")
+            earlier = read_intents(path + ".intents") if intents is None else []
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, intents=intents, checkpoints=checkpoints, format_1_0=format_1_0,
-                   redactor=redactor, meta_keys=meta_keys, **state)
+        return cls(path, handle, sealed=sealed, intents=earlier, checkpoints=checkpoints, format_1_0=format_1_0,
+                   redactor=redactor, meta_keys=meta_keys, shared_intents=intents, **state)
 
     @property
     def next_index(self) -> int:
@@ -142,7 +155,7 @@ class SessionRecorder:
         if self.redactor is not None:
             args = self.redactor.args(args)
         try:
-            return self._intents.announce(self._next_index, tool, args, key)
+            return self._intents.announce(self._next_index, tool, args, key, self._record_name)
         except OSError as exc:
             raise RecordingError(f"cannot write {self.intents_path}: {exc.strerror or exc}") from None
 
@@ -225,7 +238,8 @@ class SessionRecorder:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
-                self._intents.close()
+                if self._record_name is None:  # a shared intent file is closed by whoever opened it
+                    self._intents.close()
                 if self._checkpoints is not None:
                     self._checkpoints.closed(self._next_index, self._prev)
 
@@ -261,6 +275,73 @@ class SessionRecorder:
     def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
                  traceback: TracebackType | None) -> None:
         self.close()
+
+
+_CUT_SHORT = ("outcome unknown: the proxy stopped while this write ran, before its result was recorded; "
+              "whether it took effect is unknown")
+
+
+def open_shared_intents(path: str, *, sealed: bool = True,
+                        clock: Callable[[], int] = time.time_ns) -> IntentFile:
+    """Open the intent file that the records of one folder share (creating nothing yet), after a crash.
+
+    Each earlier intent that names a record is resolved against that record (continued, so a record
+    still being written by a live process is a UsageError): a write whose record never landed gets one
+    now, a refusal with `meta.outcome` `unknown`, and stays in the file, naming no record any more, as a
+    write of unknown outcome that every recorder sharing the file brings back (the gate refuses it until
+    a person deletes its line). The file is locked (`PATH.lock`) while open: a second opener, in this
+    process or another, is a UsageError."""
+    hold = _hold(path + ".lock", path)
+    try:
+        intents = read_intents(path)
+        carried = [intent for intent in intents if intent.record is None and intent.done is None]
+        by_record: dict[str, list[Intent]] = {}
+        for intent in intents:
+            if intent.record is not None:
+                by_record.setdefault(intent.record, []).append(intent)
+        folder = os.path.dirname(os.path.abspath(path))
+        for name, group in sorted(by_record.items()):
+            carried += _cut_short(os.path.join(folder, name), group, sealed, clock)
+        seen: set[bytes] = set()
+        kept = []
+        for intent in carried:  # one line a call: the gate refuses every identical call alike
+            if intent.call not in seen:
+                seen.add(intent.call)
+                kept.append(Intent(intent.seq, intent.start, intent.tool, intent.args, intent.key))
+        shared = IntentFile(path, intents, hold=hold)
+        shared.keep(kept)
+    except BaseException:
+        os.close(hold)
+        raise
+    return shared
+
+
+def _cut_short(record: str, intents: list[Intent], sealed: bool, clock: Callable[[], int]) -> list[Intent]:
+    """The intents of one record that its record does not answer, each recorded there as outcome unknown."""
+    if not os.path.exists(record):
+        return intents
+    with SessionRecorder.open(record, sealed=sealed) as recorder:  # its args are held redacted already
+        wanted = {intent.call for intent in intents}
+        landed: dict[bytes, list[int]] = {}
+        for past in recorder.history():
+            if not is_refusal(past.response) and past.canonical_call in wanted:
+                landed.setdefault(past.canonical_call, []).append(past.index)
+        unknown = unresolved(intents, landed)
+        for intent in unknown:
+            recorder.append(intent.tool, intent.args, {"ok": False, "error": _CUT_SHORT},
+                            meta={"ts": format_ts(clock()), "outcome": "unknown"})
+    return unknown
+
+
+def _hold(lock: str, path: str) -> int:
+    descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    if fcntl is not None:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(descriptor)
+            raise UsageError(f"{path} is already in use by another proxy") from None
+    return descriptor
 
 
 def _identity(status: os.stat_result) -> tuple[int, int]:

@@ -47,7 +47,7 @@ def decision(answer: Any, offered: tuple[str, ...] = ()) -> bool | Remember:
 
 
 # How the question offers to remember the answer (when the proxy keeps approvals: `offered` scopes).
-_REMEMBER_HELP = {"once": "once: this call only", "session": "session: identical calls until the proxy stops",
+_REMEMBER_HELP = {"once": "once: this call only", "session": "session: identical calls until this session ends",
                   "always": "always: identical calls from now on (kept in the approvals file)"}
 def question_text(tool: str, args: dict[str, Any]) -> str:
     """The question the person is asked about a call (an HTTP client end finds the call it belongs to by it)."""

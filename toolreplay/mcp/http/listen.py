@@ -18,7 +18,9 @@ router's lines back to where they belong:
   stream (at most `_BACKLOG` messages, the oldest dropped first).
 
 Sessions end by DELETE, when idle for `session_timeout` seconds, when their server exits, or when
-the listener closes; each then closes its proxy and server and seals its record. SSE events carry
+the listener closes; each then closes its proxy and server and seals its record. The sessions of
+one `upstream` share one intent file in the records folder (`intents_name`): a write cut short by a
+crash is refused, as an outcome unknown, by every later session of that upstream. SSE events carry
 no ids: resumability (Last-Event-ID) is not offered, which the transport allows.
 
 uvicorn and httptools are optional dependencies (the `http` extra): imported when a listener starts.
@@ -45,7 +47,9 @@ from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.format.canonical import canonical_bytes
+from toolreplay.guard.intents import IntentFile
+from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
@@ -54,12 +58,15 @@ from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_k
 from toolreplay.policy.model import Policy
 from toolreplay.policy.redaction import Redactor
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_PATH", "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener",
-           "ServerFactory", "is_loopback", "record_name"]
+__all__ = ["DEFAULT_HEAD_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_PATH",
+           "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "intents_name", "is_loopback",
+           "record_name"]
 
 DEFAULT_PATH = "/mcp"
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 DEFAULT_SESSION_TIMEOUT = 1800.0
+DEFAULT_HEAD_TIMEOUT = 10.0  # seconds from a connection (or the end of its last answer) to its request's full head
+DEFAULT_MAX_CONNECTIONS = 100  # open connections served at once; one more is answered 503
 KNOWN_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 INTERNAL_ERROR = -32603
 _BACKLOG = 1000  # messages kept for a GET stream that is not open
@@ -88,6 +95,13 @@ def record_name(session_id: str) -> str:
     """The file name of a session's record: the first 16 hex digits of the SHA-256 of its session id (the id
     itself lets its holder act in the session, so it stays off the disk)."""
     return hashlib.sha256(session_id.encode("ascii")).hexdigest()[:16] + ".jsonl"
+
+
+def intents_name(upstream: Iterable[str]) -> str:
+    """The file name of the intent file the sessions of one upstream share: `upstream-` and the first 16 hex
+    digits of the SHA-256 of the upstream (the server command, or `[URL]`, or `["--servers", FILE]`) as
+    canonical JSON, `.intents`."""
+    return "upstream-" + hashlib.sha256(canonical_bytes(list(upstream))).hexdigest()[:16] + ".intents"
 
 
 def _error_body(code: int, text: str, message_id: Any = None) -> bytes:
@@ -442,11 +456,17 @@ class HttpListener:
                  host: str = "127.0.0.1", port: int = 0, path: str = DEFAULT_PATH, token: bytes | None = None,
                  allowed_origins: Iterable[str] = (), max_body: int = DEFAULT_MAX_BODY,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT, redactor: Redactor | None = None,
-                 proxy_options: Mapping[str, Any] | None = None) -> None:
+                 proxy_options: Mapping[str, Any] | None = None, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS, upstream: Iterable[str] | None = None) -> None:
         """Nothing listens before `start`. `records` is the folder of the sessions' records (created when
         missing); `token`, when given, is required on every request as `Authorization: Bearer TOKEN`;
         `allowed_origins` are origins (`https://app.example`) accepted besides loopback ones;
-        `proxy_options` go to each `McpProxy` (pins, mutators, repeatable, read_cache)."""
+        `proxy_options` go to each `McpProxy` (pins, mutators, repeatable, read_cache). A connection whose
+        request head is not complete `head_timeout` seconds after it opened (or after its last answer began
+        to wait for the next request) is closed; over `max_connections` open connections, a request is
+        answered 503. `upstream` names what the factory serves (its command, `[URL]`): the sessions' write
+        intents then live in one file of the records folder (`intents_name`), which outlives a crash;
+        without it each session's intents are beside its record, and no later session reads them."""
         self._factory = factory
         self._policy = policy
         self._records = records
@@ -459,8 +479,12 @@ class HttpListener:
         self._origins = frozenset(origin.rstrip("/").lower() for origin in allowed_origins)
         self._max_body = max_body
         self._timeout = session_timeout
+        self._head_timeout = head_timeout
+        self._max_connections = max_connections
         self._redactor = redactor
         self._proxy_options = dict(proxy_options or {})
+        self._upstream = None if upstream is None else list(upstream)
+        self._intents: IntentFile | None = None
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -490,6 +514,8 @@ class HttpListener:
             os.makedirs(self._records, mode=0o700, exist_ok=True)
         except OSError as exc:
             raise UsageError(f"cannot create {self._records}: {exc.strerror or exc}") from None
+        if self._upstream is not None:  # an earlier listener's writes cut short are settled before any session
+            self._intents = open_shared_intents(os.path.join(self._records, intents_name(self._upstream)))
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
@@ -501,11 +527,14 @@ class HttpListener:
             sock.listen(1024)
         except OSError as exc:
             sock.close()
+            self._close_intents()
             raise UsageError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
         self.port = sock.getsockname()[1]
+        # uvicorn answers 503 once its connections (this one included) reach limit_concurrency: one more
         config = uvicorn.Config(self._app, log_level="critical", access_log=False, lifespan="off", ws="none",
-                                interface="asgi3", proxy_headers=False, http=_http_protocol(),
-                                timeout_graceful_shutdown=3,
+                                interface="asgi3", proxy_headers=False,
+                                http=_head_timed(_http_protocol(), self._head_timeout),
+                                limit_concurrency=self._max_connections + 1, timeout_graceful_shutdown=3,
                                 timeout_keep_alive=30)
         self._server = uvicorn.Server(config)
         ready = threading.Event()
@@ -526,6 +555,7 @@ class HttpListener:
         while not self._server.started and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
         if not self._server.started:
+            self._close_intents()
             raise UsageError(f"cannot listen on {self.host}:{self.port}: the HTTP server did not start")
 
     def close(self) -> None:
@@ -541,6 +571,12 @@ class HttpListener:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join()
+        self._close_intents()
+
+    def _close_intents(self) -> None:
+        if self._intents is not None:
+            self._intents.close()
+            self._intents = None
 
     def say(self, text: str) -> None:
         """One line of the listener's own on the diagnostics stream."""
@@ -553,7 +589,7 @@ class HttpListener:
         session_id = secrets.token_urlsafe(24)
         name = record_name(session_id)
         path = os.path.join(self._records, name)
-        recorder = SessionRecorder.open(path, sealed=True, redactor=self._redactor)
+        recorder = SessionRecorder.open(path, sealed=True, redactor=self._redactor, intents=self._intents)
         client = HttpClient(loop)
         try:
             upstream = self._factory(headers)
@@ -790,6 +826,50 @@ def _http_protocol() -> str:
     except ImportError:
         return "h11"
     return "httptools"
+
+
+def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
+    """uvicorn's protocol `name`, closing a connection whose request head is not complete within `seconds`
+    (uvicorn times out only an idle keep-alive connection, not a head sent slowly or never). The deadline
+    starts when the connection opens and when data comes while no request is being served; it is armed
+    only when a head is still incomplete, so a request whose head comes in one piece sets no timer."""
+    if name == "httptools":
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
+    else:
+        from uvicorn.protocols.http.h11_impl import H11Protocol as base  # type: ignore[assignment]
+
+    class HeadTimed(base):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            self._deadline = self.loop.call_later(seconds, self._head_too_slow)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._awaiting_head():
+                if self._deadline is None and not self.transport.is_closing():
+                    self._deadline = self.loop.call_later(seconds, self._head_too_slow)
+            elif self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            super().connection_lost(exc)
+
+        def _awaiting_head(self) -> bool:
+            return self.cycle is None or bool(self.cycle.response_complete)
+
+        def _head_too_slow(self) -> None:
+            self._deadline = None
+            if self._awaiting_head() and not self.transport.is_closing():
+                self.transport.write(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                self.transport.close()
+
+    return HeadTimed
 
 
 async def _disconnected(receive: Receive) -> None:
