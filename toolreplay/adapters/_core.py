@@ -13,12 +13,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolreplay.guard.gate import CannotConfirmError, Gate
+from toolreplay.guard.gate import Answer, CannotConfirmError, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
-from toolreplay.policy.refusals import is_refusal
 
-__all__ = ["Confirm", "GuardCore", "is_refusal"]
+__all__ = ["Confirm", "GuardCore"]
 
 Confirm = Callable[[str, dict[str, Any]], bool]
 
@@ -43,7 +42,7 @@ class GuardCore:
         self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, **gate_options)
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None, run: Callable[[dict[str, Any]], Any], *,
-             ask: Confirm | None = None) -> dict[str, Any]:
+             ask: Confirm | None = None) -> Answer:
         """Put one framework tool call through the gate: the one place an adapter calls it. `call_id` is the
         framework's tool-call id (the idempotency key). `run(args)` runs the framework's tool when the gate
         lets it. `ask(tool, args)` is the framework's way to ask a person (its approval or interrupt): it
@@ -52,13 +51,13 @@ class GuardCore:
         token = self._invocation.set(_Invocation(run, ask))
         try:
             # the framework's id is the idempotency key and the record's meta.call_id
-            return self.gate.handle(tool, args, key=call_id, call_id=call_id).response
+            return self.gate.handle(tool, args, key=call_id, call_id=call_id)
         finally:
             self._invocation.reset(token)
 
     async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
                          run: Callable[[dict[str, Any]], Awaitable[Any]], *,
-                         ask: Confirm | None = None) -> dict[str, Any]:
+                         ask: Confirm | None = None) -> Answer:
         """`call` for an async framework, in its event loop: the gate decides and records here (it is quick)
         and the tool is awaited here, no thread in between. The guard's own `confirm` callback may block (a
         person at a terminal): a call it must confirm goes through the gate on a worker thread instead."""
@@ -66,12 +65,12 @@ class GuardCore:
             return await self._call_on_thread(tool, args, call_id, run)
         token = self._invocation.set(_Invocation(_not_here, ask))
         try:
-            return (await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id)).response
+            return await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id)
         finally:
             self._invocation.reset(token)
 
     async def _call_on_thread(self, tool: str, args: dict[str, Any], call_id: str | None,
-                              run: Callable[[dict[str, Any]], Awaitable[Any]]) -> dict[str, Any]:
+                              run: Callable[[dict[str, Any]], Awaitable[Any]]) -> Answer:
         """The gate on a worker thread, the tool on this event loop."""
         loop = asyncio.get_running_loop()
 

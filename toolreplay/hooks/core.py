@@ -310,7 +310,7 @@ class _AgentHost:
     def __init__(self, can_ask: bool) -> None:
         self._can_ask = can_ask
 
-    def refusal(self, tool: str) -> str | None:
+    def refusal(self, tool: str) -> None:
         return None  # the policy's allowlist decides
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
