@@ -38,17 +38,12 @@ from typing import Any
 
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.canonical import canonical_json
+from toolreplay.format.files import locked, replace_privately
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
-from toolreplay.guard.intents import open_private
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - platform dependent
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
            "HookAnswer", "HookError", "handle_hook", "settings_snippet"]
@@ -246,20 +241,17 @@ class _Locked:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._fd = -1
 
     def __enter__(self) -> None:
+        hold = locked(self._path)
         try:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-            if fcntl is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            hold.__enter__()
         except OSError as exc:
-            if self._fd >= 0:
-                os.close(self._fd)
             raise HookError(f"cannot lock {self._path}: {exc.strerror or exc}") from None
+        self._hold = hold
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self._fd)  # closing releases the lock
+        self._hold.__exit__(None, None, None)  # closing releases the lock
 
 
 def _read_pending(base: str) -> dict[str, Any]:
@@ -283,14 +275,7 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
             if os.path.exists(path):
                 os.unlink(path)
             return
-        temporary = path + ".tmp"
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        with open(temporary, "wb", opener=open_private) as handle:
-            handle.write((canonical_json(pending) + "\n").encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")])
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
 
