@@ -62,7 +62,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     if args.name is not None:
         raise UsageError("--name is used with --print-config")
     pins = ToolPins(args.pins) if args.pins else None
-    recorder = guard.open_record(args.record) if args.record else None
+    recorder = guard.open_record() if args.record else None
     try:
         upstream: list[str] | ServerEnd = _upstream(command, headers, io)
         if configs is not None:  # started once every file given has been read and opened

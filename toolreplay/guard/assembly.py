@@ -71,10 +71,15 @@ class Guard:
     redactor: Redactor | None = None
     approvals: Approvals | None = None
 
-    def open_record(self, path: str, **options: Any) -> SessionRecorder:
-        """The recorder of one record (sealed, with the guard's redactor); `options` go to SessionRecorder.open."""
+    def open_record(self, path: str | None = None, **options: Any) -> SessionRecorder:
+        """The recorder of one record (sealed, with the guard's redactor): `path`, by default the guard's
+        record file (a records folder names each session's record itself); `options` go to
+        SessionRecorder.open."""
         from toolreplay.guard.recorder import SessionRecorder
 
+        path = path if path is not None else self.config.record
+        if path is None:
+            raise ValueError("open_record needs a path: the guard has no record file")
         return SessionRecorder.open(path, sealed=True, redactor=self.redactor, **options)
 
     def session_approvals(self) -> Approvals | None:
