@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
-from toolreplay.guard.gate import Answer, CannotConfirmError
+from toolreplay.guard.host import CannotConfirmError
+from toolreplay.guard.outcomes import Answer
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 

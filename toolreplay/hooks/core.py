@@ -299,7 +299,7 @@ class _AgentHost:
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
         self.asked = True
         if not self._can_ask:  # Gemini CLI: no hook answer makes it ask; nobody said yes
-            from toolreplay.guard.gate import CannotConfirmError
+            from toolreplay.guard.host import CannotConfirmError
 
             raise CannotConfirmError("the agent's hooks cannot ask a person")
         return True  # answered `ask`: Claude Code puts the exact call to the person

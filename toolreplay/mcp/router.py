@@ -31,7 +31,9 @@ from typing import Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Remember
-from toolreplay.guard.gate import Answer, AnswerLost, CallCancelled, CannotConfirmError, Gate, Refusal
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError
+from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.transport import SessionLink
