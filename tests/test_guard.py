@@ -18,6 +18,7 @@ from typing import Any
 from tests.faults import FullDiskHandle, fill, small_tmpfs
 from toolreplay.format.records import read_session
 from toolreplay.guard import gate as guard
+from toolreplay.guard import idempotency
 from toolreplay.guard.gate import MAX_NESTING, CallCancelled, CannotConfirmError, ConsoleApprover, Gate, is_refusal
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Limits, Policy
@@ -257,7 +258,7 @@ class IdempotencyTest(unittest.TestCase):
                 waiting.set()
                 return super().wait(timeout)
 
-        class Pending(guard._Pending):
+        class Pending(idempotency.Pending):
             def __init__(self) -> None:
                 super().__init__()
                 self.done = SignallingEvent()
@@ -272,8 +273,8 @@ class IdempotencyTest(unittest.TestCase):
 
         directory = tempfile.mkdtemp()
         path = os.path.join(directory, "s.jsonl")
-        original = guard._Pending
-        guard._Pending = Pending  # type: ignore[misc]
+        original = idempotency.Pending
+        idempotency.Pending = Pending  # type: ignore[misc]
         try:
             with SessionRecorder.open(path) as recorder:
                 gate = Gate({"get_order": slow}, Policy("a", frozenset({"get_order"})), recorder=recorder,
@@ -292,7 +293,7 @@ class IdempotencyTest(unittest.TestCase):
                 first.join(10)
                 second.join(10)
         finally:
-            guard._Pending = original  # type: ignore[misc]
+            idempotency.Pending = original  # type: ignore[misc]
         self.assertEqual(runs, [3])
         self.assertEqual(results, [{"order_id": 3, "status": "shipped"}] * 2)
         with open(path, "rb") as handle:

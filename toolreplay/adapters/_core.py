@@ -1,25 +1,27 @@
 """What the framework adapters share: one Gate in front of the framework's tools, reached per call.
 
-The gate is built with one dispatcher per tool the policy allows; each adapter hands the framework's
-own way of running that call (a closure) to `GuardCore.call`, the only place an adapter calls the gate.
-So the allowlist, rules, idempotency, budgets, confirmation and the record are the gate's, unchanged.
+The gate comes from the one assembly (toolreplay.guard.assembly) with the adapter as its host; each
+adapter hands the framework's own way of running that call (a closure) and of asking a person to
+`GuardCore.call`, the only place an adapter calls the gate, and the gate gives them back to the host as
+the call's context (the one way per-call context travels). So the allowlist, rules, idempotency,
+budgets, confirmation and the record are the gate's, unchanged.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from toolreplay.guard.gate import CannotConfirmError, Gate
+from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
+from toolreplay.guard.host import CannotConfirmError
+from toolreplay.guard.outcomes import Answer
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
-from toolreplay.policy.refusals import is_refusal
 
-__all__ = ["Confirm", "GuardCore", "is_refusal"]
+__all__ = ["Confirm", "GuardCore"]
 
 Confirm = Callable[[str, dict[str, Any]], bool]
 
@@ -34,57 +36,49 @@ class _Invocation:
 
 
 class GuardCore:
-    """A Gate whose tools are whatever the framework runs for the current call."""
+    """A Gate whose tools are whatever the framework runs for the current call (the gate's host)."""
 
-    def __init__(self, policy: Policy, *, confirm: Confirm | None = None, recorder: SessionRecorder | None = None,
-                 **gate_options: Any) -> None:
-        """`confirm` answers confirmations the framework cannot ask itself; `gate_options` go to `Gate`."""
-        self._invocation: contextvars.ContextVar[_Invocation] = contextvars.ContextVar("toolreplay_invocation")
+    def __init__(self, policy: Policy | Guard, *, confirm: Confirm | None = None,
+                 recorder: SessionRecorder | None = None, **gate_options: Any) -> None:
+        """`policy` is the assembled guard, or a Policy (then `mutators`, `repeatable` and `read_cache` among
+        `gate_options` describe the guard); `confirm` answers confirmations the framework cannot ask itself;
+        the other `gate_options` go to `Gate`."""
+        if isinstance(policy, Policy):
+            policy = build_guard(GuardConfig(policy, mutators=tuple(gate_options.pop("mutators", ())),
+                                             repeatable=tuple(gate_options.pop("repeatable", ())),
+                                             read_cache=gate_options.pop("read_cache", False)))
         self._confirm = confirm
-        tools = {name: self._dispatch for name in policy.allowed_tools}
-        self.gate = Gate(tools, policy, confirm=self._ask, recorder=recorder, host_asks=self._framework_asks,
-                         **gate_options)
+        self.gate = policy.gate(self, recorder=recorder, **gate_options)
 
     def needs_confirmation(self, tool: str, args: dict[str, Any], call_id: str | None, *, asks: bool = False) -> bool:
         """Whether the gate would ask a person for this call now (`asks`: the framework's own flag says it
         needs approval); records and counts nothing."""
-        token = self._invocation.set(_Invocation(_not_here, None, asks))
-        try:
-            return self.gate.needs_confirmation(tool, args, key=call_id)
-        finally:
-            self._invocation.reset(token)
+        return self.gate.needs_confirmation(tool, args, key=call_id, context=_Invocation(_not_here, None, asks))
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None, run: Callable[[dict[str, Any]], Any], *,
-             ask: Confirm | None = None, asks: bool = False) -> dict[str, Any]:
+             ask: Confirm | None = None, asks: bool = False) -> Answer:
         """Put one framework tool call through the gate: the one place an adapter calls it. `call_id` is the
         framework's tool-call id (the idempotency key). `run(args)` runs the framework's tool when the gate
         lets it. `ask(tool, args)` is the framework's way to ask a person (its approval or interrupt): it
         answers True or False, or raises ConfirmationDeferred (nothing recorded) when the answer comes in a
         later call; without it the guard's `confirm` callback asks. `asks=True`: the framework's own approval
         flag is set for this call (its tool needs approval), so the gate asks whatever the policy allows."""
-        token = self._invocation.set(_Invocation(run, ask, asks))
-        try:
-            # the framework's id is the idempotency key and the record's meta.call_id
-            return self.gate.handle(tool, args, key=call_id, call_id=call_id).response
-        finally:
-            self._invocation.reset(token)
+        # the framework's id is the idempotency key and the record's meta.call_id
+        return self.gate.handle(tool, args, key=call_id, call_id=call_id, context=_Invocation(run, ask, asks))
 
     async def call_async(self, tool: str, args: dict[str, Any], call_id: str | None,
                          run: Callable[[dict[str, Any]], Awaitable[Any]], *,
-                         ask: Confirm | None = None, asks: bool = False) -> dict[str, Any]:
+                         ask: Confirm | None = None, asks: bool = False) -> Answer:
         """`call` for an async framework, in its event loop: the gate decides and records here (it is quick)
         and the tool is awaited here, no thread in between. The guard's own `confirm` callback may block (a
         person at a terminal): a call it must confirm goes through the gate on a worker thread instead."""
         if ask is None and self._confirm is not None and self.needs_confirmation(tool, args, call_id, asks=asks):
             return await self._call_on_thread(tool, args, call_id, run, asks)
-        token = self._invocation.set(_Invocation(_not_here, ask, asks))
-        try:
-            return (await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id)).response
-        finally:
-            self._invocation.reset(token)
+        return await self.gate.handle_async(tool, args, run, key=call_id, call_id=call_id,
+                                            context=_Invocation(_not_here, ask, asks))
 
     async def _call_on_thread(self, tool: str, args: dict[str, Any], call_id: str | None,
-                              run: Callable[[dict[str, Any]], Awaitable[Any]], asks: bool) -> dict[str, Any]:
+                              run: Callable[[dict[str, Any]], Awaitable[Any]], asks: bool) -> Answer:
         """The gate on a worker thread, the tool on this event loop."""
         loop = asyncio.get_running_loop()
 
@@ -93,15 +87,19 @@ class GuardCore:
 
         return await asyncio.to_thread(functools.partial(self.call, tool, args, call_id, run_on_loop, asks=asks))
 
-    def _framework_asks(self, tool: str, args: dict[str, Any]) -> bool:
-        invocation = self._invocation.get(None)
+    # -- the gate's host: the call's own context says how to run it and how to ask ------------------
+
+    def refusal(self, tool: str) -> None:
+        return None  # every tool the policy allows is the framework's to run
+
+    def asks(self, tool: str, args: dict[str, Any], invocation: _Invocation | None) -> bool:
+        """The framework's own approval flag for this call: the gate asks a person whatever the policy allows."""
         return invocation is not None and invocation.asks
 
-    def _dispatch(self, **args: Any) -> Any:
-        return self._invocation.get().run(args)
+    def run(self, tool: str, args: dict[str, Any], invocation: _Invocation) -> Any:
+        return invocation.run(args)
 
-    def _ask(self, tool: str, args: dict[str, Any]) -> bool:
-        invocation = self._invocation.get()
+    def confirm(self, tool: str, args: dict[str, Any], invocation: _Invocation) -> bool:
         if invocation.ask is not None:
             return invocation.ask(tool, args)
         if self._confirm is None:

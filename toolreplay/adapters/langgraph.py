@@ -23,8 +23,8 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 from langgraph.prebuilt.tool_node import ToolCallRequest
 from langgraph.types import Command, interrupt
 
-from toolreplay.adapters._core import Confirm, GuardCore, is_refusal
-from toolreplay.guard.gate import CallCancelled, ConfirmationDeferred, Gate
+from toolreplay.adapters._core import Confirm, GuardCore
+from toolreplay.guard.gate import Answer, CallCancelled, ConfirmationDeferred, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
 
@@ -64,12 +64,12 @@ class LangGraphGuard:
 
         ask = self._ask_by_interrupt(call.get("id")) if self._interrupts else None
         try:
-            response = self._core.call(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
+            answer = self._core.call(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
         except ConfirmationDeferred as deferred:
             raise deferred.__cause__ or deferred from None  # the GraphInterrupt: the graph pauses here
         if paused:
             raise paused[0]  # on record as paused; the graph pauses, and the tool runs again on resume
-        return _message(call, response, ran)
+        return _message(call, answer, ran)
 
     async def awrap_tool_call(self, request: ToolCallRequest,
                               execute: Callable[[ToolCallRequest], Awaitable[Result]]) -> Result:
@@ -88,12 +88,12 @@ class LangGraphGuard:
 
         ask = self._ask_by_interrupt(call.get("id")) if self._interrupts else None
         try:
-            response = await self._core.call_async(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
+            answer = await self._core.call_async(call["name"], dict(call["args"]), call.get("id"), run, ask=ask)
         except ConfirmationDeferred as deferred:
             raise deferred.__cause__ or deferred from None
         if paused:
             raise paused[0]
-        return _message(call, response, ran)
+        return _message(call, answer, ran)
 
     @staticmethod
     def _ask_by_interrupt(call_id: str | None) -> Confirm:
@@ -136,13 +136,14 @@ def _json_form(result: Result) -> Any:
     return content
 
 
-def _message(call: Any, response: dict[str, Any], ran: list[Result]) -> Result:
+def _message(call: Any, answer: Answer, ran: list[Result]) -> Result:
     """What the model gets: the tool's own message when it ran, else the gate's answer as a ToolMessage."""
-    if is_refusal(response):
-        return ToolMessage(content=response["error"], name=call["name"], tool_call_id=call.get("id") or "",
+    if answer.refusal is not None:
+        return ToolMessage(content=answer.refusal.message, name=call["name"], tool_call_id=call.get("id") or "",
                            status="error")
     if ran:
         return ran[0]
+    response = answer.response
     failed = response.get("ok") is False and isinstance(response.get("error"), str)  # the tool raised
     return ToolMessage(content=json.dumps(response, ensure_ascii=False), name=call["name"],
                        tool_call_id=call.get("id") or "", status="error" if failed else "success")

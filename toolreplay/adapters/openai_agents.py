@@ -24,7 +24,7 @@ from typing import Any
 from agents import AgentHooks, FunctionTool, RunContextWrapper
 from agents.tool_context import ToolContext
 
-from toolreplay.adapters._core import Confirm, GuardCore, is_refusal
+from toolreplay.adapters._core import Confirm, GuardCore
 from toolreplay.guard.gate import Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
@@ -96,10 +96,10 @@ class OpenAIAgentsGuard:
             asks = call_id in self._flagged
             self._flagged.discard(call_id)
         ask = _answer(True) if approved else None
-        response = await self._core.call_async(name, args, call_id, run, ask=ask, asks=asks)
-        if is_refusal(response):
-            return response["error"]
-        return ran[0] if ran else response
+        answer = await self._core.call_async(name, args, call_id, run, ask=ask, asks=asks)
+        if answer.refusal is not None:
+            return answer.refusal.message
+        return ran[0] if ran else answer.response
 
     async def record_declines(self, context: RunContextWrapper[Any]) -> None:
         """Put on record each call sent for approval that the person rejected (the SDK never invokes it)."""

@@ -32,7 +32,7 @@ from pydantic_ai.toolsets import (
 )
 from pydantic_core import to_jsonable_python
 
-from toolreplay.adapters._core import Confirm, GuardCore, is_refusal
+from toolreplay.adapters._core import Confirm, GuardCore
 from toolreplay.guard.gate import ConfirmationDeferred, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy
@@ -101,16 +101,16 @@ class PydanticAIGuard(AbstractCapability[Any]):
         elif self._approvals and call_id is not None:
             ask = _defer
         try:
-            response = await self._core.call_async(name, args, call_id, run, ask=ask, asks=asks)
+            answer = await self._core.call_async(name, args, call_id, run, ask=ask, asks=asks)
         except ConfirmationDeferred:
             with self._lock:
                 self._waiting[call_id or ""] = (name, args)
             raise ApprovalRequired(metadata={"toolreplay": "confirmation required"}) from None
-        if is_refusal(response):
+        if answer.refusal is not None:
             with self._lock:
                 self._denied.add(call_id or "")
-            return ToolDenied(response["error"])
-        return ran[0] if ran else response
+            return ToolDenied(answer.refusal.message)
+        return ran[0] if ran else answer.response
 
 
 @dataclass

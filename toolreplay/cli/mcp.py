@@ -14,14 +14,11 @@ from toolreplay.audit.signers import read_secret_file
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
-from toolreplay.guard.approvals import Approvals
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.guard.assembly import GuardConfig, build_guard
 from toolreplay.mcp.config import CLIENTS, client_config
 from toolreplay.mcp.pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, start_servers
-from toolreplay.policy.model import load_policy
-from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
 if TYPE_CHECKING:
     import asyncio
@@ -59,28 +56,23 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
                         ("--listen-max-connections", args.listen_max_connections)):
         if value is not None:
             raise UsageError(f"{flag} needs --listen")
-    policy = load_policy(args.policy)
-    redactor = _redactor(policy.redact, args.redact_key, args.record or args.approvals)
-    approvals = (Approvals(args.approvals, root=policy.root, redactor=redactor)
-                 if args.approvals else None)  # a malformed file: the proxy does not start
+    guard = build_guard(_guard_config(args, record=args.record))  # a malformed file: the proxy does not start
     if args.print_config:  # what would start now starts from the client too
-        io.stdout.write(client_config(args.print_config, policy.agent if args.name is None else args.name,
+        io.stdout.write(client_config(args.print_config, guard.policy.agent if args.name is None else args.name,
                                       sys.executable, _proxy_arguments(args, command)))
         return 0
     if args.name is not None:
         raise UsageError("--name is used with --print-config")
     pins = ToolPins(args.pins) if args.pins else None
-    recorder = SessionRecorder.open(args.record, sealed=True, redactor=redactor) if args.record else None
+    recorder = guard.open_record() if args.record else None
     try:
         upstream: list[str] | ServerEnd = _upstream(command, headers, io)
         if configs is not None:  # started once every file given has been read and opened
             upstream = MultiServer(start_servers(args.servers, configs),
                                    names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
         io.stdout.flush()
-        proxy = McpProxy(upstream, policy, client_in=io.stdin, client_out=io.stdout.buffer,
-                         diagnostics=io.stderr, recorder=recorder, pins=pins, mutators=args.mutator or (),
-                         repeatable=args.repeatable or (), read_cache=args.read_cache and not args.no_read_cache,
-                         approvals=approvals)
+        proxy = McpProxy(upstream, guard, client_in=io.stdin, client_out=io.stdout.buffer,
+                         diagnostics=io.stderr, recorder=recorder, pins=pins)
         previous = _on_stop_signals(lambda: proxy.stop("signal"))
         try:
             status = proxy.run()
@@ -91,6 +83,14 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
         if recorder is not None:
             recorder.close()
     return 0 if status == 0 or proxy.exit_reason != "server exited" else 1
+
+
+def _guard_config(args: argparse.Namespace, *, record: str | None = None, records: str | None = None) -> GuardConfig:
+    """The guard the options describe (built and validated once, by `build_guard`)."""
+    return GuardConfig(args.policy, record=record, records=records, approvals=args.approvals or None,
+                       redact_key=args.redact_key, pins=args.pins or None,
+                       read_cache=args.read_cache and not args.no_read_cache, mutators=tuple(args.mutator or ()),
+                       repeatable=tuple(args.repeatable or ()))
 
 
 def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
@@ -150,10 +150,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         raise UsageError(f"--listen-max-connections {max_connections}: expected at least 1")
     if not args.path.startswith("/"):
         raise UsageError(f"--path {escape_text(args.path)}: a path starts with /")
-    policy = load_policy(args.policy)
+    guard = build_guard(_guard_config(args, records=args.records))
     pins = ToolPins(args.pins) if args.pins else None
-    redactor = _redactor(policy.redact, args.redact_key, args.records or args.approvals)
-    approvals = Approvals(args.approvals, root=policy.root, redactor=redactor) if args.approvals else None
 
     def upstream(client_headers: Mapping[str, str]) -> ServerEnd:
         """Each client session's own server, or own set of servers. A server URL gets the client's
@@ -170,15 +168,11 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         assert not isinstance(server, list)
         return server
 
-    listener = HttpListener(upstream, policy, records=args.records,
-                            diagnostics=io.stderr, host=host, port=port, path=args.path, token=token,
-                            allowed_origins=args.allow_origin or (), max_body=args.max_body,
-                            session_timeout=args.session_timeout, head_timeout=head_timeout,
-                            max_connections=max_connections, redactor=redactor,
-                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command,
-                            proxy_options={
-                                "pins": pins, "mutators": args.mutator or (), "repeatable": args.repeatable or (),
-                                "read_cache": args.read_cache and not args.no_read_cache, "approvals": approvals})
+    listener = HttpListener(upstream, guard, records=args.records, diagnostics=io.stderr, host=host, port=port,
+                            path=args.path, token=token, allowed_origins=args.allow_origin or (),
+                            max_body=args.max_body, session_timeout=args.session_timeout, pins=pins,
+                            head_timeout=head_timeout, max_connections=max_connections,
+                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command)
     stop = threading.Event()
     previous = _on_stop_signals(stop.set)
     try:
@@ -232,25 +226,6 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
             io.stderr.flush()
 
     return HttpServer(command[0], headers=headers, say=say, loop=loop)
-
-
-def _redactor(redaction: Redaction | None, key_path: str | None, written: str | None) -> Redactor | None:
-    """The redactor of what is written (`written`: a record, a records folder or an approvals file): a policy
-    with a `redact` section needs a key kept off the record (fail closed: without one nothing is written
-    unredacted, the proxy does not start)."""
-    if redaction is None:
-        if key_path is not None:
-            raise UsageError("--redact-key needs a policy with a \"redact\" section")
-        return None
-    if key_path is None:
-        if written is None:
-            return None
-        raise UsageError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
-                         f"{MIN_KEY_BYTES} bytes, kept off the record)")
-    try:
-        return Redactor(redaction, read_secret_file(key_path))
-    except ValueError as exc:
-        raise UsageError(f"--redact-key {key_path}: {exc}") from None
 
 
 def _on_stop_signals(stop: Callable[[], None]) -> dict[str, Any]:

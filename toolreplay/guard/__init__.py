@@ -1,4 +1,4 @@
-"""The guard: the gate in front of the tools, the session recorder and the injection screen.
+"""The guard's core: the gate in front of the tools, the session recorder and the injection screen.
 
 The names load when first used, so a process that needs one part (a hook: the recorder, and the gate
 only to decide) does not load them all.
@@ -11,30 +11,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolreplay.guard.approvals import Approvals, Remember
-    from toolreplay.guard.gate import (
-        OUTCOMES,
-        STOP_REASONS,
-        Answer,
-        CallCancelled,
-        CannotConfirmError,
-        ConfirmationDeferred,
-        ConsoleApprover,
-        Gate,
-        ToolHost,
-    )
+    from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
+    from toolreplay.guard.console import ConsoleApprover
+    from toolreplay.guard.gate import Gate
+    from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, ConfirmationDeferred, ToolHost
     from toolreplay.guard.intents import Intent
+    from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal
     from toolreplay.guard.recorder import RecordingError, SessionRecorder
     from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
 
-__all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "Approvals", "CallCancelled", "CannotConfirmError",
-           "ConfirmationDeferred", "ConsoleApprover", "Gate", "Intent", "RecordingError", "Remember", "Screen",
-           "ScreenFlag", "SessionRecorder", "ToolHost", "scan_value"]
+__all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "AnswerLost", "Approvals", "CallCancelled",
+           "CannotConfirmError", "ConfirmationDeferred", "ConsoleApprover", "Gate", "Guard", "GuardConfig",
+           "GuardConfigError", "Intent", "Outcome", "Refusal", "RecordingError", "Remember", "Screen", "ScreenFlag",
+           "SessionRecorder", "ToolHost", "build_guard", "scan_value"]
 
-_HOMES = {"OUTCOMES": "gate", "STOP_REASONS": "gate", "Answer": "gate", "CallCancelled": "gate",
-          "CannotConfirmError": "gate", "ConfirmationDeferred": "gate", "ConsoleApprover": "gate", "Gate": "gate",
-          "ToolHost": "gate", "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
+_HOMES = {"OUTCOMES": "outcomes", "STOP_REASONS": "outcomes", "Answer": "outcomes", "Outcome": "outcomes",
+          "Refusal": "outcomes", "AnswerLost": "host", "CallCancelled": "host", "CannotConfirmError": "host",
+          "ConfirmationDeferred": "host", "ToolHost": "host", "ConsoleApprover": "console", "Gate": "gate",
+          "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
           "DEFAULT_PATTERNS": "screen", "Screen": "screen", "ScreenFlag": "screen", "scan_value": "screen",
-          "Approvals": "approvals", "Remember": "approvals"}
+          "Approvals": "approvals", "Remember": "approvals", "Guard": "assembly", "GuardConfig": "assembly",
+          "GuardConfigError": "assembly", "build_guard": "assembly"}
 
 
 def __getattr__(name: str) -> Any:

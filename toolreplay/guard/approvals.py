@@ -37,16 +37,12 @@ from typing import Any
 
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
+from toolreplay.format.files import locked
 from toolreplay.format.records import format_ts
 from toolreplay.format.strictjson import JSONLineError, StrictLoader
 from toolreplay.policy.redaction import Redactor
 from toolreplay.policy.ruleparse import parse_arg_conditions
 from toolreplay.policy.rules import ArgCondition
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX: no lock between processes
-    fcntl = None  # type: ignore[assignment]
 
 __all__ = ["SCOPES", "Approval", "Approvals", "ApprovalsError", "Remember", "read_approvals", "revoke_approval"]
 
@@ -195,15 +191,8 @@ def read_approvals(path: str, root: str | None = None) -> list[Approval]:
 @contextmanager
 def _locked(path: str) -> Iterator[None]:
     """Hold the approvals file's lock (`PATH.lock`) between processes, for a read-change-write."""
-    if fcntl is None:  # pragma: no cover
+    with locked(path + ".lock"):
         yield
-        return
-    descriptor = os.open(path + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(descriptor)  # closing releases the lock
 
 
 def _write_whole(path: str, data: bytes) -> None:

@@ -11,8 +11,7 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    was interrupted) is not run again until a person has resolved it;
 4b. **rules** — the policy's argument rules (docs/policy.md), deny > ask > allow: a firing deny rule
    refuses (`denied by rule ID: REASON`); a firing ask rule sends the call to confirmation like a
-   write tool; a firing allow rule lets a write tool run without it; a shadow rule decides nothing,
-   and the record's meta says what it would have decided (`x-shadow`);
+   write tool; a firing allow rule lets a write tool run without it;
 5. **idempotency** — a write (a policy write tool, or a mutator named to the gate) that ran is never
    run again for an identical canonical call (and idempotency key): the retry gets the original
    response; a retry racing the original waits for it. A repeatable tool (`repeatable_tools`) is a
@@ -31,48 +30,55 @@ Every request, whatever happened to it, is appended to the recorder when one is 
 answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
 
 Front ends: a Python host passes its tool functions and a `confirm` callback; a front end that runs
-the tools itself (the MCP proxy) passes a `ToolHost`, and hands each request its own `context`, which
-the gate gives back to the host's `run` and `confirm` for that request only.
+the tools itself (the MCP proxy) passes a `ToolHost` (host.py), and hands each request its own `context`,
+which the gate gives back to the host's `run` and `confirm` for that request only.
+
+The gate's parts, each its own module: the answers and refusals as types (outcomes.py), what a host gives
+and raises (host.py), the idempotency store (idempotency.py), reading a continued record back
+(resume.py), and the terminal approver (console.py); this module is the order of the checks.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import json
 import os
-import re
-import sys
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.errors import ToolReplayError
-from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
-from toolreplay.format.records import format_ts, read_session, ts_nanoseconds
+from toolreplay.format.canonical import CanonicalError, canonical_bytes
+from toolreplay.format.records import format_ts, read_session
 from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
+from toolreplay.guard.console import ConsoleApprover
+from toolreplay.guard.host import (
+    AnswerLost,
+    CallCancelled,
+    CannotConfirmError,
+    Confirm,
+    ConfirmationDeferred,
+    FunctionHost,
+    ToolHost,
+)
+from toolreplay.guard.idempotency import Earlier, IdempotencyStore, Pending
+from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal, StopReason
+from toolreplay.guard.request import Request
+from toolreplay.guard.resume import resume
 from toolreplay.policy.model import Policy
-from toolreplay.policy.redaction import holds_marks
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
+from toolreplay.policy.redaction import holds_marks
 from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
-    from toolreplay.format.records import Record
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
 __all__ = ["Answer", "AnswerLost", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate",
            "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES",
-           "ToolHost", "is_refusal"]
-
-STOP_REASONS = ("max_steps", "budget", "time", "record")
-
-# What happened to a request (the record format's meta.outcome): the tool ran; an earlier identical
-# call answered it; the gate refused it; the client cancelled it; nobody can know (a write cut short).
-OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
+           "Confirm", "Outcome", "Refusal", "ToolHost", "is_refusal"]
 
 # Arguments and results nested deeper than this are refused: every reader of the record can hold them.
 MAX_NESTING = 256
@@ -81,59 +87,17 @@ MAX_NESTING = 256
 # cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
 REMEMBER_BYTES = 16 * 1024 * 1024
 
-Confirm = Callable[[str, dict[str, Any]], bool | Remember]
-
 # The three ways a confirmation is refused, each its own text (the first is the SPEC's).
-NOT_ASKED, DECLINED, TIMED_OUT = "confirmation required", "confirmation declined", "confirmation timed out"
+NOT_ASKED = Refusal("not_asked", "confirmation required")
+DECLINED = Refusal("declined", "confirmation declined")
+TIMED_OUT = Refusal("timed_out", "confirmation timed out")
+_WAITED_FOR_CANCELLED = Refusal("cancelled", "cancelled: an identical call it waited for was cancelled")
 
 
-class CannotConfirmError(ToolReplayError):
-    """Raised by a `confirm` callback that has no way to ask a person (no terminal, a client that cannot ask)."""
-
-
-class CallCancelled(Exception):
-    """Raised by a host's `run` or `confirm` when the client cancelled the call: no answer will come.
-
-    `started` says whether the call may have reached the tool: a write cancelled after it started has
-    an unknown outcome; one cancelled before (or while waiting for a person) did not run."""
-
-    def __init__(self, reason: str, *, started: bool = True) -> None:
-        super().__init__(reason)
-        self.started = started
-
-
-class AnswerLost(ConnectionError):
-    """Raised by a host's `run` when the call was sent but its answer will never come (the server ended,
-    the connection dropped, the server failed): a read failed; a write may or may not have taken effect,
-    so its outcome is unknown (refused until a person resolves it, as a write cut short)."""
-
-
-class ToolHost(Protocol):
-    """A front end that runs the tools itself; `context` is the per-call value given to `Gate.handle`."""
-
-    def refusal(self, tool: str) -> str | None:
-        """None when the host can run `tool` (an allowed tool), else why not (the refusal text)."""
-
-    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
-
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
-        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes.
-
-        Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
-
-
-@dataclass(frozen=True, slots=True)
-class Answer:
-    """What the gate answered a request, and how (one of OUTCOMES)."""
-
-    response: dict[str, Any]
-    outcome: str
-    index: int | None = None  # the record's index, when it was recorded
 class _RunLater(Exception):  # noqa: N818 - a signal inside the gate, not an error
     """handle_async: the gate let the call run; its caller awaits the tool (`_run_async`)."""
 
-    def __init__(self, pending: _Pending) -> None:
+    def __init__(self, pending: Pending) -> None:
         super().__init__()
         self.pending = pending
 
@@ -141,80 +105,9 @@ class _RunLater(Exception):  # noqa: N818 - a signal inside the gate, not an err
 class _WaitFor(Exception):  # noqa: N818 - a signal inside the gate, not an error
     """handle_async: an identical call is still running; its caller waits for it, then goes on (`_repeated`)."""
 
-    def __init__(self, pending: _Pending) -> None:
+    def __init__(self, pending: Pending) -> None:
         super().__init__()
         self.pending = pending
-
-
-class ConfirmationDeferred(ToolReplayError):
-    """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
-    interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,
-    then makes the same call again. The framework adapters (toolreplay/adapters) use it."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One request as the gate handles it: `identity` is the canonical call, `key` the host's idempotency key,
-    `call_id` the id the model or protocol gave it, `context` the front end's own per-call value."""
-
-    tool: str
-    args: dict[str, Any]
-    identity: bytes
-    key: str | None
-    write: bool
-    fresh: bool  # a repeatable tool's call without a key (or a continued one): a new action
-    call_id: str | None = None
-    turn: int | None = None  # the model turn that asked for it, where the front end knows (meta.turn)
-    context: Any = None
-    passed: bool = False  # continues a call the gate passed (a protocol round trip): no rules, no confirmation
-    variant: bytes = b""  # what else makes the request distinct for its front end (an MCP task request)
-    started_ns: int = 0  # when the request reached the gate: wall clock, ns since the epoch (meta.ts)
-    started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
-    owner: Any = None  # handle_async: the asyncio task that runs the tool itself (the gate hands it back)
-    # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
-    # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
-    approval: tuple[str, str] | None = None
-    # what the rules said (set once by `Gate._decide`): what they counted, taken back unless the call ran,
-    # and what the shadow rules would have decided (`x-shadow`)
-    ruling: Ruling | None = field(default=None, compare=False)
-
-    @property
-    def slot(self) -> bytes:
-        """The call's key in this session's tables: its identity and its variant."""
-        return self.identity + b"\n" + self.variant if self.variant else self.identity
-
-
-class _FunctionHost:
-    """The library front end: tools are `func(**args)`, confirmation is `confirm(tool, args)`."""
-
-    def __init__(self, tools: Mapping[str, Callable[..., Any]], confirm: Confirm | None) -> None:
-        self._tools = dict(tools)
-        self._confirm = confirm
-
-    def refusal(self, tool: str) -> str | None:
-        return None if tool in self._tools else "tool not allowed: " + tool
-
-    def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
-        return self._tools[tool](**args)  # the gate hands every host a copy
-
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
-        if self._confirm is None:
-            raise CannotConfirmError("no confirm callback")
-        answer: bool | Remember = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
-        return answer
-
-
-class _Pending:
-    """A call being executed: identical requests wait on `done` and then read `response`."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.cancelled = False  # it ended without an answer: those that waited for it are decided anew
-        self.thread = threading.get_ident()
-        self.owner: Any = None  # the asyncio task running it, when handle_async runs it
-        self.index: int | None = None  # its record's index
-        self.response: dict[str, Any] | None = {"ok": False,
-                                                "error": "RuntimeError: the original call did not finish"}
 
 
 class Gate:
@@ -227,7 +120,7 @@ class Gate:
                  remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns,
                  record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
                  approvals: Approvals | None = None,
-                 host_asks: Callable[[str, dict[str, Any]], bool] | None = None) -> None:
+                 host_asks: Callable[[str, dict[str, Any], Any], bool] | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -243,11 +136,11 @@ class Gate:
         keys for a record's `meta` (format 1.1 `x-` keys, say which server served the tool), or None.
         `approvals` are the approvals a person asked to remember: one that matches a call answers its
         confirmation (nothing else), and a `Remember("session")` or `Remember("always")` answer adds one.
-        `host_asks(tool, args)` is the host's own approval flag (a framework tool's `needs_approval`): a call
-        it says True for needs a person's yes whatever the policy allows (at least an ask; a deny still
-        denies).
+        `host_asks(tool, args, context)` is the host's own approval flag (a framework tool's
+        `needs_approval`; a `ToolHost` with an `asks` method gives it): a call it says True for needs a
+        person's yes whatever the policy allows (at least an ask; a deny still denies).
         """
-        self._host: ToolHost = _FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
+        self._host: ToolHost = FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
         self._repeatable = frozenset(policy.repeatable_tools) | frozenset(repeatable)
         self._writes = frozenset(policy.write_tools) | frozenset(mutators) | self._repeatable
@@ -257,7 +150,7 @@ class Gate:
         self._wall_clock = wall_clock
         self._record_meta = record_meta
         self._screen = screen
-        self._host_asks = host_asks
+        self._host_asks = host_asks if host_asks is not None else getattr(self._host, "asks", None)
         if approvals is not None:  # the approvals file redacts as the record does, or the gate does not start
             approvals.redact_as(None if recorder is None else recorder.redactor, policy.redact is not None)
         self._approvals = None if approvals is None else approvals.for_session()  # "session": this gate's
@@ -265,24 +158,22 @@ class Gate:
         self._lock = threading.Lock()
         self._steps = 0
         self._result_bytes = 0
-        self._stop_reason: str | None = None
+        self._stop_reason: StopReason | None = None
         self._record_error: str | None = None
-        self._written: dict[tuple[bytes, str | None], _Pending] = {}
-        self._reads: dict[bytes, _Pending] = {}
-        self._recorded: dict[bytes, dict[str, Any] | int] = {}  # a continued record's writes (or their index)
-        self._remember_bytes = remember_bytes
-        # the writes whose response is held -> its size and record index
-        self._held: OrderedDict[Any, tuple[int, int | None]] = OrderedDict()
-        self._held_bytes = 0
-        self._reads_bytes = 0
-        self._unknown: dict[bytes, str] = {}
+        self._store = IdempotencyStore(read_cache=read_cache, remember_bytes=remember_bytes)
         self._rule_set = RuleSet(policy.rules)
         self._rules = RuleState(self._rule_set) if policy.rules else None
         if recorder is not None and (recorder.resumed_records or recorder.previous_intents):
-            self._resume(recorder)
+            resumed = resume(recorder, policy, self._store, writes=self._writes, repeatable=self._repeatable,
+                             rules=self._rules, rule_set=self._rule_set, started=self._started,
+                             now=self._wall_clock())
+            self._steps, self._result_bytes = resumed.steps, resumed.result_bytes
+            limit = policy.limits.max_result_bytes
+            if limit is not None and self._result_bytes > limit:
+                self._stop_reason = "budget"
 
     @property
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> StopReason | None:
         """None while within budget and recording, else what stopped the session."""
         return self._stop_reason
 
@@ -304,8 +195,7 @@ class Gate:
     @property
     def unknown_outcomes(self) -> tuple[str, ...]:
         """The calls (`TOOL ARGS`) started but never recorded, refused until a person resolves them."""
-        with self._lock:
-            return tuple(sorted(self._unknown.values()))
+        return self._store.unknown_outcomes()
 
     def call(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> dict[str, Any]:
         """Run one request of the agent through the gate; return the response the agent sees.
@@ -317,19 +207,23 @@ class Gate:
         return self.handle(tool, args, key=key).response
 
     def handle(self, tool: str, args: dict[str, Any], *, key: str | None = None, call_id: str | None = None,
-               context: Any = None, passed: bool = False, variant: bytes = b"",
-               turn: int | None = None) -> Answer:
+               context: Any = None, variant: bytes = b"", turn: int | None = None) -> Answer:
         """`call` for front ends: the answer with its outcome. `call_id` is the id the model or the
         protocol gave the call, `turn` the model turn that asked for it (both go to the record's meta);
-        `context` goes to the host's `run` and `confirm` for this call only; `passed=True` continues a
-        call the gate already passed (a protocol round trip): it is checked for recording, budgets, the
-        allowlist and an unknown outcome, then runs as a new action.
+        `context` goes to the host's `run` and `confirm` for this call only.
         `variant` is what else makes the request distinct (an MCP task request): an identical call with
         another variant is not answered by this one; a record holds no variant, so a continued record
         answers only calls without one; an unknown outcome refuses every variant."""
-        request = self._request(tool, args, key, call_id, context, passed, variant, turn, None)
-        answer = self._decide(request)
-        return Answer(_copy_json(answer.response), answer.outcome, answer.index)
+        answer = self._decide(self._request(tool, args, key, call_id, context, False, variant, turn, None))
+        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
+
+    def handle_continued(self, tool: str, args: dict[str, Any], *, call_id: str | None = None, context: Any = None,
+                         variant: bytes = b"", turn: int | None = None) -> Answer:
+        """`handle` for a call the gate already passed, continued (a protocol round trip): it is checked for
+        recording, budgets, the allowlist and an unknown outcome, then runs as a new action (no rules, no
+        idempotency, no confirmation: those were decided in its first round)."""
+        answer = self._decide(self._request(tool, args, None, call_id, context, True, variant, turn, None))
+        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
 
     async def handle_async(self, tool: str, args: dict[str, Any], run: Callable[[dict[str, Any]], Awaitable[Any]],
                            *, key: str | None = None, call_id: str | None = None, context: Any = None,
@@ -351,11 +245,11 @@ class Gate:
                 await asyncio.to_thread(wait.pending.done.wait)
                 step = functools.partial(self._repeated, request, wait.pending)
                 continue
-            return Answer(_copy_json(answer.response), answer.outcome, answer.index)
+            return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
 
     def _request(self, tool: str, args: dict[str, Any], key: str | None, call_id: str | None, context: Any,
-                 passed: bool, variant: bytes, turn: int | None, owner: Any) -> _Call:
-        """Check a request's values and make it a _Call."""
+                 passed: bool, variant: bytes, turn: int | None, owner: Any) -> Request:
+        """Check a request's values and make it a Request."""
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
         if not isinstance(args, dict):
@@ -374,15 +268,17 @@ class Gate:
         fresh = passed or (key is None and tool in self._repeatable)
         if turn is not None and (type(turn) is not int or turn < 0):
             raise ValueError("turn must be a non-negative integer or None")
-        return _Call(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
+        return Request(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
                      passed, variant, started_ns, started, owner)
 
-    def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None) -> bool:
+    def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None,
+                           context: Any = None) -> bool:
         """Whether this call would ask `confirm` now: it passes the earlier checks and has not run.
-        Records and counts nothing (for a framework that asks before it calls the tool)."""
+        Records and counts nothing (for a framework that asks before it calls the tool). `context` is the
+        host's per-call value, as `handle` takes it (its own approval flag reads it)."""
         try:
-            call = _Call(tool, _copy_json(args), self._identity(tool, args), key, tool in self._writes,
-                         key is None and tool in self._repeatable)
+            call = Request(tool, _copy_json(args), self._identity(tool, args), key, tool in self._writes,
+                           key is None and tool in self._repeatable, context=context)
         except (CanonicalError, RecursionError, TypeError):
             return False
         max_steps = self._policy.limits.max_steps
@@ -396,7 +292,7 @@ class Gate:
             self._rules.withdraw(ruling)
         if ruling is not None and ruling.refusal is not None:
             return False
-        return (self._earlier(call) is None and self._needs_confirmation(call, ruling)
+        return (self._store.earlier(call) is None and self._needs_confirmation(call, ruling)
                 and self._remembered(call) is None)
 
     def _identity(self, tool: str, args: dict[str, Any]) -> bytes:
@@ -406,22 +302,22 @@ class Gate:
         redactor = None if self._recorder is None else self._recorder.redactor
         return canonical_bytes({"tool": tool, "args": args if redactor is None else redactor.args(args)})
 
-    def _decide(self, call: _Call) -> Answer:
+    def _decide(self, call: Request) -> Answer:
         failure = self._check_recording()
         if failure is not None:
-            return Answer(failure, "refused")
+            return Answer(failure.response, "refused", None, failure)
         for check in (self._check_budget, self._check_allowed, self._check_outcome_known):
             refusal = check(call)
             if refusal is not None:
                 return self._refuse(call, refusal)
         if call.passed:  # its rules, idempotency and confirmation were decided in its first round
-            return self._run(call, _Pending())
+            return self._run(call, Pending())
         ruling = self._check_rules(call)
-        if ruling is not None:  # set on this request's own _Call, not copied: replace() costs microseconds
+        if ruling is not None:  # set on this request's own Request, not copied: replace() costs microseconds
             object.__setattr__(call, "ruling", ruling)
-            if ruling.refusal is not None:
-                return self._refuse(call, ruling.refusal)
-        earlier = self._earlier(call)
+            if ruling.denials:
+                return self._refuse(call, _denied(ruling))
+        earlier = self._store.earlier(call)
         if earlier is not None:
             return self._repeat(call, earlier)
         if self._needs_confirmation(call, ruling):
@@ -432,19 +328,19 @@ class Gate:
                 try:
                     answer = self._confirmation_refusal(call, ruling)
                 except CallCancelled as exc:
-                    return self._record(call, _refusal(_cancelled(exc, False)), "cancelled")
-                if isinstance(answer, str):
+                    return self._refuse(call, _cancelled(exc, False), "cancelled")
+                if isinstance(answer, Refusal):
                     return self._refuse(call, answer)
                 if answer is not None:
                     call = self._remember(call, answer)
-        pending, owner = self._register(call)
+        pending, owner = self._store.register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
         return self._run(call, pending)
 
     # -- the checks, in order ---------------------------------------------------------------------
 
-    def _check_recording(self) -> dict[str, Any] | None:
+    def _check_recording(self) -> Refusal | None:
         """Refuse (unrecorded) once recording failed, or when the record is no longer writable."""
         if self._recorder is not None and self._record_error is None:
             try:
@@ -453,9 +349,9 @@ class Gate:
                 self._recording_failed(exc)
         if self._record_error is None:
             return None
-        return {"ok": False, "error": "recording failed: " + self._record_error}
+        return Refusal("recording", "recording failed: " + self._record_error)
 
-    def _check_budget(self, call: _Call) -> str | None:
+    def _check_budget(self, call: Request) -> Refusal | None:
         """Count the request; return the refusal when a limit is passed, else None."""
         limits = self._policy.limits
         with self._lock:
@@ -467,58 +363,43 @@ class Gate:
                     self._stop_reason = "time"
             if self._stop_reason is None:
                 return None
-            return "budget exceeded: " + self._stop_reason
+            return Refusal("budget", "budget exceeded: " + self._stop_reason)
 
-    def _check_allowed(self, call: _Call) -> str | None:
+    def _check_allowed(self, call: Request) -> Refusal | None:
         if call.tool not in self._policy.allowed_tools:
-            return "tool not allowed: " + call.tool
-        return self._host.refusal(call.tool)
+            return Refusal("not_allowed", "tool not allowed: " + call.tool)
+        refusal = self._host.refusal(call.tool)
+        return refusal if refusal is None or isinstance(refusal, Refusal) else Refusal("host", refusal)
 
-    def _check_outcome_known(self, call: _Call) -> str | None:
-        if not call.write:
-            return None
-        with self._lock:
-            unknown = call.identity in self._unknown
-        if not unknown:
+    def _check_outcome_known(self, call: Request) -> Refusal | None:
+        if not call.write or not self._store.is_unknown(call.identity):
             return None
         where = ("delete its line from " + os.path.basename(self._recorder.intents_path) if self._recorder is not None
                  else "start a new gate")
-        return (f"outcome unknown: an identical {call.tool} call started earlier and its result was never "
-                f"recorded; a person must check whether it took effect, then {where}")
+        return Refusal("unknown_outcome", f"outcome unknown: an identical {call.tool} call started earlier and its "
+                       f"result was never recorded; a person must check whether it took effect, then {where}")
 
-    def _earlier(self, call: _Call) -> _Pending | dict[str, Any] | int | None:
-        """The identical earlier call that answers this one (a recorded write's response), else None."""
-        if call.fresh:
-            return None
-        with self._lock:
-            if call.write:
-                recorded = self._recorded.get(call.identity) if not call.variant else None
-                if recorded is not None:
-                    return recorded
-                return self._written.get((call.slot, call.key))
-            return self._reads.get(call.slot)
-
-    def _check_rules(self, call: _Call) -> Ruling | None:
+    def _check_rules(self, call: Request) -> Ruling | None:
         """The rules' ruling on the call (None without rules); unless denied, it counts as executed."""
         if self._rules is None:
             return None
         return self._rules.check(call.tool, self._rule_set.prepare(call.tool, call.args), self._clock())
 
-    def _needs_confirmation(self, call: _Call, ruling: Ruling | None = None) -> bool:
+    def _needs_confirmation(self, call: Request, ruling: Ruling | None = None) -> bool:
         """Rules first (ask > allow), then the host's own approval flag, then write_tools."""
         if ruling is not None and ruling.asks:
             return True
-        if self._host_asks is not None and self._host_asks(call.tool, call.args):
+        if self._host_asks is not None and self._host_asks(call.tool, call.args, call.context):
             return True
         if ruling is not None and ruling.allowed:
             return False
         return call.tool in self._policy.write_tools
 
-    def _remembered(self, call: _Call) -> str | None:
+    def _remembered(self, call: Request) -> str | None:
         """The id of a remembered approval that answers the call's confirmation, else None."""
         return None if self._approvals is None else self._approvals.find(call.tool, call.args)
 
-    def _remember(self, call: _Call, answer: Remember) -> _Call:
+    def _remember(self, call: Request, answer: Remember) -> Request:
         """Keep a person's yes for the session or for good; the call, noting the approval for its record."""
         if self._approvals is None:
             return call
@@ -528,18 +409,18 @@ class Gate:
             return replace(call, approval=("x-remember-error", str(exc)))
         return call if approval is None else replace(call, approval=("x-remembered", approval))
 
-    def _confirmation_refusal(self, call: _Call, ruling: Ruling | None) -> str | Remember | None:
+    def _confirmation_refusal(self, call: Request, ruling: Ruling | None) -> Refusal | Remember | None:
         """Ask; None (or a Remember) for a yes, else the refusal. A call not confirmed did not run: the rules
         must not count it."""
-        refusal: str | Remember | None = NOT_ASKED
+        refusal: Refusal | Remember | None = NOT_ASKED
         try:
             refusal = self._ask(call)
         finally:
-            if isinstance(refusal, str) and ruling is not None and self._rules is not None:
+            if isinstance(refusal, Refusal) and ruling is not None and self._rules is not None:
                 self._rules.withdraw(ruling)
         return refusal
 
-    def _ask(self, call: _Call) -> str | Remember | None:
+    def _ask(self, call: Request) -> Refusal | Remember | None:
         """None when the host's `confirm` returned True, the `Remember` it returned; DECLINED for False,
         TIMED_OUT for a TimeoutError, else NOT_ASKED (CannotConfirmError, a failing approver, an answer that
         is not a bool)."""
@@ -566,20 +447,7 @@ class Gate:
 
     # -- running and recording --------------------------------------------------------------------
 
-    def _register(self, call: _Call) -> tuple[_Pending, bool]:
-        """The call's pending entry, and whether this request owns (runs) it."""
-        with self._lock:
-            table: dict[Any, _Pending] = self._written if call.write else self._reads
-            slot: Any = (call.slot, call.key) if call.write else call.slot
-            pending = table.get(slot)
-            if pending is not None:
-                return pending, False
-            pending = _Pending()
-            if (call.write and not call.fresh) or (not call.write and self._read_cache):
-                table[slot] = pending
-            return pending, True
-
-    def _repeat(self, call: _Call, earlier: _Pending | dict[str, Any] | int) -> Answer:
+    def _repeat(self, call: Request, earlier: Earlier) -> Answer:
         if isinstance(earlier, dict):
             return self._record(call, earlier, "cached")
         if isinstance(earlier, int):
@@ -587,23 +455,25 @@ class Gate:
         if not earlier.done.is_set():
             if call.owner is not None:  # handle_async waits in its event loop
                 if earlier.owner is call.owner:
-                    return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
+                    return self._refuse(call, _reentrant(call))
                 raise _WaitFor(earlier)
             if earlier.thread == threading.get_ident():
-                return self._refuse(call, f"re-entrant call: {call.tool} is already running this identical call")
+                return self._refuse(call, _reentrant(call))
             earlier.done.wait()
         return self._repeated(call, earlier)
 
-    def _repeated(self, call: _Call, earlier: _Pending) -> Answer:
+    def _repeated(self, call: Request, earlier: Pending) -> Answer:
         """Answer a repeat once the identical call it waited for has finished."""
         if earlier.cancelled:
             return self._after_cancelled(call)
         response = earlier.response
         if response is None:  # no longer held
             return self._from_record(call, earlier.index)
-        return self._record(call, response, "refused" if is_refusal(response) else "cached")
+        if earlier.refusal is not None:
+            return self._record(call, response, "refused", refusal=earlier.refusal)
+        return self._record(call, response, "cached")
 
-    def _from_record(self, call: _Call, index: int | None) -> Answer:
+    def _from_record(self, call: Request, index: int | None) -> Answer:
         """Answer a repeat of a write whose response is no longer held: read back from the record."""
         response = None
         if index is not None and self._recorder is not None:
@@ -614,11 +484,13 @@ class Gate:
             except (OSError, ToolReplayError):
                 response = None
         if response is None:  # it still does not run again
-            return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
-                                      "longer held in memory and cannot be read back from a record")
+            return self._refuse(call, Refusal("already_ran", f"already ran: an identical {call.tool} call ran "
+                                              "earlier; its answer is no longer held in memory and cannot be read "
+                                              "back from a record"))
         if self._withheld(response):
-            return self._refuse(call, f"already ran: an identical {call.tool} call ran earlier; its answer is no "
-                                      "longer held in memory, and the record holds it only redacted")
+            return self._refuse(call, Refusal("already_ran", f"already ran: an identical {call.tool} call ran "
+                                              "earlier; its answer is no longer held in memory, and the record "
+                                              "holds it only redacted"))
         return self._record(call, response, "cached")
 
     def _withheld(self, recorded: dict[str, Any]) -> bool:
@@ -627,16 +499,15 @@ class Gate:
         redactor = None if self._recorder is None else self._recorder.redactor
         return redactor is not None and holds_marks(recorded)
 
-    def _after_cancelled(self, call: _Call) -> Answer:
+    def _after_cancelled(self, call: Request) -> Answer:
         """An identical call this one waited for was cancelled: a read runs; a write whose outcome is now
         unknown is refused as such, any other write is refused (its retry is confirmed afresh)."""
         if not call.write:
-            pending, owner = self._register(call)
+            pending, owner = self._store.register(call)
             return self._run(call, pending) if owner else self._repeat(call, pending)
-        return self._refuse(call, self._check_outcome_known(call) or
-                            "cancelled: an identical call it waited for was cancelled")
+        return self._refuse(call, self._check_outcome_known(call) or _WAITED_FOR_CANCELLED)
 
-    def _run(self, call: _Call, pending: _Pending) -> Answer:
+    def _run(self, call: Request, pending: Pending) -> Answer:
         if call.owner is not None:  # handle_async runs the tool in its event loop (_run_async)
             raise _RunLater(pending)
         try:
@@ -651,7 +522,7 @@ class Gate:
         finally:
             pending.done.set()
 
-    async def _run_async(self, call: _Call, pending: _Pending,
+    async def _run_async(self, call: Request, pending: Pending,
                          run: Callable[[dict[str, Any]], Awaitable[Any]]) -> Answer:
         """`_run` for handle_async: the tool is awaited in the caller's event loop."""
         pending.owner = call.owner
@@ -667,49 +538,54 @@ class Gate:
         finally:
             pending.done.set()
 
-    def _start(self, call: _Call, pending: _Pending) -> int | None | Answer:
+    def _start(self, call: Request, pending: Pending) -> int | None | Answer:
         """Before the tool runs: its intent (a write's, on disk), or the refusal when it cannot be written."""
         try:
             return self._announce(call)
         except (OSError, ValueError) as exc:  # no intent on disk: the write must not run
             self._recording_failed(exc)
-            self._forget(call)
-            pending.response = _refusal("recording failed: " + (self._record_error or ""))
-            return Answer(pending.response, "refused")
+            self._store.forget(call)
+            pending.refusal = Refusal("recording", "recording failed: " + (self._record_error or ""))
+            pending.response = pending.refusal.response
+            return Answer(pending.response, "refused", None, pending.refusal)
         except BaseException:
-            self._forget(call)
+            self._store.forget(call)
             raise
 
-    def _failed(self, call: _Call, pending: _Pending, intent: int | None, exc: BaseException) -> Answer:
+    def _failed(self, call: Request, pending: Pending, intent: int | None, exc: BaseException) -> Answer:
         """The tool raised: the agent sees an error (a cancelled or interrupted call goes on record as such;
         an interruption then goes on its way)."""
         self._after_write(call)
         if isinstance(exc, AnswerLost):
             if not call.write:  # a read simply failed
-                failure = _refusal(f"ConnectionError: {exc}")
+                failure = _failure(f"ConnectionError: {exc}")
                 return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
             # a write was sent and no answer comes: it may or may not have taken effect
-            pending.response = _refusal(f"outcome unknown: {exc}; whether the write took effect is unknown")
+            lost = Refusal("unknown_outcome", f"outcome unknown: {exc}; whether the write took effect is unknown")
+            pending.response = lost.response
             pending.cancelled = True
-            answer = self._record(call, pending.response, "unknown")  # on record before a retry is refused
-            self._forget(call, unknown=True)
+            # on record before a retry is refused
+            answer = self._record(call, pending.response, "unknown", refusal=lost)
+            self._store.forget(call, unknown=True)
             return answer
         if isinstance(exc, CallCancelled):  # no answer comes; a write that started may or may not have taken effect
             unknown = call.write and exc.started
-            pending.response = _refusal(_cancelled(exc, unknown))
+            cancelled = _cancelled(exc, unknown)
+            pending.response = cancelled.response
             pending.cancelled = True
-            answer = self._record(call, pending.response, "unknown" if unknown else "cancelled")
-            self._forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
+            answer = self._record(call, pending.response, "unknown" if unknown else "cancelled", refusal=cancelled)
+            self._store.forget(call, unknown=unknown)  # after the record: a retry refused for it comes after it
             return answer
         if not isinstance(exc, Exception):  # KeyboardInterrupt, SystemExit: on record, then on its way
-            pending.response = _refusal(_interrupted(exc))
-            self._forget(call, unknown=call.write)
-            self._record(call, pending.response, "unknown" if call.write else "cancelled")
+            interrupted = _interrupted(exc)
+            pending.response = interrupted.response
+            self._store.forget(call, unknown=call.write)
+            self._record(call, pending.response, "unknown" if call.write else "cancelled", refusal=interrupted)
             raise exc
-        failure = _refusal(_describe(exc))  # the agent sees the failure; the host keeps running
+        failure = _failure(_describe(exc))  # the agent sees the failure; the host keeps running
         return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
 
-    def _ran(self, call: _Call, pending: _Pending, intent: int | None, result: Any) -> Answer:
+    def _ran(self, call: Request, pending: Pending, intent: int | None, result: Any) -> Answer:
         """The tool returned `result`: count it, screen it, record it and hold it for repeats."""
         self._after_write(call)
         try:
@@ -719,7 +595,7 @@ class Gate:
             size = len(canonical_bytes(response))
             response = _copy_json(response)  # the tool may keep and change what it returned
         except Exception as exc:  # the agent sees the failure; the host keeps running
-            failure = _refusal(_describe(exc))
+            failure = _failure(_describe(exc))
             return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
         limit = self._policy.limits.max_result_bytes
         with self._lock:
@@ -730,78 +606,40 @@ class Gate:
             self._screen.check(call.tool, call.args, response)
         return self._finish(call, pending, intent, response, size)
 
-    def _finish(self, call: _Call, pending: _Pending, intent: int | None, response: dict[str, Any],
+    def _finish(self, call: Request, pending: Pending, intent: int | None, response: dict[str, Any],
                 size: int) -> Answer:
         answer = self._record(call, response, "ran", intent)
-        pending.response, pending.index = answer.response, answer.index
-        self._hold(call, pending, size)
+        pending.response, pending.index, pending.refusal = answer.response, answer.index, answer.refusal
+        self._store.hold(call, pending, size)
         return answer
 
-    def _after_write(self, call: _Call) -> None:
+    def _after_write(self, call: Request) -> None:
         if call.write:  # whatever it did, earlier reads may be stale now
-            with self._lock:
-                self._reads.clear()
+            self._store.clear_reads()
 
-    def _announce(self, call: _Call) -> int | None:
+    def _announce(self, call: Request) -> int | None:
         """Before a write: empty the read cache and sync its intent (its number, None without a recorder)."""
         if not call.write:
             return None
-        with self._lock:
-            self._reads.clear()
+        self._store.clear_reads()
         return None if self._recorder is None else self._recorder.announce(call.tool, call.args, call.key)
 
-    def _forget(self, call: _Call, unknown: bool = False) -> None:
-        """Drop the call's pending entry (it did not run, or its outcome is unknown)."""
-        with self._lock:
-            if call.write:
-                if not call.fresh:
-                    self._written.pop((call.slot, call.key), None)
-                if unknown:
-                    self._unknown[call.identity] = f"{call.tool} {canonical_json(call.args)}"
-            else:
-                self._reads.pop(call.slot, None)
+    def _refuse(self, call: Request, refusal: Refusal, outcome: Outcome = "refused") -> Answer:
+        return self._record(call, refusal.response, outcome, refusal=refusal)
 
-    def _hold(self, call: _Call, pending: _Pending, size: int) -> None:
-        """Count the response now held in a table; past the limit, drop the oldest (docs/guard.md, Memory)."""
-        with self._lock:
-            if call.write and not call.fresh:
-                slot = (call.slot, call.key)
-                if self._written.get(slot) is pending:
-                    self._held_write(slot, size, pending.index)
-            elif not call.write and self._read_cache and self._reads.get(call.slot) is pending:
-                if self._reads_bytes + size > self._remember_bytes:
-                    self._reads = {slot: entry for slot, entry in self._reads.items() if not entry.done.is_set()}
-                    self._reads[call.slot] = pending
-                    self._reads_bytes = 0
-                self._reads_bytes += size
-
-    def _held_write(self, slot: Any, size: int, index: int | None) -> None:
-        """Hold one more write's response (lock held); drop the oldest past the limit, keeping its index."""
-        self._held[slot] = (size, index)
-        self._held_bytes += size
-        while self._held_bytes > self._remember_bytes and len(self._held) > 1:
-            old, (old_size, old_index) = self._held.popitem(last=False)
-            self._held_bytes -= old_size
-            if isinstance(old, bytes):  # a continued record's write
-                if old_index is not None:
-                    self._recorded[old] = old_index
-            elif (entry := self._written.get(old)) is not None:
-                entry.response = None
-
-    def _refuse(self, call: _Call, message: str) -> Answer:
-        return self._record(call, _refusal(message), "refused")
-
-    def _record(self, call: _Call, response: dict[str, Any], outcome: str, intent: int | None = None) -> Answer:
+    def _record(self, call: Request, response: dict[str, Any], outcome: Outcome, intent: int | None = None, *,
+                refusal: Refusal | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
         it reached the gate, how long until now, its call id, `outcome`); if that fails, the refusal that
         replaces it. A call that did not run (refused, cached, cancelled) no longer counts for the rules."""
         if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
             self._rules.withdraw(call.ruling)
         if self._recorder is None:
-            return Answer(response, outcome)
-        failed = "unknown" if outcome == "ran" and call.write else "refused"
+            return Answer(response, outcome, None, refusal)
+        failed: Outcome = "unknown" if outcome == "ran" and call.write else "refused"
         if self._record_error is not None:
-            return Answer(_refusal("recording failed: " + self._record_error), failed)
+            lost = Refusal("recording", "recording failed: " + self._record_error)
+            return Answer(lost.response, failed, None, lost)
         meta: dict[str, Any] = {"ts": format_ts(call.started_ns),
                                 "duration_ms": round((time.perf_counter() - call.started) * 1000, 3)}
         if call.call_id is not None:
@@ -819,8 +657,9 @@ class Gate:
             index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
-            return Answer(_refusal("recording failed: " + (self._record_error or "")), failed)
-        return Answer(response, outcome, index)
+            lost = Refusal("recording", "recording failed: " + (self._record_error or ""))
+            return Answer(lost.response, failed, None, lost)
+        return Answer(response, outcome, index, refusal)
 
     def _recording_failed(self, exc: BaseException) -> None:
         with self._lock:
@@ -829,64 +668,9 @@ class Gate:
             if self._stop_reason is None:
                 self._stop_reason = "record"
 
-    # -- a record continued after a restart -------------------------------------------------------
 
-    def _resume(self, recorder: SessionRecorder) -> None:
-        """Bring back the writes the record holds, the budgets' counts and the rules' history, and find
-        the announced writes the record does not hold."""
-        intents = list(recorder.previous_intents)
-        wanted = {intent.call for intent in intents}
-        landed: dict[bytes, list[int]] = {}
-        now = self._wall_clock()
-        for record in recorder.history():
-            self._remember_for_rules(record, now)
-            self._steps += 1
-            if is_refusal(record.response):
-                continue
-            # every answer that is no refusal counts, a repeat included: a record (format 1.0) does not
-            # say which answers were cached, and counting too much stops early rather than late
-            self._result_bytes += len(record.canonical_response)
-            if record.tool not in self._writes:
-                continue
-            identity = record.canonical_call
-            if identity in wanted:  # a repeatable write's record settles its intent too
-                landed.setdefault(identity, []).append(record.index)
-            if record.tool in self._repeatable:
-                continue
-            if identity not in self._recorded:
-                if self._withheld(record.response):  # its real answer is gone with the process that got it
-                    self._recorded[identity] = record.index
-                    continue
-                self._recorded[identity] = record.response
-                self._held_write(identity, len(record.canonical_response), record.index)
-        from toolreplay.guard.intents import unresolved  # here: a gate that resumes nothing need not load it
-
-        unknown = unresolved(intents, landed)
-        for intent in unknown:
-            self._unknown[intent.call] = f"{intent.tool} {canonical_json(intent.args)}"
-        recorder.keep_intents(unknown)
-        limit = self._policy.limits.max_result_bytes
-        if limit is not None and self._result_bytes > limit:
-            self._stop_reason = "budget"
-
-
-    def _remember_for_rules(self, record: Record, now: int) -> None:
-        """A resumed record counts for later rules (`after`, `count`, `rate`) as when it was made: at its
-        `meta.ts` (`now` is the wall clock's time, in ns, of the resume), or, without one, at the start."""
-        if self._rules is None or record.tool not in self._policy.allowed_tools:
-            return
-        when = self._started
-        ts = record.meta.get("ts") if record.meta is not None else None
-        if isinstance(ts, str):  # a rate's window holds only the calls of its last seconds, not all of the record
-            when -= max(0, now - ts_nanoseconds(ts)) / 1e9
-        ruling = self._rules.check(record.tool, self._rule_set.prepare(record.tool, record.args), when)
-        # as `scope` counts: what ran, by its outcome (a format 1.0 record: any answer but a refusal)
-        counted = record.outcome in COUNTED_OUTCOMES if record.meta is not None else not is_refusal(record.response)
-        if not counted:
-            self._rules.withdraw(ruling)
-
-
-def _refusal(message: str) -> dict[str, Any]:
+def _failure(message: str) -> dict[str, Any]:
+    """The response of a tool that failed (it ran, or may have: no refusal)."""
     return {"ok": False, "error": message}
 
 
@@ -895,13 +679,22 @@ def _shadow(rule_id: str, effect: str, reason: str) -> dict[str, str]:
     return {"rule": rule_id, "effect": effect, "reason": reason}
 
 
-def _interrupted(exc: BaseException) -> str:
-    return f"interrupted: {type(exc).__name__}"
+def _denied(ruling: Ruling) -> Refusal:
+    rule_id, reason = ruling.denials[0]
+    return Refusal("rule", f"denied by rule {rule_id}: {reason}", rule_id)
 
 
-def _cancelled(exc: CallCancelled, unknown: bool) -> str:
+def _reentrant(call: Request) -> Refusal:
+    return Refusal("reentrant", f"re-entrant call: {call.tool} is already running this identical call")
+
+
+def _interrupted(exc: BaseException) -> Refusal:
+    return Refusal("interrupted", f"interrupted: {type(exc).__name__}")
+
+
+def _cancelled(exc: CallCancelled, unknown: bool) -> Refusal:
     why = str(exc) or "the call was cancelled"
-    return f"cancelled: {why}" + ("; whether the write took effect is unknown" if unknown else "")
+    return Refusal("cancelled", f"cancelled: {why}" + ("; whether the write took effect is unknown" if unknown else ""))
 
 
 _IMMUTABLE = frozenset({str, int, float, bool, type(None)})
@@ -941,46 +734,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, (CanonicalError, RecursionError)):
         return f"ValueError: tool result has no JSON form: {exc}"
     return f"{type(exc).__name__}: {exc}"
-
-
-class ConsoleApprover:
-    """A confirmation callback that asks a person on the terminal; only `y` or `yes` approves."""
-
-    def __init__(self, input: TextIO | None = None, output: TextIO | None = None, *, remember: bool = False) -> None:
-        """Read answers from `input` (default stdin), write prompts to `output` (default stderr).
-
-        `remember=True` also offers `s` (yes, and for identical calls this session) and `a` (yes, and for
-        good): the gate's `approvals` keep them (docs/guard.md, Remembered approvals)."""
-        self._input = input
-        self._output = output
-        self._remember = remember
-        self._lock = threading.Lock()
-
-    def __call__(self, tool: str, args: dict[str, Any]) -> bool | Remember:
-        """Show the exact call and ask; any answer but yes declines, end of input is CannotConfirmError."""
-        source = self._input if self._input is not None else sys.stdin
-        sink = self._output if self._output is not None else sys.stderr
-        # ASCII-only JSON: what the person approves cannot hide behind control or bidi characters.
-        shown = json.dumps(args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
-        with self._lock:  # one question at a time, even when agents call from several threads
-            choices = "y/N/s(ession)/a(lways)" if self._remember else "y/N"
-            sink.write(f"approve {_shown_name(tool)} {shown}? [{choices}] ")
-            sink.flush()
-            answer = source.readline()
-            if not answer.endswith("\n"):
-                sink.write("\n")
-        if not answer:
-            raise CannotConfirmError("no answer: the input ended")
-        word = answer.strip().lower()
-        if self._remember and word in ("s", "session", "a", "always"):
-            return Remember("session" if word[0] == "s" else "always")
-        return word in ("y", "yes")
-
-
-_PLAIN_NAME = re.compile(r"[A-Za-z0-9_.:/-]+")
-
-
-def _shown_name(tool: str) -> str:
-    """A tool name as the terminal shows it: as is when plain, else as ASCII-only JSON (control characters,
-    escapes, spaces and look-alike letters cannot reach the terminal raw)."""
-    return tool if _PLAIN_NAME.fullmatch(tool) else json.dumps(tool, ensure_ascii=True)

@@ -29,13 +29,9 @@ from typing import Any
 
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
+from toolreplay.format.files import open_private, replace_privately
 
 __all__ = ["Intent", "IntentFile", "open_private", "read_intents", "unresolved"]
-
-
-def open_private(path: str, flags: int) -> int:
-    """An `opener` that creates files 0600 (the umask can only narrow it): records hold calls verbatim."""
-    return os.open(path, flags, 0o600)
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,14 +125,7 @@ class IntentFile:
             if not kept:
                 _remove(self.path)
                 return
-            temporary = self.path + ".tmp"
-            _remove(temporary)  # a leftover would keep its own mode
-            with open(temporary, "wb", opener=open_private) as handle:
-                for intent in kept:
-                    handle.write(intent.line())
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, self.path)
+            replace_privately(self.path, (intent.line() for intent in kept))
 
     def close(self) -> None:
         """Close the file; remove it when no intent is open (every write ended in a record)."""

@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING, Any
 from toolreplay.audit.chain import GENESIS, link_digest, link_line
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
+from toolreplay.format.files import lock_descriptor, open_private
 from toolreplay.format.records import Record, check_meta, format_record, format_ts, read_session
 from toolreplay.format.strictjson import JSONLineError
-from toolreplay.guard.intents import Intent, IntentFile, open_private, read_intents, unresolved
+from toolreplay.guard.intents import Intent, IntentFile, read_intents, unresolved
 from toolreplay.policy.redaction import Redactor
 from toolreplay.policy.refusals import is_refusal
 
@@ -45,12 +46,6 @@ if TYPE_CHECKING:  # a checkpoint writer is handed in: a recorder without one (a
 __all__ = ["RecordingError", "SessionRecorder", "open_shared_intents"]
 
 _TORN = ("invalid JSON", "invalid UTF-8")
-
-try:  # advisory lock against two recorders appending to one file; not available on Windows
-    import fcntl
-except ImportError:  # pragma: no cover - platform dependent
-    fcntl = None  # type: ignore[assignment]
-
 
 class RecordingError(ToolReplayError, OSError):
     """The record cannot be written (full disk, file deleted or replaced, recorder closed or stopped)."""
@@ -356,10 +351,9 @@ def _write_all(handle: Any, data: bytes) -> None:
 
 
 def _lock(handle: Any, path: str) -> None:
-    if fcntl is None:
-        return
+    """An advisory lock against two recorders appending to one file (none where the platform has none)."""
     try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_descriptor(handle.fileno(), wait=False)
     except OSError:
         raise UsageError(f"{path} is already being recorded by another recorder") from None
 

@@ -38,16 +38,12 @@ from typing import Any
 
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.canonical import canonical_json
+from toolreplay.format.files import locked, replace_privately
 from toolreplay.format.strictjson import read_json_file
-from toolreplay.guard.intents import open_private
+from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.policy.model import Policy, parse_policy
-from toolreplay.policy.redaction import MIN_KEY_BYTES, Redactor
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - platform dependent
-    fcntl = None  # type: ignore[assignment]
+from toolreplay.policy.redaction import Redactor
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
            "HookAnswer", "HookError", "handle_hook", "settings_snippet"]
@@ -147,11 +143,11 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
         if event == agent.pre:
-            policy = _load_policy(policy_path, payload)
-            return _pre(payload, policy, base, _redactor(policy, redact_key), agent)
+            return _pre(payload, _guard(_load_policy(policy_path, payload), records, redact_key, agent), base, agent)
         if event != agent.end:
             # the response goes on record: with the policy's redaction, if it has one
-            _post(payload, base, _redactor(_load_policy(policy_path, payload), redact_key), agent)
+            _post(payload, base, _guard(_load_policy(policy_path, payload), records, redact_key, agent).redactor,
+                  agent)
         else:
             _open(base).close()
         return HookAnswer()
@@ -203,22 +199,16 @@ def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
     return policy
 
 
-def _redactor(policy: Policy, key_path: str | None) -> Redactor | None:
-    """The record's redactor, as mcp-proxy's: a policy with a `redact` section needs a key kept off the record
-    (fail closed: without one nothing is recorded, the call is blocked)."""
-    if policy.redact is None:
-        if key_path is not None:
-            raise HookError("--redact-key needs a policy with a \"redact\" section")
-        return None
-    if key_path is None:
-        raise HookError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
-                        f"{MIN_KEY_BYTES} bytes, kept off the record)")
-    from toolreplay.audit.signers import read_secret_file  # only with a key: the hook needs no other signer
-
+def _guard(policy: Policy, records: str, redact_key: str | None, agent: Agent) -> Guard:
+    """The hook's guard, assembled as mcp-proxy's (toolreplay.guard.assembly): the policy's redaction needs
+    a key kept off the record (fail closed: without one nothing is recorded, the call is blocked); the
+    agent's built-in writes are repeatable."""
     try:
-        return Redactor(policy.redact, read_secret_file(key_path))
-    except (ToolReplayError, ValueError) as exc:
-        raise HookError(f"--redact-key {key_path}: {exc}") from None
+        return build_guard(GuardConfig(policy, records=records, redact_key=redact_key, repeatable=agent.writes))
+    except GuardConfigError as exc:
+        raise HookError(str(exc)) from None
+    except ToolReplayError as exc:  # the key file cannot be read
+        raise HookError(f"--redact-key {redact_key}: {exc}") from None
 
 
 # -- the record -------------------------------------------------------------------------------------
@@ -251,20 +241,17 @@ class _Locked:
 
     def __init__(self, path: str) -> None:
         self._path = path
-        self._fd = -1
 
     def __enter__(self) -> None:
+        hold = locked(self._path)
         try:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o600)
-            if fcntl is not None:
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            hold.__enter__()
         except OSError as exc:
-            if self._fd >= 0:
-                os.close(self._fd)
             raise HookError(f"cannot lock {self._path}: {exc.strerror or exc}") from None
+        self._hold = hold
 
     def __exit__(self, *exc: object) -> None:
-        os.close(self._fd)  # closing releases the lock
+        self._hold.__exit__(None, None, None)  # closing releases the lock
 
 
 def _read_pending(base: str) -> dict[str, Any]:
@@ -288,14 +275,7 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
             if os.path.exists(path):
                 os.unlink(path)
             return
-        temporary = path + ".tmp"
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        with open(temporary, "wb", opener=open_private) as handle:
-            handle.write((canonical_json(pending) + "\n").encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
+        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")])
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -310,7 +290,7 @@ class _AgentHost:
     def __init__(self, can_ask: bool) -> None:
         self._can_ask = can_ask
 
-    def refusal(self, tool: str) -> str | None:
+    def refusal(self, tool: str) -> None:
         return None  # the policy's allowlist decides
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
@@ -319,14 +299,14 @@ class _AgentHost:
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
         self.asked = True
         if not self._can_ask:  # Gemini CLI: no hook answer makes it ask; nobody said yes
-            from toolreplay.guard.gate import CannotConfirmError
+            from toolreplay.guard.host import CannotConfirmError
 
             raise CannotConfirmError("the agent's hooks cannot ask a person")
         return True  # answered `ask`: Claude Code puts the exact call to the person
 
 
-def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor | None, agent: Agent) -> HookAnswer:
-    from toolreplay.guard.gate import Gate  # the decision needs it; Post and SessionEnd do not
+def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> HookAnswer:
+    redactor = guard.redactor
 
     tool, args = payload["tool_name"], payload["tool_input"]
     call_id = payload[agent.call_id] if agent.call_id else None
@@ -340,7 +320,7 @@ def _pre(payload: dict[str, Any], policy: Policy, base: str, redactor: Redactor 
             raise HookError(f"{agent.call_id} {json.dumps(call_id, ensure_ascii=True)[:80]} was already allowed "
                             "and has not completed")
         host = _AgentHost(agent.can_ask)
-        gate = Gate(host, policy, recorder=recorder, repeatable=agent.writes)
+        gate = guard.gate(host, recorder=recorder)
         try:
             answer = gate.handle(tool, args, key=call_id, call_id=call_id)
         except ValueError as exc:

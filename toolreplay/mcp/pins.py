@@ -26,6 +26,7 @@ from typing import Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.strictjson import read_json_file
+from toolreplay.guard.outcomes import Refusal
 
 __all__ = ["PINNED_FIELDS", "PinCheck", "ToolPins", "accept_pending", "pending_path", "pin_of", "read_pins"]
 
@@ -132,13 +133,18 @@ class ToolPins:
         return checks
 
     def refusal(self, name: str) -> str | None:
+        """Why a call to `name` is refused by the pins (the text), or None when its definition was verified."""
+        refusal = self.refusal_of(name)
+        return None if refusal is None else refusal.message
+
+    def refusal_of(self, name: str) -> Refusal | None:
         """Why a call to `name` is refused by the pins, or None when its definition was verified."""
         with self._lock:
             if name in self._verified:
                 return None
             if name in self._pins:
-                return f"tool definition not verified against its pin: {name}"
-            return f"tool not pinned: {name}"
+                return Refusal("unverified", f"tool definition not verified against its pin: {name}")
+            return Refusal("unpinned", f"tool not pinned: {name}")
 
     def _add_pending(self, held: dict[str, dict[str, Any]]) -> None:
         path = pending_path(self.path)

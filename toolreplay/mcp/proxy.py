@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any, TextIO
 
 from toolreplay.guard.approvals import SCOPES, Approvals
-from toolreplay.guard.gate import Gate
+from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.router import BATCH_VERSIONS, Router
@@ -30,7 +30,7 @@ __all__ = ["BATCH_VERSIONS", "McpProxy"]
 class McpProxy:
     """Runs one proxied session; `run` blocks until either side ends or `stop` is called."""
 
-    def __init__(self, server: list[str] | ServerEnd, policy: Policy, *, client_in: IO[bytes] | None = None,
+    def __init__(self, server: list[str] | ServerEnd, guard: Guard | Policy, *, client_in: IO[bytes] | None = None,
                  client_out: IO[bytes] | None = None, client: ClientEnd | None = None,
                  diagnostics: TextIO, recorder: SessionRecorder | None = None, pins: ToolPins | None = None,
                  mutators: Iterable[str] = (), repeatable: Iterable[str] = (), read_cache: bool = False,
@@ -39,17 +39,23 @@ class McpProxy:
         """Nothing starts before `run`; `diagnostics` receives the proxy's own messages.
 
         `server` is a command to run as a stdio server, or any `ServerEnd`; the client is `client`, or
-        else the streams `client_in` and `client_out`.
+        else the streams `client_in` and `client_out`. `guard` is the assembled guard (the gate of this
+        session is its `gate`); a bare Policy is a guard of that policy with the options below.
 
-        `mutators`, `repeatable` and `read_cache` go to the Gate: tools that change state without
+        `mutators`, `repeatable` and `read_cache` (with a bare Policy) go to the Gate: tools that change state without
         needing a confirmation, tools whose identical calls are each a new action, and whether an
         identical read may be answered from an earlier one while no write has run since; `record_meta`
         too: more `x-` keys of a record's meta by tool (by default the server end's own `record_meta`, if it
         has one: `MultiServer` says which server served the call). A recorder that continues a record
         brings its writes, budgets, rule history and unknown outcomes back.
-        `approvals` answer confirmations a person asked to remember; with them the question offers to
-        remember a yes (`session`, and `always` when they have a file).
+        `approvals` (by default the guard's for a session) answer confirmations a person asked to remember;
+        with them the question offers to remember a yes (`session`, and `always` when they have a file).
         """
+        if isinstance(guard, Policy):
+            guard = build_guard(GuardConfig(guard, mutators=tuple(mutators), repeatable=tuple(repeatable),
+                                            read_cache=read_cache))
+        if approvals is None:
+            approvals = guard.session_approvals()
         if client is None:
             if client_in is None or client_out is None:
                 raise TypeError("McpProxy needs a client end, or client_in and client_out")
@@ -58,9 +64,8 @@ class McpProxy:
         if record_meta is None:
             record_meta = getattr(upstream, "record_meta", None)
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
-        self._router = Router(self._transport, policy, pins)
-        self._gate = Gate(self._router, policy, recorder=recorder, mutators=mutators, repeatable=repeatable,
-                          read_cache=read_cache, record_meta=record_meta, approvals=approvals)
+        self._router = Router(self._transport, guard.policy, pins)
+        self._gate = guard.gate(self._router, recorder=recorder, record_meta=record_meta, approvals=approvals)
         if approvals is not None:
             self._router.offer_remember(SCOPES if approvals.path is not None else SCOPES[:2])
         self._router.serve(self._gate)

@@ -31,7 +31,9 @@ from typing import Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Remember
-from toolreplay.guard.gate import Answer, AnswerLost, CallCancelled, CannotConfirmError, Gate
+from toolreplay.guard.gate import Gate
+from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError
+from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.transport import SessionLink
@@ -149,9 +151,9 @@ class Router:
 
     # -- the gate's host ------------------------------------------------------------------------------
 
-    def refusal(self, tool: str) -> str | None:
+    def refusal(self, tool: str) -> Refusal | None:
         """Any allowed tool may be called; with pins, only one whose definition was verified."""
-        return self._pins.refusal(tool) if self._pins is not None else None
+        return self._pins.refusal_of(tool) if self._pins is not None else None
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Forward the call as it came and wait for the server's reply; the record holds its result."""
@@ -429,8 +431,9 @@ class Router:
         self._turns.wait(context.ticket, context)
         continuing = self._continuation(name, args, params)
         try:
-            answer = self._gate.handle(name, args, call_id=_call_id(message["id"]), context=context,
-                                       passed=continuing is not None, variant=_variant(params))
+            # a continued call (a protocol round trip) was passed in its first round: it runs as a new action
+            handle = self._gate.handle if continuing is None else self._gate.handle_continued
+            answer = handle(name, args, call_id=_call_id(message["id"]), context=context, variant=_variant(params))
         except ValueError as exc:
             return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
         self._note_record_error()

@@ -48,15 +48,16 @@ from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
 from toolreplay.format.canonical import canonical_bytes
+from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
 from toolreplay.guard.intents import IntentFile
 from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
+from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
 from toolreplay.mcp.transport import Ended, LineHandler, ServerEnd, say_to
 from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.policy.model import Policy
-from toolreplay.policy.redaction import Redactor
 
 __all__ = ["DEFAULT_HEAD_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_PATH",
            "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "intents_name", "is_loopback",
@@ -452,23 +453,26 @@ class _Session:
 class HttpListener:
     """The HTTP endpoint: `start`, then `close` (every session ended, every record sealed)."""
 
-    def __init__(self, factory: ServerFactory, policy: Policy, *, records: str, diagnostics: TextIO,
+    def __init__(self, factory: ServerFactory, guard: Guard | Policy, *, records: str, diagnostics: TextIO,
                  host: str = "127.0.0.1", port: int = 0, path: str = DEFAULT_PATH, token: bytes | None = None,
                  allowed_origins: Iterable[str] = (), max_body: int = DEFAULT_MAX_BODY,
-                 session_timeout: float = DEFAULT_SESSION_TIMEOUT, redactor: Redactor | None = None,
-                 proxy_options: Mapping[str, Any] | None = None, head_timeout: float = DEFAULT_HEAD_TIMEOUT,
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS, upstream: Iterable[str] | None = None) -> None:
-        """Nothing listens before `start`. `records` is the folder of the sessions' records (created when
-        missing); `token`, when given, is required on every request as `Authorization: Bearer TOKEN`;
-        `allowed_origins` are origins (`https://app.example`) accepted besides loopback ones;
-        `proxy_options` go to each `McpProxy` (pins, mutators, repeatable, read_cache). A connection whose
-        request head is not complete `head_timeout` seconds after it opened (or after its last answer began
-        to wait for the next request) is closed; over `max_connections` open connections, a request is
-        answered 503. `upstream` names what the factory serves (its command, `[URL]`): the sessions' write
-        intents then live in one file of the records folder (`intents_name`), which outlives a crash;
-        without it each session's intents are beside its record, and no later session reads them."""
+                 session_timeout: float = DEFAULT_SESSION_TIMEOUT, pins: ToolPins | None = None,
+                 head_timeout: float = DEFAULT_HEAD_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 upstream: Iterable[str] | None = None) -> None:
+        """Nothing listens before `start`. `guard` is the assembled guard every session's proxy is built from
+        (a bare Policy: a guard of it and nothing else); `records` is the folder of the sessions' records
+        (created when missing); `token`, when given, is required on every request as `Authorization:
+        Bearer TOKEN`; `allowed_origins` are origins (`https://app.example`) accepted besides loopback
+        ones; `pins` are the pins every session checks tools against (one file for the process). A
+        connection whose request head is not complete `head_timeout` seconds after it opened (or after its
+        last answer began to wait for the next request) is closed; over `max_connections` open connections,
+        a request is answered 503. `upstream` names what the factory serves (its command, `[URL]`): the
+        sessions' write intents then live in one file of the records folder (`intents_name`), which
+        outlives a crash; without it each session's intents are beside its record, and no later session
+        reads them."""
         self._factory = factory
-        self._policy = policy
+        self._guard = guard if isinstance(guard, Guard) else build_guard(GuardConfig(guard, records=records))
+        self._pins = pins
         self._records = records
         self._diagnostics = diagnostics
         self._diag_lock = threading.Lock()
@@ -481,8 +485,6 @@ class HttpListener:
         self._timeout = session_timeout
         self._head_timeout = head_timeout
         self._max_connections = max_connections
-        self._redactor = redactor
-        self._proxy_options = dict(proxy_options or {})
         self._upstream = None if upstream is None else list(upstream)
         self._intents: IntentFile | None = None
         self._sessions: dict[str, _Session] = {}
@@ -589,13 +591,13 @@ class HttpListener:
         session_id = secrets.token_urlsafe(24)
         name = record_name(session_id)
         path = os.path.join(self._records, name)
-        recorder = SessionRecorder.open(path, sealed=True, redactor=self._redactor, intents=self._intents)
+        recorder = self._guard.open_record(path, intents=self._intents)
         client = HttpClient(loop)
         try:
             upstream = self._factory(headers)
             diagnostics = cast(TextIO, _Tagged(self._diagnostics, self._diag_lock, "session " + name[:-6]))
-            proxy = McpProxy(upstream, self._policy, client=client, diagnostics=diagnostics,
-                             recorder=recorder, **self._proxy_options)
+            proxy = McpProxy(upstream, self._guard, client=client, diagnostics=diagnostics, recorder=recorder,
+                             pins=self._pins, approvals=self._guard.session_approvals())
         except BaseException:
             recorder.close()
             raise

@@ -1,0 +1,144 @@
+"""One assembly of a guard: a single typed description (`GuardConfig`), built and validated once
+(`build_guard`), and what it builds for each scope (docs/architecture.md).
+
+Every front end gets its guard from here, from the command line or from Python, and decides nothing
+about recording, redaction or approvals itself. The scopes are in the types:
+
+- per process, a `Guard`: the policy, the redactor and its key, the approvals file, the pins file;
+- per client session, `Guard.gate(...)`: the gate's state (budgets, idempotency, the rules' history)
+  and the session's approvals (`Guard.session_approvals()`);
+- per record, `Guard.open_record(path)`: the recorder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from toolreplay.errors import UsageError
+from toolreplay.policy.model import Policy, load_policy
+from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
+
+if TYPE_CHECKING:
+    from toolreplay.guard.approvals import Approvals
+    from toolreplay.guard.gate import Gate
+    from toolreplay.guard.host import Confirm, ToolHost
+    from toolreplay.guard.recorder import SessionRecorder
+
+__all__ = ["Guard", "GuardConfig", "GuardConfigError", "build_guard", "build_redactor"]
+
+
+class GuardConfigError(UsageError):
+    """A guard described wrongly (a redaction without its key, a key without a redaction, ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardConfig:
+    """A guard, described once: what every front end builds its core from.
+
+    `policy` is a Policy or the path of its file. `record` is one record file (the stdio proxy, a Python
+    host), `records` a folder of one record per session (the HTTP listener, the hooks): at most one of
+    them. `approvals` is the approvals file; `redact_key` the key for the policy's `redact` section, or
+    the path of its file (needed when anything is recorded, kept off the record); `pins` the pins file
+    (the MCP proxy's). `read_cache`, `mutators` and `repeatable` tune the gate (docs/guard.md). `confirm`
+    is the confirmation channel of a Python host (a front end with its own, the MCP client or the
+    agent, ignores it)."""
+
+    policy: Policy | str
+    record: str | None = None
+    records: str | None = None
+    approvals: str | None = None
+    redact_key: bytes | str | None = None
+    pins: str | None = None
+    read_cache: bool = False
+    mutators: tuple[str, ...] = ()
+    repeatable: tuple[str, ...] = ()
+    confirm: Confirm | None = field(default=None, compare=False)
+
+    @property
+    def recording(self) -> bool:
+        """Whether anything is recorded (a record file or a records folder)."""
+        return self.record is not None or self.records is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """A guard as built for one process: the loaded policy, the redactor, the approvals file's store."""
+
+    config: GuardConfig
+    policy: Policy
+    redactor: Redactor | None = None
+    approvals: Approvals | None = None
+
+    def open_record(self, path: str | None = None, **options: Any) -> SessionRecorder:
+        """The recorder of one record (sealed, with the guard's redactor): `path`, by default the guard's
+        record file (a records folder names each session's record itself); `options` go to
+        SessionRecorder.open."""
+        from toolreplay.guard.recorder import SessionRecorder
+
+        path = path if path is not None else self.config.record
+        if path is None:
+            raise ValueError("open_record needs a path: the guard has no record file")
+        return SessionRecorder.open(path, sealed=True, redactor=self.redactor, **options)
+
+    def session_approvals(self) -> Approvals | None:
+        """The approvals one client session consults and adds to (the approvals file's store)."""
+        return self.approvals
+
+    def gate(self, tools: Mapping[str, Callable[..., Any]] | ToolHost, *, recorder: SessionRecorder | None = None,
+             confirm: Confirm | None = None, approvals: Approvals | None = None, **options: Any) -> Gate:
+        """The gate of one client session, over `tools` (or a host): the guard's policy, read cache,
+        mutators and repeatable tools; `approvals` default to the session's; `options` go to `Gate`
+        (record_meta, screen, clock, ...)."""
+        from toolreplay.guard.gate import Gate
+
+        config = self.config
+        return Gate(tools, self.policy, confirm=confirm if confirm is not None else config.confirm, recorder=recorder,
+                    mutators=config.mutators, repeatable=config.repeatable, read_cache=config.read_cache,
+                    approvals=approvals if approvals is not None else self.session_approvals(), **options)
+
+
+def build_guard(config: GuardConfig) -> Guard:
+    """Validate the description and build the process's parts: load the policy, read the redaction key
+    (fail closed: a policy that redacts records nothing without its key), open the approvals file (a
+    malformed one is an InputError). GuardConfigError (a UsageError) for a wrong description."""
+    if config.record is not None and config.records is not None:
+        raise GuardConfigError("a guard records to one record file or to a records folder, not both")
+    policy = config.policy if isinstance(config.policy, Policy) else load_policy(config.policy)
+    # what is written (a record, a records folder, an approvals file) is redacted: an approvals file alone too
+    redactor = build_redactor(policy.redact, config.redact_key,
+                              recording=config.recording or config.approvals is not None)
+    approvals = None
+    if config.approvals is not None:
+        from toolreplay.guard.approvals import Approvals
+
+        approvals = Approvals(config.approvals, root=policy.root, redactor=redactor)
+    return Guard(config, policy, redactor, approvals)
+
+
+def build_redactor(redaction: Redaction | None, key: bytes | str | None, *, recording: bool) -> Redactor | None:
+    """The redactor of what is written (records, an approvals file: `recording`): a policy with a `redact`
+    section needs a key kept off the record (the bytes, or the path of its file); None when nothing is
+    written or nothing is redacted. GuardConfigError for a
+    key without a redaction, a redaction without a key, or a key too short; an unreadable key file is the
+    UsageError of reading it."""
+    if redaction is None:
+        if key is not None:
+            raise GuardConfigError("--redact-key needs a policy with a \"redact\" section")
+        return None
+    if not recording:
+        return None
+    if key is None:
+        raise GuardConfigError("the policy's \"redact\" section needs --redact-key FILE (a key of at least "
+                               f"{MIN_KEY_BYTES} bytes, kept off the record)")
+    if isinstance(key, str):
+        from toolreplay.audit.signers import read_secret_file  # only with a key file: it loads the signers
+
+        secret = read_secret_file(key)
+    else:
+        secret = key
+    try:
+        return Redactor(redaction, secret)
+    except ValueError as exc:
+        raise GuardConfigError(f"--redact-key {key if isinstance(key, str) else 'bytes'}: {exc}") from None

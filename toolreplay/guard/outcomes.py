@@ -1,0 +1,49 @@
+"""What the gate answers: an `Answer` with its `Outcome`, and a `Refusal` when the tool did not run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from toolreplay.policy.refusals import REFUSAL_WORDING, RefusalReason
+
+__all__ = ["OUTCOMES", "STOP_REASONS", "Answer", "Outcome", "Refusal", "RefusalReason", "StopReason"]
+
+# What happened to a request (the record format's meta.outcome): the tool ran; an earlier identical
+# call answered it; the gate refused it; the client cancelled it; nobody can know (a write cut short).
+Outcome = Literal["ran", "cached", "refused", "cancelled", "unknown"]
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
+
+# What stopped a session: a limit of the policy, or a record that could not be written.
+StopReason = Literal["max_steps", "budget", "time", "record"]
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the gate did not run a call: its `reason`, the exact `message` the client sees, and the `rule`
+    that denied it (for the reason "rule")."""
+
+    reason: RefusalReason
+    message: str
+    rule: str | None = None
+
+    def __post_init__(self) -> None:
+        wording = REFUSAL_WORDING.get(self.reason)
+        if wording is not None and not self.message.startswith(wording):  # a record read back knows it by its text
+            raise ValueError(f"a {self.reason} refusal must begin {wording!r}: {self.message!r}")
+
+    @property
+    def response(self) -> dict[str, Any]:
+        """The response the agent sees (a new dict each time: it is the caller's)."""
+        return {"ok": False, "error": self.message}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What the gate answered a request, and how; `refusal` says why, when the tool did not run for it."""
+
+    response: dict[str, Any]
+    outcome: Outcome
+    index: int | None = None  # the record's index, when it was recorded
+    refusal: Refusal | None = None
