@@ -301,7 +301,6 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
         upstream.close()
         reason = ("the event stream from the server failed: RemoteProtocolError: the server closed the connection "
                   "mid-chunk (an incomplete chunked body)")
-        self.assertIsNotNone(upstream._lean)
         self.assertEqual(json.loads(lines[0])["result"], {"protocolVersion": "2025-06-18"})
         self.assertEqual((json.loads(lines[1])["id"], no_answer_reason(json.loads(lines[1]))), (2, reason))
         self.assertEqual(said, [reason])

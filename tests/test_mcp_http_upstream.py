@@ -6,8 +6,6 @@ tests/test_mcp_http.py drives the whole proxy against real servers over HTTP.
 
 from __future__ import annotations
 
-import asyncio
-import importlib.util
 import json
 import os
 import shutil
@@ -17,7 +15,6 @@ import unittest
 from typing import Any
 from unittest import mock
 
-from tests.support import require
 from tests.test_cli import run
 from toolreplay.errors import UsageError
 from toolreplay.format.records import read_session
@@ -26,7 +23,6 @@ from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.http.upstream import (
     SseEvent,
     SseParser,
-    _coalesce_writes,
     answered_ids,
     compact_line,
     is_http_url,
@@ -234,59 +230,3 @@ class LostAnswerGateTest(unittest.TestCase):
 if __name__ == "__main__":
     unittest.main()
 
-
-HAVE_HTTPX = importlib.util.find_spec("httpx") is not None and importlib.util.find_spec("httpcore") is not None
-
-
-class CoalescedWritesTest(unittest.TestCase):
-    """A request's head and body leave in one write (one segment, one wake of the server), made when the
-    answer is first read; a failed write still lets the answer be read, as httpcore does."""
-
-    def setUp(self) -> None:
-        require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
-
-    def exchange(self, fail_write: bool = False) -> tuple[list[str], int]:
-        import httpcore
-        import httpx
-
-        events: list[str] = []
-        answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}"
-
-        class Stream(httpcore.AsyncNetworkStream):
-            async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-                events.append(f"write {buffer[:17].decode()}..{buffer[-9:].decode()}")
-                if fail_write:
-                    raise httpcore.WriteError("gone")
-
-            async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-                events.append("read")
-                return answer if events.count("read") == 1 else b""
-
-            async def aclose(self) -> None:
-                events.append("close")
-
-        class Backend(httpcore.AsyncNetworkBackend):
-            async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                                  local_address: str | None = None, socket_options: Any = None) -> Any:
-                events.append(f"connect {host}:{port}")
-                return Stream()
-
-        transport = httpx.AsyncHTTPTransport()
-        transport._pool._network_backend = Backend()
-        _coalesce_writes(transport)
-
-        async def post() -> int:
-            request = httpx.Request("POST", "http://127.0.0.1:9/mcp", content=b'{"jsonrpc":"2.0"}')
-            response = await transport.handle_async_request(request)
-            await response.aread()
-            await transport.aclose()
-            return response.status_code
-
-        return events, asyncio.run(post())
-
-    def test_head_and_body_in_one_write_before_the_first_read(self) -> None:
-        self.assertEqual(self.exchange(), (["connect 127.0.0.1:9", 'write POST /mcp HTTP/1...c":"2.0"}', "read",
-                                            "close"], 200))
-
-    def test_a_failed_write_still_reads_the_answer(self) -> None:
-        self.assertEqual(self.exchange(fail_write=True)[1], 200)

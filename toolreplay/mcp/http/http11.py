@@ -1,4 +1,5 @@
-"""A lean HTTP/1.1 client on asyncio (standard library only): the MCP upstream's POSTs to an http:// server.
+"""A lean HTTP/1.1 client on asyncio (standard library only): the MCP upstream's `HttpClient` for an
+http:// server reached directly.
 
 httpx with httpcore, anyio and h11 spends most of the proxy's time a call on its layers (pools with cancel
 scopes, a parser in pure Python built for every case); a POST of one JSON-RPC message and its answer need
@@ -6,7 +7,9 @@ little of it. `Pool` keeps keep-alive connections to one origin (TCP_NODELAY, on
 each, a new connection when every one is busy), writes each request in one piece, and reads the answer
 with a small strict parser: the status line, the header lines (at most `MAX_HEAD` bytes, CRLF or LF line
 ends, no obsolete line folding), then a body framed by Content-Length, by chunks, or by the end of the
-connection, decoded from gzip or deflate when the server compressed it.
+connection, decoded from gzip or deflate when the server compressed it. `LeanClient` is the
+`HttpClient` over a `Pool`: the headers httpx would send, and the cookies the server sets sent back
+(the standard library's cookie jar, as httpx keeps them).
 
 Every failure is an `HttpFailure` (named as httpx names its errors: ConnectError, ReadError,
 RemoteProtocolError...) whose message holds no header value and no URL.
@@ -16,25 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import email.message
+import http.cookiejar
 import os
 import re
 import select
 import socket
+import urllib.request
 import zlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
+from urllib.parse import quote, urlsplit
 
-__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "Pool", "ReadError", "RemoteProtocolError", "Response", "Sent"]
+from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure, Later
+
+__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "LeanClient", "Pool", "ReadError", "ReadTimeout",
+           "RemoteProtocolError", "Response", "Sent"]
 
 MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers, at most
 _READ = 64 * 1024  # bytes read at a time from a body
 _STATUS = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
 _NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
-
-
-class HttpFailure(Exception):
-    """A request that got no whole answer; the message never holds a header value nor the URL."""
 
 
 class ConnectError(HttpFailure):
@@ -47,6 +53,10 @@ class ReadError(HttpFailure):
 
 class RemoteProtocolError(HttpFailure):
     """The server's answer is not HTTP/1.1 as this client reads it, or it stopped before its end."""
+
+
+class ReadTimeout(HttpFailure):
+    """No answer within the request's deadline."""
 
 
 class _Connection:
@@ -412,3 +422,86 @@ def _os_error(exc: OSError) -> str:
     if isinstance(exc, socket.gaierror) or not exc.errno or exc.errno < 0:
         return exc.strerror or type(exc).__name__
     return os.strerror(exc.errno)
+
+
+# Characters a request target holds as they are (RFC 3986: unreserved, sub-delims, ":", "@", "/", "?", and
+# "%" of an escape already made); any other is percent-encoded, as httpx sends them.
+_TARGET_SAFE = "-._~!$&'()*+,;=:@/?%"
+
+
+class _CookieAnswer:
+    """An answer's headers as the standard library's cookie jar reads a response's."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, headers: list[tuple[str, str]]) -> None:
+        self._message = email.message.Message()
+        for name, value in headers:
+            if name == "set-cookie":
+                self._message[name] = value
+
+    def info(self) -> email.message.Message:
+        return self._message
+
+
+class LeanClient(HttpClient):
+    """Requests to one http:// URL (without a user part) over a `Pool`: with the headers httpx sends (Host,
+    Accept, Accept-Encoding: the codings read here, Connection, the `user_agent` given), and the cookies the
+    server set."""
+
+    def __init__(self, url: str, *, connect_timeout: float = 30.0, user_agent: str | None = None) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname or parts.username or parts.password:
+            raise ValueError("the lean client reaches http:// URLs without a user part")
+        host = parts.hostname.encode("idna").decode("ascii")
+        port = parts.port or 80
+        shown = f"[{host}]" if ":" in host else host
+        self._url = url
+        self._target = quote((parts.path or "/") + (f"?{parts.query}" if parts.query else ""), safe=_TARGET_SAFE)
+        self._defaults = {"host": shown if port == 80 else f"{shown}:{port}", "accept": "*/*",
+                          "accept-encoding": "gzip, deflate", "connection": "keep-alive"}
+        if user_agent:
+            self._defaults["user-agent"] = user_agent
+        self._pool = Pool(host, port, connect_timeout=connect_timeout)
+        self._cookies = http.cookiejar.CookieJar()
+        self._head: tuple[Any, bytes] = (None, b"")  # (what the header lines depend on, their bytes)
+
+    def send(self, method: str, headers: Mapping[str, str], body: bytes = b"", *,
+             timeout: float | None = None) -> Awaitable[Answer]:
+        """On an idle connection the request is written at the call; else when the answer is awaited."""
+        head = self._header_lines(headers)
+        sent = self._pool.send_now(method, self._target, head, body) if timeout is None else None
+        return Later(lambda: self._answer(method, head, body, timeout, sent))
+
+    async def aclose(self) -> None:
+        await self._pool.aclose()
+
+    async def _answer(self, method: str, head: bytes, body: bytes, timeout: float | None,
+                      sent: Sent | None) -> Response:
+        if timeout is None:
+            response = await self._pool.request(method, self._target, head, body, sent=sent)
+        else:
+            try:
+                async with asyncio.timeout(timeout):
+                    response = await self._pool.request(method, self._target, head, body, sent=sent)
+            except TimeoutError:
+                raise ReadTimeout(f"no answer within {timeout:g} s") from None
+        if "set-cookie" in response.headers:
+            self._cookies.extract_cookies(_CookieAnswer(response.raw_headers),  # type: ignore[arg-type]
+                                          urllib.request.Request(self._url))
+        return response
+
+    def _header_lines(self, headers: Mapping[str, str]) -> bytes:
+        """The request's header lines, each `name: value\\r\\n`; made again only when they change."""
+        merged = {**self._defaults, **headers, "accept-encoding": self._defaults["accept-encoding"]}
+        if len(self._cookies) and "cookie" not in headers:  # a Cookie header given wins, as with httpx
+            request = urllib.request.Request(self._url)
+            self._cookies.add_cookie_header(request)
+            cookie = request.get_header("Cookie")
+            if cookie:
+                merged["cookie"] = cookie
+        key = tuple(merged.items())
+        if self._head[0] != key:
+            text = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
+            self._head = (key, text.encode("utf-8"))
+        return self._head[1]

@@ -13,11 +13,11 @@ answer will never come (the connection dropped mid-answer, an HTTP error, a body
 session the server no longer knows) is answered by the proxy with `mcp_wire.no_answer_error`, which the
 router turns into a failed read, or a write of unknown outcome.
 
-HTTP is httpx (the extra `toolreplay[http]`), imported when the session starts, but for the POSTs to an
-http:// server reached without a proxy (and without cookies), which go through the lean client of
-`http11`; its asyncio loop runs on a thread of its own (or on the `--listen` listener's loop), so `send`
-only enqueues. Header values (credentials) are sent, never shown:
-no message of this module holds a header value, nor the URL's query or user part.
+Every request goes through one `client.HttpClient`, which `auto.open_client` chooses when the session
+starts: the lean client of `http11` for an http:// server reached without a proxy, httpx (the extra
+`toolreplay[http]`) for the rest. Its asyncio loop runs on a thread of its own (or on the `--listen`
+listener's loop), so `send` only enqueues. Header values (credentials) are sent, never shown: no message
+of this module holds a header value, nor the URL's query or user part.
 """
 
 from __future__ import annotations
@@ -25,22 +25,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import re
-import socket
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
-from toolreplay.mcp.http import http11
+from toolreplay.mcp.http.auto import open_client
+from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure
 from toolreplay.mcp.transport import LineHandler
 from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_message
-
-if TYPE_CHECKING:
-    import ssl
-
-    import httpx
 
 __all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
            "lost_answers", "parse_header"]
@@ -192,7 +187,7 @@ def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
     return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
 
 
-def _status_text(response: httpx.Response | http11.Response) -> str:
+def _status_text(response: Answer) -> str:
     phrase = response.reason_phrase
     return f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
 
@@ -249,12 +244,7 @@ class HttpServer:
         self._listening = False
         self._initializing: asyncio.Task[None] | None = None
         self._end_reason = "server closed the session"
-        self._transport: httpx.AsyncBaseTransport | None = None
-        self._target: Any = None  # httpx.URL of self._url
-        self._base_headers: dict[str, str] = {}
-        self._extensions: dict[str, Any] = {}
-        self._lean: http11.Pool | None = None  # POSTs to an http:// server without a proxy: the lean client
-        self._lean_head: tuple[Any, bytes] = (None, b"")  # (what the headers depend on, the headers' bytes)
+        self._client: HttpClient | None = None  # made on the loop when the session starts
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
@@ -339,35 +329,23 @@ class HttpServer:
             self._on_ended(reason or self._end_reason)
 
     async def _main(self, ready: threading.Event) -> None:
-        import httpx
-
         self._queue = asyncio.Queue()
         ready.set()
-        timeout = httpx.Timeout(self._connect_timeout, read=None, pool=None)
-        # TCP_NODELAY: a request's headers and body go out in two writes; without it the body may wait
-        # for the server's delayed acknowledgement of the headers.
-        transport = httpx.AsyncHTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])
-        _coalesce_writes(transport)
-        # trust_env: HTTPS_PROXY, NO_PROXY and SSL_CERT_FILE are honoured, as by the SDK's own client
-        async with httpx.AsyncClient(timeout=timeout, follow_redirects=False, trust_env=True,
-                                     transport=transport) as client:
-            self._fast_post(client)
-            if self._transport is transport and self._target.scheme == "http" and not self._target.userinfo:
-                self._lean = http11.Pool(self._target.host, self._target.port or 80,
-                                         connect_timeout=self._connect_timeout)
+        self._client = open_client(self._url, connect_timeout=self._connect_timeout)
+        try:
+            while (line := await self._queue.get()) is not None and not self._ended.is_set():
+                await self._dispatch(line)
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            if self._tasks:
+                await asyncio.gather(*self._tasks, return_exceptions=True)
             try:
-                while (line := await self._queue.get()) is not None and not self._ended.is_set():
-                    await self._dispatch(client, line)
+                await self._delete()
             finally:
-                for task in list(self._tasks):
-                    task.cancel()
-                if self._tasks:
-                    await asyncio.gather(*self._tasks, return_exceptions=True)
-                if self._lean is not None:
-                    await self._lean.aclose()
-                await self._delete(client)
+                await self._client.aclose()
 
-    async def _dispatch(self, client: httpx.AsyncClient, line: bytes) -> None:
+    async def _dispatch(self, line: bytes) -> None:
         """A request is POSTed on a task of its own (a long answer holds back nothing); a notification or
         a response is POSTed before the next message, so the server sees them in the order sent."""
         try:
@@ -380,111 +358,53 @@ class HttpServer:
             await asyncio.shield(self._initializing)
             self._initializing = None
         if initialize:
-            self._initializing = asyncio.get_running_loop().create_task(self._guarded(client, post, True))
+            self._initializing = asyncio.get_running_loop().create_task(self._guarded(post, True))
             self._tasks.add(self._initializing)
             self._initializing.add_done_callback(self._tasks.discard)
             return
         if not post.waiting:
-            await self._guarded(client, post, initialize)
+            await self._guarded(post, initialize)
             if isinstance(message, dict) and message.get("method") == "notifications/initialized":
-                self._start_listening(client)
+                self._start_listening()
             return
-        # the request leaves now when a connection is idle (its task reads the answer a turn of the loop later)
-        early = self._send_now(client, post)
-        task = asyncio.get_running_loop().create_task(self._guarded(client, post, initialize, early))
+        # sent now: the lean client writes it at once on an idle connection (its task reads the answer a
+        # turn of the loop later)
+        headers = self._request_headers(post=True)
+        early = (headers, self._http.send("POST", headers, post.body))
+        task = asyncio.get_running_loop().create_task(self._guarded(post, initialize, early))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _guarded(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
-                       early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
-        """POST one message (`early`: its headers and the lean client's request, written already); whatever
-        goes wrong, each of its requests still gets an answer."""
-        import httpx
-
+    async def _guarded(self, post: _Post, initialize: bool,
+                       early: tuple[dict[str, str], Awaitable[Answer]] | None = None) -> None:
+        """POST one message (`early`: its headers and its answer to come, sent already); whatever goes wrong,
+        each of its requests still gets an answer."""
         try:
-            await self._post(client, post, initialize, early)
+            await self._post(post, initialize, early)
         except _SessionExpired:
             self._expire(post)
-        except (httpx.HTTPError, http11.HttpFailure) as exc:
+        except HttpFailure as exc:
             self._failed = True
-            self._give_up(post, f"the connection to the server failed: {_describe(exc)}")
+            self._give_up(post, f"the connection to the server failed: {exc.describe()}")
         except asyncio.CancelledError:
             self._give_up(post, "the proxy closed the connection before the server answered")
             raise
         except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
             self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
 
-    def _fast_post(self, client: httpx.AsyncClient) -> None:
-        """Ready what a POST takes without the client's own layers (redirects, auth, hooks: none is used here):
-        the transport for the URL (a proxy's, from the environment, when one applies), the client's default
-        headers (User-Agent, Accept-Encoding) and its timeouts."""
-        import httpx
+    @property
+    def _http(self) -> HttpClient:
+        assert self._client is not None, "the session has not started"
+        return self._client
 
-        url = httpx.URL(self._url)
-        # the client's choice for this URL (the URL never changes, so it is made once); an httpx without
-        # this method (it is httpx's own) leaves every POST to the client
-        choose = getattr(client, "_transport_for_url", None)
-        if choose is None:
-            return
-        self._transport = choose(url)
-        self._target = url
-        self._base_headers = {name.lower(): value for name, value in client.headers.items()}
-        self._extensions = {"timeout": client.timeout.as_dict()}
-
-    def _send_now(self, client: httpx.AsyncClient, post: _Post) -> tuple[dict[str, str], http11.Sent] | None:
-        """A request (not initialize) on the lean client's path, written at once on an idle connection: its
-        headers and the written request; else None (`_send_post` sends it)."""
-        if self._lean is None or client.cookies:
-            return None
-        headers = self._request_headers(post=True)
-        sent = self._lean.send_now("POST", self._target.raw_path.decode("ascii"), self._lean_headers(headers),
-                                   post.body)
-        return None if sent is None else (headers, sent)
-
-    async def _send_post(self, client: httpx.AsyncClient, body: bytes, headers: dict[str, str],
-                         sent: http11.Sent | None = None) -> httpx.Response | http11.Response:
-        """POST `body`; the response's body is not read yet. While the server has set no cookie this skips the
-        client's layers (a third of httpx's time a call), and for an http:// server reached without a proxy
-        httpx altogether (the lean client of `http11`: most of the proxy's time a call went to httpx, httpcore,
-        anyio and h11); once a cookie is set, the client sends them and keeps them."""
-        import httpx
-
-        if sent is not None or (self._lean is not None and not client.cookies):
-            assert self._lean is not None
-            answer = await self._lean.request("POST", self._target.raw_path.decode("ascii"),
-                                              b"" if sent is not None else self._lean_headers(headers), body,
-                                              sent=sent)
-            if "set-cookie" in answer.headers:
-                client.cookies.extract_cookies(httpx.Response(
-                    answer.status_code, headers=answer.raw_headers, request=httpx.Request("POST", self._target)))
-            return answer
-        if client.cookies or self._transport is None:
-            request = client.build_request("POST", self._url, content=body, headers=headers)
-            return await client.send(request, stream=True)
-        request = httpx.Request("POST", self._target, headers={**self._base_headers, **headers}, content=body,
-                                extensions=self._extensions)
-        response = await self._transport.handle_async_request(request)
-        response.request = request
-        if "set-cookie" in response.headers:
-            client.cookies.extract_cookies(response)
-        return response
-
-    def _lean_headers(self, headers: dict[str, str]) -> bytes:
-        """The lean client's header lines: the same as httpx sends (Host, the client's defaults, the request's),
-        with the content codings the lean client reads. Made again only when they change (after initialize)."""
-        merged = {"host": self._target.netloc.decode("ascii"), **self._base_headers, **headers,
-                  "accept-encoding": "gzip, deflate"}
-        key = tuple(merged.items())
-        if self._lean_head[0] != key:
-            text = "".join(f"{name}: {value}\r\n" for name, value in merged.items())
-            self._lean_head = (key, text.encode("utf-8"))
-        return self._lean_head[1]
-
-    async def _post(self, client: httpx.AsyncClient, post: _Post, initialize: bool,
-                    early: tuple[dict[str, str], http11.Sent] | None = None) -> None:
-        headers, sent = early if early is not None else (self._request_headers(post=True, initialize=initialize), None)
+    async def _post(self, post: _Post, initialize: bool,
+                    early: tuple[dict[str, str], Awaitable[Answer]] | None = None) -> None:
+        if early is None:
+            headers = self._request_headers(post=True, initialize=initialize)
+            early = (headers, self._http.send("POST", headers, post.body))
+        headers, answer = early
         sent_session = "mcp-session-id" in headers
-        response = await self._send_post(client, post.body, headers, sent)
+        response = await answer
         try:
             status = response.status_code
             if status == 404 and sent_session:
@@ -502,7 +422,7 @@ class HttpServer:
                 await response.aclose()  # first: handing the answer on wakes the router's worker
                 self._answer_json(body, post, initialize)
             elif kind == "text/event-stream":
-                await self._read_stream(client, response, post, initialize)
+                await self._read_stream(response, post, initialize)
             elif status == 202:
                 self._give_up(post, "the server accepted the request without answering it (HTTP 202)")
             else:
@@ -511,7 +431,7 @@ class HttpServer:
         finally:
             await response.aclose()
 
-    async def _error_status(self, response: httpx.Response | http11.Response, post: _Post) -> None:
+    async def _error_status(self, response: Answer, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
         body = await response.aread()
         if post.waiting and len(post.waiting) == 1:
@@ -551,12 +471,9 @@ class HttpServer:
             self._version = version if isinstance(version, str) and _TOKEN.fullmatch(version) else None
         self._on_line(line)
 
-    async def _read_stream(self, client: httpx.AsyncClient, response: httpx.Response | http11.Response | None,
-                           post: _Post, initialize: bool) -> None:
+    async def _read_stream(self, response: Answer | None, post: _Post, initialize: bool) -> None:
         """An answer as an event stream; resumed with Last-Event-ID when it drops after events with ids,
         RESUME_ATTEMPTS times at most."""
-        import httpx
-
         parser = SseParser()
         attempts = 0
         failure = "the server ended the event stream before it answered"
@@ -566,8 +483,8 @@ class HttpServer:
                     if await self._events(response, parser, post, initialize):
                         return
                     failure = "the server ended the event stream before it answered"
-                except (httpx.HTTPError, http11.HttpFailure) as exc:
-                    failure = f"the event stream from the server failed: {_describe(exc)}"
+                except HttpFailure as exc:
+                    failure = f"the event stream from the server failed: {exc.describe()}"
                 except (ValueError, RecursionError) as exc:
                     self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
                     return
@@ -577,15 +494,13 @@ class HttpServer:
                 return
             attempts += 1
             await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
-            response = await self._resume(client, parser.last_id)
+            response = await self._resume(parser.last_id)
 
-    async def _events(self, response: httpx.Response | http11.Response, parser: SseParser, post: _Post | None,
+    async def _events(self, response: Answer, parser: SseParser, post: _Post | None,
                       initialize: bool = False) -> bool:
         """Hand on the stream's events; True once every request of `post` is answered. The stream is then
         read to its end (the server ends it after the answer), for _DRAIN_SECONDS at most, so that its
         connection is kept for the next request rather than closed mid-body."""
-        import httpx
-
         answered = False
         try:
             async with asyncio.timeout(None) as deadline:
@@ -597,21 +512,20 @@ class HttpServer:
                         if post is not None and not post.waiting and not answered:
                             answered = True
                             deadline.reschedule(asyncio.get_running_loop().time() + _DRAIN_SECONDS)
-        except (TimeoutError, httpx.HTTPError, http11.HttpFailure, ValueError, RecursionError):
+        except (TimeoutError, HttpFailure, ValueError, RecursionError):
             if not answered:
                 raise
         finally:
             await response.aclose()
         return answered
 
-    async def _resume(self, client: httpx.AsyncClient, last_id: str) -> httpx.Response | None:
+    async def _resume(self, last_id: str) -> Answer | None:
         """GET the stream again from after `last_id`; None when the server would not (tried again later)."""
         headers = self._request_headers(post=False)
         headers["last-event-id"] = last_id
-        request = client.build_request("GET", self._url, headers=headers)
         try:
-            response = await client.send(request, stream=True)
-        except Exception:  # noqa: BLE001  (httpx's errors: counted as a failed attempt)
+            response = await self._http.send("GET", headers)
+        except Exception:  # noqa: BLE001  (a failure of any kind: counted as a failed attempt)
             return None
         if response.status_code == 404 and self._session_id is not None:
             await response.aclose()
@@ -623,19 +537,17 @@ class HttpServer:
 
     # -- the server's own stream (GET) --------------------------------------------------------------------
 
-    def _start_listening(self, client: httpx.AsyncClient) -> None:
+    def _start_listening(self) -> None:
         if self._listening or self._session_id is None:  # a server without sessions has no stream of its own
             return
         self._listening = True
-        task = asyncio.get_running_loop().create_task(self._listen(client))
+        task = asyncio.get_running_loop().create_task(self._listen())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _listen(self, client: httpx.AsyncClient) -> None:
+    async def _listen(self) -> None:
         """The stream of the server's own messages, opened after `initialize`; 405 means it has none. A
         dropped stream is opened again (from its last event id), RESUME_ATTEMPTS failures in a row at most."""
-        import httpx
-
         parser = SseParser()
         failures = 0
         while failures < RESUME_ATTEMPTS:
@@ -643,9 +555,8 @@ class HttpServer:
             if parser.last_id is not None:
                 headers["last-event-id"] = parser.last_id
             try:
-                request = client.build_request("GET", self._url, headers=headers)
-                response = await client.send(request, stream=True)
-            except httpx.HTTPError:
+                response = await self._http.send("GET", headers)
+            except HttpFailure:
                 failures += 1
             else:
                 if response.status_code == 405:  # no stream of its own: nothing to listen to
@@ -664,7 +575,7 @@ class HttpServer:
                 delivered = parser.last_id
                 try:
                     await self._events(response, parser, None)
-                except httpx.HTTPError:
+                except HttpFailure:
                     pass
                 except ValueError as exc:
                     self._say(f"dropped a message of the server's event stream that is not JSON ({exc})")
@@ -698,13 +609,13 @@ class HttpServer:
         self._say(reason)
         self._end("server exited")
 
-    async def _delete(self, client: httpx.AsyncClient) -> None:
+    async def _delete(self) -> None:
         """End the session at the server (a 405 says it does not let clients end sessions)."""
         if self._session_id is None:
             return
         try:
-            response = await client.request("DELETE", self._url, headers=self._request_headers(post=False),
-                                            timeout=5)
+            response = await self._http.send("DELETE", self._request_headers(post=False), timeout=5)
+            await response.aclose()
         except Exception:  # noqa: BLE001  (the server is gone: nothing to end)
             return
         if response.status_code not in (200, 202, 204, 404, 405):
@@ -721,83 +632,3 @@ class HttpServer:
             if self._version is not None:
                 headers["mcp-protocol-version"] = self._version
         return headers
-
-
-_COALESCE_MOST = 64 * 1024  # bytes a connection holds back at most before it writes them
-
-
-def _coalesce_writes(transport: httpx.AsyncHTTPTransport) -> None:
-    """Make the transport's direct connections send a request's head and body in one write, at the first read
-    of the answer, rather than in two (with TCP_NODELAY: two segments, each waking the server: on loopback a
-    tenth of a millisecond a write). A transport of another make is left as it is."""
-    import httpcore
-
-    pool = getattr(transport, "_pool", None)
-    backend = getattr(pool, "_network_backend", None)
-    if not isinstance(pool, httpcore.AsyncConnectionPool) or not isinstance(backend, httpcore.AsyncNetworkBackend):
-        return
-
-    class Stream(httpcore.AsyncNetworkStream):
-        def __init__(self, stream: httpcore.AsyncNetworkStream) -> None:
-            self._stream = stream
-            self._pending: list[bytes] = []
-            self._size = 0
-            self._timeout: float | None = None
-
-        async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-            if buffer:
-                self._pending.append(buffer)
-                self._size += len(buffer)
-                self._timeout = timeout
-                if self._size >= _COALESCE_MOST:
-                    await self._flush()
-
-        async def _flush(self) -> None:
-            if self._pending:
-                data = b"".join(self._pending)
-                self._pending.clear()
-                self._size = 0
-                await self._stream.write(data, self._timeout)
-
-        async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-            try:
-                await self._flush()
-            except httpcore.WriteError:
-                pass  # as httpcore does on a failed write: the server may have answered before it closed
-            return await self._stream.read(max_bytes, timeout)
-
-        async def aclose(self) -> None:
-            self._pending.clear()
-            await self._stream.aclose()
-
-        async def start_tls(self, ssl_context: ssl.SSLContext, server_hostname: str | None = None,
-                            timeout: float | None = None) -> httpcore.AsyncNetworkStream:
-            await self._flush()
-            return Stream(await self._stream.start_tls(ssl_context, server_hostname, timeout))
-
-        def get_extra_info(self, info: str) -> Any:
-            return self._stream.get_extra_info(info)
-
-    class Backend(httpcore.AsyncNetworkBackend):
-        def __init__(self, backend: httpcore.AsyncNetworkBackend) -> None:
-            self._backend = backend
-
-        async def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                              local_address: str | None = None,
-                              socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-            return Stream(await self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
-
-        async def connect_unix_socket(self, path: str, timeout: float | None = None,
-                                      socket_options: Iterable[Any] | None = None) -> httpcore.AsyncNetworkStream:
-            return Stream(await self._backend.connect_unix_socket(path, timeout, socket_options))
-
-        async def sleep(self, seconds: float) -> None:
-            await self._backend.sleep(seconds)
-
-    pool._network_backend = Backend(backend)
-
-
-def _describe(exc: BaseException) -> str:
-    """An httpx error in words, without the request (no URL query, no header)."""
-    text = str(exc).strip()
-    return f"{type(exc).__name__}" + (f": {text}" if text and "://" not in text else "")
