@@ -134,16 +134,23 @@ def scope_session(path: str, policy: Policy, *, jobs: int | None = None, stdin: 
 class SealedChain:
     """The link lines of a sealed session, made as they are iterated; then its length and head.
 
-    With `origin` and `signers`, `checkpoint()` is the signed checkpoint of the chain once iterated."""
+    With `origin` and `signers`, `checkpoint()` is the signed checkpoint of the chain once iterated; with
+    `tlog` too, a C2SP tlog-checkpoint of the Merkle tree over the links (`root`, built as they are made)."""
 
-    def __init__(self, lines: Iterable[bytes], origin: str | None = None, signers: Sequence[Signer] = ()) -> None:
+    def __init__(self, lines: Iterable[bytes], origin: str | None = None, signers: Sequence[Signer] = (),
+                 tlog: bool = False) -> None:
         self._lines = lines
         self._origin = origin
         self._signers = list(signers)
+        self._tlog = tlog
         self.count = 0
         self.head = GENESIS
+        self.root: str | None = None
 
     def __iter__(self) -> Iterator[bytes]:
+        if self._tlog:
+            yield from self._with_tree()
+            return
         line = b""
         for line in self._lines:  # noqa: B007 - the last line is the head
             self.count += 1
@@ -151,23 +158,42 @@ class SealedChain:
         if self.count:
             self.head = line_digest(line)
 
+    def _with_tree(self) -> Iterator[bytes]:
+        from toolreplay.audit.merkle import MerkleBuilder
+
+        tree = MerkleBuilder()
+        add, fromhex = tree.add, bytes.fromhex
+        line = b""
+        for line in self._lines:
+            self.count += 1
+            add(fromhex(line_digest(line)))
+            yield line
+        if self.count:
+            self.head = line_digest(line)
+        self.root = tree.root().hex()
+
     def checkpoint(self) -> bytes | None:
         """The signed checkpoint of the lines iterated so far (None without signers)."""
         if not self._signers or self._origin is None:
             return None
-        from toolreplay.audit.checkpoint import format_checkpoint
+        from toolreplay.audit.checkpoint import TLOG, format_checkpoint
 
+        if self._tlog:
+            assert self.root is not None, "the chain is not iterated yet"
+            tlog: bytes = format_checkpoint(self._origin, self.count, self.root, self._signers, TLOG)
+            return tlog
         data: bytes = format_checkpoint(self._origin, self.count, self.head, self._signers)
         return data
 
 
-def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Signer] = (),
+def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Signer] = (), tlog: bool = False,
                  jobs: int | None = None, stdin: IO[bytes] | None = None,
                  max_line: int = MAX_LINE_BYTES) -> SealedChain:
     """Seal one session: a `SealedChain` whose lines are the hash-chained records, made as they are read
-    (an input error is raised while iterating: write the lines somewhere that can be discarded)."""
+    (an input error is raised while iterating: write the lines somewhere that can be discarded); with
+    `tlog`, its checkpoint is a tlog-checkpoint of their Merkle tree."""
     lines = check_session(path, seal_check(), jobs=jobs, stdin=stdin, max_line=max_line)
-    return SealedChain(lines, origin, signers)
+    return SealedChain(lines, origin, signers, tlog)
 
 
 class LinkReading:

@@ -31,6 +31,9 @@ def seal_options(parser: argparse.ArgumentParser) -> None:
                         help="sign with an OpenSSH key (ssh-keygen -Y sign); NAME is the signer identity that "
                              "verifiers list in allowed_signers (repeatable)")
     _hmac_option(parser, "sign")
+    parser.add_argument("--tlog", action="store_true",
+                        help="with --checkpoint: write a C2SP tlog-checkpoint (the root of the Merkle tree over the "
+                             "links, for `toolreplay prove`) instead of the hash chain's head")
 
 
 def verify_options(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +42,9 @@ def verify_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--previous", metavar="FILE",
                         help="an older checkpoint of the same log: its head must still be in the chain at its size, "
                              "and the checkpoint must not be smaller")
+    parser.add_argument("--proof", metavar="PROOF",
+                        help="check a proof of `toolreplay prove` against --checkpoint (a tlog-checkpoint; a "
+                             "consistency proof against --previous too), without the session: no SEALED")
     parser.add_argument("--origin", metavar="ORIGIN", help="the origin the checkpoint must name")
     trust_options(parser)
 
@@ -70,8 +76,8 @@ def seal_signers(args: argparse.Namespace) -> list[Signer]:
     """The signers `seal` was given, checked before any work; none without `--checkpoint`."""
     keys = [*(args.ssh_key or ()), *(args.hmac_key or ())]
     if not args.checkpoint:
-        if keys or args.origin:
-            raise UsageError("--origin, --ssh-key and --hmac-key go with --checkpoint FILE")
+        if keys or args.origin or args.tlog:
+            raise UsageError("--origin, --ssh-key, --hmac-key and --tlog go with --checkpoint FILE")
         return []
     # Imported only now: a seal without a checkpoint, like replay and scope, has no use for signing.
     from toolreplay.audit.checkpoint import check_origin
@@ -87,6 +93,28 @@ def seal_signers(args: argparse.Namespace) -> list[Signer]:
         signers.append(SshSigner(check_key_name(name), key_file))
     signers += [read_hmac_secret(name, path) for name, path in args.hmac_key or ()]
     return signers
+
+
+def verify_proof(args: argparse.Namespace) -> tuple[str, bool]:
+    """`verify --proof`: read the proof, checkpoints and keys (any bad input stops here), check; the report
+    (text or JSON, as `--format` says) and whether it verified."""
+    from toolreplay.audit.checkpoint import read_checkpoint
+    from toolreplay.audit.proofs import proof_report_json, proof_text, read_proof
+    from toolreplay.audit.proofs import verify_proof as check_proof
+
+    if args.sealed is not None:
+        raise UsageError("--proof is checked without the session: give no SEALED file")
+    if not args.checkpoint:
+        raise UsageError("--proof needs the checkpoint it proves against: --checkpoint FILE")
+    if not args.allowed_signers and not args.hmac_key:
+        raise UsageError("--proof needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
+    proof = read_proof(args.proof)
+    checkpoint = read_checkpoint(args.checkpoint)
+    previous = read_checkpoint(args.previous) if args.previous else None
+    keys = trusted_keys(args)
+    assert keys is not None
+    report = check_proof(proof, args.proof, checkpoint, keys, previous=previous, origin=args.origin)
+    return (proof_report_json(report) if args.format == "json" else proof_text(report)), report.verified
 
 
 def verify_with_checkpoints(args: argparse.Namespace,
