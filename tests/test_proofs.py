@@ -381,3 +381,64 @@ class GoVerifierTest(_ProofCase):
         self.assertEqual(self.go(f"ssh:ci@example.com:{key}.pub", cp, "inclusion", proof), "0 ok")
         self.assertEqual(self.go(f"ssh:other@example.com:{key}.pub", cp, "inclusion", proof),
                          "1 note.Open: note has no verifiable signatures")
+
+
+class CiteTest(_ProofCase):
+    """`audit --cite` and `eval --cite`: each session's tree, the one `seal --tlog` signs."""
+
+    def tlog_root(self, cp: str) -> tuple[int, str]:
+        with open(cp, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        return int(lines[1]), __import__("base64").b64decode(lines[2]).hex()
+
+    def test_audit_cites_each_session(self) -> None:
+        fleet = self.path("fleet")
+        os.makedirs(fleet)
+        shutil.copy(DIRTY, os.path.join(fleet, "a-plain.jsonl"))
+        shutil.copy(self.sealed, os.path.join(fleet, "b-sealed.jsonl"))
+        shutil.copy(self.early, os.path.join(fleet, "c-early.jsonl"))
+        code, out, err = run("audit", fleet, "--format", "json", "--cite")
+        sessions = json.loads(out)["sessions"]
+        size, root = self.tlog_root(self.cp)
+        early = self.tlog_root(self.early_cp)
+        self.assertEqual((code, err), (1, ""))
+        self.assertEqual([s["tree"] for s in sessions], [{"size": size, "root": root}] * 2
+                         + [{"size": early[0], "root": early[1]}])
+        self.assertEqual(list(sessions[0])[-1], "tree")
+        code, out, _ = run("audit", fleet, "--format", "json")
+        self.assertEqual([("tree" in s) for s in json.loads(out)["sessions"]], [False] * 3)
+
+    def test_audit_checks_a_tlog_checkpoint_beside_a_session(self) -> None:
+        fleet = self.path("fleet")
+        os.makedirs(fleet)
+        shutil.copy(self.sealed, os.path.join(fleet, "run.jsonl"))
+        shutil.copy(self.cp, os.path.join(fleet, "run.checkpoint"))
+        shutil.copy(self.early, os.path.join(fleet, "cut.jsonl"))
+        shutil.copy(self.cp, os.path.join(fleet, "cut.checkpoint"))
+        code, out, _ = run("audit", fleet, "--format", "json", *self.keys)
+        statuses = [(s["checkpoint"]["status"], s["checkpoint"]["findings"]) for s in json.loads(out)["sessions"]]
+        self.assertEqual((code, statuses), (1, [
+            ("failed", [{"kind": "truncated", "message": "the checkpoint commits to 6 links, the file has 4"}]),
+            ("anchored", [])]))
+
+    def test_eval_cites_each_recorded_run(self) -> None:
+        suite = os.path.join(os.path.dirname(DIRTY), "eval-suite.json")
+        record = self.path("rec")
+        code, out, err = run("eval", suite, "--agent", "toolreplay.demos.orders:sloppy_model", "--format", "json",
+                             "--record", record, "--cite")
+        self.assertEqual((code, err), (1, ""))
+        results = json.loads(out)["agents"][0]["results"]
+        self.assertEqual(len(results), 5)
+        for result in results:
+            with self.subTest(case=result["case"]):
+                session = os.path.join(record, "sloppy_model", result["case"] + ".jsonl")
+                self.assertEqual(result["session"], session)
+                cp = self.path(result["case"] + ".cp")
+                self.assertEqual(run("seal", session, "-o", self.path("s.jsonl"), "--checkpoint", cp, "--tlog",
+                                     "--origin", ORIGIN, *self.keys)[0], 0)
+                size, root = self.tlog_root(cp)
+                self.assertEqual(result["tree"], {"size": size, "root": root})
+        code, out, _ = run("eval", suite, "--agent", "toolreplay.demos.orders:sloppy_model", "--format", "json")
+        self.assertEqual([("tree" in r) for r in json.loads(out)["agents"][0]["results"]], [False] * 5)
+        self.assertEqual(run("eval", suite, "--agent", "toolreplay.demos.orders:sloppy_model", "--cite"),
+                         (2, "", "error: --cite goes with --format json and --record DIR (the sessions it cites)\n"))

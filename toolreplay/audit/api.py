@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # loaded by the functions that need them: `seal` and `verify`
     from toolreplay.policy.model import Policy
 
 __all__ = ["read_mutators_file", "mutator_set", "session_facts", "check_session", "replay_session", "scope_session",
-           "seal_session", "SealedChain", "verify_session", "VerifyResult", "LinkReading", "audit_many", "FleetRun",
-           "session_file"]
+           "seal_session", "SealedChain", "session_tree", "verify_session", "VerifyResult", "LinkReading", "audit_many",
+           "FleetRun", "session_file"]
 
 T = TypeVar("T")
 
@@ -161,12 +161,14 @@ class SealedChain:
     def _with_tree(self) -> Iterator[bytes]:
         from toolreplay.audit.merkle import MerkleBuilder
 
+        from binascii import unhexlify
+
         tree = MerkleBuilder()
-        add, fromhex = tree.add, bytes.fromhex
+        add = tree.add
         line = b""
         for line in self._lines:
             self.count += 1
-            add(fromhex(line_digest(line)))
+            add(unhexlify(line[-67:-3]))  # the digest, the line's last field (`line_digest`)
             yield line
         if self.count:
             self.head = line_digest(line)
@@ -194,6 +196,23 @@ def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Sign
     `tlog`, its checkpoint is a tlog-checkpoint of their Merkle tree."""
     lines = check_session(path, seal_check(), jobs=jobs, stdin=stdin, max_line=max_line)
     return SealedChain(lines, origin, signers, tlog)
+
+
+def session_tree(path: str, *, jobs: int | None = None, stdin: IO[bytes] | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> tuple[int, str]:
+    """The size and root (hex) of a session's Merkle tree, as `seal --tlog` would make it (the same for the
+    plain session and its sealed file): what a report cites as the records it read."""
+    from toolreplay.audit.merkle import SessionTree
+
+    tree = SessionTree()
+    for canonical in session_facts(path, _canonical_record, jobs=jobs, stdin=stdin, max_line=max_line):
+        tree.add_record(canonical)
+    return tree.size, tree.root().hex()
+
+
+def _canonical_record(record: Any) -> bytes:
+    canonical: bytes = record.canonical_record
+    return canonical
 
 
 class LinkReading:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from toolreplay.audit.chain import _sha256
+from toolreplay.audit.chain import GENESIS, _sha256, link_digest
 
-__all__ = ["EMPTY_ROOT", "leaf_hash", "node_hash", "MerkleBuilder", "merkle_root", "inclusion_ranges",
+__all__ = ["EMPTY_ROOT", "leaf_hash", "node_hash", "MerkleBuilder", "SessionTree", "merkle_root", "inclusion_ranges",
            "consistency_ranges", "range_roots", "verify_inclusion", "verify_consistency"]
 
 EMPTY_ROOT: bytes = _sha256(b"").digest()
@@ -65,6 +65,23 @@ class MerkleBuilder:
         for left in reversed(stack[:-1]):
             value = node_hash(left, value)
         return value
+
+
+class SessionTree(MerkleBuilder):
+    """The tree of a session as `seal` makes it, from each record's canonical form in order: plain or sealed,
+    the same records give the same root (a sealed file's links are hashed from their content, like
+    `verify --checkpoint` does), so a report can cite the tree of what it read."""
+
+    __slots__ = ("_prev",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._prev = GENESIS
+
+    def add_record(self, canonical_record: bytes) -> None:
+        """The next record, from its canonical bytes: chained after the one before, its digest a leaf."""
+        self._prev = link_digest(self._prev, canonical_record)
+        self.add(bytes.fromhex(self._prev))
 
 
 def merkle_root(digests: Iterable[bytes]) -> bytes:
