@@ -370,6 +370,22 @@ class GoVerifierTest(_ProofCase):
         self.assertTrue(self.go(key, forged_cp, "inclusion", inclusion).startswith(
             "1 note.Open: invalid signature for key ci+"))
 
+    def test_go_checks_a_sealed_report(self) -> None:
+        report = self.path("report.json")
+        code, _, _ = run("audit", self.sealed, "--format", "json", "--cite", "-o", report)
+        cp = self.path("report.cp")
+        self.assertEqual(run("seal", "--report", report, "--checkpoint", cp, "--origin", ORIGIN, *self.keys),
+                         (0, "", ""))
+        with open(report, "rb") as handle:
+            digest = hashlib.sha256(handle.read()).hexdigest()
+        leaf = self.path("leaf.json")
+        for name, value in (("leaf.json", digest), ("other.json", hashlib.sha256(b"another").hexdigest())):
+            with open(self.path(name), "w", encoding="utf-8") as handle:
+                json.dump({"index": 0, "tree_size": 1, "leaf": value, "hashes": []}, handle)
+        self.assertEqual(self.go(f"hmac:ci:{self.secret}", cp, "inclusion", leaf), "0 ok")
+        self.assertEqual(self.go(f"hmac:ci:{self.secret}", cp, "inclusion", self.path("other.json")),
+                         "1 invalid transparency proof")
+
     def test_go_checks_the_ssh_signature(self) -> None:
         require(shutil.which("ssh-keygen") is not None, "ssh-keygen (OpenSSH)")
         key = self.path("ci-key")
@@ -381,6 +397,50 @@ class GoVerifierTest(_ProofCase):
         self.assertEqual(self.go(f"ssh:ci@example.com:{key}.pub", cp, "inclusion", proof), "0 ok")
         self.assertEqual(self.go(f"ssh:other@example.com:{key}.pub", cp, "inclusion", proof),
                          "1 note.Open: note has no verifiable signatures")
+
+
+class SealedReportTest(_ProofCase):
+    """`seal --report` signs a report whole (a tlog-checkpoint of one leaf); `verify --report` checks it."""
+
+    def test_seal_and_verify_a_report(self) -> None:
+        report = self.path("report.json")
+        self.assertEqual(run("audit", self.sealed, "--format", "json", "--cite", "-o", report)[0], 1)
+        cp = self.path("report.cp")
+        self.assertEqual(run("seal", "--report", report, "--checkpoint", cp, "--origin", "example.com/audit-1",
+                             *self.keys), (0, "", ""))
+        with open(report, "rb") as handle:
+            data = handle.read()
+        digest = hashlib.sha256(data).hexdigest()
+        with open(cp, encoding="utf-8") as handle:
+            lines = handle.read().split("\n")
+        self.assertEqual(lines[:3], ["example.com/audit-1", "1", __import__("base64").b64encode(
+            leaf_hash(bytes.fromhex(digest))).decode()])
+        self.assertEqual(run("verify", "--report", report, "--checkpoint", cp, *self.keys), (0, (
+            f"report: verified\nsigned by: ci\norigin: example.com/audit-1\n"
+            f"proven: {report} (sha256 {digest}) is the report ci signed\n"), ""))
+        with open(report, "wb") as handle:
+            handle.write(data.replace(b'"findings_total": 2', b'"findings_total": 0'))
+        self.assertEqual(run("verify", "--report", report, "--checkpoint", cp, *self.keys), (1, (
+            "report: failed\nsigned by: ci\norigin: example.com/audit-1\n"
+            "report-mismatch: the report is not the one the checkpoint signed\n"), ""))
+        code, out, _ = run("verify", "--report", report, "--checkpoint", self.cp, *self.keys)
+        self.assertEqual((code, out.splitlines()[-1]),
+                         (1, "size-mismatch: the checkpoint commits to 6 links, a sealed report is 1"))
+        cases = [
+            (["seal", "--report", report], "error: --report needs --checkpoint FILE, --origin ORIGIN and a key to "
+                                           "sign with\n"),
+            (["seal", self.sealed, "--report", report, "--checkpoint", cp, "--origin", ORIGIN, *self.keys],
+             "error: --report signs a report file: give no SESSION and no -o\n"),
+            (["verify", "--report", report, *self.keys],
+             "error: --report needs the checkpoint that sealed it: --checkpoint FILE\n"),
+            (["verify", self.sealed, "--report", report, "--checkpoint", cp, *self.keys],
+             "error: --report is checked alone: give no SEALED, --proof or --previous\n"),
+            (["verify", "--report", self.path("missing.json"), "--checkpoint", cp, *self.keys],
+             f"error: cannot read {self.path('missing.json')}: No such file or directory\n"),
+        ]
+        for argv, message in cases:
+            with self.subTest(argv=argv[:3]):
+                self.assertEqual(run(*argv), (2, "", message))
 
 
 class CiteTest(_ProofCase):

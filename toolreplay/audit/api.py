@@ -161,14 +161,10 @@ class SealedChain:
     def _with_tree(self) -> Iterator[bytes]:
         from toolreplay.audit.merkle import MerkleBuilder
 
-        from binascii import unhexlify
-
         tree = MerkleBuilder()
-        add = tree.add
         line = b""
-        for line in self._lines:
+        for line in tree.through_lines(self._lines):
             self.count += 1
-            add(unhexlify(line[-67:-3]))  # the digest, the line's last field (`line_digest`)
             yield line
         if self.count:
             self.head = line_digest(line)

@@ -11,7 +11,8 @@ proof being the root of a range of leaves known before the pass starts.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from binascii import unhexlify as _unhexlify
+from collections.abc import Iterable, Iterator, Sequence
 
 from toolreplay.audit.chain import GENESIS, _sha256, link_digest
 
@@ -55,6 +56,24 @@ class MerkleBuilder:
             right = stack.pop()
             stack.append(_sha256(b"\x01" + stack.pop() + right).digest())
             size >>= 1
+
+    def through_lines(self, lines: Iterable[bytes]) -> Iterator[bytes]:
+        """Yield link lines unchanged, adding each one's digest (its last field) as a leaf: `add` inlined, as
+        sealing with a tlog-checkpoint runs it once a link in the one process that chains them."""
+        stack, push, pop, sha256, unhexlify = self._stack, self._stack.append, self._stack.pop, _sha256, _unhexlify
+        size = self.size
+        try:
+            for line in lines:
+                push(sha256(b"\x00" + unhexlify(line[-67:-3])).digest())
+                size += 1
+                bits = size
+                while not bits & 1:
+                    right = pop()
+                    stack[-1] = sha256(b"\x01" + stack[-1] + right).digest()
+                    bits >>= 1
+                yield line
+        finally:
+            self.size = size
 
     def root(self) -> bytes:
         """The root of the leaves added so far (`EMPTY_ROOT` for none)."""

@@ -10,6 +10,7 @@ hashes; a broken chain proves nothing and is refused.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Iterable, Iterator
@@ -33,7 +34,7 @@ from toolreplay.format.text import escape_text
 
 __all__ = ["INCLUSION", "CONSISTENCY", "InclusionProof", "ConsistencyProof", "Proof", "count_lines", "prove_inclusion",
            "prove_consistency", "proof_json", "read_proof", "ProofReport", "verify_proof", "proof_text",
-           "proof_report_json"]
+           "proof_report_json", "report_root", "ReportCheck", "verify_report", "report_text"]
 
 INCLUSION = "inclusion"
 CONSISTENCY = "consistency"
@@ -388,3 +389,59 @@ def proof_report_json(report: ProofReport) -> str:
         document.update(old_size=proof.old_size, new_size=proof.new_size)
     document["findings"] = [{"kind": f.kind, "message": f.message} for f in report.findings]
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- sealed reports --------------------------------------------------------------------------------------
+
+
+def report_root(data: bytes) -> str:
+    """The Merkle root (hex) of a report sealed whole: a tree of one leaf, the report's SHA-256."""
+    return leaf_hash(hashlib.sha256(data).digest()).hex()
+
+
+@dataclass(frozen=True)
+class ReportCheck:
+    """A report checked against the tlog-checkpoint that sealed it: its signatures, its SHA-256, the findings."""
+
+    checkpoint: Checkpoint
+    signatures: SignatureCheck
+    sha256: str
+    findings: tuple[CheckpointFinding, ...]
+
+    @property
+    def verified(self) -> bool:
+        """Signed by a trusted key, and the report is the one signed."""
+        return self.signatures.trusted and not self.findings
+
+
+def verify_report(data: bytes, checkpoint: Checkpoint, keys: Keys, *, origin: str | None = None) -> ReportCheck:
+    """Check a report file's bytes against the checkpoint `seal --report` wrote for it."""
+    _tlog(checkpoint)
+    signatures = keys.check(checkpoint)
+    findings = _signature_findings(signatures, "the checkpoint")
+    digest = hashlib.sha256(data).hexdigest()
+    if signatures.trusted:
+        if origin is not None and checkpoint.origin != origin:
+            findings.append(CheckpointFinding(
+                "origin-mismatch", f"the checkpoint is for origin '{checkpoint.origin}', expected '{origin}'"))
+        if checkpoint.size != 1:
+            findings.append(CheckpointFinding(
+                "size-mismatch", f"the checkpoint commits to {checkpoint.size} links, a sealed report is 1"))
+        elif checkpoint.head != report_root(data):
+            findings.append(CheckpointFinding("report-mismatch", "the report is not the one the checkpoint signed"))
+    return ReportCheck(checkpoint, signatures, digest, tuple(findings))
+
+
+def report_text(check: ReportCheck, path: str) -> str:
+    """`verify --report` as text."""
+    lines = [f"report: {'verified' if check.verified else 'failed'}\n"]
+    if check.signatures.valid:
+        lines.append(f"signed by: {', '.join(check.signatures.valid)}\n")
+    lines += [f"ignored signature: {name} (unknown key)\n" for name in check.signatures.unknown]
+    if check.signatures.trusted:
+        lines.append(f"origin: {check.checkpoint.origin}\n")
+    if check.verified:
+        lines.append(f"proven: {path} (sha256 {check.sha256}) is the report "
+                     f"{', '.join(check.signatures.valid)} signed\n")
+    lines += [f"{finding.kind}: {finding.message}\n" for finding in check.findings]
+    return "".join(escape_text(line[:-1]) + "\n" for line in lines)
