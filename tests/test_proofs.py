@@ -140,8 +140,8 @@ class _ProofCase(unittest.TestCase):
     def verify(self, proof: str, *extra: str) -> tuple[int, str, str]:
         return run("verify", "--proof", proof, "--checkpoint", self.cp, *self.keys, *extra)
 
-    def edited(self, proof: str, **changes: object) -> str:
-        with open(proof, encoding="utf-8") as handle:
+    def edited(self, source: str, **changes: object) -> str:
+        with open(source, encoding="utf-8") as handle:
             document = json.load(handle)
         document.update(changes)
         self.edits = getattr(self, "edits", 0) + 1
@@ -305,6 +305,10 @@ class ProofCommandTest(_ProofCase):
              "error: --proof is checked without the session: give no SEALED file\n"),
             (["verify", "--proof", proof, *self.keys],
              "error: --proof needs the checkpoint it proves against: --checkpoint FILE\n"),
+            (["verify", "--proof", self.edited(proof, hashes=["0" * 64] * 129), "--checkpoint", self.cp, *self.keys],
+             f"error: {self.path('edited-5.json')}: 'hashes' must be a list of at most 128 hashes\n"),
+            (["verify", "--proof", self.edited(proof, proof="other"), "--checkpoint", self.cp, *self.keys],
+             f"error: {self.path('edited-6.json')}: 'proof' must be 'inclusion' or 'consistency'\n"),
         ]
         for argv, message in cases:
             with self.subTest(argv=argv[:3]):

@@ -39,6 +39,7 @@ __all__ = ["INCLUSION", "CONSISTENCY", "InclusionProof", "ConsistencyProof", "Pr
 INCLUSION = "inclusion"
 CONSISTENCY = "consistency"
 _MAX_SIZE = 1 << 63
+_MAX_HASHES = 128  # a proof in a tree of fewer than 2**63 leaves has at most 2 * 63 hashes
 _FIELDS = ("index", "tool", "args", "response", "meta", "prev", "digest")
 
 
@@ -168,8 +169,8 @@ def _size(document: dict[str, Any], name: str, path: str, low: int) -> int:
 
 def _hashes(document: dict[str, Any], path: str) -> tuple[str, ...]:
     value = _field(document, "hashes", path)
-    if type(value) is not list or len(value) > 64:
-        raise InputError(path, None, "'hashes' must be a list of at most 64 hashes")
+    if type(value) is not list or len(value) > _MAX_HASHES:
+        raise InputError(path, None, f"'hashes' must be a list of at most {_MAX_HASHES} hashes")
     for number, item in enumerate(value):
         if not _is_hex32(item):
             raise InputError(path, None, f"hashes[{number}] must be 64 lowercase hex characters")
