@@ -422,6 +422,10 @@ class SealedReportTest(_ProofCase):
         self.assertEqual(run("verify", "--report", report, "--checkpoint", cp, *self.keys), (0, (
             f"report: verified\nsigned by: ci\norigin: example.com/audit-1\n"
             f"proven: {report} (sha256 {digest}) is the report ci signed\n"), ""))
+        code, out, _ = run("verify", "--report", report, "--checkpoint", cp, *self.keys, "--format", "json")
+        self.assertEqual((code, json.loads(out)), (0, {
+            "command": "verify", "report": report, "status": "verified", "signed_by": ["ci"],
+            "ignored_signatures": [], "origin": "example.com/audit-1", "sha256": digest, "findings": []}))
         with open(report, "wb") as handle:
             handle.write(data.replace(b'"findings_total": 2', b'"findings_total": 0'))
         self.assertEqual(run("verify", "--report", report, "--checkpoint", cp, *self.keys), (1, (

@@ -37,7 +37,7 @@ from toolreplay.format import output
 __all__ = ["KIND", "CHAIN", "TLOG", "Checkpoint", "SignatureLine",
             "Keys", "SignatureCheck", "CheckpointFinding", "CheckpointReport",
            "note_text", "format_checkpoint", "parse_checkpoint", "read_checkpoint", "check_origin", "check_checkpoint",
-           "check_previous", "write_atomically", "CheckpointWriter", "CheckpointVerification",
+           "check_previous", "signature_findings", "write_atomically", "CheckpointWriter", "CheckpointVerification",
            "verify_checkpoints"]
 
 KIND = "toolreplay-hash-chain-v1"
@@ -272,7 +272,8 @@ class CheckpointReport:
         return max(self.links - self.checkpoint.size, 0)
 
 
-def _signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFinding]:
+def signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFinding]:
+    """What is wrong with a note's signatures: a known key that failed, or no known key at all."""
     findings = [CheckpointFinding("signature-invalid",
                                   f"{label} has a signature by known key '{name}' that does not verify")
                 for name in check.invalid]
@@ -284,7 +285,7 @@ def _signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFin
 def check_checkpoint(checkpoint: Checkpoint, signatures: SignatureCheck, walk: ChainWalk, *, origin: str | None = None,
                      label: str = "the checkpoint") -> CheckpointReport:
     """Check a checkpoint against a walked chain: origin, truncation, and the head at its size."""
-    findings = _signature_findings(signatures, label)
+    findings = signature_findings(signatures, label)
     found: str | None = None
     if signatures.trusted:
         if origin is not None and checkpoint.origin != origin:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.audit.chain import GENESIS, LinkFact, link_digest
-from toolreplay.audit.checkpoint import TLOG, Checkpoint, CheckpointFinding, Keys, SignatureCheck, _signature_findings
+from toolreplay.audit.checkpoint import TLOG, Checkpoint, CheckpointFinding, Keys, SignatureCheck, signature_findings
 from toolreplay.audit.merkle import (
     consistency_ranges,
     inclusion_ranges,
@@ -34,7 +34,8 @@ from toolreplay.format.text import escape_text
 
 __all__ = ["INCLUSION", "CONSISTENCY", "InclusionProof", "ConsistencyProof", "Proof", "count_lines", "prove_inclusion",
            "prove_consistency", "proof_json", "read_proof", "ProofReport", "verify_proof", "proof_text",
-           "proof_report_json", "report_root", "ReportCheck", "verify_report", "report_text"]
+           "proof_report_json", "report_root", "ReportCheck", "verify_report", "report_text",
+           "report_json"]
 
 INCLUSION = "inclusion"
 CONSISTENCY = "consistency"
@@ -270,11 +271,11 @@ def verify_proof(proof: Proof, proof_path: str, checkpoint: Checkpoint, keys: Ke
         raise UsageError("--previous goes with a consistency proof, this one is an inclusion proof")
     record = _parse_record(proof.record, proof_path) if isinstance(proof, InclusionProof) else None
     signatures = keys.check(checkpoint)
-    findings = _signature_findings(signatures, "the checkpoint")
+    findings = signature_findings(signatures, "the checkpoint")
     previous_signatures = None
     if previous is not None:
         previous_signatures = keys.check(_tlog(previous))
-        findings += _signature_findings(previous_signatures, "the previous checkpoint")
+        findings += signature_findings(previous_signatures, "the previous checkpoint")
     report = ProofReport(proof, checkpoint, signatures, previous, previous_signatures, (),
                          record[1] if record else None)
     if not report.trusted:  # an untrusted checkpoint's text is not read
@@ -419,7 +420,7 @@ def verify_report(data: bytes, checkpoint: Checkpoint, keys: Keys, *, origin: st
     """Check a report file's bytes against the checkpoint `seal --report` wrote for it."""
     _tlog(checkpoint)
     signatures = keys.check(checkpoint)
-    findings = _signature_findings(signatures, "the checkpoint")
+    findings = signature_findings(signatures, "the checkpoint")
     digest = hashlib.sha256(data).hexdigest()
     if signatures.trusted:
         if origin is not None and checkpoint.origin != origin:
@@ -446,3 +447,13 @@ def report_text(check: ReportCheck, path: str) -> str:
                      f"{', '.join(check.signatures.valid)} signed\n")
     lines += [f"{finding.kind}: {finding.message}\n" for finding in check.findings]
     return "".join(escape_text(line[:-1]) + "\n" for line in lines)
+
+
+def report_json(check: ReportCheck, path: str) -> str:
+    """The same facts as `report_text`, as one JSON document."""
+    trusted = check.signatures.trusted
+    document = {"command": "verify", "report": path, "status": "verified" if check.verified else "failed",
+                "signed_by": list(check.signatures.valid), "ignored_signatures": list(check.signatures.unknown),
+                "origin": check.checkpoint.origin if trusted else None, "sha256": check.sha256,
+                "findings": [{"kind": f.kind, "message": f.message} for f in check.findings]}
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -124,7 +124,7 @@ def _read_whole(path: str) -> bytes:
 def verify_report(args: argparse.Namespace) -> tuple[str, bool]:
     """`verify --report REPORT --checkpoint FILE`: the report text and whether it verified."""
     from toolreplay.audit.checkpoint import read_checkpoint
-    from toolreplay.audit.proofs import report_text
+    from toolreplay.audit.proofs import report_json, report_text
     from toolreplay.audit.proofs import verify_report as check_report
 
     if args.sealed is not None or args.proof or args.previous:
@@ -138,7 +138,8 @@ def verify_report(args: argparse.Namespace) -> tuple[str, bool]:
     keys = trusted_keys(args)
     assert keys is not None
     check = check_report(data, checkpoint, keys, origin=args.origin)
-    return report_text(check, args.report), check.verified
+    render = report_json if args.format == "json" else report_text
+    return render(check, args.report), check.verified
 
 
 def verify_proof(args: argparse.Namespace) -> tuple[str, bool]:
