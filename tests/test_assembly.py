@@ -74,7 +74,9 @@ class BuildGuardTest(unittest.TestCase):
         second = guard.gate({"send": lambda **args: ran.append(args) or {"ok": True}, "note": lambda: {}})
         self.assertEqual((first._writes, first._repeatable, first._read_cache),
                          (frozenset({"send", "note"}), frozenset({"note"}), True))
-        self.assertIs(first._approvals, guard.session_approvals())
+        # each session its own "session" approvals, over the one approvals file
+        self.assertIsNot(first._approvals, second._approvals)
+        self.assertEqual((first._approvals.path, second._approvals.path), (guard.approvals.path,) * 2)
         self.assertEqual([first.call("send", {"n": 1}), first.call("send", {"n": 1}), second.call("send", {"n": 1})],
                          [{"ok": True}] * 3)
         self.assertEqual(ran, [{"n": 1}, {"n": 1}])  # each session's own idempotency

@@ -34,8 +34,8 @@ if TYPE_CHECKING:  # loaded by the functions that need them: `seal` and `verify`
     from toolreplay.policy.model import Policy
 
 __all__ = ["read_mutators_file", "mutator_set", "session_facts", "check_session", "replay_session", "scope_session",
-           "seal_session", "SealedChain", "verify_session", "VerifyResult", "LinkReading", "audit_many", "FleetRun",
-           "session_file"]
+           "seal_session", "SealedChain", "session_tree", "verify_session", "VerifyResult", "LinkReading", "audit_many",
+           "FleetRun", "session_file"]
 
 T = TypeVar("T")
 
@@ -134,16 +134,23 @@ def scope_session(path: str, policy: Policy, *, jobs: int | None = None, stdin: 
 class SealedChain:
     """The link lines of a sealed session, made as they are iterated; then its length and head.
 
-    With `origin` and `signers`, `checkpoint()` is the signed checkpoint of the chain once iterated."""
+    With `origin` and `signers`, `checkpoint()` is the signed checkpoint of the chain once iterated; with
+    `tlog` too, a C2SP tlog-checkpoint of the Merkle tree over the links (`root`, built as they are made)."""
 
-    def __init__(self, lines: Iterable[bytes], origin: str | None = None, signers: Sequence[Signer] = ()) -> None:
+    def __init__(self, lines: Iterable[bytes], origin: str | None = None, signers: Sequence[Signer] = (),
+                 tlog: bool = False) -> None:
         self._lines = lines
         self._origin = origin
         self._signers = list(signers)
+        self._tlog = tlog
         self.count = 0
         self.head = GENESIS
+        self.root: str | None = None
 
     def __iter__(self) -> Iterator[bytes]:
+        if self._tlog:
+            yield from self._with_tree()
+            return
         line = b""
         for line in self._lines:  # noqa: B007 - the last line is the head
             self.count += 1
@@ -151,23 +158,57 @@ class SealedChain:
         if self.count:
             self.head = line_digest(line)
 
+    def _with_tree(self) -> Iterator[bytes]:
+        from toolreplay.audit.merkle import MerkleBuilder
+
+        tree = MerkleBuilder()
+        line = b""
+        for line in tree.through_lines(self._lines):
+            self.count += 1
+            yield line
+        if self.count:
+            self.head = line_digest(line)
+        self.root = tree.root().hex()
+
     def checkpoint(self) -> bytes | None:
         """The signed checkpoint of the lines iterated so far (None without signers)."""
         if not self._signers or self._origin is None:
             return None
-        from toolreplay.audit.checkpoint import format_checkpoint
+        from toolreplay.audit.checkpoint import TLOG, format_checkpoint
 
+        if self._tlog:
+            assert self.root is not None, "the chain is not iterated yet"
+            tlog: bytes = format_checkpoint(self._origin, self.count, self.root, self._signers, TLOG)
+            return tlog
         data: bytes = format_checkpoint(self._origin, self.count, self.head, self._signers)
         return data
 
 
-def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Signer] = (),
+def seal_session(path: str, *, origin: str | None = None, signers: Sequence[Signer] = (), tlog: bool = False,
                  jobs: int | None = None, stdin: IO[bytes] | None = None,
                  max_line: int = MAX_LINE_BYTES) -> SealedChain:
     """Seal one session: a `SealedChain` whose lines are the hash-chained records, made as they are read
-    (an input error is raised while iterating: write the lines somewhere that can be discarded)."""
+    (an input error is raised while iterating: write the lines somewhere that can be discarded); with
+    `tlog`, its checkpoint is a tlog-checkpoint of their Merkle tree."""
     lines = check_session(path, seal_check(), jobs=jobs, stdin=stdin, max_line=max_line)
-    return SealedChain(lines, origin, signers)
+    return SealedChain(lines, origin, signers, tlog)
+
+
+def session_tree(path: str, *, jobs: int | None = None, stdin: IO[bytes] | None = None,
+                 max_line: int = MAX_LINE_BYTES) -> tuple[int, str]:
+    """The size and root (hex) of a session's Merkle tree, as `seal --tlog` would make it (the same for the
+    plain session and its sealed file): what a report cites as the records it read."""
+    from toolreplay.audit.merkle import SessionTree
+
+    tree = SessionTree()
+    for canonical in session_facts(path, _canonical_record, jobs=jobs, stdin=stdin, max_line=max_line):
+        tree.add_record(canonical)
+    return tree.size, tree.root().hex()
+
+
+def _canonical_record(record: Any) -> bytes:
+    canonical: bytes = record.canonical_record
+    return canonical
 
 
 class LinkReading:

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.checks import Check
 from toolreplay.format.records import Record, canonical_record_bytes
+
+if TYPE_CHECKING:
+    from toolreplay.audit.merkle import MerkleBuilder
 
 
 def _builtin_sha256() -> Callable[..., Any]:
@@ -159,11 +162,13 @@ class ChainWalk:
     report: ChainReport
     links: int
     heads: dict[int, str]
+    roots: dict[int, str] = field(default_factory=dict)
 
 
-def walk_link_facts(facts: Iterable[LinkFact], sizes: Collection[int]) -> ChainWalk:
-    """Walk every link: the first break as `verify_link_facts` reports it, the link count, the heads at `sizes`."""
-    walker = ChainWalker(sizes)
+def walk_link_facts(facts: Iterable[LinkFact], sizes: Collection[int], roots: Collection[int] = ()) -> ChainWalk:
+    """Walk every link: the first break as `verify_link_facts` reports it, the link count, the heads at `sizes`
+    and the Merkle tree roots (`toolreplay.audit.merkle`, over the content's digests) at `roots`."""
+    walker = ChainWalker(sizes, roots)
     for fact in facts:
         walker.add(fact)
     return walker.walk()
@@ -173,8 +178,17 @@ class ChainWalker:
     """`walk_link_facts` a link at a time, for a reader that does other checks in the same pass: `add` each
     link's fact in file order, then `walk()`."""
 
-    def __init__(self, sizes: Collection[int]) -> None:
+    def __init__(self, sizes: Collection[int], roots: Collection[int] = ()) -> None:
         self._sizes = sizes
+        self._root_sizes = roots
+        self._roots: dict[int, str] = {}
+        self._tree: MerkleBuilder | None = None
+        if roots:
+            from toolreplay.audit.merkle import EMPTY_ROOT, MerkleBuilder  # only a tlog-checkpoint needs the tree
+
+            self._tree = MerkleBuilder()
+            if 0 in roots:
+                self._roots[0] = EMPTY_ROOT.hex()
         self._report: ChainReport | None = None
         self._heads = {0: GENESIS} if 0 in sizes else {}
         self._content = self._prev = GENESIS
@@ -194,7 +208,11 @@ class ChainWalker:
         self._count = position + 1
         if self._count in self._sizes:
             self._heads[self._count] = content
+        if self._tree is not None:
+            self._tree.add(bytes.fromhex(content))
+            if self._count in self._root_sizes:
+                self._roots[self._count] = self._tree.root().hex()
 
     def walk(self) -> ChainWalk:
         """What `walk_link_facts` returns for the links added so far."""
-        return ChainWalk(self._report or ChainReport(self._count), self._count, dict(self._heads))
+        return ChainWalk(self._report or ChainReport(self._count), self._count, dict(self._heads), dict(self._roots))

@@ -9,12 +9,16 @@ or more signature lines `— KEYNAME BASE64` (em dash U+2014):
 
     — alice@example.com <base64 of key ID (4 bytes) || signature>
 
-It is not a C2SP tlog-checkpoint: the head is the last digest of a hash chain, not an RFC 6962 Merkle
-root, so it has no inclusion or consistency proofs of size log(n); a consumer checks it against the
-links themselves. The first line says so by its first word, and is two words where a tlog origin is
-one, so no tlog client can take it for one of its own. The signatures are checked as signed notes
-require: a line from an unknown key is ignored, a known key that fails rejects the note, and a note
-with no valid known signature is rejected; the text of a rejected note is not looked at.
+That one is not a C2SP tlog-checkpoint: the head is the last digest of a hash chain, not an RFC 6962
+Merkle root, so it has no inclusion or consistency proofs of size log(n); a consumer checks it against
+the links themselves. The first line says so by its first word, and is two words where a tlog origin
+is one, so no tlog client can take it for one of its own. The other kind, `seal --tlog`, is a real
+C2SP tlog-checkpoint (https://c2sp.org/tlog-checkpoint): the origin alone on the first line, and the
+root of the Merkle tree over the links' digests (`toolreplay.audit.merkle`) on the third.
+
+The signatures are checked as signed notes require: a line from an unknown key is ignored, a known key
+that fails rejects the note, and a note with no valid known signature is rejected; the text of a
+rejected note is not looked at.
 """
 
 from __future__ import annotations
@@ -30,12 +34,15 @@ from toolreplay.audit.signers import AllowedSigner, HmacKey, SshSigner, check_ke
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format import output
 
-__all__ = ["KIND", "Checkpoint", "SignatureLine", "Keys", "SignatureCheck", "CheckpointFinding", "CheckpointReport",
+__all__ = ["KIND", "CHAIN", "TLOG", "Checkpoint", "SignatureLine",
+            "Keys", "SignatureCheck", "CheckpointFinding", "CheckpointReport",
            "note_text", "format_checkpoint", "parse_checkpoint", "read_checkpoint", "check_origin", "check_checkpoint",
-           "check_previous", "write_atomically", "CheckpointWriter", "CheckpointVerification",
+           "check_previous", "signature_findings", "write_atomically", "CheckpointWriter", "CheckpointVerification",
            "verify_checkpoints"]
 
 KIND = "toolreplay-hash-chain-v1"
+CHAIN = "hash-chain"  # the kinds of checkpoint: the head of the hash chain, or a tlog-checkpoint's Merkle root
+TLOG = "tlog"
 EM_DASH = "\u2014"
 MAX_SIGNATURES = 64
 _MAX_BYTES = 1 << 20
@@ -57,7 +64,8 @@ class SignatureLine:
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A parsed checkpoint: what it commits to (origin, size, head as hex), the signed text, its signatures."""
+    """A parsed checkpoint: what it commits to (origin, size, head as hex: the chain's last digest, or the
+    Merkle root for a tlog-checkpoint), the signed text, its signatures, its kind (`CHAIN` or `TLOG`)."""
 
     origin: str
     size: int
@@ -65,6 +73,7 @@ class Checkpoint:
     text: bytes
     signatures: tuple[SignatureLine, ...]
     path: str = ""
+    kind: str = CHAIN
 
 
 def check_origin(origin: str) -> str:
@@ -72,17 +81,19 @@ def check_origin(origin: str) -> str:
     return check_key_name(origin, "origin")
 
 
-def note_text(origin: str, size: int, head: str) -> bytes:
-    """The signed text of a checkpoint: kind and origin, size, head (from its 64 hex characters) in base64."""
+def note_text(origin: str, size: int, head: str, kind: str = CHAIN) -> bytes:
+    """The signed text of a checkpoint: kind and origin (the origin alone for `TLOG`), size, head (from its
+    64 hex characters) in base64."""
     head64 = base64.b64encode(bytes.fromhex(head)).decode("ascii")
-    return f"{KIND} {check_origin(origin)}\n{size}\n{head64}\n".encode()
+    first = check_origin(origin) if kind == TLOG else f"{KIND} {check_origin(origin)}"
+    return f"{first}\n{size}\n{head64}\n".encode()
 
 
-def format_checkpoint(origin: str, size: int, head: str, signers: Sequence[Signer]) -> bytes:
+def format_checkpoint(origin: str, size: int, head: str, signers: Sequence[Signer], kind: str = CHAIN) -> bytes:
     """A whole signed checkpoint: the note text, a blank line, one signature line per signer."""
     if not signers:
         raise UsageError("a checkpoint needs at least one key to sign it")
-    text = note_text(origin, size, head)
+    text = note_text(origin, size, head, kind)
     lines = [f"{EM_DASH} {signer.name} {base64.b64encode(signer.sign(text)).decode('ascii')}\n" for signer in signers]
     return text + b"\n" + "".join(lines).encode()
 
@@ -112,8 +123,13 @@ def parse_checkpoint(data: bytes, path: str) -> Checkpoint:
     lines.pop()
     if len(lines) < 5:
         raise InputError(path, len(lines) + 1, "expected 3 text lines, a blank line and a signature line")
-    kind, _, origin = lines[0].partition(" ")
-    if kind != KIND or not origin or origin != origin.strip() or " " in origin:
+    first, _, origin = lines[0].partition(" ")
+    kind = CHAIN
+    if first != KIND:  # a tlog-checkpoint: the origin alone
+        if not lines[0] or " " in lines[0]:
+            raise InputError(path, 1, f"expected an origin (a tlog-checkpoint) or '{KIND} ORIGIN' (a hash-chain head)")
+        kind, origin = TLOG, lines[0]
+    elif not origin or origin != origin.strip() or " " in origin:
         raise InputError(path, 1, f"expected '{KIND} ORIGIN' (a ToolReplay hash-chain head, not a Merkle root)")
     try:
         check_origin(origin)
@@ -123,13 +139,16 @@ def parse_checkpoint(data: bytes, path: str) -> Checkpoint:
         raise InputError(path, 2, "size must be a decimal number of links, without leading zeros")
     head = _b64(lines[2])
     if head is None or len(head) != 32:
-        raise InputError(path, 3, "head must be the base64 of a 32-byte digest")
+        what = "root hash must be the base64 of a 32-byte SHA-256 Merkle root" if kind == TLOG else (
+            "head must be the base64 of a 32-byte digest")
+        raise InputError(path, 3, what)
     if lines[3] != "":
         raise InputError(path, 4, "expected a blank line after the 3 text lines (no extension lines)")
     signatures = tuple(_signature_line(line, number, path) for number, line in enumerate(lines[4:], 5))
     if len(signatures) > MAX_SIGNATURES:
         raise InputError(path, 5 + MAX_SIGNATURES, f"more than {MAX_SIGNATURES} signature lines")
-    return Checkpoint(origin, int(lines[1]), head.hex(), "\n".join(lines[:3]).encode() + b"\n", signatures, path)
+    return Checkpoint(origin, int(lines[1]), head.hex(), "\n".join(lines[:3]).encode() + b"\n", signatures, path,
+                      kind)
 
 
 def _signature_line(line: str, number: int, path: str) -> SignatureLine:
@@ -253,7 +272,8 @@ class CheckpointReport:
         return max(self.links - self.checkpoint.size, 0)
 
 
-def _signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFinding]:
+def signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFinding]:
+    """What is wrong with a note's signatures: a known key that failed, or no known key at all."""
     findings = [CheckpointFinding("signature-invalid",
                                   f"{label} has a signature by known key '{name}' that does not verify")
                 for name in check.invalid]
@@ -265,7 +285,7 @@ def _signature_findings(check: SignatureCheck, label: str) -> list[CheckpointFin
 def check_checkpoint(checkpoint: Checkpoint, signatures: SignatureCheck, walk: ChainWalk, *, origin: str | None = None,
                      label: str = "the checkpoint") -> CheckpointReport:
     """Check a checkpoint against a walked chain: origin, truncation, and the head at its size."""
-    findings = _signature_findings(signatures, label)
+    findings = signature_findings(signatures, label)
     found: str | None = None
     if signatures.trusted:
         if origin is not None and checkpoint.origin != origin:
@@ -275,6 +295,11 @@ def check_checkpoint(checkpoint: Checkpoint, signatures: SignatureCheck, walk: C
         if walk.links < size:
             findings.append(CheckpointFinding(
                 "truncated", f"{label} commits to {size} links, the file has {walk.links}"))
+        elif checkpoint.kind == TLOG:
+            found = walk.roots[size]
+            if found != checkpoint.head:
+                findings.append(CheckpointFinding(
+                    "rewritten", f"the first {size} links do not hash to the Merkle root of {label}"))
         else:
             found = walk.heads[size]
             if found != checkpoint.head:
@@ -329,10 +354,12 @@ def verify_checkpoints(facts: Iterable[LinkFact], checkpoint: Checkpoint, keys: 
     """Check the signatures, walk the chain once, and check the checkpoint (and an older one) against it."""
     signatures = keys.check(checkpoint)
     previous_signatures = keys.check(previous) if previous is not None else None
-    sizes = {checkpoint.size} if signatures.trusted else set()
-    if previous is not None and previous_signatures is not None and previous_signatures.trusted:
-        sizes.add(previous.size)
-    walk = walk_link_facts(facts, sizes)
+    sizes: set[int] = set()
+    roots: set[int] = set()
+    for note, check in ((checkpoint, signatures), (previous, previous_signatures)):
+        if note is not None and check is not None and check.trusted:
+            (roots if note.kind == TLOG else sizes).add(note.size)
+    walk = walk_link_facts(facts, sizes, roots)
     report = check_checkpoint(checkpoint, signatures, walk, origin=origin)
     if previous is None or previous_signatures is None:
         return CheckpointVerification(walk.report, report)

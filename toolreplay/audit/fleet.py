@@ -22,8 +22,9 @@ from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
-from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
+from toolreplay.audit.checkpoint import TLOG, Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
+from toolreplay.audit.merkle import SessionTree
 from toolreplay.audit.replay import DEFAULT_MUTATORS, replay_check
 from toolreplay.audit.scope import scope_check
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -56,6 +57,7 @@ class SessionOptions:
     tables: bool = False  # keep what the database output needs: every finding, and each call's tool
     count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
     all_sessions: bool = False  # the text report lists every session, not only those with something found
+    cite: bool = False  # each session's Merkle tree (size and root) in the JSON report: what the verdict is about
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +116,7 @@ class SessionResult:
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
     call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
     distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
+    tree: tuple[int, str] | None = None  # with `SessionOptions.cite`: the size and root (hex) of the session's tree
 
     @property
     def counted(self) -> int:
@@ -190,8 +193,10 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     policy = options.policy
     replay_pass = replay_check(options.mutators, options.state_aware)
     scope_pass = scope_check(policy) if policy is not None else None  # the same check as `scope`
-    reading = _SessionPass(job, options, {checkpoint.size} if checkpoint is not None and trusted else set(),
-                           None if scope_pass is None else scope_pass.facts)
+    anchored = {checkpoint.size} if checkpoint is not None and trusted else set()
+    tlog = checkpoint is not None and checkpoint.kind == TLOG
+    reading = _SessionPass(job, options, set() if tlog else anchored, None if scope_pass is None else scope_pass.facts,
+                           anchored if tlog else set())
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
@@ -243,7 +248,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
                          information=uncounted if information is not None else None,
                          call_tools=tuple(reading.tools or ()),
-                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra)
+                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra,
+                         tree=reading.tree())
 
 
 class _SessionPass:
@@ -256,20 +262,26 @@ class _SessionPass:
     or written to while it is read is an input error (`toolreplay.format.chunks.CHANGED_MESSAGE`)."""
 
     def __init__(self, job: SessionJob, options: SessionOptions, sizes: set[int],
-                 scope_fact: Callable[[Record], Any] | None = None) -> None:
+                 scope_fact: Callable[[Record], Any] | None = None, roots: set[int] | None = None) -> None:
         self.job = job
         self.options = options
         self.calls = 0
         self.sealed = False
         self.chain_read = False  # every link reached the walker
-        self.walker = ChainWalker(sizes)
+        self.walker = ChainWalker(sizes, roots or ())
         self.scope_facts: list[Any] = []
         self.tools: list[str] | None = [] if options.tables else None
         self._scope_fact = scope_fact
+        self._cited = SessionTree() if options.cite else None
+
+    def tree(self) -> tuple[int, str] | None:
+        """With `cite`: the size and root of the Merkle tree of the records read (None without)."""
+        return None if self._cited is None else (self._cited.size, self._cited.root().hex())
 
     def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
         """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""
         job, scope_fact, tools, add_link = self.job, self._scope_fact, self.tools, self.walker.add
+        cite = None if self._cited is None else self._cited.add_record
         out_of_order: InputError | None = None
         with open_session(job) as handle:
             fd = handle.fileno()
@@ -279,6 +291,8 @@ class _SessionPass:
                 records = iter_records(handle, job.display, check_sequence=False, require_sealed=False,
                                        max_line=self.options.max_line)
                 for record in records:
+                    if cite is not None:
+                        cite(record.canonical_record)
                     if record.prev is not None:  # a sealed file (the reader refuses a mix of links and records)
                         self.sealed = True
                         add_link(link_fact(record))
@@ -319,7 +333,9 @@ def _checkpoint_status(checkpoint: Checkpoint, shown: str, signatures: Signature
     if signatures is None:  # no keys given
         return CheckpointStatus(shown, "unverified")
     sizes = {checkpoint.size} if signatures.trusted else set()
-    report = check_checkpoint(checkpoint, signatures, walk or walk_link_facts((), sizes))
+    tlog = checkpoint.kind == TLOG
+    report = check_checkpoint(checkpoint, signatures,
+                              walk or walk_link_facts((), set() if tlog else sizes, sizes if tlog else ()))
     trusted = report.trusted
     return CheckpointStatus(shown, "anchored" if report.verified else "failed",
                             checkpoint.origin if trusted else None, checkpoint.size if trusted else None,

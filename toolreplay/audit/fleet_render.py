@@ -188,6 +188,8 @@ def _session_json(result: SessionResult) -> dict[str, Any]:
         "findings": [finding_json(f) for f in result.findings]}
     if result.information is not None:  # state-aware: listed in findings, not in findings_total
         document["information"] = result.information
+    if result.tree is not None:  # only with --cite: the tree of the records this verdict is about
+        document["tree"] = {"size": result.tree[0], "root": result.tree[1]}
     status = result.checkpoint
     if status is not None:  # only for a session with a checkpoint beside it
         document["checkpoint"] = {"path": status.path, "status": status.status, "origin": status.origin,

@@ -143,6 +143,8 @@ def torn_json(document: str, size: int) -> str:
 
 def _checkpoint_lines(report: CheckpointReport, label: str, newest: bool = True) -> Iterator[str]:
     yield f"{label}: {'verified' if report.verified else 'failed'}\n"
+    if report.checkpoint.kind == "tlog":
+        yield "kind: tlog-checkpoint (the root of the Merkle tree over the links)\n"
     signatures = report.signatures
     if signatures.valid:
         yield f"signed by: {escape_text(', '.join(signatures.valid))}\n"
@@ -169,13 +171,16 @@ def checkpoint_text(result: CheckpointVerification) -> str:
 
 def _checkpoint_document(report: CheckpointReport) -> dict[str, Any]:
     checkpoint, trusted = report.checkpoint, report.trusted
-    return {"path": report.path, "status": "verified" if report.verified else "failed",
+    document: dict[str, Any] = {"path": report.path, "status": "verified" if report.verified else "failed",
             "signed_by": list(report.signatures.valid), "invalid_signatures": list(report.signatures.invalid),
             "ignored_signatures": list(report.signatures.unknown),
             "origin": checkpoint.origin if trusted else None, "size": checkpoint.size if trusted else None,
             "head": checkpoint.head if trusted else None, "links": report.links, "found_head": report.found_head,
             "unanchored": report.unanchored if trusted else None,
             "findings": [{"kind": f.kind, "message": f.message} for f in report.findings]}
+    if checkpoint.kind == "tlog":  # a hash-chain checkpoint's document is as it always was
+        document = {"path": document.pop("path"), "kind": "tlog", **document}
+    return document
 
 
 def checkpoint_json(result: CheckpointVerification) -> str:

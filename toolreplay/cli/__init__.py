@@ -25,6 +25,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.audit": ("version", "replay", "mutators", "scope", "seal", "verify"),
     "toolreplay.cli.demo": ("demo",),
     "toolreplay.cli.diff": ("diff",),
+    "toolreplay.cli.prove": ("prove",),
     "toolreplay.cli.evaluate": ("eval",),
     "toolreplay.cli.fleet": ("audit",),
     "toolreplay.cli.importing": ("import",),

@@ -31,6 +31,9 @@ def seal_options(parser: argparse.ArgumentParser) -> None:
                         help="sign with an OpenSSH key (ssh-keygen -Y sign); NAME is the signer identity that "
                              "verifiers list in allowed_signers (repeatable)")
     _hmac_option(parser, "sign")
+    parser.add_argument("--tlog", action="store_true",
+                        help="with --checkpoint: write a C2SP tlog-checkpoint (the root of the Merkle tree over the "
+                             "links, for `toolreplay prove`) instead of the hash chain's head")
 
 
 def verify_options(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +42,11 @@ def verify_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--previous", metavar="FILE",
                         help="an older checkpoint of the same log: its head must still be in the chain at its size, "
                              "and the checkpoint must not be smaller")
+    parser.add_argument("--report", metavar="REPORT",
+                        help="check a report file against the checkpoint `seal --report` signed for it (no SEALED)")
+    parser.add_argument("--proof", metavar="PROOF",
+                        help="check a proof of `toolreplay prove` against --checkpoint (a tlog-checkpoint; a "
+                             "consistency proof against --previous too), without the session: no SEALED")
     parser.add_argument("--origin", metavar="ORIGIN", help="the origin the checkpoint must name")
     trust_options(parser)
 
@@ -70,8 +78,8 @@ def seal_signers(args: argparse.Namespace) -> list[Signer]:
     """The signers `seal` was given, checked before any work; none without `--checkpoint`."""
     keys = [*(args.ssh_key or ()), *(args.hmac_key or ())]
     if not args.checkpoint:
-        if keys or args.origin:
-            raise UsageError("--origin, --ssh-key and --hmac-key go with --checkpoint FILE")
+        if keys or args.origin or args.tlog:
+            raise UsageError("--origin, --ssh-key, --hmac-key and --tlog go with --checkpoint FILE")
         return []
     # Imported only now: a seal without a checkpoint, like replay and scope, has no use for signing.
     from toolreplay.audit.checkpoint import check_origin
@@ -87,6 +95,73 @@ def seal_signers(args: argparse.Namespace) -> list[Signer]:
         signers.append(SshSigner(check_key_name(name), key_file))
     signers += [read_hmac_secret(name, path) for name, path in args.hmac_key or ()]
     return signers
+
+
+def seal_report(args: argparse.Namespace, signers: list[Signer]) -> int:
+    """`seal --report REPORT --checkpoint FILE`: a tlog-checkpoint of one leaf, the report's SHA-256."""
+    from toolreplay.audit.checkpoint import TLOG, format_checkpoint, write_atomically
+    from toolreplay.audit.proofs import report_root
+
+    if args.report is None:  # no SESSION and no --report: the usual argparse message
+        args.seal_parser.error("the following arguments are required: SESSION")
+    if args.session is not None or args.output:
+        raise UsageError("--report signs a report file: give no SESSION and no -o")
+    if not args.checkpoint:
+        raise UsageError("--report needs --checkpoint FILE, --origin ORIGIN and a key to sign with")
+    data = _read_whole(args.report)
+    write_atomically(args.checkpoint, format_checkpoint(args.origin, 1, report_root(data), signers, TLOG))
+    return 0
+
+
+def _read_whole(path: str) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError as exc:
+        raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def verify_report(args: argparse.Namespace) -> tuple[str, bool]:
+    """`verify --report REPORT --checkpoint FILE`: the report text and whether it verified."""
+    from toolreplay.audit.checkpoint import read_checkpoint
+    from toolreplay.audit.proofs import report_json, report_text
+    from toolreplay.audit.proofs import verify_report as check_report
+
+    if args.sealed is not None or args.proof or args.previous:
+        raise UsageError("--report is checked alone: give no SEALED, --proof or --previous")
+    if not args.checkpoint:
+        raise UsageError("--report needs the checkpoint that sealed it: --checkpoint FILE")
+    if not args.allowed_signers and not args.hmac_key:
+        raise UsageError("--report needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
+    data = _read_whole(args.report)
+    checkpoint = read_checkpoint(args.checkpoint)
+    keys = trusted_keys(args)
+    assert keys is not None
+    check = check_report(data, checkpoint, keys, origin=args.origin)
+    render = report_json if args.format == "json" else report_text
+    return render(check, args.report), check.verified
+
+
+def verify_proof(args: argparse.Namespace) -> tuple[str, bool]:
+    """`verify --proof`: read the proof, checkpoints and keys (any bad input stops here), check; the report
+    (text or JSON, as `--format` says) and whether it verified."""
+    from toolreplay.audit.checkpoint import read_checkpoint
+    from toolreplay.audit.proofs import proof_report_json, proof_text, read_proof
+    from toolreplay.audit.proofs import verify_proof as check_proof
+
+    if args.sealed is not None:
+        raise UsageError("--proof is checked without the session: give no SEALED file")
+    if not args.checkpoint:
+        raise UsageError("--proof needs the checkpoint it proves against: --checkpoint FILE")
+    if not args.allowed_signers and not args.hmac_key:
+        raise UsageError("--proof needs the keys to trust: --allowed-signers FILE or --hmac-key NAME SECRET_FILE")
+    proof = read_proof(args.proof)
+    checkpoint = read_checkpoint(args.checkpoint)
+    previous = read_checkpoint(args.previous) if args.previous else None
+    keys = trusted_keys(args)
+    assert keys is not None
+    report = check_proof(proof, args.proof, checkpoint, keys, previous=previous, origin=args.origin)
+    return (proof_report_json(report) if args.format == "json" else proof_text(report)), report.verified
 
 
 def verify_with_checkpoints(args: argparse.Namespace,

@@ -121,7 +121,9 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
     # The chain is complete (and its checkpoint signed) before any byte reaches the output: an input
     # error on any line, or a failed signature, leaves none.
     signers = checkpoint_cli.seal_signers(args)
-    chain = seal_session(args.session, origin=args.origin, signers=signers, **_reading(args, io))
+    if args.report is not None or args.session is None:
+        return checkpoint_cli.seal_report(args, signers)
+    chain = seal_session(args.session, origin=args.origin, signers=signers, tlog=args.tlog, **_reading(args, io))
     with output_whole(args.output, io) as output:
         for line in chain:
             output.write(line)
@@ -161,6 +163,16 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    if args.report:
+        report, proven = checkpoint_cli.verify_report(args)
+        io.stdout.write(report)
+        return 0 if proven else 1
+    if args.proof:
+        report, proven = checkpoint_cli.verify_proof(args)
+        io.stdout.write(report)
+        return 0 if proven else 1
+    if args.sealed is None:  # optional only for --proof: the usual argparse message otherwise
+        args.verify_parser.error("the following arguments are required: SEALED")
     if args.checkpoint or args.previous or args.origin or args.allowed_signers or args.hmac_key:
         reading = LinkReading(args.sealed, **_reading(args, io))
         result = checkpoint_cli.verify_with_checkpoints(args, lambda: reading)
@@ -253,15 +265,19 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=_run_scope)
 
     parser = subparsers.add_parser("seal", help="write the session as a hash-linked chain")
-    parser.add_argument("session", metavar="SESSION", help="session file; - for standard input")
+    parser.add_argument("session", metavar="SESSION", nargs="?", help="session file; - for standard input")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the chain to FILE (atomically)")
+    parser.add_argument("--report", metavar="REPORT",
+                        help="instead of a session: sign a report file whole (--checkpoint, a tlog-checkpoint of one "
+                             "leaf, its SHA-256), for verify --report")
     _jobs_option(parser)
     checkpoint_cli.seal_options(parser)
-    parser.set_defaults(run=_run_seal)
+    parser.set_defaults(run=_run_seal, seal_parser=parser)
 
     parser = subparsers.add_parser("verify", help="check a sealed file's hash chain")
-    parser.add_argument("sealed", metavar="SEALED", help="sealed file; - for standard input")
+    parser.add_argument("sealed", metavar="SEALED", nargs="?",
+                        help="sealed file; - for standard input (none with --proof)")
     _format_option(parser)
     _jobs_option(parser)
     checkpoint_cli.verify_options(parser)
-    parser.set_defaults(run=_run_verify)
+    parser.set_defaults(run=_run_verify, verify_parser=parser)

@@ -13,11 +13,12 @@ from fractions import Fraction
 from typing import Any
 
 from toolreplay.cli._io import IO
+from toolreplay.errors import UsageError
 from toolreplay.evaluation.agent import load_agents
 from toolreplay.evaluation.baseline import compare_with_baseline, load_baseline
 from toolreplay.evaluation.metrics import MATCH_MODES
 from toolreplay.evaluation.report import Thresholds, eval_json, eval_junit, eval_text, exit_code
-from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, evaluate
+from toolreplay.evaluation.runner import DEFAULT_MAX_STEPS, cite_runs, evaluate
 from toolreplay.evaluation.suite import load_suite
 from toolreplay.format.output import write_atomically
 from toolreplay.format.text import escape_text
@@ -50,6 +51,8 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
     # even under the console script, whose sys.path does not hold it: before the suite imports any.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    if args.cite and (args.format != "json" or args.record is None):
+        raise UsageError("--cite goes with --format json and --record DIR (the sessions it cites)")
     suite = load_suite(args.suite)
     for warning in suite.warnings:
         io.stderr.write(escape_text(f"warning: {suite.path}: {warning}") + "\n")
@@ -59,8 +62,11 @@ def _run_eval(args: argparse.Namespace, io: IO) -> int:
                       record_dir=args.record, concurrency=args.concurrency, record_cassette=args.record_cassette)
     thresholds = Thresholds(args.min_success, args.min_tool_match)
     comparison = compare_with_baseline(report, baseline) if baseline is not None else None
-    render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
-    text = render(report, thresholds, comparison)
+    if args.cite:
+        text = eval_json(report, thresholds, comparison, cite_runs(report, args.record))
+    else:
+        render = {"text": eval_text, "json": eval_json, "junit": eval_junit}[args.format]
+        text = render(report, thresholds, comparison)
     if args.output:
         with write_atomically(args.output) as output:
             output.write(text.encode("utf-8"))
@@ -103,4 +109,7 @@ def register(subparsers: Any) -> None:
                         help="report format: text, json or JUnit XML (default: text)")
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="write the report to FILE (atomically) instead of standard output")
+    parser.add_argument("--cite", action="store_true",
+                        help="with --format json and --record DIR: each run names its recorded session and that "
+                             "session's Merkle tree (size and root, as seal --tlog makes it)")
     parser.set_defaults(run=_run_eval)

@@ -40,7 +40,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     return SessionOptions(mutator_set(args.mutator or (), args.mutators or ()), policy,
                           checkpoint_cli.trusted_keys(args), render, args.state_aware, args.max_line_bytes,
                           tables=args.format == "sqlite", count_changes=args.count_changes,
-                          all_sessions=args.all_sessions)
+                          all_sessions=args.all_sessions, cite=args.cite)
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -114,6 +114,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
                         help="report format (default: text); sqlite: a database of sessions, calls and findings "
                              "(with -o FILE)")
+    parser.add_argument("--cite", action="store_true",
+                        help="JSON report: each session's Merkle tree (size and root, as seal --tlog makes it), so "
+                             "the verdict names the exact records it is about")
     parser.add_argument("--all-sessions", action="store_true",
                         help="text report: list every session (by default only those with something found, "
                              "unreadable or skipped)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -139,7 +139,19 @@ def eval_text(report: EvalReport, thresholds: Thresholds = Thresholds(),
     return "\n".join(escape_text(line) for line in lines) + "\n"
 
 
-def _run_object(run: CaseRun) -> dict[str, Any]:
+Citations = Mapping[tuple[str, str, int], tuple[str, int, str]]  # (agent, case, trial) -> (session, size, root)
+
+
+def _run_object(run: CaseRun, agent: str = "", citations: Citations | None = None) -> dict[str, Any]:
+    document = _run_fields(run)
+    if citations is not None:  # --cite: the recorded session of this run, and its tree
+        path, size, root = citations[(agent, run.case.id, run.trial)]
+        document["session"] = path
+        document["tree"] = {"size": size, "root": root}
+    return document
+
+
+def _run_fields(run: CaseRun) -> dict[str, Any]:
     return {"case": run.case.id, "position": run.position, "trial": run.trial, "match": run.mode,
             "success": run.success, "tool_match": run.tool_match, "steps": run.steps, "answer": run.answer,
             "missing": list(run.missing), "stop": run.stop, "no_recording": list(run.misses),
@@ -150,13 +162,13 @@ def _run_object(run: CaseRun) -> dict[str, Any]:
                if run.case.scorer is not None else {})}
 
 
-def _agent_object(agent: AgentReport) -> dict[str, Any]:
+def _agent_object(agent: AgentReport, citations: Citations | None = None) -> dict[str, Any]:
     return {"agent": agent.name, "spec": agent.spec, "cases": agent.cases, "runs": len(agent.runs),
             "success": float(agent.success), "tool_match": float(agent.tool_match),
             "average_steps": float(agent.average_steps),
             "pass^k": [float(value) for value in agent.pass_hat()],
             "findings": {"redundant-call": agent.redundant, "permission-overreach": agent.overreach},
-            "results": [_run_object(run) for run in agent.runs]}
+            "results": [_run_object(run, agent.name, citations) for run in agent.runs]}
 
 
 def _optional_float(value: Fraction | None) -> float | None:
@@ -164,13 +176,15 @@ def _optional_float(value: Fraction | None) -> float | None:
 
 
 def eval_json(report: EvalReport, thresholds: Thresholds = Thresholds(),
-              comparison: BaselineComparison | None = None) -> str:
-    """The same facts as `eval_text`, and every run's details, as one JSON document."""
+              comparison: BaselineComparison | None = None, citations: Citations | None = None) -> str:
+    """The same facts as `eval_text`, and every run's details, as one JSON document; with `citations`
+    (`toolreplay.evaluation.runner.cite_runs`), each run names its recorded session and that session's tree."""
     limits = {"min_success": _optional_float(thresholds.min_success),
               "min_tool_match": _optional_float(thresholds.min_tool_match),
               "unmet": unmet_thresholds(report, thresholds)}
     document = {"command": "eval", "suite": report.suite, "cases": report.cases, "trials": report.trials,
-                "max_steps": report.max_steps, "agents": [_agent_object(agent) for agent in report.agents],
+                "max_steps": report.max_steps,
+                "agents": [_agent_object(agent, citations) for agent in report.agents],
                 "failed": [failure_line(agent, run) for agent in report.agents for run in agent.failures],
                 "thresholds": limits}
     if comparison is not None:

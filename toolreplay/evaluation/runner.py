@@ -37,7 +37,7 @@ from toolreplay.format.records import Record
 from toolreplay.guard.gate import Gate
 from toolreplay.policy.model import Limits, Policy
 
-__all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "DEFAULT_MAX_STEPS"]
+__all__ = ["AgentReport", "CaseRun", "EvalReport", "evaluate", "run_case", "cite_runs", "DEFAULT_MAX_STEPS"]
 
 DEFAULT_MAX_STEPS = 10
 
@@ -331,7 +331,7 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
             write_scope(directory, Policy(agent.name, suite.tool_names))
         for position, case in enumerate(suite.cases, 1):
             for trial in range(1, trials + 1):
-                name = case.id if trials == 1 else f"{case.id}.trial-{trial}"
+                name = _run_name(case.id, trial, trials)
                 record = None if directory is None else os.path.join(directory, name + ".jsonl")
                 mode = case.match or match or "strict"
                 jobs.append(functools.partial(run_case, agent, suite, case, position=position, trial=trial,
@@ -346,6 +346,24 @@ def evaluate(suite: Suite, agents: Sequence[NamedAgent], *, trials: int = 1,
                                         for call, answered in zip(run.calls, run.answered, strict=True)
                                         if answered))
     return EvalReport(suite.path, len(suite.cases), trials, max_steps, tuple(reports))
+
+
+def _run_name(case_id: str, trial: int, trials: int) -> str:
+    return case_id if trials == 1 else f"{case_id}.trial-{trial}"
+
+
+def cite_runs(report: EvalReport, record_dir: str) -> dict[tuple[str, str, int], tuple[str, int, str]]:
+    """For each run, (agent, case, trial): its session recorded under `record_dir` and that session's Merkle
+    tree (size, root), as `seal --tlog` makes it: what its scores are about, for `toolreplay prove`."""
+    from toolreplay.audit.api import session_tree
+
+    cited = {}
+    for agent in report.agents:
+        directory = agent_directory(record_dir, agent.name)
+        for run in agent.runs:
+            path = os.path.join(directory, _run_name(run.case.id, run.trial, report.trials) + ".jsonl")
+            cited[(agent.name, run.case.id, run.trial)] = (path, *session_tree(path))
+    return cited
 
 
 def _run_all(jobs: Sequence[Callable[[], CaseRun]], concurrency: int) -> list[CaseRun]:

@@ -68,8 +68,8 @@ from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, R
 from toolreplay.guard.request import Request
 from toolreplay.guard.resume import resume
 from toolreplay.policy.model import Policy
-from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.redaction import holds_marks
+from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:

@@ -330,12 +330,11 @@ def _cut_short(record: str, intents: list[Intent], sealed: bool, clock: Callable
 
 def _hold(lock: str, path: str) -> int:
     descriptor = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-    if fcntl is not None:
-        try:
-            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(descriptor)
-            raise UsageError(f"{path} is already in use by another proxy") from None
+    try:
+        lock_descriptor(descriptor, wait=False)
+    except OSError:
+        os.close(descriptor)
+        raise UsageError(f"{path} is already in use by another proxy") from None
     return descriptor
 
 
