@@ -330,7 +330,7 @@ class ListenerCrashTest(CrashTable, unittest.TestCase):
     host = ListenerHost
 
     def setUp(self) -> None:
-        require(HAVE_UVICORN, "uvicorn (pip install 'toolreplay[http]')")
+        require(HAVE_UVICORN, "uvicorn (pip install '.[http]' in a ToolReplay checkout)")
         super().setUp()
 
     def test_the_crashed_sessions_record_says_outcome_unknown_and_one_listener_serves_an_upstream(self) -> None:

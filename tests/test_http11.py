@@ -272,7 +272,7 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
     the proxy's lost answer (the gate's AnswerLost: an unknown outcome for a write)."""
 
     def setUp(self) -> None:
-        require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTPX, "httpx (pip install '.[http]' in a ToolReplay checkout)")
 
     def test_an_event_stream_dropped_mid_answer_is_a_lost_answer(self) -> None:
         from toolreplay.mcp.http.upstream import HttpServer

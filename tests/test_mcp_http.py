@@ -73,7 +73,7 @@ def read_records(path: str) -> list[dict[str, Any]]:
 
 class HttpWorkspace(unittest.TestCase):
     def setUp(self) -> None:
-        require(HAVE_HTTP, "httpx, uvicorn and starlette (pip install 'toolreplay[http]')")
+        require(HAVE_HTTP, "httpx, uvicorn and starlette (pip install '.[http]' in a ToolReplay checkout)")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
         self.record = os.path.join(self.directory, "record.jsonl")

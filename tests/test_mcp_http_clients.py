@@ -71,7 +71,7 @@ class ChoiceTest(unittest.TestCase):
             self.assertFalse(lean_serves("http://example.org/mcp"))
 
     def test_open_client(self) -> None:
-        require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTPX, "httpx (pip install '.[http]' in a ToolReplay checkout)")
         from toolreplay.mcp.http.httpx_client import HttpxClient
 
         with environment():
@@ -127,7 +127,7 @@ class SessionTest(unittest.TestCase):
     """A whole session of the HTTP upstream, through whichever client serves its URL."""
 
     def setUp(self) -> None:
-        require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTPX, "httpx (pip install '.[http]' in a ToolReplay checkout)")
         self.seen: list[tuple[str, str, dict[str, str]]] = []
         handler = type("Handler", (_Server,), {"seen": self.seen})
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -205,7 +205,7 @@ class SessionTest(unittest.TestCase):
 
 class FailureTest(unittest.TestCase):
     def test_each_client_fails_with_an_http_failure_named_as_httpx_names_it(self) -> None:
-        require(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTPX, "httpx (pip install '.[http]' in a ToolReplay checkout)")
         import socket
 
         with socket.socket() as unused:

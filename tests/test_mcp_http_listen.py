@@ -106,7 +106,7 @@ class ListenerCase(unittest.TestCase):
     extra: tuple[str, ...] = ()
 
     def setUp(self) -> None:
-        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp '.[http]')")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
         self.records = os.path.join(self.directory, "records")
@@ -516,7 +516,7 @@ class InProcessTest(unittest.TestCase):
     def test_connections_are_not_delayed_by_nagle(self) -> None:
         import socket
 
-        require(HAVE_HTTP, "uvicorn (pip install 'toolreplay[http]')")
+        require(HAVE_HTTP, "uvicorn (pip install '.[http]' in a ToolReplay checkout)")
         from toolreplay.mcp.http.listen import HttpListener
         from toolreplay.mcp.transport import StdioServer
         from toolreplay.policy.model import Policy
@@ -629,7 +629,7 @@ class PublicTest(ListenerCase):
     """A listener other machines may reach: only with a bearer token, checked on every request."""
 
     def setUp(self) -> None:
-        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp '.[http]')")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
         self.token_file = os.path.join(self.directory, "token")
@@ -688,7 +688,7 @@ class EverythingServerTest(ListenerCase):
     """@modelcontextprotocol/server-everything (stdio) behind the listener."""
 
     def setUp(self) -> None:
-        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp '.[http]')")
         require(HAVE_EVERYTHING, "@modelcontextprotocol/server-everything and node (.ci/install.d/30-mcp.sh)")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
@@ -735,7 +735,7 @@ class SeveralServersTest(ListenerCase):
     """`--listen` with `--servers`: each client session gets its own set of servers behind one policy."""
 
     def setUp(self) -> None:
-        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp 'toolreplay[http]')")
+        require(HAVE_HTTP, "the MCP Python SDK, uvicorn and httpx (pip install mcp '.[http]')")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
         self.records = os.path.join(self.directory, "records")

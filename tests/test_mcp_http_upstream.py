@@ -149,7 +149,7 @@ class CommandLineTest(unittest.TestCase):
     def test_without_the_extra_a_url_is_a_one_line_usage_error(self) -> None:
         with mock.patch.dict(sys.modules, {"httpx": None}):
             self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--", "https://example.com/mcp"), (
-                2, "", "error: a server URL needs the http extra: pip install 'toolreplay[http]'\n"))
+                2, "", "error: a server URL needs the http extra: pip install '.[http]' in a ToolReplay checkout\n"))
 
     def test_headers_need_a_url(self) -> None:
         self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--header", "Authorization: Bearer s3cret", "--",

@@ -154,7 +154,7 @@ class ConfigTest(unittest.TestCase):
                 self.assertEqual(self.error(text), message)
 
     def test_an_http_server_is_an_http_upstream_with_its_headers(self) -> None:
-        require(HAVE_HTTP, "httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTP, "httpx (pip install '.[http]' in a ToolReplay checkout)")
         from toolreplay.mcp.http.upstream import HttpServer
 
         configs = self.read('{"servers": {"local": {"command": "x"},\n'

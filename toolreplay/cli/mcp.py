@@ -331,7 +331,7 @@ def register(subparsers: Any) -> None:
                              "than once)")
     parser.add_argument("server", nargs=argparse.REMAINDER,
                         help="after --: the server command, or one http:// or https:// URL (Streamable HTTP; "
-                             "needs pip install 'toolreplay[http]')")
+                             "needs pip install '.[http]' in a ToolReplay checkout)")
     parser.set_defaults(run=_run_proxy)
 
     parser = subparsers.add_parser("mcp-pins", help="review and accept pinned MCP tool definitions",

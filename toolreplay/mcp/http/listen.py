@@ -511,7 +511,7 @@ class HttpListener:
         try:
             import uvicorn
         except ImportError:
-            raise UsageError("--listen needs uvicorn: pip install 'toolreplay[http]'") from None
+            raise UsageError("--listen needs uvicorn: pip install '.[http]' in a ToolReplay checkout") from None
         try:
             os.makedirs(self._records, mode=0o700, exist_ok=True)
         except OSError as exc:

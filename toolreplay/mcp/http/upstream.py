@@ -40,7 +40,7 @@ from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_mes
 __all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
            "lost_answers", "parse_header"]
 
-HTTP_EXTRA = "pip install 'toolreplay[http]'"
+HTTP_EXTRA = "pip install '.[http]' in a ToolReplay checkout"
 
 # Headers the transport itself sets: a --header may not replace them.
 _OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "mcp-session-id",
