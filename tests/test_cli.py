@@ -127,7 +127,7 @@ class TempDirTest(unittest.TestCase):
 
 class VersionTest(unittest.TestCase):
     def test_version(self) -> None:
-        self.assertEqual(run("version"), (0, "toolreplay 0.6.0\n", ""))
+        self.assertEqual(run("version"), (0, "toolreplay 0.8.0\n", ""))
 
 
 class ReplayCommandTest(TempDirTest):
@@ -475,7 +475,7 @@ class JobsOptionTest(unittest.TestCase):
 class HelpTest(unittest.TestCase):
     def test_version_flag(self) -> None:
         done = subprocess.run([sys.executable, "-m", "toolreplay", "--version"], cwd=ROOT, capture_output=True)
-        self.assertEqual((done.returncode, done.stdout, done.stderr), (0, b"toolreplay 0.6.0\n", b""))
+        self.assertEqual((done.returncode, done.stdout, done.stderr), (0, b"toolreplay 0.8.0\n", b""))
 
     def test_every_command_has_a_description_and_its_exit_codes(self) -> None:
         for command in COMMANDS:

@@ -220,7 +220,7 @@ class MultiServerTest(unittest.TestCase):
         self.initialize()
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 0, "result": {
             "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}},
-            "serverInfo": {"name": "toolreplay-mcp-proxy", "version": "0.6.0"},
+            "serverInfo": {"name": "toolreplay-mcp-proxy", "version": "0.8.0"},
             "instructions": "Tools named a__*: Use a."}})
         self.client({"jsonrpc": "2.0", "method": "notifications/initialized"})
         self.assertEqual((self.a.got()["method"], self.b.got()["method"]), ("notifications/initialized",) * 2)

@@ -319,7 +319,7 @@ class RunExamplesTest(unittest.TestCase):
         text = (
             "```console\n$ ls samples/scope.json samples/session-dirty.jsonl\n"
             "samples/scope.json\nsamples/session-dirty.jsonl\n"
-            "$ python -m toolreplay version\ntoolreplay 0.6.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
+            "$ python -m toolreplay version\ntoolreplay 0.8.0\n$ echo x > made.txt\n$ cat made.txt\nx\n```\n"
             "```console\n$ cat made.txt\nx\n$ ls\nmade.txt\nsamples\n```\n"
         )
         self.assertEqual(run_examples(parse_examples(text)), [])
