@@ -207,9 +207,10 @@ class RecordTest(HookTestCase):
         code, out, _ = run("replay", self.record)
         self.assertEqual((code, out.splitlines()[0]), (0, "calls: 3"))
         rooted = self.write_policy(dict(POLICY, root=self.project), "rooted.json")
-        # scope checks every call as the guard did: exactly the guard's refusal
-        self.assertEqual(run("scope", self.record, rooted), (1, "calls: 3\nfindings: 1\nindex 1: policy-violation: "
-                                                                "tool 'Bash' denied by rule no-rm: no rm -rf\n", ""))
+        # scope checks every call as the guard did: exactly the guard's refusal, blocked (information: exit 0)
+        self.assertEqual(run("scope", self.record, rooted), (0, "calls: 3\nfindings: 0\ninformation: 1\nindex 1: "
+                                                                "blocked: tool 'Bash' was refused by the guard: denied "
+                                                                "by rule no-rm: no rm -rf\n", ""))
 
     def test_a_write_whose_post_never_came_is_an_unknown_outcome_and_its_retry_is_refused(self) -> None:
         args = {"command": "make deploy"}

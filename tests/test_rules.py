@@ -293,8 +293,10 @@ class TableTest(Harness):
                     else:
                         self.assertEqual(response, {"ok": False, "error": "confirmation declined"})
                         self.assertEqual(asked, [tool])
-                    action = "denied" if effect == "deny" else "needs confirmation"
-                    want = f"index {len(history)}: policy-violation: tool '{tool}' {action} by rule {rule_id}: {reason}"
+                    # The record says the guard refused it: blocked, with the rule (information, not a violation).
+                    refusal = (f"denied by rule {rule_id}: {reason}" if effect == "deny"
+                               else f"(rule {rule_id}): confirmation declined")
+                    want = f"index {len(history)}: blocked: tool '{tool}' was refused by the guard{':' if effect == 'deny' else ''} {refusal}"
                 gate._recorder.close()  # type: ignore[union-attr]
                 code, out, err = self.scope(record)
                 lines = out.split("\n")

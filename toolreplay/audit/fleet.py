@@ -23,7 +23,8 @@ from typing import IO, Any, NamedTuple
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
-from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
+from toolreplay.audit.findings import Finding, FindingList, counts, uncounted_kinds
+from toolreplay.audit.outcomes import append_outcome_findings, outcome_note
 from toolreplay.audit.replay import DEFAULT_MUTATORS, replay_check
 from toolreplay.audit.scope import scope_check
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -56,6 +57,12 @@ class SessionOptions:
     tables: bool = False  # keep what the database output needs: every finding, and each call's tool
     count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
     all_sessions: bool = False  # the text report lists every session, not only those with something found
+    fail_on: frozenset[str] = frozenset()  # information kinds that count as findings (`--fail-on KIND`)
+
+    @property
+    def uncounted(self) -> frozenset[str]:
+        """The kinds listed as information, not counted (`toolreplay.audit.findings.uncounted_kinds`)."""
+        return uncounted_kinds(self.count_changes, self.fail_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +121,7 @@ class SessionResult:
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
     call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
     distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
+    information_by_kind: tuple[tuple[str, int], ...] = ()  # the findings listed that do not count, by kind
 
     @property
     def counted(self) -> int:
@@ -145,7 +153,8 @@ def finding_rule(finding: Finding) -> str | None:
 _SAME_CALL_KINDS = frozenset({"redundant-call", "non-determinism", "retry-after-error"})
 
 
-def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False) -> int:
+def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False,
+                                 fail_on: frozenset[str] = frozenset()) -> int:
     """How many distinct calls have a finding that counts: a call and its identical repeats (joined by a
     redundant-call, non-determinism or retry-after-error) are one, whatever their number of findings.
 
@@ -156,7 +165,7 @@ def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: boo
         related = finding.related_index
         if related is not None and finding.kind in _SAME_CALL_KINDS:
             first[finding.index] = first.get(related, related)
-    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes)})
+    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes, fail_on)})
 
 
 def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -192,6 +201,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     scope_pass = scope_check(policy) if policy is not None else None  # the same check as `scope`
     reading = _SessionPass(job, options, {checkpoint.size} if checkpoint is not None and trusted else set(),
                            None if scope_pass is None else scope_pass.facts)
+    if scope_pass is None:  # without a policy, what the guard did is read alone (with one, scope reads it)
+        reading.outcomes = FindingList()
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
@@ -203,6 +214,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         groups.append(replay.findings)
         if scope_pass is not None:
             groups.append(scope_pass.run(reading.scope_facts).findings)
+        elif reading.outcomes:
+            groups.append(reading.outcomes)
     except ToolReplayError as exc:
         error = _located(exc, job.display)
     except RecursionError:
@@ -220,8 +233,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     tools_found: Counter[str] = Counter()
     rules: Counter[str] = Counter()
     uncounted = 0
-    count_changes = options.count_changes
-    not_counted: frozenset[str] = frozenset() if count_changes else INFORMATION_KINDS  # `counts`, no call each
+    not_counted = options.uncounted  # `counts`, without a call each
+    information_kinds: Counter[str] = Counter()
     first: dict[int, int] = {}  # as `distinct_calls_with_findings`, in the same loop
     found_at: set[int] = set()
     for finding in findings:
@@ -230,6 +243,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
             first[index] = first.get(related, related)
         if kind in not_counted:
             uncounted += 1
+            if kind != "changed-after-write":  # what the guard did; state-aware's changes are counted apart
+                information_kinds[kind] += 1
             continue
         found_at.add(index)
         kinds[kind] += 1
@@ -241,9 +256,10 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
     return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
-                         information=uncounted if information is not None else None,
+                         information=uncounted if information is not None or uncounted else None,
                          call_tools=tuple(reading.tools or ()),
-                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra)
+                         distinct_calls=len({first.get(index, index) for index in found_at}) + extra,
+                         information_by_kind=_counted(information_kinds))
 
 
 class _SessionPass:
@@ -264,12 +280,14 @@ class _SessionPass:
         self.chain_read = False  # every link reached the walker
         self.walker = ChainWalker(sizes)
         self.scope_facts: list[Any] = []
+        self.outcomes: FindingList | None = None  # when given, the outcome findings are appended here
         self.tools: list[str] | None = [] if options.tables else None
         self._scope_fact = scope_fact
 
     def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
         """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""
-        job, scope_fact, tools, add_link = self.job, self._scope_fact, self.tools, self.walker.add
+        job, scope_fact, tools, add_link, outcomes = (self.job, self._scope_fact, self.tools, self.walker.add,
+                                                      self.outcomes)
         out_of_order: InputError | None = None
         with open_session(job) as handle:
             fd = handle.fileno()
@@ -293,6 +311,10 @@ class _SessionPass:
                         tools.append(record.tool)
                     if scope_fact is not None:
                         self.scope_facts.append(scope_fact(record))
+                    elif outcomes is not None and record.meta is not None:
+                        note = outcome_note(record)
+                        if note is not None:
+                            append_outcome_findings(outcomes, record.index, record.tool, note)
                     yield extract(record)
             except InputError:
                 if regular and not _unchanged(job.path, fd, before):
@@ -492,6 +514,9 @@ class FleetSummary:
         self.by_kind: Counter[str] = Counter()
         self.by_tool: Counter[str] = Counter()
         self.by_rule: Counter[str] = Counter()
+        self.information_by_kind: Counter[str] = Counter()  # blocked, approved, shadow
+        self.unknown_outcomes = 0  # sessions with a call whose outcome is unknown
+        self.unknown_listed: list[tuple[str, int]] = []  # (path, unknown calls), the first LISTED_PROBLEMS
         self.unreadable = 0
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
         self.skipped = 0  # files found that are not regular files: not sessions, never opened
@@ -532,8 +557,15 @@ class FleetSummary:
         if not result.found:
             self.quiet += 1
         self.information += result.information or 0
+        for name, count in result.information_by_kind:
+            self.information_by_kind[name] += count
         if not result.finding_count:
             return
+        unknown = dict(result.by_kind).get("unknown-outcome")
+        if unknown:
+            self.unknown_outcomes += 1
+            if len(self.unknown_listed) < LISTED_PROBLEMS:
+                self.unknown_listed.append((result.path, unknown))
         self.sessions_with_findings += 1
         self.findings += result.finding_count
         for counter, pairs in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),

@@ -17,7 +17,7 @@ from toolreplay.audit.fleet import SessionOptions
 from toolreplay.audit.fleet_render import iter_fleet_json, iter_fleet_text
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, max_line_option, output_whole
+from toolreplay.cli.audit import _positive_int, fail_on_option, max_line_option, output_whole
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
@@ -27,8 +27,10 @@ __all__ = ["register"]
 
 _EXIT_CODES = """exit codes:
   0  every session read, nothing found
-  1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
-     changed-after-write counts only with --count-changes)
+  1  a finding, a broken chain or a failed checkpoint in any session, a call that ran against the
+     policy, a call whose outcome is unknown (blocked, approved and shadow calls are information
+     and count only with --fail-on KIND; with --state-aware, changed-after-write counts only with
+     --count-changes)
   2  usage error, or a session or folder that could not be read (reported all the same;
      --allow-unreadable reports it without this exit code); files that are not regular files
      are skipped and do not change the exit code"""
@@ -40,7 +42,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     return SessionOptions(mutator_set(args.mutator or (), args.mutators or ()), policy,
                           checkpoint_cli.trusted_keys(args), render, args.state_aware, args.max_line_bytes,
                           tables=args.format == "sqlite", count_changes=args.count_changes,
-                          all_sessions=args.all_sessions)
+                          all_sessions=args.all_sessions, fail_on=frozenset(args.fail_on or ()))
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -111,6 +113,7 @@ def register(subparsers: Any) -> None:
                              "(information, not counted), a change after an error retry-after-error")
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
+    fail_on_option(parser)
     parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
                         help="report format (default: text); sqlite: a database of sessions, calls and findings "
                              "(with -o FILE)")

@@ -171,7 +171,8 @@ class _Call:
     started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
     owner: Any = None  # handle_async: the asyncio task that runs the tool itself (the gate hands it back)
     # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
-    # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
+    # person's answer made (`x-remembered`), why that answer could not be remembered (`x-remember-error`),
+    # or a plain yes (`x-confirmed`: `once`)
     approval: tuple[str, str] | None = None
 
     @property
@@ -424,6 +425,8 @@ class Gate:
                     return self._refuse(call, answer)
                 if answer is not None:
                     call = self._remember(call, answer)
+                if call.approval is None:  # a plain yes, on record: the audit tells it from a call that needed none
+                    call = replace(call, approval=("x-confirmed", "once"))
         pending, owner = self._register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
