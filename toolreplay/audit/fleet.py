@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
+from toolreplay.audit.call_rows import CallRow, ChainHead, call_row
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import Finding, FindingList, counts, uncounted_kinds
@@ -54,7 +55,7 @@ class SessionOptions:
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
-    tables: bool = False  # keep what the database output needs: every finding, and each call's tool
+    tables: bool = False  # keep what the database output needs: every finding, each call's row, the chain head
     count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
     all_sessions: bool = False  # the text report lists every session, not only those with something found
     fail_on: frozenset[str] = frozenset()  # information kinds that count as findings (`--fail-on KIND`)
@@ -119,7 +120,9 @@ class SessionResult:
     rendered: str | None = None  # this session's part of the report, when the options asked for one
     information: int | None = None  # state-aware: the findings listed that do not count
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
-    call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
+    call_rows: tuple[CallRow, ...] = ()  # with `SessionOptions.tables`: each call's row, in index order
+    head: str | None = None  # with `SessionOptions.tables`: the chain head (`toolreplay.audit.call_rows.ChainHead`)
+    has_meta: bool = False  # with `SessionOptions.tables`: a record carries `meta` (format 1.1)
     distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
     information_by_kind: tuple[tuple[str, int], ...] = ()  # the findings listed that do not count, by kind
 
@@ -257,7 +260,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
                          information=uncounted if information is not None or uncounted else None,
-                         call_tools=tuple(reading.tools or ()),
+                         call_rows=tuple(reading.rows or ()),
+                         head=None if reading.head is None else reading.head.head, has_meta=reading.has_meta,
                          distinct_calls=len({first.get(index, index) for index in found_at}) + extra,
                          information_by_kind=_counted(information_kinds))
 
@@ -281,13 +285,15 @@ class _SessionPass:
         self.walker = ChainWalker(sizes)
         self.scope_facts: list[Any] = []
         self.outcomes: FindingList | None = None  # when given, the outcome findings are appended here
-        self.tools: list[str] | None = [] if options.tables else None
+        self.rows: list[CallRow] | None = [] if options.tables else None
+        self.head: ChainHead | None = ChainHead() if options.tables else None
+        self.has_meta = False
         self._scope_fact = scope_fact
 
     def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
         """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""
-        job, scope_fact, tools, add_link, outcomes = (self.job, self._scope_fact, self.tools, self.walker.add,
-                                                      self.outcomes)
+        job, scope_fact, rows, add_link, outcomes = (self.job, self._scope_fact, self.rows, self.walker.add,
+                                                     self.outcomes)
         out_of_order: InputError | None = None
         with open_session(job) as handle:
             fd = handle.fileno()
@@ -307,8 +313,10 @@ class _SessionPass:
                                                                                                   self.calls))
                         continue
                     self.calls += 1
-                    if tools is not None:
-                        tools.append(record.tool)
+                    if rows is not None:
+                        rows.append(call_row(record))
+                        self.head.add(record)  # type: ignore[union-attr]  # kept with the rows
+                        self.has_meta = self.has_meta or record.meta is not None
                     if scope_fact is not None:
                         self.scope_facts.append(scope_fact(record))
                     elif outcomes is not None and record.meta is not None:

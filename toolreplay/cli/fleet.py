@@ -68,6 +68,12 @@ def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
     if args.format == "sqlite" and not args.output:
         raise UsageError("--format sqlite needs -o FILE (a database is written to a file, not to standard output)")
+    if args.append:
+        if args.format != "sqlite":
+            raise UsageError("--append is for --format sqlite")
+        from toolreplay.audit.fleet_sqlite import check_appendable
+
+        check_appendable(args.output)  # before the audit: a file that is not one to add to is left untouched
     options = _options(args)
     run = audit_many(args.paths, options, _engine(args), top=DETAILED_SESSIONS if args.format == "html" else None)
     summary = run.summary
@@ -75,7 +81,7 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
         from toolreplay.audit.fleet_sqlite import write_fleet_sqlite
 
         write_fleet_sqlite(args.output, run.results, state_aware=options.state_aware,
-                           policy_agent=None if options.policy is None else options.policy.agent)
+                           policy_agent=None if options.policy is None else options.policy.agent, append=args.append)
     elif args.format == "html":
         _write(fleet_report_page(run), args.output, io)
     elif args.format == "json":
@@ -121,6 +127,9 @@ def register(subparsers: Any) -> None:
                         help="text report: list every session (by default only those with something found, "
                              "unreadable or skipped)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
+    parser.add_argument("--append", action="store_true",
+                        help="sqlite: add this run to the database FILE holds, without the sessions it holds "
+                             "already (the same path and chain head)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
     parser.add_argument("--engine", choices=("local", "dask"), default="local",
