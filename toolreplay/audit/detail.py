@@ -48,6 +48,7 @@ class CallView:
     response_size: int
     ts: str | None = None  # meta.ts and meta.duration_ms, where the record has them
     duration_ms: float | None = None
+    outcome: str | None = None  # meta.outcome, where the record has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ def collect_calls(job: SessionJob, wanted: set[int], text_limit: int) -> tuple[C
                     meta = record.meta or {}
                     shown.append(CallView(record.index, record.tool, _cut(args, text_limit),
                                           _cut(response, text_limit), len(args), len(response), meta.get("ts"),
-                                          meta.get("duration_ms")))
+                                          meta.get("duration_ms"), meta.get("outcome", "ran" if meta else None)))
     except (ToolReplayError, RecursionError):
         pass  # the audit itself reports why the file cannot be read
     return tuple(shown)

@@ -527,6 +527,7 @@ class FleetSummary:
         self.unknown_listed: list[tuple[str, int]] = []  # (path, unknown calls), the first LISTED_PROBLEMS
         self.unreadable = 0
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
+        self.unreadable_paths: list[str] = []  # the paths of those messages, in the same order
         self.skipped = 0  # files found that are not regular files: not sessions, never opened
         self.skipped_listed: list[tuple[str, str]] = []  # (path, why), the first LISTED_PROBLEMS
         self.broken = 0
@@ -559,6 +560,7 @@ class FleetSummary:
             self.unreadable += 1
             if len(self.unreadable_listed) < LISTED_PROBLEMS:
                 self.unreadable_listed.append(result.error)
+                self.unreadable_paths.append(result.path)
             return
         self.calls += result.calls
         self.histogram[_bucket(result.calls)] += 1
