@@ -36,6 +36,7 @@ OutcomeFact = tuple[int, str, "Note | None"]
 APPROVAL_KEYS = ("x-approval", "x-remembered", "x-remember-error", "x-confirmed")
 _RAN_OR_MAY_HAVE = frozenset({"ran", "unknown"})
 _DENIED_BY_RULE = "denied by rule "
+_NOTED = frozenset({"refused", "unknown"})
 
 
 def outcome_note(record: Record) -> Note | None:
@@ -113,6 +114,8 @@ def append_outcome_findings(findings: FindingList, index: int, tool: str, note: 
     `rule` is the rule the policy gives a refused call when the refusal names none; `approved_rule` the
     rule that asked for the approval."""
     outcome, text, _, shadows = note
+    if not before and not shadows and outcome not in _NOTED and approval_of(note) is None:
+        return  # a call that simply ran: most records, nothing to say
     entries: list[tuple[str, Any]] = list(before)
     approval = approval_of(note)
     if approval is not None:
