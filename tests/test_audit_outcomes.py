@@ -160,6 +160,38 @@ class GuardedRecordTest(unittest.TestCase):
             self.assertIn(f">{kind}<", page)
 
 
+class AsyncApprovalTest(unittest.TestCase):
+    """`handle_async` (the async frameworks' door) records the person's yes as `handle` does."""
+
+    def test_an_async_call_records_its_approval(self) -> None:
+        import asyncio
+
+        from toolreplay.guard import Approvals
+
+        with tempfile.TemporaryDirectory() as folder:
+            approvals = os.path.join(folder, "approvals.jsonl")
+            with open(approvals, "w", encoding="utf-8") as handle:
+                handle.write('{"id": "docs-writes", "tool": "write_note", "when": [{"arg": "text", "eq": "docs"}]}\n')
+            record = os.path.join(folder, "r.jsonl")
+
+            async def write_note(args: dict[str, Any]) -> dict[str, Any]:
+                return {"ok": True}
+
+            async def session() -> None:
+                with SessionRecorder.open(record) as recorder:
+                    gate = Gate({"write_note": lambda text: {"ok": True}}, parse_policy(POLICY),
+                                confirm=lambda tool, args: True, recorder=recorder,
+                                approvals=Approvals(approvals, root=folder))
+                    await gate.handle_async("write_note", {"text": "hi"}, write_note)
+                    await gate.handle_async("write_note", {"text": "docs"}, write_note)
+
+            asyncio.run(session())
+            with open(record, encoding="utf-8") as handle:
+                metas = [json.loads(line)["meta"] for line in handle]
+        self.assertEqual([{k: v for k, v in meta.items() if k.startswith("x-")} for meta in metas],
+                         [{"x-confirmed": "once"}, {"x-approval": "docs-writes"}])
+
+
 class RecordMetaTest(unittest.TestCase):
     """What a record's meta names: a remembered approval, shadow decisions; none of it without meta."""
 

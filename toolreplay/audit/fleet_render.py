@@ -189,7 +189,7 @@ def _session_json(result: SessionResult) -> dict[str, Any]:
         "divergence": result.divergence, "findings_total": result.finding_count,
         "distinct_calls_with_findings": result.distinct_calls,
         "findings": [finding_json(f) for f in result.findings]}
-    if result.information is not None:  # state-aware: listed in findings, not in findings_total
+    if result.information is not None:  # state-aware, or what the guard did: listed, not in findings_total
         document["information"] = result.information
     status = result.checkpoint
     if status is not None:  # only for a session with a checkpoint beside it

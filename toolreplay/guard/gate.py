@@ -132,9 +132,10 @@ class Answer:
 class _RunLater(Exception):  # noqa: N818 - a signal inside the gate, not an error
     """handle_async: the gate let the call run; its caller awaits the tool (`_run_async`)."""
 
-    def __init__(self, pending: _Pending) -> None:
+    def __init__(self, pending: _Pending, call: _Call) -> None:
         super().__init__()
         self.pending = pending
+        self.call = call  # as decided: with the approval its record names
 
 
 class _WaitFor(Exception):  # noqa: N818 - a signal inside the gate, not an error
@@ -336,7 +337,7 @@ class Gate:
             try:
                 answer = step()
             except _RunLater as later:  # the gate let it run: the tool runs here, in the loop
-                answer = await self._run_async(request, later.pending, run)
+                answer = await self._run_async(later.call, later.pending, run)
             except _WaitFor as wait:  # an identical call is running: wait, then decide after it
                 await asyncio.to_thread(wait.pending.done.wait)
                 step = functools.partial(self._repeated, request, wait.pending)
@@ -617,7 +618,7 @@ class Gate:
 
     def _run(self, call: _Call, pending: _Pending) -> Answer:
         if call.owner is not None:  # handle_async runs the tool in its event loop (_run_async)
-            raise _RunLater(pending)
+            raise _RunLater(pending, call)
         try:
             intent = self._start(call, pending)
             if isinstance(intent, Answer):
