@@ -158,6 +158,9 @@ class GuardedRecordTest(unittest.TestCase):
         self.assertEqual(code, 1)
         for kind in ("blocked", "approved", "unknown-outcome"):
             self.assertIn(f">{kind}<", page)
+        self.assertIn('<div class="v">1</div><div class="l">findings', page)  # the unknown outcome alone counts
+        code, page, _ = run("scope", record, self.policy, "--format", "html", "--fail-on", "blocked")
+        self.assertIn('<div class="v">4</div><div class="l">findings', page)
 
 
 class AsyncApprovalTest(unittest.TestCase):

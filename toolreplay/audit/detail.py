@@ -105,14 +105,14 @@ def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: 
                  finding_count: int | None = None, error: str | None = None,
                  by_kind: tuple[tuple[str, int], ...] | None = None,
                  checkpoint: CheckpointStatus | None = None, information: int | None = None,
-                 count_changes: bool = False) -> SessionDetail:
+                 count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> SessionDetail:
     """The detail of a session already audited: its findings (the first `limits.findings`) and their calls.
 
     `findings` is every finding (those that count counted by kind here, as `toolreplay.audit.findings.counts`
     with `count_changes`) unless `finding_count`, `information` and `by_kind` say otherwise."""
     shown = collect_calls(job, _wanted(findings, limits), limits.text) if calls else ()
     if finding_count is None or by_kind is None or information is None:
-        kinds = Counter(finding.kind for finding in findings if counts(finding.kind, count_changes))
+        kinds = Counter(finding.kind for finding in findings if counts(finding.kind, count_changes, fail_on))
         counted = sum(kinds.values())
         finding_count = counted if finding_count is None else finding_count
         information = len(findings) - counted if information is None else information

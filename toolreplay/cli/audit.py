@@ -116,7 +116,8 @@ def _html_page(job: SessionJob, report: Any, args: argparse.Namespace, io: IO, c
     """Write the HTML page of one session's report."""
     from toolreplay.report.pages import session_report_page
 
-    _emit(session_report_page(job, report, command, agent, getattr(args, "count_changes", False)), args.output, io)
+    _emit(session_report_page(job, report, command, agent, getattr(args, "count_changes", False),
+                              frozenset(getattr(args, "fail_on", None) or ())), args.output, io)
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:

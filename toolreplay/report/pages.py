@@ -303,11 +303,11 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
 
 
 def session_report_page(job: SessionJob, report: Any, command: str, agent: str | None = None,
-                        count_changes: bool = False) -> Iterator[str]:
+                        count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> Iterator[str]:
     """The page of one session's `replay` or `scope` report (`report` from `toolreplay.audit.api`), with the
     calls behind its findings read again from `job` (see `toolreplay.audit.api.session_file`)."""
     detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings, SESSION_LIMITS,
-                          count_changes=count_changes)
+                          count_changes=count_changes, fail_on=fail_on)
     return session_page(detail, command, agent)
 
 
