@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
-from toolreplay.audit.call_rows import CallRow, ChainHead, call_row
+from toolreplay.audit.call_rows import CallRow, ChainHead, follow
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
 from toolreplay.audit.findings import Finding, FindingList, counts, uncounted_kinds
@@ -314,8 +314,7 @@ class _SessionPass:
                         continue
                     self.calls += 1
                     if rows is not None:
-                        rows.append(call_row(record))
-                        self.head.add(record)  # type: ignore[union-attr]  # kept with the rows
+                        rows.append(follow(record, self.head))  # type: ignore[arg-type]  # kept with the rows
                         self.has_meta = self.has_meta or record.meta is not None
                     if scope_fact is not None:
                         self.scope_facts.append(scope_fact(record))
