@@ -104,9 +104,16 @@ class Tools:
         return {"ok": True, "path": path}
 
 
-SCOPE = (1, "calls: 8\nfindings: 2\n"
-            "index 1: permission-overreach: tool 'refund' is not in the declared scope for agent 'shop'\n"
-            "index 2: policy-violation: tool 'write_note' denied by rule notes-in-docs: notes go under docs/\n", "")
+def scope_report(redelivers: bool = True) -> tuple[int, str, str]:
+    """What `scope` says of the record: everything forbidden was blocked, the approved cancel ran (exit 0)."""
+    last = 7 if redelivers else 6
+    return (0, f"calls: {last + 1}\nfindings: 0\ninformation: 5\n"
+               "index 1: blocked: tool 'refund' was refused by the guard: tool not allowed: refund\n"
+               "index 2: blocked: tool 'write_note' was refused by the guard: denied by rule notes-in-docs: notes go "
+               "under docs/\n"
+               "index 3: approved: tool 'cancel_order' ran after a person's yes\n"
+               "index 4: blocked: tool 'cancel_order' was refused by the guard: confirmation declined\n"
+               f"index {last}: blocked: tool 'get_order' was refused by the guard: budget exceeded: max_steps\n", "")
 
 
 def _cli(*argv: str) -> tuple[int, str, str]:
@@ -135,7 +142,7 @@ def check_record(test: Any, path: str, folder: str, redelivers: bool = True) -> 
             f"index {index}: redundant-call: tool 'cancel_order' repeats the identical call at index 3 with no "
             "state change between them\n" for index in cached), ""))
     code, out, err = _cli("scope", path, write_policy(folder, redelivers))
-    test.assertEqual((code, out.replace(f"calls: {len(played)}\n", "calls: 8\n"), err), SCOPE)
+    test.assertEqual((code, out, err), scope_report(redelivers))
 
 
 def write_policy(folder: str, redelivers: bool = True) -> str:

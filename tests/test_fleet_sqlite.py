@@ -85,11 +85,14 @@ class SqliteTest(unittest.TestCase):
         self.assertIn(SCHEMA + INDICES, _sql_blocks())
         indices = self.query("fleet.db", "SELECT tbl_name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT "
                                          "NULL ORDER BY name")
-        self.assertEqual(indices, [("calls", "CREATE INDEX calls_tool ON calls (tool)"),
+        self.assertEqual(indices, [("calls", "CREATE INDEX calls_outcome ON calls (outcome)"),
+                                   ("calls", "CREATE INDEX calls_server ON calls (server)"),
+                                   ("calls", "CREATE INDEX calls_tool ON calls (tool)"),
                                    ("findings", "CREATE INDEX findings_kind ON findings (kind)"),
                                    ("findings", "CREATE INDEX findings_rule ON findings (rule)"),
-                                   ("findings", "CREATE INDEX findings_session ON findings (session_id)"),
-                                   ("findings", "CREATE INDEX findings_tool ON findings (tool)")])
+                                   ("findings", "CREATE INDEX findings_session ON findings (session_id, call_index)"),
+                                   ("findings", "CREATE INDEX findings_tool ON findings (tool)"),
+                                   ("sessions", "CREATE INDEX sessions_run ON sessions (run_id)")])
 
     def test_the_documented_query_finds_the_sessions_with_a_violation_of_a_rule(self) -> None:
         self.assertIn(RULE_VIOLATIONS_QUERY, _sql_blocks())
@@ -114,7 +117,8 @@ class SqliteTest(unittest.TestCase):
         self.assertEqual(self.query("db", "SELECT severity, kind, count(*) FROM findings GROUP BY kind"),
                          [("information", "changed-after-write", 1), ("finding", "redundant-call", 1499)])
         self.assertEqual(self.query("db", "SELECT findings, information FROM sessions"), [(1499, 1)])
-        self.assertEqual(self.query("db", "SELECT state_aware, policy_agent FROM audit"), [(1, None)])
+        self.assertEqual(self.query("db", "SELECT state_aware, policy_agent, sessions, added FROM runs"),
+                         [(1, None, 1, 1)])
 
     def test_without_o_it_is_a_usage_error(self) -> None:
         self.assertEqual(run("audit", "fleet", "--format", "sqlite"),

@@ -207,9 +207,10 @@ class RecordTest(HookTestCase):
         code, out, _ = run("replay", self.record)
         self.assertEqual((code, out.splitlines()[0]), (0, "calls: 3"))
         rooted = self.write_policy(dict(POLICY, root=self.project), "rooted.json")
-        # scope checks every call as the guard did: exactly the guard's refusal
-        self.assertEqual(run("scope", self.record, rooted), (1, "calls: 3\nfindings: 1\nindex 1: policy-violation: "
-                                                                "tool 'Bash' denied by rule no-rm: no rm -rf\n", ""))
+        # scope checks every call as the guard did: exactly the guard's refusal, blocked (information: exit 0)
+        self.assertEqual(run("scope", self.record, rooted), (0, "calls: 3\nfindings: 0\ninformation: 1\nindex 1: "
+                                                                "blocked: tool 'Bash' was refused by the guard: denied "
+                                                                "by rule no-rm: no rm -rf\n", ""))
 
     def test_shadow_rules_and_the_loop_breaker_through_the_hooks(self) -> None:
         # decided in the core: each hook process rebuilds the gate, whose rules' history comes from the record

@@ -235,8 +235,8 @@ class RecordTest(GeminiHookTestCase):
         self.assertEqual((code, out.splitlines()[0]), (0, "calls: 3"))
         rooted = self.write_policy(dict(POLICY, root=self.project), "rooted.json")
         self.assertEqual(run("scope", self.record, rooted),
-                         (1, "calls: 3\nfindings: 1\nindex 1: policy-violation: tool 'run_shell_command' denied by "
-                             "rule no-rm: no rm -rf\n", ""))
+                         (0, "calls: 3\nfindings: 0\ninformation: 1\nindex 1: blocked: tool 'run_shell_command' was "
+                             "refused by the guard: denied by rule no-rm: no rm -rf\n", ""))
 
     def test_two_identical_calls_in_flight_are_completed_first_in_first_out(self) -> None:
         args = {"file_path": "/etc/hostname"}

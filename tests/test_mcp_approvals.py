@@ -82,7 +82,7 @@ class ProxyApprovalsTest(unittest.TestCase):
         proxy = self.start()  # revoked: asked again
         self.confirm(proxy, 4, {"action": "accept", "content": {"approve": True}})
         self.assertEqual(proxy.close()[0], 0)
-        self.assertEqual(self.metas(proxy), [{}])
+        self.assertEqual(self.metas(proxy), [{"x-confirmed": "once"}])  # a plain yes, not remembered
         with open(self.notes, encoding="utf-8") as written:
             self.assertEqual(written.read(), '{"text": "hi"}\n' * 3)
 

@@ -95,12 +95,12 @@ class SeveralServersTest(Workspace):
             ("two__echo", "ran", "tiny-two"), ("git__git_status", "ran", "git")])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
         self.assertEqual(run("replay", self.record), (0, "calls: 6\ndivergence: none\nfindings: 0\n", ""))
-        self.assertEqual(run("scope", self.record, self.policy), (1, (
-            "calls: 6\nfindings: 2\n"
-            "index 2: policy-violation: tool 'two__write_note' denied by rule no-secrets-to-two: no secrets in "
-            "two's notes\n"
-            "index 3: permission-overreach: tool 'two__delete_all' is not in the declared scope for agent "
-            "'several'\n"), ""))
+        self.assertEqual(run("scope", self.record, self.policy), (0, (  # the proxy blocked both: information
+            "calls: 6\nfindings: 0\ninformation: 2\n"
+            "index 2: blocked: tool 'two__write_note' was refused by the guard: denied by rule no-secrets-to-two: no "
+            "secrets in two's notes\n"
+            "index 3: blocked: tool 'two__delete_all' was refused by the guard: tool not allowed: two__delete_all\n"),
+            ""))
 
     def test_a_server_that_exits_leaves_the_others_serving(self) -> None:
         from mcp.shared.exceptions import MCPError

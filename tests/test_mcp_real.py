@@ -134,11 +134,11 @@ class FilesystemServerTest(Workspace):
             "index 1: redundant-call: tool 'read_text_file' repeats the identical call at index 0 "
             "with no state change between them\n"), ""))
         readers = self.write_policy({"agent": "reader", "allowed_tools": ["read_text_file"]}, "readers.json")
-        self.assertEqual(run("scope", self.record, readers), (1, (
-            "calls: 4\nfindings: 2\n"
-            "index 2: permission-overreach: tool 'move_file' is not in the declared scope for agent 'reader'\n"
-            "index 3: permission-overreach: tool 'write_file' is not in the declared scope for agent 'reader'\n"),
-            ""))
+        # Both out of the readers' scope, and both refused by the proxy: blocked (information), not overreach.
+        self.assertEqual(run("scope", self.record, readers), (0, (
+            "calls: 4\nfindings: 0\ninformation: 2\n"
+            "index 2: blocked: tool 'move_file' was refused by the guard: tool not allowed: move_file\n"
+            "index 3: blocked: tool 'write_file' was refused by the guard: confirmation required\n"), ""))
 
     def test_write_confirmed_through_elicitation(self) -> None:
         target = os.path.join(self.files, "notes", "today.txt")

@@ -253,13 +253,13 @@ class ScopeOutcomeTest(unittest.TestCase):
                         response={"ok": False, "error": "denied by rule once: once only"})
         code, out = _scope(POLICY_COUNT, _line(0, tool="send", args={"n": 0}), refused,
                            _line(2, tool="send", args={"n": 2}), _line(3, {"outcome": "refused"}, tool="forbidden"))
-        # The refused call is the guard's own violation, reported as the guard saw it; it did not run, so
-        # the next call is judged as the second send, not the third.
-        self.assertEqual((code, out), (1, "calls: 4\nfindings: 3\n"
-                                          "index 1: policy-violation: tool 'send' denied by rule once: once only\n"
+        # The refused calls are blocked (information, with the rule the refusal names); they did not run, so
+        # the next call is judged as the second send, not the third, and is the one violation.
+        self.assertEqual((code, out), (1, "calls: 4\nfindings: 1\ninformation: 2\n"
+                                          "index 1: blocked: tool 'send' was refused by the guard: denied by rule "
+                                          "once: once only\n"
                                           "index 2: policy-violation: tool 'send' denied by rule once: once only\n"
-                                          "index 3: permission-overreach: tool 'forbidden' is not in the declared "
-                                          "scope for agent 'a'\n"))
+                                          "index 3: blocked: tool 'forbidden' was refused by the guard\n"))
 
     def test_cached_and_cancelled_calls_do_not_count_unknown_ones_do(self) -> None:
         for outcome, findings in (("cached", 0), ("cancelled", 0), ("unknown", 1), ("ran", 1)):
@@ -317,10 +317,13 @@ class GuardedSessionTest(unittest.TestCase):
         self.assertTrue(all(meta["duration_ms"] >= 0 for meta in metas))
         with open(record, encoding="utf-8") as handle:
             code, out = _scope(self.POLICY, *handle)
-        # Exactly the two calls the guard refused, and the rate rule checked (no "not checked" line).
-        self.assertEqual((code, out), (1, "calls: 5\nfindings: 2\n"
-                                          "index 2: policy-violation: tool 'send' denied by rule pace: two a minute\n"
-                                          "index 3: policy-violation: tool 'send' denied by rule pace: two a minute\n"))
+        # Exactly the two calls the guard refused, blocked, and the rate rule checked (no "not checked" line):
+        # everything forbidden was blocked, so the exit code is 0.
+        self.assertEqual((code, out), (0, "calls: 5\nfindings: 0\ninformation: 2\n"
+                                          "index 2: blocked: tool 'send' was refused by the guard: denied by rule "
+                                          "pace: two a minute\n"
+                                          "index 3: blocked: tool 'send' was refused by the guard: denied by rule "
+                                          "pace: two a minute\n"))
 
     def test_a_resumed_record_counts_for_a_rate_when_its_calls_were_made(self) -> None:
         # A hook is a process per call: each resumes the record. The calls it holds count for a rate

@@ -7,6 +7,7 @@ Screenshots (light and dark) are written to $TOOLREPLAY_SCREENSHOTS when set, el
 from __future__ import annotations
 
 import http.server
+import json
 import os
 import shutil
 import subprocess
@@ -124,6 +125,73 @@ class ReportInBrowserTest(unittest.TestCase):
             chromium(f"file://{page}", "--window-size=1280,1000", f"--screenshot={target}", *extra)
             with open(target, "rb") as handle:
                 self.assertEqual(handle.read(8), b"\x89PNG\r\n\x1a\n", name)
+
+
+class WhereTest(unittest.TestCase):
+    """The fleet page's first screen names and links each broken chain, unreadable file and session with unknown
+    outcomes; the timeline marks blocked, approved, shadow and unknown calls apart; log text stays text."""
+
+    def setUp(self) -> None:
+        require(CHROMIUM is not None, "chromium is not installed (apt-get install chromium)")
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        self.fleet = os.path.join(folder.name, "fleet")
+        os.makedirs(self.fleet)
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Counter)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.addCleanup(self.server.server_close)
+        self.addCleanup(self.server.shutdown)
+        leak = f"http://127.0.0.1:{self.server.server_address[1]}"
+        evil = f"<img src={leak}/x>"
+        records = [
+            ("read", {"ok": False, "error": f"denied by rule r1: {evil}"}, {"outcome": "refused"}),
+            ("write", {}, {"outcome": "ran", "x-approval": evil}),
+            ("write", {}, {"outcome": "ran", "x-shadow": [{"rule": "strict", "effect": "deny", "reason": evil}]}),
+            ("send", {"ok": False, "error": f"outcome unknown: {evil}"}, {"outcome": "unknown"})]
+        lines = [json.dumps({"index": index, "tool": tool, "args": {"n": index}, "response": response, "meta": meta})
+                 for index, (tool, response, meta) in enumerate(records)]
+        with open(os.path.join(self.fleet, "guarded <b>.jsonl"), "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+        with open(os.path.join(self.fleet, "torn.jsonl"), "w", encoding="utf-8") as handle:
+            handle.write('{"index": 0, "tool": "t", "args": {}, "response": {}}\n[]\n')
+        plain = os.path.join(folder.name, "plain.jsonl")
+        shutil.copy(os.path.join(SAMPLES, "session-clean.jsonl"), plain)
+        io = IO.memory()
+        main(["seal", plain], io)
+        with open(os.path.join(self.fleet, "sealed.jsonl"), "w", encoding="utf-8") as handle:
+            handle.write(io.out().replace('"index":1,"tool":"', '"index":1,"tool":"x', 1))
+        self.page = os.path.join(folder.name, "fleet.html")
+        self.assertEqual(main(["audit", self.fleet, "--format", "html", "-o", self.page, "--allow-unreadable"],
+                              IO.memory()), 1)
+
+    def test_the_first_screen_says_where(self) -> None:
+        _Counter.hits.clear()
+        dom = chromium(f"file://{self.page}", "--dump-dom")
+        where = dom[dom.index('<section class="panel where" id="where">'):]
+        where = where[:where.index("</section>")]
+        self.assertLess(dom.index('id="where"'), dom.index("Findings by kind"))  # before the charts
+        self.assertIn('<b>Broken chains (1)</b>', where)
+        self.assertIn('<a class="path" href="#broken-0">sealed.jsonl</a> <span class="why">first broken link: index 1'
+                      '</span>', where)
+        self.assertIn('<b>Unreadable files (1)</b>', where)
+        self.assertIn('<a class="path" href="#unreadable-0">torn.jsonl</a>', where)
+        self.assertIn('<b>Sessions with unknown outcomes (1)</b>', where)
+        self.assertIn('<a class="path" href="#s0">guarded &lt;b&gt;.jsonl</a> <span class="why">1 call with an unknown '
+                      'outcome</span>', where)
+        for target in ("broken-0", "unreadable-0", "s0"):  # every link lands somewhere on the page
+            self.assertIn(f'id="{target}"', dom)
+        for mark, label in (("blocked", "blocked"), ("approved", "approved"), ("shadow", "shadow"),
+                            ("unknown", "unknown outcome")):
+            self.assertIn(f'<span class="mark m-{mark}">{label}</span>', dom)
+            self.assertRegex(dom, f'<li id="s0-c\\d" class="lazy hit m-{mark}"')
+        self.assertIn("&lt;img src=", dom)
+        self.assertNotIn("<img", dom)
+        self.assertEqual(dom.count("<script>"), 1)
+        self.assertEqual(_Counter.hits, [], "the page fetched something")
+        shot = os.path.join(os.path.dirname(self.page), "where.png")
+        chromium(f"file://{self.page}", "--window-size=1280,1000", f"--screenshot={shot}")
+        with open(shot, "rb") as handle:
+            self.assertEqual(handle.read(8), b"\x89PNG\r\n\x1a\n")
 
 
 if __name__ == "__main__":

@@ -318,12 +318,15 @@ class TableTest(Harness):
                     else:
                         self.assertEqual(response, {"ok": False, "error": "confirmation declined"})
                         self.assertEqual(asked, [tool])
-                    action = "denied" if effect == "deny" else "needs confirmation"
-                    want = f"index {len(history)}: policy-violation: tool '{tool}' {action} by rule {rule_id}: {reason}"
+                    # The record says the guard refused it: blocked, with the rule (information, not a violation).
+                    refusal = (f"denied by rule {rule_id}: {reason}" if effect == "deny"
+                               else f"(rule {rule_id}): confirmation declined")
+                    want = f"index {len(history)}: blocked: tool '{tool}' was refused by the guard{':' if effect == 'deny' else ''} {refusal}"
                 gate._recorder.close()  # type: ignore[union-attr]
                 code, out, err = self.scope(record)
                 lines = out.split("\n")
-                found = [line for line in lines if line.startswith(f"index {len(history)}: ")]
+                # the shadow rules' own lines are ShadowTest's: here, what the guard did with the call
+                found = [line for line in lines if line.startswith(f"index {len(history)}: ") and ": shadow: " not in line]
                 self.assertEqual(found, [] if want is None else [want])
                 self.assertEqual(err, "")
                 # The guard's record carries each call's time: the backtest checks the rate rule too.
@@ -470,8 +473,11 @@ class GuardTest(Harness):
         self.assertEqual(answers, ["ran", "cached", "cached", "ran", "refused"])
         self.assertEqual(ran, ["refund", "refund"])
         gate._recorder.close()  # type: ignore[union-attr]
-        self.assertEqual(self.scope(record), (1, "calls: 5\nfindings: 1\nindex 4: policy-violation: tool 'refund' "
-                                                 "denied by rule two-refunds: at most 2 refunds\n", ""))
+        self.assertEqual(self.scope(record), (0, "calls: 5\nfindings: 0\ninformation: 3\n"
+                                                 "index 0: approved: tool 'refund' ran after a person's yes\n"
+                                                 "index 3: approved: tool 'refund' ran after a person's yes\n"
+                                                 "index 4: blocked: tool 'refund' was refused by the guard: denied by "
+                                                 "rule two-refunds: at most 2 refunds\n", ""))
         gate, ran = self.gate(record, confirm=lambda tool, args: True)  # a restarted host counts the same way
         self.assertEqual(gate.call("refund", {"amount": 3}),
                          {"ok": False, "error": "denied by rule two-refunds: at most 2 refunds"})
@@ -539,9 +545,21 @@ class ShadowTest(Harness):
         with open(record, encoding="utf-8") as handle:
             metas = [json.loads(line)["meta"] for line in handle]
         self.assertEqual([meta.get("x-shadow") for meta in metas], [case[3] for case in SHADOW_CASES])
-        # the backtest reports what the enforced rules decide, never a shadow rule
-        self.assertEqual(self.scope(record), (1, "calls: 8\nfindings: 1\nindex 7: policy-violation: tool 'echo' "
-                                                 "denied by rule never-99: never 99\n", ""))
+        # the backtest: the guard refused index 7 (blocked), a person approved the refunds, and each shadow
+        # decision is information; nothing that ran broke an enforced rule (exit 0)
+        unlucky = "shadow: shadow rule unlucky would deny tool 'echo': 13 and up are unlucky"
+        self.assertEqual(self.scope(record), (0, "calls: 8\nfindings: 0\ninformation: 12\n" + "".join(f"index {line}\n" for line in (
+            f"0: {unlucky}", f"2: {unlucky}", f"3: {unlucky}",
+            "3: shadow: shadow rule loop would ask for confirmation tool 'echo': the same call again",
+            "4: approved: tool 'refund' ran after a person's yes",
+            "4: shadow: shadow rule big would ask for confirmation tool 'refund': big refunds",
+            "5: approved: tool 'refund' ran after a person's yes",
+            "5: shadow: shadow rule small would allow tool 'refund': small refunds",
+            "6: approved: tool 'refund' ran after a person's yes",
+            "6: shadow: shadow rule big would ask for confirmation tool 'refund': rule error: argument \"amount\" is "
+            "a string, not a number",
+            "7: blocked: tool 'echo' was refused by the guard: denied by rule never-99: never 99",
+            f"7: {unlucky}")), ""))
 
     def test_without_a_recorder_a_shadow_rule_still_decides_nothing(self) -> None:
         policy = load_policy(self.write("shadow.json", json.dumps(SHADOW_POLICY)))

@@ -48,6 +48,7 @@ class CallView:
     response_size: int
     ts: str | None = None  # meta.ts and meta.duration_ms, where the record has them
     duration_ms: float | None = None
+    outcome: str | None = None  # meta.outcome, where the record has one
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,7 @@ def collect_calls(job: SessionJob, wanted: set[int], text_limit: int) -> tuple[C
                     meta = record.meta or {}
                     shown.append(CallView(record.index, record.tool, _cut(args, text_limit),
                                           _cut(response, text_limit), len(args), len(response), meta.get("ts"),
-                                          meta.get("duration_ms")))
+                                          meta.get("duration_ms"), meta.get("outcome", "ran" if meta else None)))
     except (ToolReplayError, RecursionError):
         pass  # the audit itself reports why the file cannot be read
     return tuple(shown)
@@ -104,14 +105,14 @@ def build_detail(job: SessionJob, calls: int, divergence: int | None, findings: 
                  finding_count: int | None = None, error: str | None = None,
                  by_kind: tuple[tuple[str, int], ...] | None = None,
                  checkpoint: CheckpointStatus | None = None, information: int | None = None,
-                 count_changes: bool = False) -> SessionDetail:
+                 count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> SessionDetail:
     """The detail of a session already audited: its findings (the first `limits.findings`) and their calls.
 
     `findings` is every finding (those that count counted by kind here, as `toolreplay.audit.findings.counts`
     with `count_changes`) unless `finding_count`, `information` and `by_kind` say otherwise."""
     shown = collect_calls(job, _wanted(findings, limits), limits.text) if calls else ()
     if finding_count is None or by_kind is None or information is None:
-        kinds = Counter(finding.kind for finding in findings if counts(finding.kind, count_changes))
+        kinds = Counter(finding.kind for finding in findings if counts(finding.kind, count_changes, fail_on))
         counted = sum(kinds.values())
         finding_count = counted if finding_count is None else finding_count
         information = len(findings) - counted if information is None else information

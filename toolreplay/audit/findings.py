@@ -7,18 +7,24 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
-__all__ = ["Finding", "FindingList", "KINDS", "INFORMATION_KINDS", "SEVERITIES", "counts", "finding_fields"]
+__all__ = ["Finding", "FindingList", "KINDS", "NOTE_KINDS", "INFORMATION_KINDS", "SEVERITIES", "counts",
+           "uncounted_kinds", "finding_fields"]
 
-# Sorted by name: findings at one index are listed in this order. `changed-after-write` and
-# `retry-after-error` come only from `replay --state-aware`. Several policy-violation findings at one
-# index follow the order of the rules in the policy file.
+# Findings at one index are listed in the order of their kind's name. `changed-after-write` and
+# `retry-after-error` come only from `replay --state-aware`; `approved`, `blocked`, `shadow` and
+# `unknown-outcome` only from records whose `meta` says what the guard did (toolreplay.audit.outcomes).
+# Several policy-violation findings at one index follow the order of the rules in the policy file. (New
+# kinds go at the end of this tuple: its positions are stored.)
 KINDS = ("changed-after-write", "non-determinism", "permission-overreach", "policy-violation", "redundant-call",
-         "retry-after-error")
+         "retry-after-error", "approved", "blocked", "shadow", "unknown-outcome")
 
+# The kinds whose message is made from a note kept with the finding (`FindingList.append_note`).
+NOTE_KINDS = frozenset({"approved", "blocked", "shadow", "unknown-outcome"})
 
 # The one definition of what counts. A kind here is information (listed, never in a total, a ranking or an
-# exit code unless the user asks with --count-changes); every other kind is a finding.
-INFORMATION_KINDS = frozenset({"changed-after-write"})
+# exit code unless the user asks: --count-changes for changed-after-write, --fail-on KIND for any); every
+# other kind is a finding.
+INFORMATION_KINDS = frozenset({"changed-after-write", "approved", "blocked", "shadow"})
 SEVERITIES = ("finding", "information")
 
 
@@ -41,21 +47,30 @@ class Finding:
         return "information" if self.kind in INFORMATION_KINDS else "finding"
 
 
-def counts(kind: str, count_changes: bool = False) -> bool:
+def counts(kind: str, count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> bool:
     """Whether a finding of this kind counts (in totals, rankings, charts and the exit code): a finding
-    always, information only when `count_changes` asks for it."""
-    return count_changes or kind not in INFORMATION_KINDS
+    always, information only when asked for: changed-after-write by `count_changes`, any kind by `fail_on`."""
+    return kind not in uncounted_kinds(count_changes, fail_on)
+
+
+def uncounted_kinds(count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> frozenset[str]:
+    """The kinds that do not count (`counts`): the information kinds the user did not ask to count."""
+    asked = fail_on | {"changed-after-write"} if count_changes else fail_on
+    return INFORMATION_KINDS - asked
 
 
 def finding_fields(finding: Finding) -> dict[str, Any]:
     """A finding as every JSON report shows it, its fields always in this order (`rule` null but for a
-    policy-violation)."""
+    policy-violation, a shadow decision, and a blocked or approved call whose record names the rule)."""
     return {"index": finding.index, "kind": finding.kind, "severity": finding.severity, "tool": finding.tool,
             "rule": finding.rule, "related_index": finding.related_index, "message": finding.message}
 
 
 def _message(kind: str, tool: str, related: int | None, context: str, verdict: tuple[str, str, str] | None,
              earlier: int | None = None) -> str:
+    if kind in NOTE_KINDS:
+        assert verdict is not None
+        return _note_message(kind, tool, *verdict)
     if verdict is not None:
         rule_id, effect, reason = verdict
         action = "denied" if effect == "deny" else "needs confirmation"
@@ -71,6 +86,21 @@ def _message(kind: str, tool: str, related: int | None, context: str, verdict: t
     if kind == "non-determinism":
         return f"tool '{tool}' returned a different response than the identical call at index {related}"
     return f"tool '{tool}' is not in the declared scope for agent '{context}'"
+
+
+def _note_message(kind: str, tool: str, rule: str, detail: str, text: str) -> str:
+    if kind == "blocked":
+        named = f" (rule {rule})" if rule and not text.startswith("denied by rule ") else ""
+        return f"tool '{tool}' was refused by the guard{named}" + (f": {text}" if text else "")
+    if kind == "approved":
+        how = {"x-approval": f" (remembered approval {text})", "x-remembered": f" (remembered as approval {text})",
+               "x-remember-error": f" (not remembered: {text})"}.get(detail, "")
+        return f"tool '{tool}' ran after a person's yes{how}"
+    if kind == "shadow":
+        action = "deny" if detail == "deny" else "ask for confirmation" if detail == "ask" else detail
+        return f"shadow rule {rule} would {action} tool '{tool}'" + (f": {text}" if text else "")
+    ending = f": {text}" if text else ""
+    return f"tool '{tool}' has an unknown outcome (it may have run){ending}"
 
 
 class FindingList(Sequence[Finding]):
@@ -99,6 +129,17 @@ class FindingList(Sequence[Finding]):
         self.append(index, "policy-violation", tool)
         self._verdict[-1] = verdict_id
 
+    def append_note(self, index: int, kind: str, tool: str, rule: str | None, detail: str = "",
+                    text: str = "") -> None:
+        """Record a finding of a NOTE_KINDS kind: the rule it names (or None), and what its message says."""
+        note = (rule or "", detail, text)
+        note_id = self._verdict_ids.get(note)
+        if note_id is None:
+            note_id = self._verdict_ids[note] = len(self._verdicts)
+            self._verdicts.append(note)
+        self.append(index, kind, tool)
+        self._verdict[-1] = note_id
+
     def append(self, index: int, kind: str, tool: str, related_index: int | None = None,
                earlier_index: int | None = None) -> None:
         """Record a finding; callers append in report order (index, then kind name). `earlier_index`:
@@ -118,6 +159,11 @@ class FindingList(Sequence[Finding]):
     def __len__(self) -> int:
         return len(self._index)
 
+    def counted(self, count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> int:
+        """How many of the findings count (`counts`), without making them."""
+        uncounted = {KINDS.index(kind) for kind in uncounted_kinds(count_changes, fail_on)}
+        return len(self._kind) - sum(self._kind.count(kind) for kind in uncounted)
+
     def _get(self, position: int) -> Finding:
         kind = KINDS[self._kind[position]]
         tool = self._tools[self._tool[position]]
@@ -127,7 +173,7 @@ class FindingList(Sequence[Finding]):
         verdict = None if verdict_id < 0 else self._verdicts[verdict_id]
         return Finding(self._index[position], kind, tool, related_index,
                        _message(kind, tool, related_index, self._context, verdict, self._earlier.get(position)),
-                       None if verdict is None else verdict[0])
+                       None if verdict is None else verdict[0] or None)
 
     @overload
     def __getitem__(self, position: int) -> Finding: ...

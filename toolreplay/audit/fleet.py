@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO, Any, NamedTuple
 
+from toolreplay.audit.call_rows import CallRow, ChainHead, follow
 from toolreplay.audit.chain import ChainReport, ChainWalk, ChainWalker, link_fact, walk_link_facts
 from toolreplay.audit.checkpoint import TLOG, Checkpoint, Keys, SignatureCheck, check_checkpoint, read_checkpoint
-from toolreplay.audit.findings import INFORMATION_KINDS, Finding, counts
+from toolreplay.audit.findings import Finding, FindingList, counts, uncounted_kinds
 from toolreplay.audit.merkle import SessionTree
+from toolreplay.audit.outcomes import append_outcome_findings, outcome_note
 from toolreplay.audit.replay import DEFAULT_MUTATORS, replay_check
 from toolreplay.audit.scope import scope_check
 from toolreplay.errors import InputError, ToolReplayError, UsageError
@@ -54,10 +56,16 @@ class SessionOptions:
     render: str | None = None  # "text" or "json": each session's part of the report is rendered by its worker
     state_aware: bool = False  # replay as `replay --state-aware` does (changed-after-write is information)
     max_line: int = MAX_LINE_BYTES  # a longer line is an input error
-    tables: bool = False  # keep what the database output needs: every finding, and each call's tool
+    tables: bool = False  # keep what the database output needs: every finding, each call's row, the chain head
     count_changes: bool = False  # state-aware: information counts as findings (`toolreplay.audit.findings.counts`)
     all_sessions: bool = False  # the text report lists every session, not only those with something found
     cite: bool = False  # each session's Merkle tree (size and root) in the JSON report: what the verdict is about
+    fail_on: frozenset[str] = frozenset()  # information kinds that count as findings (`--fail-on KIND`)
+
+    @property
+    def uncounted(self) -> frozenset[str]:
+        """The kinds listed as information, not counted (`toolreplay.audit.findings.uncounted_kinds`)."""
+        return uncounted_kinds(self.count_changes, self.fail_on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,9 +122,12 @@ class SessionResult:
     rendered: str | None = None  # this session's part of the report, when the options asked for one
     information: int | None = None  # state-aware: the findings listed that do not count
     skipped: str | None = None  # why a file found in a folder or by a glob was not opened (not a session)
-    call_tools: tuple[str, ...] = ()  # with `SessionOptions.tables`: the tool of each call, in index order
+    call_rows: tuple[CallRow, ...] = ()  # with `SessionOptions.tables`: each call's row, in index order
+    head: str | None = None  # with `SessionOptions.tables`: the chain head (`toolreplay.audit.call_rows.ChainHead`)
+    has_meta: bool = False  # with `SessionOptions.tables`: a record carries `meta` (format 1.1)
     distinct_calls: int = 0  # distinct calls with a finding that counts (`distinct_calls_with_findings`)
     tree: tuple[int, str] | None = None  # with `SessionOptions.cite`: the size and root (hex) of the session's tree
+    information_by_kind: tuple[tuple[str, int], ...] = ()  # the findings listed that do not count, by kind
 
     @property
     def counted(self) -> int:
@@ -148,7 +159,8 @@ def finding_rule(finding: Finding) -> str | None:
 _SAME_CALL_KINDS = frozenset({"redundant-call", "non-determinism", "retry-after-error"})
 
 
-def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False) -> int:
+def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: bool = False,
+                                 fail_on: frozenset[str] = frozenset()) -> int:
     """How many distinct calls have a finding that counts: a call and its identical repeats (joined by a
     redundant-call, non-determinism or retry-after-error) are one, whatever their number of findings.
 
@@ -159,7 +171,7 @@ def distinct_calls_with_findings(findings: Sequence[Finding], count_changes: boo
         related = finding.related_index
         if related is not None and finding.kind in _SAME_CALL_KINDS:
             first[finding.index] = first.get(related, related)
-    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes)})
+    return len({first.get(f.index, f.index) for f in findings if counts(f.kind, count_changes, fail_on)})
 
 
 def _counted(counter: Counter[str]) -> tuple[tuple[str, int], ...]:
@@ -197,6 +209,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     tlog = checkpoint is not None and checkpoint.kind == TLOG
     reading = _SessionPass(job, options, set() if tlog else anchored, None if scope_pass is None else scope_pass.facts,
                            anchored if tlog else set())
+    if scope_pass is None:  # without a policy, what the guard did is read alone (with one, scope reads it)
+        reading.outcomes = FindingList()
     error: str | None = None
     groups: list[Sequence[Finding]] = []
     divergence: int | None = None
@@ -208,6 +222,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
         groups.append(replay.findings)
         if scope_pass is not None:
             groups.append(scope_pass.run(reading.scope_facts).findings)
+        elif reading.outcomes:
+            groups.append(reading.outcomes)
     except ToolReplayError as exc:
         error = _located(exc, job.display)
     except RecursionError:
@@ -225,8 +241,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     tools_found: Counter[str] = Counter()
     rules: Counter[str] = Counter()
     uncounted = 0
-    count_changes = options.count_changes
-    not_counted: frozenset[str] = frozenset() if count_changes else INFORMATION_KINDS  # `counts`, no call each
+    not_counted = options.uncounted  # `counts`, without a call each
+    information_kinds: Counter[str] = Counter()
     first: dict[int, int] = {}  # as `distinct_calls_with_findings`, in the same loop
     found_at: set[int] = set()
     for finding in findings:
@@ -235,6 +251,8 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
             first[index] = first.get(related, related)
         if kind in not_counted:
             uncounted += 1
+            if kind != "changed-after-write":  # what the guard did; state-aware's changes are counted apart
+                information_kinds[kind] += 1
             continue
         found_at.add(index)
         kinds[kind] += 1
@@ -246,10 +264,11 @@ def audit_session(job: SessionJob, options: SessionOptions) -> SessionResult:
     listed = tuple(findings) if options.tables else tuple(findings[:FINDINGS_LISTED])
     return SessionResult(job.display, reading.calls, reading.sealed, divergence, len(findings) - uncounted + extra,
                          listed, _counted(kinds), _counted(tools_found), _counted(rules), chain, checkpoint=status,
-                         information=uncounted if information is not None else None,
-                         call_tools=tuple(reading.tools or ()),
+                         information=uncounted if information is not None or uncounted else None,
+                         call_rows=tuple(reading.rows or ()),
+                         head=None if reading.head is None else reading.head.head, has_meta=reading.has_meta,
                          distinct_calls=len({first.get(index, index) for index in found_at}) + extra,
-                         tree=reading.tree())
+                         information_by_kind=_counted(information_kinds), tree=reading.tree())
 
 
 class _SessionPass:
@@ -270,7 +289,10 @@ class _SessionPass:
         self.chain_read = False  # every link reached the walker
         self.walker = ChainWalker(sizes, roots or ())
         self.scope_facts: list[Any] = []
-        self.tools: list[str] | None = [] if options.tables else None
+        self.outcomes: FindingList | None = None  # when given, the outcome findings are appended here
+        self.rows: list[CallRow] | None = [] if options.tables else None
+        self.head: ChainHead | None = ChainHead() if options.tables else None
+        self.has_meta = False
         self._scope_fact = scope_fact
         self._cited = SessionTree() if options.cite else None
 
@@ -280,7 +302,8 @@ class _SessionPass:
 
     def facts(self, extract: Callable[[Record], Any]) -> Iterator[Any]:
         """Yield extract(record) for each record in index order; check the rest of the pass as it goes."""
-        job, scope_fact, tools, add_link = self.job, self._scope_fact, self.tools, self.walker.add
+        job, scope_fact, rows, add_link, outcomes = (self.job, self._scope_fact, self.rows, self.walker.add,
+                                                     self.outcomes)
         cite = None if self._cited is None else self._cited.add_record
         out_of_order: InputError | None = None
         with open_session(job) as handle:
@@ -303,10 +326,15 @@ class _SessionPass:
                                                                                                   self.calls))
                         continue
                     self.calls += 1
-                    if tools is not None:
-                        tools.append(record.tool)
+                    if rows is not None:
+                        rows.append(follow(record, self.head))  # type: ignore[arg-type]  # kept with the rows
+                        self.has_meta = self.has_meta or record.meta is not None
                     if scope_fact is not None:
                         self.scope_facts.append(scope_fact(record))
+                    elif outcomes is not None and record.meta is not None:
+                        note = outcome_note(record)
+                        if note is not None:
+                            append_outcome_findings(outcomes, record.index, record.tool, note)
                     yield extract(record)
             except InputError:
                 if regular and not _unchanged(job.path, fd, before):
@@ -508,8 +536,12 @@ class FleetSummary:
         self.by_kind: Counter[str] = Counter()
         self.by_tool: Counter[str] = Counter()
         self.by_rule: Counter[str] = Counter()
+        self.information_by_kind: Counter[str] = Counter()  # blocked, approved, shadow
+        self.unknown_outcomes = 0  # sessions with a call whose outcome is unknown
+        self.unknown_listed: list[tuple[str, int]] = []  # (path, unknown calls), the first LISTED_PROBLEMS
         self.unreadable = 0
         self.unreadable_listed: list[str] = []  # messages, the first LISTED_PROBLEMS
+        self.unreadable_paths: list[str] = []  # the paths of those messages, in the same order
         self.skipped = 0  # files found that are not regular files: not sessions, never opened
         self.skipped_listed: list[tuple[str, str]] = []  # (path, why), the first LISTED_PROBLEMS
         self.broken = 0
@@ -542,14 +574,22 @@ class FleetSummary:
             self.unreadable += 1
             if len(self.unreadable_listed) < LISTED_PROBLEMS:
                 self.unreadable_listed.append(result.error)
+                self.unreadable_paths.append(result.path)
             return
         self.calls += result.calls
         self.histogram[_bucket(result.calls)] += 1
         if not result.found:
             self.quiet += 1
         self.information += result.information or 0
+        for name, count in result.information_by_kind:
+            self.information_by_kind[name] += count
         if not result.finding_count:
             return
+        unknown = dict(result.by_kind).get("unknown-outcome")
+        if unknown:
+            self.unknown_outcomes += 1
+            if len(self.unknown_listed) < LISTED_PROBLEMS:
+                self.unknown_listed.append((result.path, unknown))
         self.sessions_with_findings += 1
         self.findings += result.finding_count
         for counter, pairs in ((self.by_kind, result.by_kind), (self.by_tool, result.by_tool),

@@ -150,17 +150,20 @@ def _summary_text(summary: FleetSummary, all_sessions: bool = False) -> Iterator
     yield (f"calls: {summary.calls}\n"
            f"sessions with findings: {summary.sessions_with_findings}\n"
            f"findings: {summary.counted}\n")
-    if summary.state_aware:  # as replay --state-aware: changed-after-write apart, not in the findings above
-        yield f"information: {summary.information}\n"
+    if summary.state_aware or summary.information:  # listed, not in the findings above: changed-after-write
+        yield f"information: {summary.information}\n"  # (state-aware), calls the guard blocked, approved, shadowed
     yield f"sealed: {summary.sealed}\nbroken chains: {summary.broken}\n"
     if summary.checkpoints:
         yield (f"checkpoints: {summary.checkpoints}\nsessions anchored: {summary.anchored}\n"
                f"failed checkpoints: {summary.failed_checkpoints}\nunverified checkpoints: {summary.unverified}\n")
-    for title, counter in (("kind", summary.by_kind), ("tool", summary.by_tool), ("rule", summary.by_rule)):
+    for title, counter in (("findings by kind", summary.by_kind), ("findings by tool", summary.by_tool),
+                           ("findings by rule", summary.by_rule), ("information by kind", summary.information_by_kind)):
         if counter:
-            yield f"findings by {title}:\n"
+            yield f"{title}:\n"
             for name, count in ranked_counts(counter):
                 yield f"  {escape_text(name)}: {count}\n"
+    if summary.unknown_outcomes:
+        yield f"sessions with unknown outcomes: {summary.unknown_outcomes}\n"
     top = summary.top_sessions()
     if top:
         yield "most distinct calls with findings:\n"
@@ -186,7 +189,7 @@ def _session_json(result: SessionResult) -> dict[str, Any]:
         "divergence": result.divergence, "findings_total": result.finding_count,
         "distinct_calls_with_findings": result.distinct_calls,
         "findings": [finding_json(f) for f in result.findings]}
-    if result.information is not None:  # state-aware: listed in findings, not in findings_total
+    if result.information is not None:  # state-aware, or what the guard did: listed, not in findings_total
         document["information"] = result.information
     if result.tree is not None:  # only with --cite: the tree of the records this verdict is about
         document["tree"] = {"size": result.tree[0], "root": result.tree[1]}
@@ -213,8 +216,13 @@ def summary_json(summary: FleetSummary) -> dict[str, Any]:
         "unreadable_files": summary.unreadable_listed,
         "broken_chain_files": [{"path": path, "first_broken_index": at} for path, at in summary.broken_listed],
     }
-    if summary.state_aware:
+    if summary.state_aware or summary.information:
         document["information"] = summary.information
+    if summary.information_by_kind:
+        document["information_by_kind"] = dict(ranked_counts(summary.information_by_kind))
+    if summary.unknown_outcomes:
+        document["sessions_with_unknown_outcomes"] = summary.unknown_outcomes
+        document["unknown_outcome_files"] = [{"path": path, "calls": calls} for path, calls in summary.unknown_listed]
     if summary.skipped:
         document["skipped"] = summary.skipped
         document["skipped_files"] = [{"path": path, "reason": why} for path, why in summary.skipped_listed]

@@ -72,20 +72,28 @@ def iter_replay_json(report: ReplayReport) -> Iterator[str]:
     yield from _json_with_findings(head, report.findings)
 
 
-def iter_scope_text(report: ScopeReport) -> Iterator[str]:
-    """The exact documented text (docs/commands.md), in pieces."""
-    yield f"calls: {report.calls}\nfindings: {len(report.findings)}\n"
+def iter_scope_text(report: ScopeReport, fail_on: frozenset[str] = frozenset()) -> Iterator[str]:
+    """The exact documented text (docs/commands.md), in pieces: `information: N` only when there is any
+    (calls the guard refused, approved or shadowed, which do not count unless `fail_on` names them)."""
+    counted = report.counted(fail_on)
+    yield f"calls: {report.calls}\nfindings: {counted}\n"
+    if counted != len(report.findings):
+        yield f"information: {len(report.findings) - counted}\n"
     yield from _finding_lines(report.findings)
     for rule_id in report.unchecked_rules:
         yield (f"not checked: rule {rule_id}: a rate needs the time of each call (meta.ts), "
                "which this record does not carry\n")
 
 
-def iter_scope_json(report: ScopeReport) -> Iterator[str]:
-    """The same facts as the scope text, as one JSON document, in pieces."""
+def iter_scope_json(report: ScopeReport, fail_on: frozenset[str] = frozenset()) -> Iterator[str]:
+    """The same facts as the scope text, as one JSON document, in pieces (`counted_findings` and
+    `information` only when some findings do not count)."""
     head: dict[str, Any] = {"command": "scope", "agent": report.agent, "calls": report.calls}
     if report.has_rules:
         head["unchecked_rules"] = list(report.unchecked_rules)
+    counted = report.counted(fail_on)
+    if counted != len(report.findings):
+        head.update({"counted_findings": counted, "information": len(report.findings) - counted})
     yield from _json_with_findings(head, report.findings)
 
 

@@ -13,13 +13,14 @@ tests), then one pass over the facts in order (`audit_tool_facts`, `audit_rule_f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from toolreplay.audit.checks import Check
 from toolreplay.audit.findings import FindingList
+from toolreplay.audit.outcomes import Note, append_outcome_findings, approval_of, outcome_note, ran
 from toolreplay.format.records import Record, ts_seconds
 from toolreplay.policy.model import Policy
 from toolreplay.policy.refusals import is_refusal
@@ -38,14 +39,19 @@ class ScopeReport:
     has_rules: bool = False
     unchecked_rules: tuple[str, ...] = ()
 
+    def counted(self, fail_on: frozenset[str] = frozenset()) -> int:
+        """The findings that count (`toolreplay.audit.findings.counts`): all but blocked, approved and shadow
+        calls, unless `fail_on` names their kind."""
+        return self.findings.counted(False, fail_on)
 
-ToolFact = tuple[int, str]
-RuleFact = tuple[int, str, Any, bool, "float | None"]
+
+ToolFact = tuple[int, str, "Note | None"]
+RuleFact = tuple[int, str, Any, bool, "float | None", "Note | None"]
 
 
 def tool_fact(record: Record) -> ToolFact:
-    """What scope keeps of a record: its index and tool name."""
-    return record.index, record.tool
+    """What scope keeps of a record: its index, tool name and what its `meta` says the guard did."""
+    return record.index, record.tool, outcome_note(record)
 
 
 # A backtest (docs/policy.md) checks every call as the guard checked it; only the calls whose outcome
@@ -54,10 +60,11 @@ def _rule_fact(rules: RuleSet, record: Record) -> RuleFact:
     meta = record.meta
     if meta is None:
         return (record.index, record.tool, rules.prepare(record.tool, record.args), not is_refusal(record.response),
-                None)
+                None, None)
     ts = meta.get("ts")
     return (record.index, record.tool, rules.prepare(record.tool, record.args),
-            meta.get("outcome", "ran") in COUNTED_OUTCOMES, None if ts is None else ts_seconds(ts))
+            meta.get("outcome", "ran") in COUNTED_OUTCOMES, None if ts is None else ts_seconds(ts),
+            outcome_note(record))
 
 
 def rule_fact_extractor(policy: Policy) -> Callable[[Record], RuleFact]:
@@ -87,11 +94,34 @@ def audit_tool_facts(facts: Iterable[ToolFact], policy: Policy) -> ScopeReport:
     findings = FindingList(context=policy.agent)
     allowed = policy.allowed_tools
     calls = 0
-    for index, tool in facts:
+    for index, tool, note in facts:
         calls += 1
-        if tool not in allowed:
-            findings.append(index, "permission-overreach", tool)
+        if note is None:  # format 1.0: judged by its tool alone
+            if tool not in allowed:
+                findings.append(index, "permission-overreach", tool)
+            continue
+        before = [] if tool in allowed or not ran(note) else [("permission-overreach", partial(
+            findings.append, index, "permission-overreach", tool))]
+        append_outcome_findings(findings, index, tool, note, before=before)
     return ScopeReport(policy.agent, calls, findings)
+
+
+def _append_judged(findings: FindingList, index: int, tool: str, note: Note, effect: str,
+                   verdicts: Sequence[tuple[str, str]]) -> None:
+    """The findings of a call whose record says what the guard did: a violation only for a call that ran (or
+    may have) against the policy; an ask a person approved is `approved`, a refused call `blocked`.
+
+    `effect` is `permission-overreach` for a tool out of scope, else the effect of the `verdicts`."""
+    first_rule = verdicts[0][0] if verdicts else None
+    before: list[tuple[str, Any]] = []
+    if ran(note):
+        if effect == "permission-overreach":
+            before.append((effect, partial(findings.append, index, effect, tool)))
+        elif effect == "deny" or (verdicts and approval_of(note) is None):
+            before += [("policy-violation", partial(findings.append_violation, index, tool, rule_id, effect, reason))
+                       for rule_id, reason in verdicts]
+    append_outcome_findings(findings, index, tool, note, rule=first_rule,
+                            approved_rule=first_rule if effect == "ask" else None, before=before)
 
 
 def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
@@ -106,20 +136,30 @@ def audit_rule_facts(facts: Iterable[RuleFact], policy: Policy) -> ScopeReport:
     state = RuleState(rules, offline=True)
     calls = 0
     untimed = False
-    for index, tool, prepared, counted, now in facts:
+    for index, tool, prepared, counted, now, note in facts:
         calls += 1
         if tool not in allowed:  # the guard refuses it before the rules
-            findings.append(index, "permission-overreach", tool)
+            if note is None:
+                findings.append(index, "permission-overreach", tool)
+            else:
+                _append_judged(findings, index, tool, note, "permission-overreach", ())
             continue
         if now is None:
             untimed = True
         if prepared is None:  # no rule has anything to say about this call
             if counted:
                 state.note(tool, now)
+            if note is not None:
+                append_outcome_findings(findings, index, tool, note)
             continue
         ruling = state.check(tool, prepared, now)
-        for rule_id, reason in ruling.denials or ruling.asks:
-            findings.append_violation(index, tool, rule_id, "deny" if ruling.denials else "ask", reason)
+        verdicts = ruling.denials or ruling.asks
+        effect = "deny" if ruling.denials else "ask"
+        if note is None:  # format 1.0: every call as the guard saw it
+            for rule_id, reason in verdicts:
+                findings.append_violation(index, tool, rule_id, effect, reason)
+        else:
+            _append_judged(findings, index, tool, note, effect, verdicts)
         if not counted:
             state.withdraw(ruling)
     unchecked = rules.unchecked_offline if untimed or not calls else ()

@@ -43,7 +43,7 @@ from toolreplay.format.records import MAX_LINE_BYTES
 if TYPE_CHECKING:  # imported by the commands that use them: `seal` and `verify` start faster without
     from toolreplay.audit.fleet import SessionJob
 
-__all__ = ["register", "read_mutators_file", "max_line_option"]
+__all__ = ["register", "read_mutators_file", "max_line_option", "fail_on_option"]
 
 
 def _run_version(args: argparse.Namespace, io: IO) -> int:
@@ -105,8 +105,10 @@ def _run_scope(args: argparse.Namespace, io: IO) -> int:
             _html_page(job, report, args, io, "scope", policy.agent)
     else:
         report = scope_session(args.session, policy, **_reading(args, io))
-        _emit(iter_scope_json(report) if args.format == "json" else iter_scope_text(report), args.output, io)
-    return 1 if report.findings else 0
+        fail_on = frozenset(args.fail_on or ())
+        _emit(iter_scope_json(report, fail_on) if args.format == "json" else iter_scope_text(report, fail_on),
+              args.output, io)
+    return 1 if report.counted(frozenset(args.fail_on or ())) else 0
 
 
 def _html_page(job: SessionJob, report: Any, args: argparse.Namespace, io: IO, command: str,
@@ -114,7 +116,8 @@ def _html_page(job: SessionJob, report: Any, args: argparse.Namespace, io: IO, c
     """Write the HTML page of one session's report."""
     from toolreplay.report.pages import session_report_page
 
-    _emit(session_report_page(job, report, command, agent, getattr(args, "count_changes", False)), args.output, io)
+    _emit(session_report_page(job, report, command, agent, getattr(args, "count_changes", False),
+                              frozenset(getattr(args, "fail_on", None) or ())), args.output, io)
 
 
 def _run_seal(args: argparse.Namespace, io: IO) -> int:
@@ -197,6 +200,16 @@ def _output_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
 
 
+def fail_on_option(parser: argparse.ArgumentParser) -> None:
+    """Add `--fail-on KIND`: an information kind (a call the guard blocked, one a person approved, a shadow
+    decision) that makes the exit code 1 as a finding does."""
+    from toolreplay.audit.findings import INFORMATION_KINDS
+
+    parser.add_argument("--fail-on", action="append", choices=sorted(INFORMATION_KINDS), metavar="KIND",
+                        help="count this information kind as a finding, for the totals and the exit code "
+                             f"({', '.join(sorted(INFORMATION_KINDS))}; repeatable)")
+
+
 def _positive_int(text: str) -> int:
     """A positive worker count; more than the cores this process may use is taken as that many."""
     if not text.isascii() or not text.isdigit() or len(text) > 12 or int(text) < 1:
@@ -259,6 +272,7 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("scope", help="check each call against a policy file and its rules")
     parser.add_argument("session", metavar="SESSION", help="session file (plain or sealed); - for standard input")
     parser.add_argument("scope", metavar="POLICY", help="policy file: {\"agent\": ..., \"allowed_tools\": [...]}")
+    fail_on_option(parser)
     _format_option(parser, html=True)
     _output_option(parser)
     _jobs_option(parser)

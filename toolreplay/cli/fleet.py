@@ -17,7 +17,7 @@ from toolreplay.audit.fleet import SessionOptions
 from toolreplay.audit.fleet_render import iter_fleet_json, iter_fleet_text
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
-from toolreplay.cli.audit import _positive_int, max_line_option, output_whole
+from toolreplay.cli.audit import _positive_int, fail_on_option, max_line_option, output_whole
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.policy.model import load_policy
@@ -27,8 +27,10 @@ __all__ = ["register"]
 
 _EXIT_CODES = """exit codes:
   0  every session read, nothing found
-  1  a finding, a broken chain or a failed checkpoint in any session (with --state-aware,
-     changed-after-write counts only with --count-changes)
+  1  a finding, a broken chain or a failed checkpoint in any session, a call that ran against the
+     policy, a call whose outcome is unknown (blocked, approved and shadow calls are information
+     and count only with --fail-on KIND; with --state-aware, changed-after-write counts only with
+     --count-changes)
   2  usage error, or a session or folder that could not be read (reported all the same;
      --allow-unreadable reports it without this exit code); files that are not regular files
      are skipped and do not change the exit code"""
@@ -40,7 +42,7 @@ def _options(args: argparse.Namespace) -> SessionOptions:
     return SessionOptions(mutator_set(args.mutator or (), args.mutators or ()), policy,
                           checkpoint_cli.trusted_keys(args), render, args.state_aware, args.max_line_bytes,
                           tables=args.format == "sqlite", count_changes=args.count_changes,
-                          all_sessions=args.all_sessions, cite=args.cite)
+                          all_sessions=args.all_sessions, cite=args.cite, fail_on=frozenset(args.fail_on or ()))
 
 
 def _engine(args: argparse.Namespace) -> Engine:
@@ -66,6 +68,12 @@ def _write(pieces: Iterable[str], output: str | None, io: IO) -> None:
 def _run_audit(args: argparse.Namespace, io: IO) -> int:
     if args.format == "sqlite" and not args.output:
         raise UsageError("--format sqlite needs -o FILE (a database is written to a file, not to standard output)")
+    if args.append:
+        if args.format != "sqlite":
+            raise UsageError("--append is for --format sqlite")
+        from toolreplay.audit.fleet_sqlite import check_appendable
+
+        check_appendable(args.output)  # before the audit: a file that is not one to add to is left untouched
     options = _options(args)
     run = audit_many(args.paths, options, _engine(args), top=DETAILED_SESSIONS if args.format == "html" else None)
     summary = run.summary
@@ -73,7 +81,7 @@ def _run_audit(args: argparse.Namespace, io: IO) -> int:
         from toolreplay.audit.fleet_sqlite import write_fleet_sqlite
 
         write_fleet_sqlite(args.output, run.results, state_aware=options.state_aware,
-                           policy_agent=None if options.policy is None else options.policy.agent)
+                           policy_agent=None if options.policy is None else options.policy.agent, append=args.append)
     elif args.format == "html":
         _write(fleet_report_page(run), args.output, io)
     elif args.format == "json":
@@ -111,6 +119,7 @@ def register(subparsers: Any) -> None:
                              "(information, not counted), a change after an error retry-after-error")
     parser.add_argument("--count-changes", action="store_true",
                         help="with --state-aware: count changed-after-write as findings for the exit code")
+    fail_on_option(parser)
     parser.add_argument("--format", choices=("text", "json", "html", "sqlite"), default="text",
                         help="report format (default: text); sqlite: a database of sessions, calls and findings "
                              "(with -o FILE)")
@@ -121,6 +130,9 @@ def register(subparsers: Any) -> None:
                         help="text report: list every session (by default only those with something found, "
                              "unreadable or skipped)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE (atomically)")
+    parser.add_argument("--append", action="store_true",
+                        help="sqlite: add this run to the database FILE holds, without the sessions it holds "
+                             "already (the same path and chain head)")
     parser.add_argument("--jobs", type=_positive_int, metavar="N",
                         help="local engine: sessions audited in N processes (default: one per core; 1 = in this one)")
     parser.add_argument("--engine", choices=("local", "dask"), default="local",

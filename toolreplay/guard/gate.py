@@ -97,9 +97,10 @@ _WAITED_FOR_CANCELLED = Refusal("cancelled", "cancelled: an identical call it wa
 class _RunLater(Exception):  # noqa: N818 - a signal inside the gate, not an error
     """handle_async: the gate let the call run; its caller awaits the tool (`_run_async`)."""
 
-    def __init__(self, pending: Pending) -> None:
+    def __init__(self, pending: Pending, call: Request) -> None:
         super().__init__()
         self.pending = pending
+        self.call = call  # as decided: with the approval its record names
 
 
 class _WaitFor(Exception):  # noqa: N818 - a signal inside the gate, not an error
@@ -240,7 +241,7 @@ class Gate:
             try:
                 answer = step()
             except _RunLater as later:  # the gate let it run: the tool runs here, in the loop
-                answer = await self._run_async(request, later.pending, run)
+                answer = await self._run_async(later.call, later.pending, run)
             except _WaitFor as wait:  # an identical call is running: wait, then decide after it
                 await asyncio.to_thread(wait.pending.done.wait)
                 step = functools.partial(self._repeated, request, wait.pending)
@@ -333,6 +334,8 @@ class Gate:
                     return self._refuse(call, answer)
                 if answer is not None:
                     call = self._remember(call, answer)
+                if call.approval is None:  # a plain yes, on record: the audit tells it from a call that needed none
+                    call = replace(call, approval=("x-confirmed", "once"))
         pending, owner = self._store.register(call)
         if not owner:  # an identical call started while this one was being confirmed
             return self._repeat(call, pending)
@@ -509,7 +512,7 @@ class Gate:
 
     def _run(self, call: Request, pending: Pending) -> Answer:
         if call.owner is not None:  # handle_async runs the tool in its event loop (_run_async)
-            raise _RunLater(pending)
+            raise _RunLater(pending, call)
         try:
             intent = self._start(call, pending)
             if isinstance(intent, Answer):

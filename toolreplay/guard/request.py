@@ -31,7 +31,8 @@ class Request:
     started: float = 0.0  # the same moment on the performance counter (meta.duration_ms)
     owner: Any = None  # handle_async: the asyncio task that runs the tool itself (the gate hands it back)
     # (meta key, value): the remembered approval that answered its confirmation (`x-approval`), the one a
-    # person's answer made (`x-remembered`), or why that answer could not be remembered (`x-remember-error`)
+    # person's answer made (`x-remembered`), why that answer could not be remembered (`x-remember-error`),
+    # or a plain yes (`x-confirmed`: `once`)
     approval: tuple[str, str] | None = None
     # what the rules said (set once by `Gate._decide`): what they counted, taken back unless the call ran,
     # and what the shadow rules would have decided (`x-shadow`)

@@ -25,7 +25,12 @@ __all__ = ["text", "path_text", "json_text", "kind_hue", "script_data", "page", 
            "args_summaries", "bar_chart", "histogram", "session_view", "number", "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
-              "broken-chain": 0, "unreadable": 0}
+              "broken-chain": 0, "unreadable": 0, "blocked": 150, "approved": 190, "shadow": 260,
+              "unknown-outcome": 15}
+# How the timeline marks a call that did not simply run: (class, label), from its outcome or its findings.
+_OUTCOME_MARKS = {"refused": ("blocked", "blocked"), "unknown": ("unknown", "unknown outcome"),
+                  "cached": ("cached", "cached"), "cancelled": ("cancelled", "cancelled")}
+_FINDING_MARKS = {"approved": ("approved", "approved"), "shadow": ("shadow", "shadow")}
 _INVISIBLE = re.compile("[\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
@@ -126,6 +131,12 @@ ol.timeline{list-style:none;margin:8px 0 0;padding:0;border-left:2px solid var(-
 ol.timeline>li{margin:0 0 0 -2px;padding:2px 0 2px 12px;border-left:2px solid transparent}
 ol.timeline>li.hit{border-left-color:hsl(var(--hue) 70% var(--l))}
 ol.timeline>li:target,ol.timeline>li.flash{background:var(--code)}
+ol.timeline>li.m-blocked .t,ol.timeline>li.m-cancelled .t{text-decoration:line-through}
+ol.timeline>li.m-unknown{border-left-style:dashed}
+.mark{font-size:11px;font-weight:700;text-transform:uppercase;letter-spacing:.04em;padding:0 6px;border-radius:4px;
+border:1px solid currentColor}.mark.m-blocked{color:var(--good)}.mark.m-unknown{color:var(--bad)}
+.mark.m-approved{color:var(--accent)}.mark.m-shadow,.mark.m-cached,.mark.m-cancelled{color:var(--muted)}
+.where li{margin:2px 0}.where .why{color:var(--muted)}
 li.gap{color:var(--muted);font-size:13px;font-style:italic;padding:6px 12px}
 .call>summary{cursor:pointer;display:flex;gap:10px;align-items:baseline;flex-wrap:wrap;padding:3px 0}
 .call .i{color:var(--muted);font-variant-numeric:tabular-nums;min-width:3.5em;text-align:right}
@@ -302,9 +313,22 @@ def args_summaries(calls: Sequence[CallView]) -> dict[int, str]:
     return summaries
 
 
+def _marks(call: CallView, findings: Sequence[Finding]) -> list[tuple[str, str]]:
+    """How the timeline marks a call apart from one that ran: blocked, unknown outcome, approved, shadow."""
+    marks = [_OUTCOME_MARKS[call.outcome]] if call.outcome in _OUTCOME_MARKS else []
+    for f in findings:
+        mark = _FINDING_MARKS.get(f.kind)
+        if mark is not None and mark not in marks:
+            marks.append(mark)
+    return marks
+
+
 def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, CallView], prefix: str,
                summary: str | None = None) -> str:
     anchor = f"{prefix}c{call.index}"
+    marks = _marks(call, findings)
+    classes = "".join(f" m-{name}" for name, _ in marks)
+    labels = "".join(f'<span class="mark m-{name}">{label}</span>' for name, label in marks)
     hue = f' style="--hue:{_hue(findings[0].kind)}"' if findings else ""
     badges = "".join(kind_badge(f.kind) for f in findings)
     parts = []
@@ -324,8 +348,8 @@ def _call_item(call: CallView, findings: Sequence[Finding], shown: dict[int, Cal
                          + "</div>")
     parts.append('<div class="pair">' + _json_block("args", call.args, call.args_size)
                  + _json_block("response", call.response, call.response_size) + "</div>")
-    return (f'<li id="{anchor}" class="lazy{" hit" if findings else ""}"{hue}><details class="call"><summary>'
-            f'<span class="i">{call.index}</span>{_when(call)}<span class="t">{text(call.tool)}</span>'
+    return (f'<li id="{anchor}" class="lazy{" hit" if findings else ""}{classes}"{hue}><details class="call">'
+            f'<summary><span class="i">{call.index}</span>{labels}{_when(call)}<span class="t">{text(call.tool)}</span>'
             f'<span class="s mono">{_short(call.args if summary is None else summary)}</span>'
             f'<span class="s mono">→ {_short(call.response)}</span>'
             f'{badges}</summary><div class="body">{"".join(parts)}</div></details></li>\n')

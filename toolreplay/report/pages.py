@@ -41,6 +41,7 @@ DETAILED_SESSIONS = 50  # sessions of the fleet page shown with their calls (ran
 
 TOOLS_CHARTED = 12  # bars in "findings by tool"; the rest are summed into one line
 ROWS_LISTED = 50000  # rows of the sessions table's data; beyond, the page says how many are left out
+WHERE_LISTED = 20  # of each problem, the sessions the first screen names (the lists below have them all)
 
 
 def _summary_cards(calls: int, findings: int, kinds: Sequence[tuple[str, int]]) -> str:
@@ -110,22 +111,28 @@ def _tool_rows(summary: FleetSummary) -> list[tuple[str, int]]:
     return rows
 
 
-def _overview(summary: FleetSummary, subtitle: str) -> Iterator[str]:
+def _overview(summary: FleetSummary, subtitle: str, anchors: dict[str, str], base: str) -> Iterator[str]:
     yield (f'<header class="top"><h1>Fleet audit</h1><p class="sub">{text(subtitle)}</p></header>\n')
     yield stat_cards([("sessions", summary.sessions, ""), ("calls", summary.calls, ""),
                       ("sessions with findings", summary.sessions_with_findings,
                        "bad" if summary.sessions_with_findings else "good"),
                       ("findings", summary.counted, "bad" if summary.counted else "good"),
-                      *([("information", summary.information, "")] if summary.state_aware else []),
+                      *([("information", summary.information, "")]
+                        if summary.state_aware or summary.information else []),
                       ("broken chains", summary.broken, "bad" if summary.broken else ""),
                       ("unreadable files", summary.unreadable, "bad" if summary.unreadable else ""),
+                      *([("sessions with unknown outcomes", summary.unknown_outcomes, "bad")]
+                        if summary.unknown_outcomes else []),
                       *_checkpoint_cards(summary)])
+    yield from _where(summary, anchors, base)
     yield '<div class="grid">\n'
     yield _panel("Findings by kind", bar_chart(ranked_counts(summary.by_kind), kinds=True))
     yield _panel("Findings by tool", bar_chart(_tool_rows(summary)))
     yield _panel("Calls per session", histogram(list(zip(_bucket_labels(), summary.histogram, strict=True))))
     if summary.by_rule:
         yield _panel("Findings by rule", bar_chart(ranked_counts(summary.by_rule), hue=290))
+    if summary.information_by_kind:  # what the guard did: blocked, approved, shadow
+        yield _panel("Information by kind", bar_chart(ranked_counts(summary.information_by_kind), kinds=True))
     yield "</div>\n"
 
 
@@ -137,6 +144,36 @@ def _checkpoint_cards(summary: FleetSummary) -> list[tuple[str, int, str]]:
     if summary.unverified:
         cards.append(("unverified checkpoints", summary.unverified, ""))
     return cards
+
+
+def _where(summary: FleetSummary, anchors: dict[str, str], base: str) -> Iterator[str]:
+    """The first screen's list of where to look: each broken chain, unreadable file and session with unknown
+    outcomes, named and linked (to its details when shown, else to its line in the lists below)."""
+    groups = [
+        ("Broken chains", "broken", [(path, f"first broken link: index {at}") for path, at in summary.broken_listed],
+         summary.broken),
+        ("Unreadable files", "unreadable",
+         [(path, message) for path, message in zip(summary.unreadable_paths, summary.unreadable_listed, strict=True)],
+         summary.unreadable),
+        ("Sessions with unknown outcomes", "unknown",
+         [(path, count(calls, "call") + " with an unknown outcome") for path, calls in summary.unknown_listed],
+         summary.unknown_outcomes)]
+    if not any(total for *_, total in groups):
+        return
+    yield '<section class="panel where" id="where"><h3>Where to look</h3>\n'
+    for title, key, entries, total in groups:
+        if not total:
+            continue
+        yield f'<p><b>{title} ({number(total)})</b></p><ul>\n'
+        for position, (path, why) in enumerate(entries[:WHERE_LISTED]):
+            target = anchors.get(path, f"{key}-{position}")
+            yield (f'<li><a class="path" href="#{target}">{path_text(path, base)}</a> '
+                   f'<span class="why">{text(why)}</span></li>\n')
+        more = total - min(len(entries), WHERE_LISTED)
+        if more > 0:
+            yield f'<li><a href="#{key}">{number(more)} more</a></li>\n'
+        yield "</ul>\n"
+    yield "</section>\n"
 
 
 def _panel(title: str, content: str) -> str:
@@ -163,9 +200,10 @@ def _worst(summary: FleetSummary, anchors: dict[str, str], base: str) -> Iterato
 
 def _problems(summary: FleetSummary, base: str) -> Iterator[str]:
     if summary.broken:
-        yield f'<h2>Broken chains ({number(summary.broken)})</h2>\n<section class="panel"><table><tbody>\n'
-        for path, at in summary.broken_listed:
-            yield (f'<tr><td class="path">{path_text(path, base)}</td>'
+        yield (f'<h2 id="broken">Broken chains ({number(summary.broken)})</h2>\n'
+               '<section class="panel"><table><tbody>\n')
+        for position, (path, at) in enumerate(summary.broken_listed):
+            yield (f'<tr id="broken-{position}"><td class="path">{path_text(path, base)}</td>'
                    f'<td class="chain-broken">first broken link: index {at}</td></tr>\n')
         yield "</tbody></table>" + _left_out(summary.broken - len(summary.broken_listed)) + "</section>\n"
     if summary.failed_checkpoints:
@@ -177,10 +215,19 @@ def _problems(summary: FleetSummary, base: str) -> Iterator[str]:
         yield ("</tbody></table>" + _left_out(summary.failed_checkpoints - len(summary.failed_listed))
                + "</section>\n")
     if summary.unreadable:
-        yield f'<h2>Unreadable files ({number(summary.unreadable)})</h2>\n<section class="panel"><table><tbody>\n'
-        for message in summary.unreadable_listed:
-            yield f'<tr><td class="mono err">{text(message)}</td></tr>\n'
+        yield (f'<h2 id="unreadable">Unreadable files ({number(summary.unreadable)})</h2>\n'
+               '<section class="panel"><table><tbody>\n')
+        for position, message in enumerate(summary.unreadable_listed):
+            yield f'<tr id="unreadable-{position}"><td class="mono err">{text(message)}</td></tr>\n'
         yield "</tbody></table>" + _left_out(summary.unreadable - len(summary.unreadable_listed)) + "</section>\n"
+    if summary.unknown_outcomes:
+        yield (f'<h2 id="unknown">Sessions with unknown outcomes ({number(summary.unknown_outcomes)})</h2>\n'
+               '<section class="panel"><table><tbody>\n')
+        for position, (path, calls) in enumerate(summary.unknown_listed):
+            yield (f'<tr id="unknown-{position}"><td class="path">{path_text(path, base)}</td>'
+                   f'<td class="chain-broken">{count(calls, "call")} with an unknown outcome</td></tr>\n')
+        yield ("</tbody></table>" + _left_out(summary.unknown_outcomes - len(summary.unknown_listed))
+               + "</section>\n")
 
 
 def _left_out(count: int) -> str:
@@ -236,7 +283,7 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
     anchors = {detail.path: f"s{position}" for position, detail in enumerate(details)}
 
     def body() -> Iterator[str]:
-        yield from _overview(summary, subtitle)
+        yield from _overview(summary, subtitle, anchors, base)
         yield from _worst(summary, anchors, base)
         yield from _problems(summary, base)
         if details:
@@ -256,11 +303,11 @@ def iter_fleet_page(summary: FleetSummary, rows: Iterable[_Row], details: Sequen
 
 
 def session_report_page(job: SessionJob, report: Any, command: str, agent: str | None = None,
-                        count_changes: bool = False) -> Iterator[str]:
+                        count_changes: bool = False, fail_on: frozenset[str] = frozenset()) -> Iterator[str]:
     """The page of one session's `replay` or `scope` report (`report` from `toolreplay.audit.api`), with the
     calls behind its findings read again from `job` (see `toolreplay.audit.api.session_file`)."""
     detail = build_detail(job, report.calls, getattr(report, "divergence", None), report.findings, SESSION_LIMITS,
-                          count_changes=count_changes)
+                          count_changes=count_changes, fail_on=fail_on)
     return session_page(detail, command, agent)
 
 
