@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
+from toolreplay.format.canonical import canonical_json
 from toolreplay.format.strictjson import (
     JSONLineError,
     StrictLoader,
@@ -123,8 +124,18 @@ class Record:
         return canonical_value(self.response, False)
 
     @property
+    def canonical_response_text(self) -> str:
+        """The canonical text of the response (its bytes, decoded): for a digest compared within one run,
+        which need not pay for encoding."""
+        if self.fast_canonical:
+            return encode_plain(self.response)
+        return canonical_json(self.response)
+
+    @property
     def canonical_call(self) -> bytes:
         """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
+        if self.fast_canonical:  # one encoding of the pair, not two joined
+            return encode_plain({"args": self.args, "tool": self.tool}).encode("utf-8")
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
 
     @property
