@@ -397,9 +397,10 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     readline = handle.readline
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
+    fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
     while raw := readline(bound):
         lineno += 1
-        if require_sealed and raw[-1:] == b"\n":
+        if fast_links and raw[-1:] == b"\n":
             link = _read_canonical_link(raw, lineno)
             if link is not None:
                 records += 1
