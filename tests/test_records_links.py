@@ -14,7 +14,7 @@ from typing import Any
 
 from toolreplay.audit.chain import GENESIS, seal_records, verify_chain
 from toolreplay.errors import InputError
-from toolreplay.format.canonical import canonical_bytes
+from toolreplay.format.canonical import canonical_bytes, canonical_json
 from toolreplay.format.records import Record, _read_canonical_link, iter_records, read_links
 
 # Values with every hard case of canonical form: escapes, non-ASCII and astral text and keys, numbers.
@@ -192,6 +192,19 @@ class OneLookALineTest(unittest.TestCase):
                 self.assertEqual(record.canonical_response, canonical_bytes(record.response))
                 self.assertEqual(record.canonical_record, canonical_bytes(
                     {"index": 0, "tool": "t", "args": record.args, "response": record.response}))
+                self.assertEqual(record.canonical_call, canonical_bytes({"args": record.args, "tool": "t"}))
+                self.assertEqual(record.canonical_response_text, canonical_json(record.response))
+
+    def test_the_call_and_the_response_text_of_every_value(self) -> None:
+        # A fast record's call is one encoding of the pair, its response text not encoded to bytes:
+        # both as canonical as the careful route's, on every hard value.
+        for value in VALUES:
+            with self.subTest(value=value):
+                line = json.dumps({"index": 0, "tool": "tool ✓", "args": value, "response": {"r": value}}) + "\n"
+                record = next(iter_records(io.BytesIO(line.encode()), "s", check_sequence=True,
+                                           require_sealed=False))
+                self.assertEqual(record.canonical_call, canonical_bytes({"args": value, "tool": "tool ✓"}))
+                self.assertEqual(record.canonical_response_text, canonical_json({"r": value}))
 
 
 if __name__ == "__main__":
