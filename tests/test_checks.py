@@ -140,7 +140,7 @@ class CallFactTest(unittest.TestCase):
         for record in records:
             index, tool, key, response, outcome = call_fact(record)
             self.assertEqual(key, sha256(record.canonical_call).digest()[:15] + b"\x01")
-            self.assertEqual(response, hash(record.canonical_response) & ((1 << 64) - 1))
+            self.assertEqual(response, hash(record.canonical_response.decode()) & ((1 << 64) - 1))
         self.assertEqual(len({call_fact(r)[2] for r in records}), 1)
         self.assertEqual(len({call_fact(r)[3] for r in records}), 2)
         report = audit_replay(records)

@@ -38,6 +38,14 @@ def _builtin_sha256() -> Callable[..., Any]:
 
 _sha256 = _builtin_sha256()
 
+
+def _openssl_sha256() -> Callable[..., Any]:
+    """hashlib's SHA-256 (OpenSSL): a third of the builtin's time a link (0.7 against 2 us for a 600-byte
+    record), for the loops over a whole file, which pay its 2 ms import once."""
+    import hashlib
+
+    return hashlib.sha256
+
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
            "line_digest", "ChainWalker", "seal_check", "verify_check"]
@@ -59,10 +67,10 @@ def _link_bytes(index: int, tool: bytes, args: bytes, response: bytes, prev: str
 
 
 def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str,
-              meta: bytes | None = None) -> tuple[bytes, str]:
+              meta: bytes | None = None, sha256: Callable[..., Any] = _sha256) -> tuple[bytes, str]:
     """One link line (with its newline) from canonical parts (`meta`: None for a format-1.0 record),
-    chained after `prev`; and its digest."""
-    digest = link_digest(prev, canonical_record_bytes(index, tool, args, response, meta))
+    chained after `prev`; and its digest (`sha256`: the hash constructor to use)."""
+    digest: str = sha256(prev.encode("ascii") + canonical_record_bytes(index, tool, args, response, meta)).hexdigest()
     return _link_bytes(index, tool, args, response, prev, digest, meta), digest
 
 
@@ -109,8 +117,9 @@ def verify_check() -> Check[LinkFact, ChainReport]:
 
 def seal_facts(facts: Iterable[SealFact], prev: str = GENESIS) -> Iterator[bytes]:
     """`seal_records` over facts already extracted from the records (see `seal_fact`)."""
+    sha256 = _openssl_sha256()
     for index, tool, args, response, meta in facts:
-        line, prev = link_line(index, tool, args, response, prev, meta)
+        line, prev = link_line(index, tool, args, response, prev, meta, sha256)
         yield line
 
 
@@ -139,10 +148,11 @@ def verify_link_facts(facts: Iterable[LinkFact]) -> ChainReport:
     """`verify_chain` over facts already extracted from the links (see `link_fact`)."""
     prev = GENESIS
     count = 0
+    sha256 = _openssl_sha256()
     for position, (canonical_record, stated_prev, stated_digest) in enumerate(facts):
         if stated_prev != prev:
             return ChainReport(position + 1, position, "prev", prev, stated_prev)
-        digest = link_digest(prev, canonical_record)
+        digest: str = sha256(prev.encode("ascii") + canonical_record).hexdigest()
         if stated_digest != digest:
             return ChainReport(position + 1, position, "digest", digest, stated_digest)
         prev = digest
@@ -193,12 +203,14 @@ class ChainWalker:
         self._heads = {0: GENESIS} if 0 in sizes else {}
         self._content = self._prev = GENESIS
         self._count = 0
+        self._sha256 = _openssl_sha256()
 
     def add(self, fact: LinkFact) -> None:
         """The next link: its content hashed onto the head, its prev and digest checked until the first break."""
         canonical_record, stated_prev, stated_digest = fact
         position = self._count
-        content = self._content = link_digest(self._content, canonical_record)
+        content: str = self._sha256(self._content.encode("ascii") + canonical_record).hexdigest()
+        self._content = content
         if self._report is None:
             if stated_prev != self._prev:
                 self._report = ChainReport(position + 1, position, "prev", self._prev, stated_prev)

@@ -159,11 +159,11 @@ def call_fact(record: Record) -> CallFact:
     response and the outcome code.
 
     The key is 120 bits of the canonical call's SHA-256 and a marker byte. The response digest is
-    Python's own 64-bit hash of the canonical bytes: it is only compared within one run, and the
+    Python's own 64-bit hash of the canonical text: it is only compared within one run, and the
     worker processes are forked, so they share the hash key of the process that merges their facts.
     """
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
-            hash(record.canonical_response) & _HASH_MASK, RAN if record.meta is None else outcome_code(record))
+            hash(record.canonical_response_text) & _HASH_MASK, RAN if record.meta is None else outcome_code(record))
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
@@ -231,7 +231,7 @@ def is_error_response(response: dict[str, Any]) -> bool:
 def state_fact(record: Record) -> StateFact:
     """`call_fact` and whether the response is an error: what `replay --state-aware` keeps of a record."""
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
-            hash(record.canonical_response) & _HASH_MASK, is_error_response(record.response),
+            hash(record.canonical_response_text) & _HASH_MASK, is_error_response(record.response),
             RAN if record.meta is None else outcome_code(record))
 
 

@@ -17,7 +17,17 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
-from toolreplay.format.strictjson import JSONLineError, StrictLoader, canonical_value, json_type_name
+from toolreplay.format.canonical import canonical_json
+from toolreplay.format.strictjson import (
+    JSONLineError,
+    StrictLoader,
+    canonical_value,
+    encode_plain,
+    has_astral_key,
+    json_type_name,
+    may_hold_astral_literal,
+    scan_canonical_numbers,
+)
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
@@ -36,6 +46,7 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
+_HEX_DIGITS = "0123456789abcdef"
 _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
@@ -71,8 +82,10 @@ class Record:
 
     The canonical forms are computed on demand, so a check that needs only names (scope) never pays
     for encoding. `fast_canonical` is set by the parser when the C encoder prints these values
-    canonically; values built in Python keep the default and go through `canonical_json`.
-    Treat a Record as immutable (it is not frozen only because frozen dataclasses are slow to build).
+    canonically (no exotic float, no key beyond U+FFFF, decided once for the line); values built in Python
+    keep the default and go through `canonical_json`. `record_bytes` is the canonical record when the
+    parser already has it (a link line as `seal` writes it). Treat a Record as immutable (it is not frozen
+    only because frozen dataclasses are slow to build).
     """
 
     index: int
@@ -84,6 +97,7 @@ class Record:
     digest: str | None = None
     fast_canonical: bool = False
     meta: dict[str, Any] | None = None
+    record_bytes: bytes | None = None
 
     @property
     def outcome(self) -> str:
@@ -98,26 +112,46 @@ class Record:
     @property
     def canonical_args(self) -> bytes:
         """Canonical bytes of the arguments object."""
-        return canonical_value(self.args, self.fast_canonical)
+        if self.fast_canonical:
+            return encode_plain(self.args).encode("utf-8")
+        return canonical_value(self.args, False)
 
     @property
     def canonical_response(self) -> bytes:
         """Canonical bytes of the response object."""
-        return canonical_value(self.response, self.fast_canonical)
+        if self.fast_canonical:
+            return encode_plain(self.response).encode("utf-8")
+        return canonical_value(self.response, False)
+
+    @property
+    def canonical_response_text(self) -> str:
+        """The canonical text of the response (its bytes, decoded): for a digest compared within one run,
+        which need not pay for encoding."""
+        if self.fast_canonical:
+            return encode_plain(self.response)
+        return canonical_json(self.response)
 
     @property
     def canonical_call(self) -> bytes:
         """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
+        if self.fast_canonical:  # one encoding of the pair, not two joined
+            return encode_plain({"args": self.args, "tool": self.tool}).encode("utf-8")
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
 
     @property
     def canonical_meta(self) -> bytes | None:
         """Canonical bytes of `meta`, or None for a format-1.0 record."""
-        return None if self.meta is None else canonical_value(self.meta, self.fast_canonical)
+        if self.meta is None:
+            return None
+        if self.fast_canonical:
+            return encode_plain(self.meta).encode("utf-8")
+        return canonical_value(self.meta, False)
 
     @property
     def canonical_record(self) -> bytes:
         """Canonical bytes of the record (four fields, or five with `meta`), as hashed by the chain."""
+        if self.record_bytes is not None:
+            return self.record_bytes
         return canonical_record_bytes(self.index, self.canonical_tool, self.canonical_args, self.canonical_response,
                                       self.canonical_meta)
 
@@ -294,6 +328,56 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
         check_meta(obj["meta"])
 
 
+# What a link line holds beyond its canonical record: ,"prev":"<64 hex>" and ,"digest":"<64 hex>".
+_LINK_EXTRA = len(',"prev":""') + 64 + len(',"digest":""') + 64
+
+
+def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
+    """The link on a line as `seal` writes it (compact, each float in its canonical text), its canonical record
+    taken from one encoding of the parsed line; None for any other line, which the careful path then reads
+    (and names what is wrong with it). The record equals the careful path's: see `scan_canonical_numbers`
+    for why a line whose canonical record is exactly as long as the line without prev and digest has no
+    duplicate key; every other rule is checked here as there, or the line goes there."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    found = scan_canonical_numbers(text)
+    if found is None:
+        return None
+    obj, end = found
+    if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
+        return None
+    keys = obj.keys()
+    meta = None
+    if keys == _LINK_META_SET:
+        meta = obj["meta"]
+        try:
+            check_meta(meta)
+        except JSONLineError:
+            return None
+    elif keys != _LINK_SET:
+        return None
+    index, tool, args, response, prev, digest = (obj["index"], obj["tool"], obj["args"], obj["response"],
+                                                 obj.pop("prev"), obj.pop("digest"))
+    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
+            or type(response) is not dict or type(prev) is not str or type(digest) is not str
+            or len(prev) != 64 or len(digest) != 64 or prev.strip(_HEX_DIGITS) or digest.strip(_HEX_DIGITS)):
+        return None
+    canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
+    if len(canonical) + _LINK_EXTRA != end:
+        return None
+    # A key beyond U+FFFF sorts otherwise in UTF-16: a literal one makes the text 4 bytes a character (which
+    # getsizeof tells at once), an escaped one needs a backslash (one memchr over the bytes, usually none).
+    if (b"\\" in raw or may_hold_astral_literal(text)) and has_astral_key(obj):
+        return None
+    try:
+        record = canonical.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate
+        return None
+    return Record(index, tool, args, response, lineno, prev, digest, True, meta, record)
+
+
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
                  first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
                  max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
@@ -313,8 +397,15 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     readline = handle.readline
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
+    fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
     while raw := readline(bound):
         lineno += 1
+        if fast_links and raw[-1:] == b"\n":
+            link = _read_canonical_link(raw, lineno)
+            if link is not None:
+                records += 1
+                yield link
+                continue
         unparsed = False  # True while a JSON error would mean a last line cut short
         try:
             if len(raw) == bound and raw[-1:] != b"\n":
@@ -361,10 +452,14 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             if check_sequence and index != expected_index and expected_index is not None:
                 raise JSONLineError(index_out_of_order(index, expected_index))
             expected_index = index + 1
-            if "\\ud" in text or "\\uD" in text:
+            surrogate_escape = "\\ud" in text or "\\uD" in text
+            if surrogate_escape:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
-            record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"),
-                            not loader.exotic, obj.get("meta"))
+            # One look at the line decides for all its parts whether the C encoder's key order is canonical.
+            fast = not loader.exotic and not ((surrogate_escape or may_hold_astral_literal(text))
+                                              and has_astral_key(obj))
+            record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"), fast,
+                            obj.get("meta"))
         except JSONLineError as exc:
             message = str(exc)
             if message == PLAIN_IN_SEALED and require_sealed and first_chunk and not records:

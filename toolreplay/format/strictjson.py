@@ -19,7 +19,8 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 
 __all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "MAX_NESTING",
-           "NESTING_MESSAGE", "nesting_depth"]
+           "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal", "has_astral_key", "encode_plain",
+           "scan_canonical_numbers"]
 
 # Arrays and objects nest at most this deep in anything ToolReplay reads: sessions, sealed files, logs
 # to import, permission files, suites. Fixed, so that the verdict never depends on the command, on
@@ -34,6 +35,12 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 # CPython stores a string with 1, 2 or 4 bytes a character, 4 only when one lies beyond U+FFFF; its
 # size then answers "any astral character?" without a scan. Elsewhere, scan.
 _EMPTY_WIDE_SIZE = sys.getsizeof("\U00010000") - 4 * 2 if sys.implementation.name == "cpython" else None
+
+
+def may_hold_astral_literal(text: str) -> bool:
+    """Whether `text` may hold a character beyond U+FFFF written as itself (at once on CPython, from the
+    string's size); one written as a surrogate-pair escape is the caller's to look for."""
+    return not text.isascii() and _may_hold_astral(text)
 
 
 def _may_hold_astral(text: str) -> bool:
@@ -73,6 +80,11 @@ class _IntegralFloat(int):
 def _quote(text: str) -> str:
     shown = json.dumps(text)
     return shown if len(shown) <= 60 else shown[:57] + '..."'
+
+
+def has_astral_key(value: Any) -> bool:
+    """Whether any object key holds a character beyond U+FFFF (where code-point and UTF-16 order differ)."""
+    return _has_astral_key(value)
 
 
 def _has_astral_key(value: Any) -> bool:
@@ -206,6 +218,49 @@ _LONG_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"|(-?[0-9]{4301,})')
 
 def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
+
+
+def encode_plain(value: Any) -> str:
+    """The C encoder's text of a value (sorted keys, no white space): its canonical text when it was parsed
+    by StrictLoader, held no exotic float and has no astral key (`has_astral_key`); the caller checks."""
+    if _c_encode is None:
+        return canonical_json(value)
+    return "".join(_c_encode(value, 0))
+
+
+class _NotCanonicalNumber(ValueError):
+    """A float not written in its canonical text (`scan_canonical_numbers` then answers None)."""
+
+
+def _canonical_float(text: str) -> float:
+    value = float(text)
+    # Within [1e-4, 1e16) and not integral, the C encoder's repr is the ECMAScript form (see _make_float);
+    # a float written any other way (100.0, 1e2, 1.50, 1e-7) is not canonical text.
+    if 1e-4 <= abs(value) < 1e16 and not value.is_integer() and float.__repr__(value) == text:
+        return value
+    raise _NotCanonicalNumber(text)
+
+
+_scan_canonical_numbers: Any = getattr(  # noqa: B009 - set in __init__, not in the type stubs
+    json.JSONDecoder(parse_float=_canonical_float, parse_constant=_reject_constant), "scan_once")
+
+
+def scan_canonical_numbers(text: str) -> tuple[Any, int] | None:
+    """Parse the JSON value at the start of `text` with the C scanner and no object hook: (value, end), or
+    None when the text is not valid JSON, nests deeper than MAX_NESTING, or writes a float (any number with
+    a fraction or exponent) otherwise than in its canonical text.
+
+    Duplicate keys are NOT detected: a caller shows there were none by checking that the value's canonical
+    text (`encode_plain`) is exactly as long as the JSON it came from. That holds because, once every float
+    is written canonically, every other token of valid JSON is at least as long as its canonical text
+    (strings' escapes, integers' `-0`, white space), and a duplicated member adds its own length."""
+    if len(text) > 2 * MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
+        return None
+    try:
+        found: tuple[Any, int] = _scan_canonical_numbers(text, 0)
+    except (StopIteration, ValueError, RecursionError):  # JSONDecodeError and a too-long integer are ValueErrors
+        return None
+    return found
 
 
 class StrictLoader:

@@ -1,0 +1,211 @@
+"""The fast path for link lines (`records._read_canonical_link`) against the careful path, value by value.
+
+A line that the fast path takes must give the careful path's record and canonical bytes exactly; any
+line the careful path rejects, or that the fast path cannot prove equal, must go to the careful path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+import unittest
+from typing import Any
+
+from toolreplay.audit.chain import GENESIS, seal_records, verify_chain
+from toolreplay.errors import InputError
+from toolreplay.format.canonical import canonical_bytes, canonical_json
+from toolreplay.format.records import Record, _read_canonical_link, iter_records, read_links
+
+# Values with every hard case of canonical form: escapes, non-ASCII and astral text and keys, numbers.
+VALUES: list[Any] = [
+    {},
+    {"s": 'quote " backslash \\ slash / tab \t newline \n cr \r bell \x07 nul \x00 del \x7f'},
+    {"s": "é ü 東京 \u2028 \u2029 \ufeff \uffff", "ü": 1, "é": 2, "e": 3},
+    {"emoji": "😀 \U0010ffff", "list": ["😀", {"a": "😀"}]},
+    {"\U0001f600": 1, "\uffff": 2, "a": 3},  # an astral key: UTF-16 order puts it before U+FFFF
+    {"nested": {"\U0001f600": {"z": 1}, "\ue000": 0}},
+    {"big": 123456789012345678901234567890, "neg": -98765432109876543210, "zero": 0, "max": 2**53 + 1},
+    {"f": [0.5, -0.25, 0.3579, 1234.5, 0.0001, 9999999999999998.0, 1e-4, 123456789.123]},
+    {"f": [1e-5, 1e-7, 1e16, 1e21, 1e300, 5e-324, 1.7976931348623157e308, 2.5e-10]},
+    {"integral": [1.0, -0.0, 100.0, 1e15]},
+    {"b": [True, False, None], "deep": [[[[{"x": [[]]}]]]]},
+]
+
+
+def _record(index: int, args: Any, response: Any, meta: dict[str, Any] | None = None) -> Record:
+    return Record(index, "tool ✓", args, response, index + 1, meta=meta)
+
+
+def _careful(line: bytes) -> Record | str:
+    """The careful path's record for one link line (the general reader), or its error message."""
+    try:
+        return next(iter_records(io.BytesIO(line), "s", check_sequence=False, require_sealed=False))
+    except InputError as exc:
+        return exc.message
+
+
+def _same(test: unittest.TestCase, fast: Record, careful: Record | str) -> None:
+    test.assertIsInstance(careful, Record)
+    assert isinstance(careful, Record)
+    for field in ("index", "tool", "args", "response", "line", "prev", "digest", "fast_canonical", "meta"):
+        test.assertEqual(getattr(fast, field), getattr(careful, field), field)
+        test.assertEqual(repr(getattr(fast, field)), repr(getattr(careful, field)), field)
+    test.assertEqual(fast.canonical_record, careful.canonical_record)
+    test.assertEqual(fast.canonical_args, careful.canonical_args)
+    test.assertEqual(fast.canonical_response, careful.canonical_response)
+    test.assertEqual(fast.canonical_meta, careful.canonical_meta)
+
+
+class FastLinkTest(unittest.TestCase):
+    """Sealed lines of tricky values: the fast path takes the canonical ones and gives the careful path's bytes."""
+
+    def _sealed(self) -> list[bytes]:
+        records = [_record(i, value, {"echo": value, "n": i}) for i, value in enumerate(VALUES)]
+        records.append(_record(len(records), {"a": 1}, {"b": 2},
+                               {"ts": "2026-12-01T16:00:00.123Z", "duration_ms": 12.5, "outcome": "ran", "x-n": 0.5}))
+        records.append(_record(len(records), {"a": 1}, {"b": 2}, {"ts": "2026-02-29T00:00:00Z"}))  # not a leap year
+        return list(seal_records(records))
+
+    def test_every_sealed_line_reads_as_the_careful_path_reads_it(self) -> None:
+        taken = []
+        for line in self._sealed():
+            careful = _careful(line)
+            fast = _read_canonical_link(line, 1)
+            if fast is None:
+                taken.append(False)
+                continue
+            taken.append(True)
+            _same(self, fast, careful)
+            self.assertEqual(fast.canonical_record, canonical_bytes(
+                {"index": fast.index, "tool": fast.tool, "args": fast.args, "response": fast.response}
+                | ({} if fast.meta is None else {"meta": fast.meta})))
+        # Canonical lines are taken; the astral keys, the exotic floats and the bad date are not.
+        self.assertEqual(taken, [True, True, True, True, False, False, True, True, False, True, True, True, False])
+
+    def test_the_reader_gives_the_careful_records_for_a_whole_file(self) -> None:
+        lines = self._sealed()[:-1]  # the bad date is an input error on both paths
+        fast = list(read_links(io.BytesIO(b"".join(lines)), "s"))
+        careful = [_careful(line) for line in lines]
+        for line_number, (record, expected) in enumerate(zip(fast, careful, strict=True), 1):
+            assert isinstance(expected, Record)
+            _same(self, record, dataclasses.replace(expected, line=line_number))
+        self.assertTrue(verify_chain(fast).intact)
+
+    def test_the_bad_date_is_the_careful_error(self) -> None:
+        line = self._sealed()[-1]
+        with self.assertRaises(InputError) as caught:
+            list(read_links(io.BytesIO(line), "s"))
+        self.assertEqual(str(caught.exception), 's:1: meta field "ts" is not a valid date and time: '
+                                                '"2026-02-29T00:00:00Z"')
+
+
+def _link(body: str, prev: str = GENESIS, digest: str = "a" * 64) -> bytes:
+    """A link line from the text of its first fields (index, tool, args, response), prev and digest."""
+    return ('{' + body + f',"prev":"{prev}","digest":"{digest}"' + '}\n').encode()
+
+
+# Lines the fast path must leave to the careful path (each would hash otherwise, or is an error).
+NOT_FAST = {
+    "duplicate key": '"index":0,"tool":"t","args":{"a":1,"a":1},"response":{}',
+    "duplicate key with a short float": '"index":0,"tool":"t","args":{"a":1,"a":1,"f":0.00001},"response":{}',
+    # 1e-4 is two characters shorter than its canonical 0.0001: three of them hide the six of "a":1,
+    "duplicate key offset by exponents": '"index":0,"tool":"t","args":{"a":1,"a":1,"f":[1e-4,1e-4,1e-4]},"response":{}',
+    "duplicate top-level field": '"index":0,"tool":"t","tool":"t","args":{},"response":{}',
+    "white space": '"index":0,"tool":"t","args":{"a": 1},"response":{}',
+    "escaped é": '"index":0,"tool":"t","args":{"a":"\\u00e9"},"response":{}',
+    "escaped slash": '"index":0,"tool":"t","args":{"a":"\\/"},"response":{}',
+    "integral float": '"index":0,"tool":"t","args":{"a":1.0},"response":{}',
+    "float with an exponent": '"index":0,"tool":"t","args":{"a":1.5e3},"response":{}',
+    "float with a trailing zero": '"index":0,"tool":"t","args":{"a":1.50},"response":{}',
+    "minus zero": '"index":0,"tool":"t","args":{"a":-0},"response":{}',
+    "NaN": '"index":0,"tool":"t","args":{"a":NaN},"response":{}',
+    "overflow": '"index":0,"tool":"t","args":{"a":1e400},"response":{}',
+    "lone surrogate": '"index":0,"tool":"t","args":{"a":"\\ud800"},"response":{}',
+    "astral key escaped": '"index":0,"tool":"t","args":{"\\ud83d\\ude00":1,"\\uffff":2},"response":{}',
+    "negative index": '"index":-1,"tool":"t","args":{},"response":{}',
+    "boolean index": '"index":true,"tool":"t","args":{},"response":{}',
+    "empty tool": '"index":0,"tool":"","args":{},"response":{}',
+    "args not an object": '"index":0,"tool":"t","args":[],"response":{}',
+    "unknown field": '"index":0,"tool":"t","args":{},"response":{},"extra":1',
+    "unknown meta field": '"index":0,"tool":"t","args":{},"response":{},"meta":{"colour":1}',
+    "deep nesting": '"index":0,"tool":"t","args":{"a":' + "[" * 600 + "]" * 600 + '},"response":{}',
+}
+
+
+class NotFastTest(unittest.TestCase):
+    """Every line that is not canonical, or not valid, goes to the careful path."""
+
+    def test_each_goes_to_the_careful_path(self) -> None:
+        for name, body in NOT_FAST.items():
+            with self.subTest(name):
+                self.assertIsNone(_read_canonical_link(_link(body), 1))
+
+    def test_duplicates_are_the_careful_error_through_the_reader(self) -> None:
+        for name in ("duplicate key", "duplicate key with a short float", "duplicate key offset by exponents"):
+            with self.subTest(name), self.assertRaises(InputError) as caught:
+                list(read_links(io.BytesIO(_link(NOT_FAST[name])), "s"))
+            self.assertIn("duplicate key", caught.exception.message)
+
+    def test_unsorted_keys_and_upper_case_escapes_read_as_the_careful_path_reads_them(self) -> None:
+        # Canonical in length but not in bytes: the canonical record is the careful path's all the same.
+        for body in ('"index":0,"tool":"t","args":{"b":1,"a":{"d":2,"c":3}},"response":{}',
+                     '"index":0,"tool":"t","args":{"a":"\\u001F"},"response":{}',
+                     '"tool":"t","index":3,"response":{"z":[1,"x"]},"args":{}'):
+            with self.subTest(body):
+                line = _link(body)
+                fast = _read_canonical_link(line, 1)
+                assert fast is not None
+                _same(self, fast, _careful(line))
+
+    def test_a_tampered_file_reports_as_the_careful_path_does(self) -> None:
+        records = [_record(i, value, {"n": i}) for i, value in enumerate(VALUES)]
+        lines = list(seal_records(records))
+        link = json.loads(lines[3])
+        link["args"]["emoji"] = "changed"
+        lines[3] = (json.dumps(link, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+        fast = verify_chain(read_links(io.BytesIO(b"".join(lines)), "s"))
+        careful = verify_chain([record for record in map(_careful, lines) if isinstance(record, Record)])
+        self.assertEqual(fast, careful)
+        self.assertEqual((fast.broken_at, fast.field), (3, "digest"))
+
+
+
+class OneLookALineTest(unittest.TestCase):
+    """The careful path decides once a line whether the C encoder's key order is canonical (no astral key)."""
+
+    LINES = {
+        "astral value only": ('{"index":0,"tool":"t","args":{"b":"😀","a":1},"response":{"z":"😀"}}', True),
+        "astral key in the response": ('{"index":0,"tool":"t","args":{"b":1,"a":1},"response":{"\\uffff":1,"😀":2}}',
+                                       False),
+        "escaped astral key in the args": ('{"index":0,"tool":"t","args":{"\\ud83d\\ude00":1,"\\uffff":2},'
+                                           '"response":{}}', False),
+        "escaped astral value": ('{"index":0,"tool":"t","args":{"a":"\\ud83d\\ude00"},"response":{}}', True),
+    }
+
+    def test_each_part_is_canonical(self) -> None:
+        for name, (line, fast) in self.LINES.items():
+            with self.subTest(name):
+                record = next(iter_records(io.BytesIO(line.encode()), "s", check_sequence=True, require_sealed=False))
+                self.assertEqual(record.fast_canonical, fast)
+                self.assertEqual(record.canonical_args, canonical_bytes(record.args))
+                self.assertEqual(record.canonical_response, canonical_bytes(record.response))
+                self.assertEqual(record.canonical_record, canonical_bytes(
+                    {"index": 0, "tool": "t", "args": record.args, "response": record.response}))
+                self.assertEqual(record.canonical_call, canonical_bytes({"args": record.args, "tool": "t"}))
+                self.assertEqual(record.canonical_response_text, canonical_json(record.response))
+
+    def test_the_call_and_the_response_text_of_every_value(self) -> None:
+        # A fast record's call is one encoding of the pair, its response text not encoded to bytes:
+        # both as canonical as the careful route's, on every hard value.
+        for value in VALUES:
+            with self.subTest(value=value):
+                line = json.dumps({"index": 0, "tool": "tool ✓", "args": value, "response": {"r": value}}) + "\n"
+                record = next(iter_records(io.BytesIO(line.encode()), "s", check_sequence=True,
+                                           require_sealed=False))
+                self.assertEqual(record.canonical_call, canonical_bytes({"args": value, "tool": "tool ✓"}))
+                self.assertEqual(record.canonical_response_text, canonical_json({"r": value}))
+
+
+if __name__ == "__main__":
+    unittest.main()
