@@ -200,6 +200,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
+    disable_nagle_algorithm = True  # the headers and the body are two writes: no wait for the peer's ACK between
     server: _Server
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
