@@ -75,8 +75,10 @@ class ServeTestCase(unittest.TestCase):
     @classmethod
     def tearDownClass(cls) -> None:
         cls.server.terminate()
-        cls.server.communicate(timeout=PATIENCE)
+        out, err = cls.server.communicate(timeout=PATIENCE)
         shutil.rmtree(cls.directory, True)
+        if (cls.server.returncode, out, err) != (0, b"", b""):  # SIGTERM: it stops cleanly, saying nothing
+            raise AssertionError(f"hook serve ended with {cls.server.returncode}: {out!r} {err!r}")
 
     @classmethod
     def folder(cls, name: str) -> str:

@@ -186,7 +186,10 @@ class HookEndpoint:
 
 
 class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+    # stopping waits for the events in hand (an event is never cut off halfway through its record); an idle
+    # keep-alive connection is closed after _Handler.timeout, so the wait is short
+    daemon_threads = False
+    block_on_close = True
     allow_reuse_address = True
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], endpoint: HookEndpoint,
@@ -197,10 +200,18 @@ class _Server(ThreadingHTTPServer):
         self.endpoint = endpoint
         self.authorization = authorization
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (the client went away): one line, no traceback."""
+        import sys
+
+        error = sys.exc_info()[1]
+        sys.stderr.write(f"toolreplay hook serve: a connection failed ({type(error).__name__})\n")
+
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
     disable_nagle_algorithm = True  # the headers and the body are two writes: no wait for the peer's ACK between
+    timeout = 10.0  # seconds an idle keep-alive connection is kept
     server: _Server
 
     def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
