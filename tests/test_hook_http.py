@@ -11,6 +11,7 @@ event bodies are the command hook's stdin (tests/test_hook_claude_code.py has th
 
 from __future__ import annotations
 
+import fcntl
 import http.client
 import json
 import os
@@ -18,6 +19,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import unittest
 from typing import Any
 
@@ -231,6 +234,25 @@ class RefusedTest(ServeTestCase):
         out, err = second.communicate(timeout=PATIENCE)
         self.assertEqual((second.returncode, out, err.decode()),
                          (2, b"", f"error: toolreplay hook serve: another hook server serves {self.records}\n"))
+
+
+@integration
+class StopTest(ServeTestCase):
+    def test_a_sigterm_lets_the_event_in_hand_finish(self) -> None:
+        answers: list[tuple[int, str]] = []
+        event = payload(self.project, "PreToolUse", "Bash", {"command": "ls"}, "toolu_s")
+        with open(os.path.join(self.records, SESSION + ".lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the server takes the event, then waits for the session's lock
+            poster = threading.Thread(target=lambda: answers.append(self.post(event)))
+            poster.start()
+            time.sleep(0.5)
+            self.server.terminate()
+            self.assertRaises(subprocess.TimeoutExpired, self.server.wait, 0.5)  # it waits for the event
+        poster.join(PATIENCE)
+        self.assertEqual(answers, [(200, ALLOW)])
+        self.assertEqual(self.server.wait(PATIENCE), 0)
+        with open(os.path.join(self.records, SESSION + ".pending"), encoding="utf-8") as handle:
+            self.assertEqual(list(json.load(handle)), ["toolu_s"])
 
 
 class ServeRefusesTest(unittest.TestCase):
