@@ -9,7 +9,7 @@ Provenance of the payloads: Codex's own source, openai/codex (the versions store
   tests' request is `tool_name: "Bash"`, `tool_input: {"command": "echo hello"}`, `model: "gpt-test"`;
   `command_input_uses_request_tool_name` has `tool_name: "apply_patch"`, `tool_use_id: "call-apply-patch"`.
 - codex-rs/hooks/schema/generated/post-tool-use.command.input.schema.json (commit bde5e187): PostToolUse adds
-  `tool_response` (any JSON); codex-rs/core/src/tools/handlers/apply_patch_tests.rs (a stored version):
+  `tool_response` (any JSON); codex-rs/core/src/tools/handlers/apply_patch_tests.rs (a stored version the index names no commit for):
   `post_tool_use_payload_uses_patch_input_and_tool_output` gives an apply_patch `tool_input: {"command":
   PATCH}` and `tool_response: "Success. Updated files."`, with PATCH `*** Begin Patch\\n*** Add File:
   hello.txt\\n+hello\\n*** End Patch`; the same file at commit 0782c605 (`approval_keys_include_move_destination`)

@@ -264,11 +264,25 @@ class ServeRefusesTest(unittest.TestCase):
                                          "endpoint would be reachable from other machines (say --allow-remote if "
                                          "that is meant)\n"))
 
+    def test_a_policy_that_does_not_load_is_said_at_start(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        policy = os.path.join(directory, "policy.json")
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"allowed_tools": ["Bash"]}, out)
+        self.assertEqual(run("hook", "serve", "--policy", policy, "--records", directory, "--port", "0"),
+                         (2, "", f'error: toolreplay hook serve: policy does not load: {policy}: missing field '
+                                 '"agent"\n'))
+
     def test_no_server_in_a_folder_others_can_write(self) -> None:
         directory = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, directory, True)
         os.chmod(directory, 0o777)
-        self.assertEqual(run("hook", "serve", "--policy", "p", "--records", directory, "--port", "0"),
+        policy = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)  # noqa: SIM115 - removed below
+        self.addCleanup(os.unlink, policy.name)
+        with policy:
+            json.dump(POLICY, policy)
+        self.assertEqual(run("hook", "serve", "--policy", policy.name, "--records", directory, "--port", "0"),
                          (2, "", f"error: toolreplay hook serve: records folder {directory} is not private (it must "
                                  "be yours, and neither its group nor others may write it): no hook server there\n"))
         self.assertEqual(os.listdir(directory), [])

@@ -55,7 +55,7 @@ except ImportError:  # pragma: no cover - platform dependent
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "CODEX", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
-           "HookAnswer", "HookError", "handle_hook", "http_settings_snippet", "settings_snippet"]
+           "HookAnswer", "HookError", "check_policy", "handle_hook", "http_settings_snippet", "settings_snippet"]
 
 # Claude Code's built-in tools that change state: each call is a new action (running `npm test` twice
 # is two runs), so they are the gate's repeatable writes: an intent is synced before they run, and an
@@ -215,6 +215,11 @@ def _payload(data: bytes, agent: Agent) -> dict[str, Any]:
         if not isinstance(cwd, str) or not cwd.startswith("/"):
             raise HookError(f"{event} input has no absolute cwd")
     return payload
+
+
+def check_policy(path: str) -> None:
+    """HookError unless the policy file loads (as each event will load it; its root is then the event's cwd)."""
+    _load_policy(path, {})
 
 
 def _load_policy(path: str, payload: dict[str, Any]) -> Policy:

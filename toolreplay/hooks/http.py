@@ -140,6 +140,7 @@ class HookEndpoint:
 
     def start(self) -> None:
         """Take the folder (one server each), read its token and bind; core.HookError when it cannot."""
+        core.check_policy(self.policy)  # a policy that does not load would deny every event: say so now
         if not os.path.isdir(self.records):
             raise core.HookError(f"records folder {self.records} does not exist")
         if not is_private_folder(self.records):
