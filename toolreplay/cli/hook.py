@@ -41,8 +41,8 @@ _CODEX_EXIT_CODES = """exit codes (Codex's hook contract):
 
 _SERVE_EXIT_CODES = """exit codes:
   0  stopped (SIGINT or SIGTERM)
-  2  cannot serve: a records folder that is missing, not private or served already, a port in use, a
-     non-loopback --host without --allow-remote"""
+  2  cannot serve: a policy that does not load, a records folder that is missing, not private or served
+     already, a port in use, a non-loopback --host without --allow-remote"""
 
 # The agents the command serves (toolreplay.hooks.core.AGENTS has their profiles).
 AGENTS = ("claude-code", "gemini-cli", "codex")
