@@ -247,6 +247,14 @@ class DecisionsTest(CodexHookTestCase):
                          (0, permission_deny("Bash"), ""))
         self.assertEqual([line["response"] for line in self.lines()], [{"result": ""}])
 
+    def test_permission_request_for_an_mcp_tool_matches_its_whole_arguments(self) -> None:
+        policy = self.write_policy(dict(POLICY, write_tools=[]), "no-writes.json")
+        args = {"command": "select 1", "database": "prod"}
+        self.assertEqual(self.hook(self.payload("PreToolUse", "mcp__db__query", args, "call_m"), policy), (0, "", ""))
+        self.assertEqual(self.hook(self.payload("PermissionRequest", "mcp__db__query", args), policy), (0, "", ""))
+        self.assertEqual(self.hook(self.payload("PermissionRequest", "mcp__db__query", dict(args, database="dev")),
+                                   policy), (0, permission_deny("mcp__db__query"), ""))
+
     def test_print_settings_registers_the_fast_client_for_codexs_events(self) -> None:
         code, out, err = run("hook", "codex", "--policy", "policy.json", "--records", "records", "--print-settings")
         self.assertEqual((code, err), (0, ""))

@@ -97,8 +97,8 @@ def permission_matches(payload: dict[str, Any], pending: dict[str, Any], redacto
         if not isinstance(entry, dict) or entry.get("tool") != tool or not isinstance(entry.get("args"), dict):
             continue
         args = entry["args"]
-        if "command" in wanted and isinstance(wanted["command"], str):
-            if args.get("command") == wanted["command"]:
+        if tool in CODEX_WRITES:  # the shell's and apply_patch's request adds a description to the command
+            if isinstance(wanted.get("command"), str) and args.get("command") == wanted["command"]:
                 return True
         elif canonical_json(args) == canonical_json(wanted):
             return True
