@@ -49,7 +49,7 @@ AGENTS = ("claude-code", "gemini-cli", "codex")
 
 
 def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code") -> int | None:
-    """Run `hook AGENT` (claude-code or gemini-cli) when its arguments are plain (each option once, with a
+    """Run `hook AGENT` (claude-code, gemini-cli or codex) when its arguments are plain (each option once, with a
     value that is not an option), without building the argument parser; None for anything else (help, --print-settings,
     a typo), which the full parser then handles and reports."""
     from toolreplay.hooks.protocol import plain_options  # the fast client's own reading of the same options

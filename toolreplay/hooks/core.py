@@ -1,4 +1,4 @@
-"""The guard as an agent's hooks (docs/hooks.md, docs/hooks-gemini-cli.md): one short-lived process per event.
+"""The guard as an agent's hooks (docs/hooks.md, docs/hooks-gemini-cli.md, docs/hooks-codex.md): a process per event.
 
 Claude Code and Gemini CLI run the hook command for each event with one JSON object on stdin. This module
 decides and records for both, with one core: an `Agent` profile names the agent's events, the field of
