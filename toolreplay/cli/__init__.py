@@ -67,7 +67,7 @@ def main(argv: Sequence[str] | None = None, io: IO | None = None) -> int:
     io = io or IO.from_sys()
     try:
         arguments = list(sys.argv[1:] if argv is None else argv)
-        if arguments[:1] == ["hook"] and arguments[1:2] in (["claude-code"], ["gemini-cli"]):
+        if arguments[:1] == ["hook"] and arguments[1:2] in (["claude-code"], ["gemini-cli"], ["codex"]):
             from toolreplay.cli.hook import run_plain_hook  # a new process per tool call: spare it argparse
 
             plain = run_plain_hook(arguments[2:], io, arguments[1])

@@ -2,7 +2,7 @@
 
     python3 -S .../toolreplay/hooks/client.py AGENT --policy POLICY --records DIR [--redact-key FILE]
 
-AGENT is claude-code or gemini-cli. The agent starts a new process for every hook event. Started without
+AGENT is claude-code, gemini-cli or codex. The agent starts a new process for every hook event. Started without
 `site` (`-S`) and as a script, this process loads almost nothing: it hands the event to the hook server of
 DIR (toolreplay/hooks/server.py, a process that has the guard loaded already) over the Unix socket
 DIR/.toolreplay-hook.sock and prints its answer. The server decides with exactly the code of

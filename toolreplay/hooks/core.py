@@ -1,4 +1,4 @@
-"""The guard as an agent's hooks (docs/hooks.md, docs/hooks-gemini-cli.md): one short-lived process per event.
+"""The guard as an agent's hooks (docs/hooks.md, docs/hooks-gemini-cli.md, docs/hooks-codex.md): a process per event.
 
 Claude Code and Gemini CLI run the hook command for each event with one JSON object on stdin. This module
 decides and records for both, with one core: an `Agent` profile names the agent's events, the field of
@@ -21,6 +21,10 @@ gate's write-ahead intents) and .pending (the calls allowed and not yet complete
 record). A PreToolUse whose Post never came leaves its write's intent open: an identical write is then
 refused as an unknown outcome until a person resolves it.
 
+Codex (toolreplay/hooks/codex.py) has PreToolUse and PostToolUse with a `tool_use_id`, a PermissionRequest
+(when Codex itself would ask the person: denied unless it is about a call a PreToolUse allowed), no session
+end, and hooks that cannot ask; an `apply_patch` is decided with the `path` of each file it touches.
+
 Gemini CLI gives a call no id: an AfterTool completes the oldest pending BeforeTool of the session with the
 same tool_name and the same canonical tool_input (first in, first out), and the record has no
 `meta.call_id`. Its hooks cannot ask a person: a call the policy wants confirmed is denied.
@@ -42,11 +46,12 @@ from toolreplay.format.files import locked, replace_privately
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
 from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.hooks import codex
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor
 
-__all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
-           "HookAnswer", "HookError", "handle_hook", "settings_snippet"]
+__all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "CODEX", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
+           "HookAnswer", "HookError", "check_policy", "handle_hook", "http_settings_snippet", "settings_snippet"]
 
 # Claude Code's built-in tools that change state: each call is a new action (running `npm test` twice
 # is two runs), so they are the gate's repeatable writes: an intent is synced before they run, and an
@@ -71,6 +76,7 @@ class HookAnswer:
 
     decision: str | None = None
     reason: str = ""
+    event: str | None = None  # the event answered, when it is not the pre-tool event (Codex's PermissionRequest)
 
     def output(self) -> dict[str, Any] | None:
         """The JSON Claude Code reads on stdout (PreToolUse only)."""
@@ -99,23 +105,34 @@ class Agent:
     pre: str  # the event before a tool runs: the gate decides
     post: str  # after it ran: the held-back record is written with the response
     failure: str | None  # after it failed, when the agent has such an event
-    end: str  # the session ended: the record is checked and closed
+    end: str | None  # the session ended: the record is checked and closed (None: the agent has no such event)
     call_id: str | None  # the input field of the call's id; None: a post event is paired first in, first out
     writes: tuple[str, ...]  # the agent's built-in writes (repeatable)
     can_ask: bool  # whether the agent can put a call to a person (else such a call is denied)
     output: Callable[[HookAnswer], dict[str, Any] | None]
+    permission: str | None = None  # the event the agent sends when it would ask the person itself (Codex)
+    # the arguments the gate decides on and records, from the pre event and the policy (default: tool_input)
+    gate_args: Callable[[dict[str, Any], Policy], dict[str, Any]] | None = None
 
     @property
     def events(self) -> tuple[str, ...]:
         """The events the hook handles (the settings snippet registers exactly these)."""
-        return (self.pre, self.post, *((self.failure,) if self.failure else ()), self.end)
+        return tuple(event for event in (self.pre, self.permission, self.post, self.failure, self.end) if event)
 
 
 CLAUDE_CODE = Agent("claude-code", "Claude Code", "PreToolUse", "PostToolUse", "PostToolUseFailure", "SessionEnd",
                     "tool_use_id", CLAUDE_CODE_WRITES, True, HookAnswer.output)
 GEMINI_CLI = Agent("gemini-cli", "Gemini CLI", "BeforeTool", "AfterTool", None, "SessionEnd", None,
                    GEMINI_CLI_WRITES, False, _gemini_output)
-AGENTS = {agent.name: agent for agent in (CLAUDE_CODE, GEMINI_CLI)}
+
+
+def _codex_output(answer: HookAnswer) -> dict[str, Any] | None:
+    return codex.output(answer.event or "PreToolUse", answer.decision, answer.reason)
+
+
+CODEX = Agent("codex", "Codex", "PreToolUse", "PostToolUse", None, None, "tool_use_id", codex.CODEX_WRITES, False,
+              _codex_output, codex.PERMISSION_EVENT, codex.gate_args)
+AGENTS = {agent.name: agent for agent in (CLAUDE_CODE, GEMINI_CLI, CODEX)}
 
 # Claude Code's events (kept for the callers of this name).
 EVENTS = CLAUDE_CODE.events
@@ -126,6 +143,16 @@ def settings_snippet(command: str, agent: Agent = CLAUDE_CODE) -> dict[str, Any]
     hook: dict[str, Any] = {"type": "command", "command": command}
     if agent is GEMINI_CLI:
         hook = {"name": "toolreplay", **hook}  # the name Gemini CLI's /hooks commands enable and disable
+    entry = [{"matcher": "*", "hooks": [hook]}]
+    return {"hooks": {event: entry for event in agent.events}}
+
+
+def http_settings_snippet(url: str, token_variable: str, agent: Agent = CLAUDE_CODE) -> dict[str, Any]:
+    """The `hooks` block of Claude Code's settings.json that posts its events to the hook endpoint at `url`
+    (`type: "http"`), with the bearer token from the environment variable `token_variable`, and
+    `onFailure: "block"`: an endpoint that is down or refuses blocks the call instead of letting it run."""
+    hook = {"type": "http", "url": url, "headers": {"Authorization": f"Bearer ${{{token_variable}}}"},
+            "allowedEnvVars": [token_variable], "onFailure": "block"}
     entry = [{"matcher": "*", "hooks": [hook]}]
     return {"hooks": {event: entry for event in agent.events}}
 
@@ -144,6 +171,9 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
     with _Locked(base + ".lock"):
         if event == agent.pre:
             return _pre(payload, _guard(_load_policy(policy_path, payload), records, redact_key, agent), base, agent)
+        if event == agent.permission:
+            guard = _guard(_load_policy(policy_path, payload), records, redact_key, agent)
+            return _permission(payload, base, guard.redactor, agent)
         if event != agent.end:
             # the response goes on record: with the policy's redaction, if it has one
             _post(payload, base, _guard(_load_policy(policy_path, payload), records, redact_key, agent).redactor,
@@ -170,16 +200,22 @@ def _payload(data: bytes, agent: Agent) -> dict[str, Any]:
     if not isinstance(session, str) or not _SESSION_ID.fullmatch(session):
         raise HookError("session_id must be a plain file name (letters, digits, _ . -; up to 128)")
     if event != agent.end:
-        for field in ("tool_name", *((agent.call_id,) if agent.call_id else ())):
+        ids = (agent.call_id,) if agent.call_id and event != agent.permission else ()
+        for field in ("tool_name", *ids):
             if not isinstance(payload.get(field), str) or not payload[field]:
                 raise HookError(f"{event} input has no {field}")
         if not isinstance(payload.get("tool_input"), dict):
             raise HookError(f"{event} input has no tool_input object")
-    if event == agent.pre:
+    if event in (agent.pre, agent.permission):
         cwd = payload.get("cwd")
         if not isinstance(cwd, str) or not cwd.startswith("/"):
             raise HookError(f"{event} input has no absolute cwd")
     return payload
+
+
+def check_policy(path: str) -> None:
+    """HookError unless the policy file loads (as each event will load it; its root is then the event's cwd)."""
+    _load_policy(path, {})
 
 
 def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
@@ -309,6 +345,11 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
     redactor = guard.redactor
 
     tool, args = payload["tool_name"], payload["tool_input"]
+    if agent.gate_args is not None:
+        try:
+            args = agent.gate_args(payload, guard.policy)
+        except ValueError as exc:
+            raise HookError(str(exc)) from None
     call_id = payload[agent.call_id] if agent.call_id else None
     pending = _read_pending(base)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
@@ -349,6 +390,20 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
     if host.asked:
         return HookAnswer("ask", "toolreplay: the policy asks a person to confirm this call")
     return HookAnswer("allow", "toolreplay: allowed by the policy")
+
+
+def _permission(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent) -> HookAnswer:
+    """The agent would ask the person about a call: no answer (the person decides) when a pre event allowed that
+    call and it has not completed, else a deny (nothing the guard allowed asks for it)."""
+    try:
+        allowed = codex.permission_matches(payload, _read_pending(base), redactor)
+    except (ValueError, RecursionError) as exc:
+        raise HookError(f"tool_input cannot be recorded: {exc}") from None
+    if allowed:
+        return HookAnswer(None, "", payload["hook_event_name"])
+    reason = (f"toolreplay: no {agent.pre} allowed this {codex.shown(payload['tool_name'])} call, so no approval "
+              "is given for it")
+    return HookAnswer("deny", reason, payload["hook_event_name"])
 
 
 def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent) -> None:

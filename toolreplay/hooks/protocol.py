@@ -41,9 +41,9 @@ def identity() -> bytes:
 
 
 def plain_options(arguments: list[str]) -> dict[str, str] | None:
-    """An agent (`claude-code`, `gemini-cli`) and the options the hook takes, each once with a value; None for
-    anything else."""
-    if arguments[:1] not in (["claude-code"], ["gemini-cli"]) or len(arguments) % 2 == 0:
+    """An agent (`claude-code`, `gemini-cli`, `codex`) and the options the hook takes, each once with a value;
+    None for anything else."""
+    if arguments[:1] not in (["claude-code"], ["gemini-cli"], ["codex"]) or len(arguments) % 2 == 0:
         return None
     options: dict[str, str] = {}
     for name, value in zip(arguments[1::2], arguments[2::2], strict=True):

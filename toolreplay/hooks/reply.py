@@ -24,8 +24,8 @@ class Reply:
 
 
 def reply_to_event(data: bytes, policy: str, records: str, redact_key: str | None, agent: str) -> Reply:
-    """Decide on and record one event (the bytes the agent wrote on stdin) for `agent` (claude-code or
-    gemini-cli): the decision, or the one line that blocks the call when it cannot be decided or recorded."""
+    """Decide on and record one event (the bytes the agent wrote on stdin) for `agent` (claude-code,
+    gemini-cli or codex): the decision, or the one line that blocks the call when it cannot be decided or recorded."""
     profile = core.AGENTS[agent]
     try:
         answer = core.handle_hook(data, policy, records, redact_key, profile)

@@ -1,0 +1,253 @@
+"""The hook endpoint over HTTP (docs/hooks.md, "HTTP hooks"): `toolreplay hook serve`, no process per event.
+
+Claude Code posts each hook event (the JSON a command hook reads on stdin) to a `type: "http"` hook's URL
+and reads the answer from the response: a 2xx with an empty body goes on, a 2xx with a JSON object is read
+as a command hook's stdout; with `onFailure: "block"`, any other answer (a non-2xx, no connection, a
+timeout) blocks the call. This server answers each event with the hooks' own core (toolreplay/hooks/reply.py),
+as `toolreplay hook AGENT` does: the same decision and the same record.
+
+- POST /hook/AGENT (claude-code, gemini-cli, codex) with `Authorization: Bearer TOKEN`; the token is
+  DIR/.toolreplay-hook.token (made on first use, the owner's only). A wrong or missing token is 401, a body
+  over MAX_BODY_BYTES 413 (not read), a request without a length 411: nothing is decided or recorded.
+- Decided: 200 with the agent's JSON (or an empty body). Not decided (bad input, a policy that does not load,
+  a record that cannot be written) on the pre-tool event: 200 with a deny that names the fault; on a post
+  event: 200 with `{"decision": "block", "reason": ...}`; on anything else (not JSON, an unknown event):
+  400 with the one line. Never a traceback, never an allow.
+- Loopback only unless the caller says otherwise; one server per records folder (DIR/.toolreplay-hook-http.lock),
+  and only in a private folder (hooks/protocol.py's trust check).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import os
+import secrets
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from toolreplay.hooks import core
+from toolreplay.hooks.protocol import is_private_folder
+from toolreplay.hooks.reply import reply_to_event
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - platform dependent
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["DEFAULT_PORT", "HTTP_LOCK_NAME", "MAX_BODY_BYTES", "TOKEN_NAME", "TOKEN_VARIABLE", "HookEndpoint",
+           "answer_event", "is_loopback", "read_token"]
+
+DEFAULT_PORT = 47213
+TOKEN_NAME = ".toolreplay-hook.token"
+TOKEN_VARIABLE = "TOOLREPLAY_HOOK_TOKEN"  # the variable the settings' Authorization header reads
+HTTP_LOCK_NAME = ".toolreplay-hook-http.lock"
+MAX_BODY_BYTES = 64 << 20  # as the socket server's largest event: a Write's whole content is in its tool_input
+_PREFIX = "/hook/"
+_PREFIX_ERROR = "error: toolreplay hook: "
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` names this machine only (127.0.0.0/8, ::1, localhost)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(records: str) -> str:
+    """DIR's bearer token: read from DIR/.toolreplay-hook.token, made (mode 0600) when there is none; a token
+    file others can read is refused (core.HookError)."""
+    path = os.path.join(records, TOKEN_NAME)
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise core.HookError(f"cannot make {path}: {exc.strerror or exc}") from None
+    else:
+        with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+    try:
+        status = os.lstat(path)
+        if status.st_uid != os.geteuid() or status.st_mode & 0o077 or not os.path.isfile(path):
+            raise core.HookError(f"{path} must be a file of yours that no one else can read (chmod 600)")
+        with open(path, encoding="ascii") as handle:
+            token = handle.read().strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise core.HookError(f"cannot read {path}: {exc}") from None
+    if len(token) < 16:
+        raise core.HookError(f"{path} holds no token (at least 16 characters)")
+    return token
+
+
+def answer_event(agent: str, body: bytes, policy: str, records: str, redact_key: str | None) -> tuple[int, bytes]:
+    """The HTTP status and body answering one event of `agent`: the command hook's decision, and a fault turned
+    into the answer that blocks the call (see the module's docstring)."""
+    reply = reply_to_event(body, policy, records, redact_key, agent)
+    if reply.code == 0:
+        return 200, reply.stdout.encode("ascii")
+    line = reply.stderr.strip().splitlines()[0] if reply.stderr.strip() else "toolreplay hook: the call is blocked"
+    reason = "toolreplay: " + line[len(_PREFIX_ERROR):] if line.startswith(_PREFIX_ERROR) else line
+    profile = core.AGENTS[agent]
+    event = _event(body, profile)
+    if event == profile.pre:
+        output = profile.output(core.HookAnswer("deny", reason))
+        if output is not None:
+            return 200, _json(output)
+    if event is not None and event in (profile.post, profile.failure) and agent == "claude-code":
+        return 200, _json({"decision": "block", "reason": reason})
+    return 400, (line + "\n").encode("ascii", "backslashreplace")
+
+
+def _event(body: bytes, profile: core.Agent) -> str | None:
+    try:
+        payload = json.loads(body)
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    event = payload.get("hook_event_name") if isinstance(payload, dict) else None
+    return event if isinstance(event, str) and event in profile.events else None
+
+
+def _json(obj: dict[str, Any]) -> bytes:
+    return (json.dumps(obj, ensure_ascii=True, sort_keys=True) + "\n").encode("ascii")
+
+
+class HookEndpoint:
+    """The HTTP hook server of one records folder: `start()` binds and holds the folder, `serve()` answers
+    until `stop()`."""
+
+    def __init__(self, records: str, policy: str, redact_key: str | None = None, host: str = "127.0.0.1",
+                 port: int = DEFAULT_PORT) -> None:
+        self.records = os.path.abspath(records)
+        self.policy = os.path.abspath(policy)
+        self.redact_key = None if redact_key is None else os.path.abspath(redact_key)
+        self.host, self.port = host, port
+        self._lock = -1
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        """The server's base URL (the bound port, once started)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def start(self) -> None:
+        """Take the folder (one server each), read its token and bind; core.HookError when it cannot."""
+        core.check_policy(self.policy)  # a policy that does not load would deny every event: say so now
+        if not os.path.isdir(self.records):
+            raise core.HookError(f"records folder {self.records} does not exist")
+        if not is_private_folder(self.records):
+            raise core.HookError(f"records folder {self.records} is not private (it must be yours, and neither its "
+                                 "group nor others may write it): no hook server there")
+        lock = os.path.join(self.records, HTTP_LOCK_NAME)
+        try:
+            self._lock = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+            if fcntl is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            self.close()
+            raise core.HookError(f"another hook server serves {self.records}") from None
+        try:
+            token = read_token(self.records)
+            self._server = _Server((self.host, self.port), _Handler, self, f"Bearer {token}".encode("ascii"))
+        except OSError as exc:
+            self.close()
+            raise core.HookError(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}") from None
+        except core.HookError:
+            self.close()
+            raise
+        self.port = self._server.server_address[1]
+
+    def serve(self) -> None:
+        """Answer events until stop() (each in a thread of its own; one session's events take turns on its lock)."""
+        assert self._server is not None
+        try:
+            self._server.serve_forever(poll_interval=0.25)
+        finally:
+            self.close()
+
+    def stop(self) -> None:
+        """End serve() (from another thread or a signal handler)."""
+        if self._server is not None:
+            threading.Thread(target=self._server.shutdown, daemon=True).start()
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.server_close()
+        if self._lock >= 0:
+            os.close(self._lock)
+            self._lock = -1
+
+
+class _Server(ThreadingHTTPServer):
+    # stopping waits for the events in hand (an event is never cut off halfway through its record); an idle
+    # keep-alive connection is closed after _Handler.timeout, so the wait is short
+    daemon_threads = False
+    block_on_close = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], endpoint: HookEndpoint,
+                 authorization: bytes) -> None:
+        if ":" in address[0]:
+            self.address_family = __import__("socket").AF_INET6
+        super().__init__(address, handler)
+        self.endpoint = endpoint
+        self.authorization = authorization
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A connection that failed (the client went away): one line, no traceback."""
+        import sys
+
+        error = sys.exc_info()[1]
+        sys.stderr.write(f"toolreplay hook serve: a connection failed ({type(error).__name__})\n")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
+    disable_nagle_algorithm = True  # the headers and the body are two writes: no wait for the peer's ACK between
+    timeout = 10.0  # seconds an idle keep-alive connection is kept
+    server: _Server
+
+    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
+        agent = self.path[len(_PREFIX):] if self.path.startswith(_PREFIX) else ""
+        if agent not in core.AGENTS:
+            return self._send(404, b"error: toolreplay hook: no such hook endpoint (POST /hook/AGENT)\n")
+        given = (self.headers.get("Authorization") or "").encode("latin-1", "replace")
+        if not hmac.compare_digest(given, self.server.authorization):
+            return self._send(401, b"error: toolreplay hook: a wrong or missing bearer token; nothing recorded\n",
+                              close=True)
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            return self._send(411, b"error: toolreplay hook: the request has no Content-Length\n", close=True)
+        if int(length) > MAX_BODY_BYTES:
+            return self._send(413, f"error: toolreplay hook: the event is larger than {MAX_BODY_BYTES:,} bytes; "
+                                   "the call is blocked\n".encode("ascii"), close=True)
+        body = self.rfile.read(int(length))
+        endpoint = self.server.endpoint
+        status, answer = answer_event(agent, body, endpoint.policy, endpoint.records, endpoint.redact_key)
+        self._send(status, answer, json_body=status == 200)
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        self._send(405, b"error: toolreplay hook: POST the event\n")
+
+    def _send(self, status: int, body: bytes, json_body: bool = False, close: bool = False) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json" if json_body and body else "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        if status == 401:
+            self.send_header("WWW-Authenticate", "Bearer")
+        if close:  # a body not read stays in the connection: it cannot carry another request
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
+        pass  # the record is the log; the model-given path is not echoed to a terminal
