@@ -143,7 +143,7 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(
             str(caught.exception),
             "unknown format 'langchain' (choose from openai-chat, openai-responses, anthropic, mcp, "
-            "tau2, otel, inspect-ai, openai-agents, claude-code, gemini, swe-agent, openhands, atif, auto)",
+            "tau2, otel, inspect-ai, openai-agents, claude-code, gemini, swe-agent, openhands, atif, codex, gemini-cli, mini-swe-agent, auto)",
         )
 
     def test_floats_keep_their_form(self) -> None:

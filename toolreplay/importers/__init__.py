@@ -49,6 +49,9 @@ _MODULES = {
     "swe-agent": "toolreplay.importers.swe_agent",
     "openhands": "toolreplay.importers.openhands",
     "atif": "toolreplay.importers.atif",
+    "codex": "toolreplay.importers.codex",
+    "gemini-cli": "toolreplay.importers.gemini_cli",
+    "mini-swe-agent": "toolreplay.importers.mini_swe_agent",
 }
 FORMATS = tuple(_MODULES)
 

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
+from toolreplay.importers.codex import is_bare_meta, is_exec_event, is_rollout_line
 from toolreplay.importers.conversations import Conversation, Peekable, messages_of
 from toolreplay.importers.gemini import RESPONSE_METHODS
+from toolreplay.importers.gemini_cli import is_chat_message, is_chat_record
+from toolreplay.importers.mini_swe_agent import fenced_actions, is_observation_text
 from toolreplay.importers.openai_chat import is_placeholder
 from toolreplay.importers.openhands import is_openhands_event
 from toolreplay.importers.sse import is_stream_event
@@ -51,8 +54,35 @@ def _parts_marker(parts: Any) -> tuple[str, str] | None:
     return None
 
 
+def _agent_marker(message: Any) -> tuple[str, str] | None:
+    """A line or message of a coding agent's own log (Codex, Gemini CLI, mini-swe-agent)."""
+    if is_rollout_line(message):
+        return "codex", f'a Codex rollout line ("type": "{message["type"]}", "payload")'
+    if is_exec_event(message):
+        return "codex", f'a codex exec --json event ("type": "{message["type"]}")'
+    if is_bare_meta(message):
+        return "codex", 'an older Codex rollout\'s session line ("id", "timestamp", "instructions")'
+    if is_chat_message(message):
+        return "gemini-cli", f'a Gemini CLI chat message ("id", "timestamp", "type": "{message["type"]}")'
+    if is_chat_record(message):
+        return "gemini-cli", 'a Gemini CLI chat recording line ("sessionId" and "projectHash", "$set" or "$rewindTo")'
+    role = message.get("role")
+    extra = message.get("extra")
+    if role == "assistant" and isinstance(extra, dict) and isinstance(extra.get("actions"), list):
+        return "mini-swe-agent", 'a mini-swe-agent message ("extra": {"actions"})'
+    if role == "assistant" and "```mswea_bash_command" in str(message.get("content")) and fenced_actions(
+            message.get("content")):
+        return "mini-swe-agent", "a mini-swe-agent action (a mswea_bash_command block)"
+    if role == "user" and is_observation_text(message.get("content")):
+        return "mini-swe-agent", "a mini-swe-agent observation (<returncode>)"
+    return None
+
+
 def _layout_marker(message: Any) -> tuple[str, str] | None:
     """A message whose own layout tells the format, tool call or not."""
+    agent = _agent_marker(message)
+    if agent is not None:
+        return agent
     if isinstance(message.get("sessionId"), str) and isinstance(message.get("type"), str):
         # `~/.claude/projects/*.jsonl`; stream-json writes `session_id` (a layout of its own)
         return "claude-code", 'a Claude Code transcript line ("sessionId")'
@@ -116,6 +146,8 @@ _CONTAINERS = {
     "contents": ("gemini", 'a Gemini request ("contents")'),
     "sdk-spans": ("otel", 'OpenTelemetry SDK span JSON ("context": {"trace_id", "span_id"})'),
     "steps": ("atif", 'an ATIF trajectory ("schema_version" and "steps")'),
+    "mini-swe-agent": ("mini-swe-agent", 'a mini-swe-agent trajectory ("trajectory_format")'),
+    "gemini-cli": ("gemini-cli", 'a Gemini CLI chat recording ("sessionId", "projectHash", "messages")'),
 }
 
 
