@@ -290,8 +290,9 @@ ERRORS = [
     (
         "auto",
         b'[{"role": "user", "content": "hi"}]',
-        "<stdin>: cannot detect the format: no message holds a tool call or reply (name "
-        "the format instead of auto)",
+        '<stdin>: cannot detect the format: no message is one that only a known format writes (the first '
+        'message has keys "role", "content"; the closest known format is openai-chat; name the format instead '
+        "of auto)",
     ),
 ]
 

@@ -50,13 +50,14 @@ _EXEC_SKIPPED = frozenset({"agent_message", "reasoning", "plan", "todo_list", "e
 
 def is_rollout_line(message: Any) -> bool:
     """Whether a line is a rollout line (`{"timestamp", "type", "payload"}` of a known type)."""
-    return isinstance(message, dict) and message.get("type") in ROLLOUT_TYPES and isinstance(
-        message.get("payload"), dict)
+    return isinstance(message, dict) and isinstance(message.get("type"), str) and message["type"] in ROLLOUT_TYPES \
+        and isinstance(message.get("payload"), dict)
 
 
 def is_exec_event(message: Any) -> bool:
     """Whether a line is an event of `codex exec --json` (`"type": "thread.started"`, ...)."""
-    return isinstance(message, dict) and message.get("type") in EXEC_EVENTS and "role" not in message
+    return isinstance(message, dict) and isinstance(message.get("type"), str) and message["type"] in EXEC_EVENTS \
+        and "role" not in message
 
 
 def is_bare_meta(message: Any) -> bool:

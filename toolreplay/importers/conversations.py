@@ -106,6 +106,11 @@ class MessageStream(Peekable[tuple[int, Any]]):
         """Look at each message the pass reads with `find` until it finds something (kept in `watched`)."""
         self._watch = find
 
+    @property
+    def current_line(self) -> int | None:
+        """The line of the message the pass is reading (None before the pass)."""
+        return self._line
+
     def peek_messages(self, limit: int | None = None) -> Iterator[Any]:
         """The messages from the start, as `peek` reads them."""
         return (value for _, value in self.peek(limit))

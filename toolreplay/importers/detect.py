@@ -19,7 +19,8 @@ from toolreplay.importers.openai_chat import is_placeholder
 from toolreplay.importers.openhands import is_openhands_event
 from toolreplay.importers.sse import is_stream_event
 
-__all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
+__all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "closest_format", "describe", "is_known_to",
+           "told_by_layout"]
 
 _RESPONSES_TYPES = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -178,11 +179,16 @@ def detect_format(conversations: Peekable[Conversation], path: str) -> str:
     """The format of a log, for `auto`; an input error when no message tells."""
     evidence = find_evidence(conversations)
     if evidence is None:
+        first = next((message for conversation in conversations.peek(1) for message in messages_of(conversation, 1)),
+                     None)
+        closest = closest_format(first)
+        seen = f"the first message has {describe(first)}" if first is not None else "no message"
+        hint = f"; the closest known format is {closest}" if closest is not None else ""
         raise InputError(
             path,
             None,
-            "cannot detect the format: no message holds a tool call or reply "
-            "(name the format instead of auto)",
+            f"cannot detect the format: no message is one that only a known format writes ({seen}{hint}; "
+            "name the format instead of auto)",
         )
     return evidence.format
 
@@ -206,3 +212,66 @@ def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
     raise evidence.conversation.error(
         evidence.message, f"{evidence.reason} belongs to the {evidence.format} format, not {fmt}"
     )
+
+
+# Keys that messages of each format have: how close an unknown message is to a format (`closest_format`).
+_FORMAT_KEYS = {
+    "openai-chat": {"role", "content", "tool_calls", "tool_call_id", "name", "function_call"},
+    "openai-responses": {"type", "id", "call_id", "name", "arguments", "output", "role", "content", "status"},
+    "anthropic": {"role", "content", "type", "id", "name", "input", "tool_use_id", "stop_reason"},
+    "mcp": {"jsonrpc", "id", "method", "params", "result", "error"},
+    "gemini": {"role", "parts", "candidates", "contents"},
+    "claude-code": {"type", "message", "sessionId", "uuid", "parentUuid", "session_id", "timestamp"},
+    "swe-agent": {"role", "content", "action", "thought", "message_type", "tool_call_ids", "agent"},
+    "openhands": {"id", "timestamp", "source", "action", "observation", "args", "message", "kind"},
+    "codex": {"timestamp", "type", "payload", "thread_id", "item", "usage"},
+    "gemini-cli": {"id", "timestamp", "type", "content", "toolCalls", "sessionId", "projectHash", "$set"},
+    "mini-swe-agent": {"role", "content", "extra"},
+}
+
+
+def closest_format(message: Any) -> str | None:
+    """The format whose messages share the most keys with this object (ties: the first listed), or None."""
+    if not isinstance(message, dict) or not message:
+        return None
+    keys = set(message)
+    best, score = None, 0
+    for fmt, known in _FORMAT_KEYS.items():
+        overlap = len(keys & known)
+        if overlap > score:
+            best, score = fmt, overlap
+    return best
+
+
+def describe(message: Any) -> str:
+    """What a message is, in a few words: its `type`, else its first keys, else its JSON kind."""
+    if isinstance(message, dict):
+        if isinstance(message.get("type"), str):
+            return f'"type": "{message["type"][:40]}"'
+        keys = ", ".join(f'"{key[:40]}"' for key in list(message)[:3])
+        return f"keys {keys}" if keys else "an empty object"
+    if isinstance(message, list):
+        return "an array"
+    return "a string" if isinstance(message, str) else "a JSON value"
+
+
+def is_known_to(fmt: str, message: Any) -> bool:
+    """Whether a message is one the format reads (a chat message, or one the format's own layout
+    tells), so that a file of them without a call is truly a session without calls."""
+    if not isinstance(message, dict):
+        return False
+    marker = _message_marker(message)
+    if marker is not None:
+        return marker[0] == fmt
+    if isinstance(message.get("role"), str):
+        return True
+    if fmt == "openai-responses":
+        return message.get("type") in ("message", "reasoning")
+    if fmt == "gemini":
+        return isinstance(message.get("parts"), list)
+    return fmt == "claude-code" and isinstance(message.get("type"), str)
+
+
+def told_by_layout(conversation: Conversation) -> bool:
+    """Whether a conversation's layout tells its format by itself (tau2's simulations, OTLP, ...)."""
+    return conversation.container in _CONTAINERS

@@ -42,7 +42,8 @@ _DONE = frozenset({"success", "error", "cancelled"})
 
 def is_chat_message(message: Any) -> bool:
     """Whether a value is a chat recording's message (`id`, `timestamp`, `type`, `content`, no `role`)."""
-    return (isinstance(message, dict) and isinstance(message.get("id"), str) and message.get("type") in MESSAGE_TYPES
+    return (isinstance(message, dict) and isinstance(message.get("id"), str) and isinstance(message.get("type"), str)
+            and message["type"] in MESSAGE_TYPES
             and "timestamp" in message and "content" in message and "role" not in message)
 
 
@@ -118,7 +119,7 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             call_id = call.get("id") if isinstance(call.get("id"), str) and call["id"] else None
             times = call_times(call.get("timestamp", message.get("timestamp")), None, iso_time)
             yield ToolCall(call_id, call["name"], call.get("args", MISSING), position, turn=turn, **times)
-            status = call.get("status")
+            status = call.get("status") if isinstance(call.get("status"), str) else None
             if status in _DONE and "result" in call:
                 yield ToolReply(call_id, _reply(call["result"], status in _FAILED), position)
             elif status in _DONE:
