@@ -129,3 +129,43 @@ class CrosscheckTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class GeminiCrosscheckTest(unittest.TestCase):
+    """Gemini CLI's hooks give no call id: calls pair by order, tool and canonical arguments."""
+
+    def test_calls_pair_by_tool_and_arguments(self) -> None:
+        directory = tempfile.mkdtemp()
+        records = os.path.join(directory, "records")
+        os.mkdir(records)
+        policy = os.path.join(directory, "policy.json")
+        with open(policy, "w", encoding="utf-8") as handle:
+            json.dump({"agent": "gemini-cli", "allowed_tools": ["read_file", "run_shell_command"]}, handle)
+        session = "7c1d0b7e-3f3e-4c8e-9a57-5d0d5c3a6e21"
+        for event, extra in (("BeforeTool", {}), ("AfterTool", {"tool_response": {"llmContent": "buy milk"}})):
+            payload = {"session_id": session, "transcript_path": "/home/dev/.gemini/tmp/h/chats/s.json",
+                       "cwd": directory, "hook_event_name": event, "timestamp": "2026-01-05T10:00:02.000Z",
+                       "tool_name": "read_file", "tool_input": {"file_path": "notes.txt"}, **extra}
+            self.assertEqual(run("hook", "gemini-cli", "--policy", policy, "--records", records,
+                                 stdin=json.dumps(payload).encode())[0], 0)
+        chat = {"sessionId": session, "projectHash": "ph1", "startTime": "2026-01-05T10:00:00.000Z",
+                "lastUpdated": "2026-01-05T10:00:09.000Z", "messages": [
+                    {"id": "m1", "timestamp": "2026-01-05T10:00:00.000Z", "type": "user", "content": "notes?"},
+                    {"id": "m2", "timestamp": "2026-01-05T10:00:02.000Z", "type": "gemini", "content": "",
+                     "toolCalls": [{"id": "read_file-1", "name": "read_file", "args": {"file_path": "notes.txt"},
+                                    "result": [{"functionResponse": {"id": "read_file-1", "name": "read_file",
+                                                                     "response": {"output": "buy milk"}}}],
+                                    "status": "success", "timestamp": "2026-01-05T10:00:02.100Z"},
+                                   {"id": "run_shell_command-2", "name": "run_shell_command",
+                                    "args": {"command": "cat notes.txt"},
+                                    "result": [{"functionResponse": {"id": "run_shell_command-2",
+                                                                     "name": "run_shell_command",
+                                                                     "response": {"output": "buy milk"}}}],
+                                    "status": "success", "timestamp": "2026-01-05T10:00:03.000Z"}]}]}
+        path = os.path.join(directory, "session.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(chat, handle)
+        self.assertEqual(run("crosscheck", path, "--records", records), (1, (
+            f"bypassed: {path}: session {session}, call run_shell_command-2 (run_shell_command): ran in the host, "
+            "never passed the guard\n"
+            "crosscheck: 1 session, 2 host calls: 1 bypassed, 0 ran-after-deny, 0 not-run, 0 no-record\n"), ""))
