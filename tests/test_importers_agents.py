@@ -46,6 +46,18 @@ class DetectionTest(unittest.TestCase):
                          '"call_id": "read_file-1", "turn": 0}}')
 
 
+    def test_exec_items_without_ids_pair_by_what_they_run(self) -> None:
+        # Some codex exec versions write items without "id" (seen in public logs of `codex exec --json`).
+        stream = (b'{"type": "turn.started"}\n'
+                  b'{"type": "item.started", "item": {"type": "command_execution", "command": "echo hi", '
+                  b'"status": "in_progress"}}\n'
+                  b'{"type": "item.completed", "item": {"type": "command_execution", "command": "echo hi", '
+                  b'"aggregated_output": "hi\\n", "exit_code": 0, "status": "completed"}}\n')
+        self.assertEqual(_run(["import", "codex", "-"], stream), (0, (
+            '{"index": 0, "tool": "command_execution", "args": {"command": "echo hi"}, "response": {"output": "hi\\n", '
+            '"exit_code": 0}, "meta": {"turn": 0}}\n'), ""))
+
+
 class NoSilentLossTest(unittest.TestCase):
     def test_the_formats_that_lost_everything_now_refuse_with_what_they_saw(self) -> None:
         cases = (

@@ -89,13 +89,29 @@ def _rollout_item(conversation: Conversation, position: int, raw: dict[str, Any]
     return raw
 
 
+def _item_id(item: dict[str, Any]) -> str | None:
+    found = item.get("id")
+    return found if isinstance(found, str) and found else None
+
+
+def _item_key(item: dict[str, Any]) -> str:
+    """What pairs an item's started and completed events: its id; without one (some versions write
+    none), its type and what it runs."""
+    found = _item_id(item)
+    if found is not None:
+        return "id:" + found
+    what = item.get("command") if item["type"] == "command_execution" else [item.get("server"), item.get("tool"),
+                                                                             item.get("query")]
+    return f"{item['type']}:{what!r}"
+
+
 class _ExecItems:
     """The tool items of a `codex exec --json` stream: a call and its reply when an item completes."""
 
     def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
         self.turn = -1
-        self.started: dict[str, tuple[int, dict[str, Any], int]] = {}  # item id -> (position, item, turn)
+        self.started: dict[str, tuple[int, dict[str, Any], int]] = {}  # item key -> (position, item, turn)
 
     def add(self, position: int, event: dict[str, Any]) -> list[Event]:
         kind = event["type"]
@@ -109,35 +125,35 @@ class _ExecItems:
         if kind not in ("item.started", "item.updated", "item.completed"):
             return []
         item = event.get("item")
-        if not isinstance(item, dict) or not isinstance(item.get("type"), str) or not isinstance(item.get("id"), str):
-            raise self.conversation.error(position, f'a {kind} event has no "item" object with "id" and "type" '
-                                                    "strings")
+        if not isinstance(item, dict) or not isinstance(item.get("type"), str):
+            raise self.conversation.error(position, f'a {kind} event has no "item" object with a "type" string')
         if item["type"] not in _EXEC_TOOLS:
             if item["type"] not in _EXEC_SKIPPED and kind == "item.completed":
                 return [Note(f"{item['type']} item not imported", position)]
             return []
+        key = _item_key(item)
         if kind != "item.completed":
-            first = self.started.get(item["id"])
-            self.started[item["id"]] = (first[0] if first else position, item, first[2] if first else self.turn)
+            first = self.started.get(key)
+            self.started[key] = (first[0] if first else position, item, first[2] if first else self.turn)
             return []
-        first = self.started.pop(item["id"], None)
+        first = self.started.pop(key, None)
         start, turn = (first[0], first[2]) if first else (position, self.turn)
-        return [self._call(start, item, turn), ToolReply(item["id"], self._response(position, item), position)]
+        return [self._call(start, item, turn), ToolReply(_item_id(item), self._response(position, item), position)]
 
     def _call(self, position: int, item: dict[str, Any], turn: int) -> ToolCall:
-        kind = item["type"]
+        kind, call_id = item["type"], _item_id(item)
         turn_kept = turn if turn >= 0 else None
         if kind == "command_execution":
-            return ToolCall(item["id"], "command_execution", {"command": item.get("command")}, position, turn=turn_kept)
+            return ToolCall(call_id, "command_execution", {"command": item.get("command")}, position, turn=turn_kept)
         if kind == "file_change":
-            return ToolCall(item["id"], "file_change", {"changes": item.get("changes")}, position, turn=turn_kept)
+            return ToolCall(call_id, "file_change", {"changes": item.get("changes")}, position, turn=turn_kept)
         if kind == "web_search":
-            return ToolCall(item["id"], "web_search", {"query": item.get("query")}, position, turn=turn_kept)
+            return ToolCall(call_id, "web_search", {"query": item.get("query")}, position, turn=turn_kept)
         server, tool = item.get("server"), item.get("tool")
         if not isinstance(server, str) or not isinstance(tool, str) or not tool:
             raise self.conversation.error(position, 'an mcp_tool_call item has no "server" and "tool" strings')
         arguments = item.get("arguments")
-        return ToolCall(item["id"], f"mcp__{server}__{tool}", {} if arguments is None else arguments, position,
+        return ToolCall(call_id, f"mcp__{server}__{tool}", {} if arguments is None else arguments, position,
                         turn=turn_kept)
 
     def _response(self, position: int, item: dict[str, Any]) -> dict[str, Any]:
@@ -163,8 +179,8 @@ class _ExecItems:
     def end(self) -> list[Event]:
         events: list[Event] = []
         for position, item, turn in self.started.values():
-            events.append(Note(f"{item['type']} {item['id']}: started and never completed (no item.completed)",
-                               position))
+            events.append(Note(f"{item['type']} {_item_id(item) or ''}".rstrip() + ": started and never completed "
+                               "(no item.completed)", position))
             events.append(self._call(position, item, turn))
         self.started = {}
         return events
