@@ -81,7 +81,7 @@ class CrosscheckTest(unittest.TestCase):
                                       ("toolu_02", "Bash", {"command": "rm -rf build"}, DENIED, True)]))
         self.assertEqual(run("crosscheck", path, "--records", self.records),
                          (0, "crosscheck: 1 session, 2 host calls: 0 bypassed, 0 ran-after-deny, 0 not-run, "
-                             "0 no-record\n", ""))
+                             "0 no-record; 1 deny honoured\n", ""))
 
     def test_a_bypassed_call_and_a_call_run_after_a_deny(self) -> None:
         self.guard()
@@ -95,7 +95,8 @@ class CrosscheckTest(unittest.TestCase):
             f"bypassed: {path}: session {SESSION}, call toolu_03 (Bash): ran in the host, never passed the guard\n"
             f"not-run: {path}: session {SESSION}, call toolu_04 (Read): the guard allowed it; the host never shows "
             "it\n"
-            "crosscheck: 1 session, 3 host calls: 1 bypassed, 1 ran-after-deny, 1 not-run, 0 no-record\n"), ""))
+            "crosscheck: 1 session, 3 host calls: 1 bypassed, 1 ran-after-deny, 1 not-run, 0 no-record; 0 denies "
+            "honoured\n"), ""))
         code, out, _ = run("crosscheck", path, "--records", self.records, "--format", "json")
         report = json.loads(out)
         self.assertEqual((code, report["counts"]),
@@ -110,7 +111,8 @@ class CrosscheckTest(unittest.TestCase):
         self.assertEqual(run("crosscheck", path, "--records", self.records), (0, (
             f"no-record: {path}: session {other}: no record {os.path.join(self.records, other)}.jsonl (1 calls in "
             "the host)\n"
-            "crosscheck: 1 session, 1 host calls: 0 bypassed, 0 ran-after-deny, 0 not-run, 1 no-record\n"), ""))
+            "crosscheck: 1 session, 1 host calls: 0 bypassed, 0 ran-after-deny, 0 not-run, 1 no-record; 0 denies "
+            "honoured\n"), ""))
 
     def test_a_transcript_and_a_record_that_do_not_belong_together(self) -> None:
         self.guard()
@@ -168,4 +170,5 @@ class GeminiCrosscheckTest(unittest.TestCase):
         self.assertEqual(run("crosscheck", path, "--records", records), (1, (
             f"bypassed: {path}: session {session}, call run_shell_command-2 (run_shell_command): ran in the host, "
             "never passed the guard\n"
-            "crosscheck: 1 session, 2 host calls: 1 bypassed, 0 ran-after-deny, 0 not-run, 0 no-record\n"), ""))
+            "crosscheck: 1 session, 2 host calls: 1 bypassed, 0 ran-after-deny, 0 not-run, 0 no-record; 0 denies "
+            "honoured\n"), ""))

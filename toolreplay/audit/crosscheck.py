@@ -13,6 +13,9 @@ unpaired entry of the same tool and canonical arguments. Findings:
 - `not-run`: an entry the guard allowed that no transcript call pairs with;
 - `no-record`: a transcript session with no record at all.
 
+A refused call whose result in the transcript is the refusal counts as a deny honoured (what a
+canary, a harmless call the policy denies, proves).
+
 A call the transcript shows without a result, or whose result is the hook's own refusal (a blocked
 call leaves a `toolreplay:` line), did not run. A transcript and a record that share no call at all
 are not the same session: an input error, never a list of false `bypassed`.
@@ -65,6 +68,7 @@ class SessionCheck:
     record: str | None
     host_calls: int
     record_calls: int
+    honoured: int = 0  # calls the guard refused whose result in the host is that refusal
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,11 @@ def _shows_refusal(call: _HostCall, entry: _Entry) -> bool:
     return _HOOK_MARK in text or entry.refusal is not None and json.dumps(entry.refusal[:60])[1:-1] in text
 
 
+def _honoured(calls: list[_HostCall]) -> int:
+    return sum(1 for call in calls if call.entry is not None and call.entry.outcome in ("refused", "cached")
+               and _shows_refusal(call, call.entry))
+
+
 def _check_session(transcript: str, session: str, calls: list[_HostCall], entries: list[_Entry],
                    record: str) -> list[Finding]:
     _pair(calls, entries)
@@ -260,8 +269,9 @@ def crosscheck(transcripts: list[str], records: str) -> CrossCheck:
                                     "the host)"))
             continue
         entries = list(_record_entries(base))
-        sessions.append(SessionCheck(transcript, session, fmt, base + ".jsonl", len(calls), len(entries)))
         findings.extend(_check_session(transcript, session, calls, entries, base + ".jsonl"))
+        sessions.append(SessionCheck(transcript, session, fmt, base + ".jsonl", len(calls), len(entries),
+                                     _honoured(calls)))
     return CrossCheck(tuple(sessions), tuple(findings))
 
 
@@ -281,7 +291,9 @@ def render_text(report: CrossCheck) -> str:
     compared = sum(session.host_calls for session in report.sessions)
     summary = ", ".join(f"{counts[kind]} {kind}" for kind in _KINDS)
     plural = "s" if len(report.sessions) != 1 else ""
-    lines.append(f"crosscheck: {len(report.sessions)} session{plural}, {compared} host calls: {summary}\n")
+    honoured = sum(session.honoured for session in report.sessions)
+    lines.append(f"crosscheck: {len(report.sessions)} session{plural}, {compared} host calls: {summary}; "
+                 f"{honoured} {'deny' if honoured == 1 else 'denies'} honoured\n")
     return "".join(lines)
 
 
@@ -289,7 +301,8 @@ def render_json(report: CrossCheck) -> str:
     """The report as one JSON document (sessions, findings, counts)."""
     document = {
         "sessions": [{"transcript": s.transcript, "session": s.session, "format": s.format, "record": s.record,
-                      "host_calls": s.host_calls, "record_calls": s.record_calls} for s in report.sessions],
+                      "host_calls": s.host_calls, "record_calls": s.record_calls, "honoured": s.honoured}
+                     for s in report.sessions],
         "findings": [{"kind": f.kind, "transcript": f.transcript, "session": f.session, "tool": f.tool,
                       "call_id": f.call_id, "record_index": f.record_index, "detail": f.detail}
                      for f in report.findings],
