@@ -45,7 +45,9 @@ def transcript(calls: list[tuple[str, str, dict[str, Any], str, bool]], session:
     return text
 
 
-class CrosscheckTest(unittest.TestCase):
+class _HookAndTranscript(unittest.TestCase):
+    """A records folder, a policy, the real hook command and transcripts written beside them."""
+
     def setUp(self) -> None:
         self.directory = tempfile.mkdtemp()
         self.records = os.path.join(self.directory, "records")
@@ -75,6 +77,8 @@ class CrosscheckTest(unittest.TestCase):
             handle.write(text)
         return path
 
+
+class CrosscheckTest(_HookAndTranscript):
     def test_a_matching_pair_reports_nothing(self) -> None:
         self.guard()
         path = self.write(transcript([("toolu_01", "Bash", {"command": "pytest -q"}, "1 passed", False),
@@ -172,3 +176,30 @@ class GeminiCrosscheckTest(unittest.TestCase):
             "never passed the guard\n"
             "crosscheck: 1 session, 2 host calls: 1 bypassed, 0 ran-after-deny, 0 not-run, 0 no-record; 0 denies "
             "honoured\n"), ""))
+
+
+class BadInputTest(_HookAndTranscript):
+    def test_malformed_input_is_one_line_and_exit_2(self) -> None:
+        self.guard()
+        cut = self.write(transcript([("toolu_01", "Bash", {"command": "pytest -q"}, "1 passed", False)])[:-40],
+                         "cut.jsonl")
+        code, out, err = run("crosscheck", cut, "--records", self.records)
+        self.assertEqual((code, out, err.count("\n"), err.startswith(f"error: {cut}:3: ")), (2, "", 1, True), err)
+        with open(os.path.join(self.records, SESSION + ".jsonl"), "a", encoding="utf-8") as handle:
+            handle.write("{not json\n")
+        path = self.write(transcript([("toolu_01", "Bash", {"command": "pytest -q"}, "1 passed", False)]))
+        code, out, err = run("crosscheck", path, "--records", self.records)
+        record = os.path.join(self.records, SESSION + ".jsonl")
+        self.assertEqual((code, out, err.count("\n"), err.startswith(f"error: {record}:3: ")), (2, "", 1, True), err)
+
+    def test_a_session_id_that_names_no_plain_file(self) -> None:
+        path = self.write(transcript([("toolu_01", "Bash", {"command": "ls"}, "a", False)], "../etc/passwd"))
+        self.assertEqual(run("crosscheck", path, "--records", self.records), (2, "", (
+            f'error: {path}: session id "../etc/passwd" is not a plain file name (letters, digits, _ . -; up to '
+            "128): no record can be named by it\n")))
+
+    def test_a_records_folder_that_is_not_one(self) -> None:
+        path = self.write(transcript([("toolu_01", "Bash", {"command": "ls"}, "a", False)]))
+        missing = os.path.join(self.directory, "nowhere")
+        self.assertEqual(run("crosscheck", path, "--records", missing),
+                         (2, "", f"error: {missing}: not a folder of hook records\n"))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -43,6 +44,7 @@ FindingKind = Literal["bypassed", "ran-after-deny", "not-run", "no-record"]
 _KINDS: tuple[FindingKind, ...] = ("bypassed", "ran-after-deny", "not-run", "no-record")
 _HOOK_MARK = "toolreplay:"
 _SESSION_LOOK = 200  # how many lines of a JSON Lines transcript may come before its session id
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}")  # a session id the hook names a record by
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,11 @@ def _call_bytes(tool: str, args: Any) -> bytes:
 
 def _record_entries(base: str) -> Iterator[_Entry]:
     path = base + ".jsonl"
-    with open(path, "rb") as handle:
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        raise InputError(path, None, f"cannot read: {exc.strerror or exc}") from None
+    with handle:
         for record in read_session(handle, path):
             meta = record.meta or {}
             call_id = meta.get("call_id") if isinstance(meta.get("call_id"), str) else None
@@ -260,9 +266,12 @@ def crosscheck(transcripts: list[str], records: str) -> CrossCheck:
         if session is None:
             raise InputError(transcript, None, "no session id found (a Claude Code transcript's sessionId, a Codex "
                                                "rollout's session_meta, a Gemini CLI recording's sessionId)")
+        if _PLAIN_NAME.fullmatch(session) is None:
+            raise InputError(transcript, None, f"session id {json.dumps(session)[:80]} is not a plain file name "
+                                               "(letters, digits, _ . -; up to 128): no record can be named by it")
         fmt, calls = _host_calls(transcript)
         base = os.path.join(records, session)
-        if os.path.basename(session) != session or not os.path.isfile(base + ".jsonl"):
+        if not os.path.isfile(base + ".jsonl"):
             sessions.append(SessionCheck(transcript, session, fmt, None, len(calls), 0))
             findings.append(Finding("no-record", transcript, session, None, None, None,
                                     f"no record {os.path.join(records, session)}.jsonl ({len(calls)} calls in "
