@@ -6,7 +6,9 @@ with one line that names what it saw (never an empty session for a file of calls
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import unittest
 
 from toolreplay.cli import main
@@ -56,6 +58,21 @@ class DetectionTest(unittest.TestCase):
         self.assertEqual(_run(["import", "codex", "-"], stream), (0, (
             '{"index": 0, "tool": "command_execution", "args": {"command": "echo hi"}, "response": {"output": "hi\\n", '
             '"exit_code": 0}, "meta": {"turn": 0}}\n'), ""))
+
+
+class SuiteTest(unittest.TestCase):
+    def test_a_suite_from_each_agents_log(self) -> None:
+        # the user's words and the final answer: a rollout's user_message event (its user items also
+        # hold the harness's instructions), a Gemini CLI message's type
+        root = os.path.join(ROOT, "samples", "import")
+        for name, question, answer in (("codex.jsonl", "show both files", "a.txt holds A, b.txt holds B."),
+                                       ("gemini-cli.json", "what is in notes.txt?", "It says: buy milk.")):
+            with self.subTest(name=name), tempfile.TemporaryDirectory() as tmp:
+                target = os.path.join(tmp, "suite")
+                code, _, _ = _run(["import", "auto", os.path.join(root, name), "--suite", target])
+                with open(os.path.join(target, "suite.json"), encoding="utf-8") as handle:
+                    case = json.load(handle)["cases"][0]
+                self.assertEqual((code, case["question"], case["expected_answer"]), (0, question, answer))
 
 
 class NoSilentLossTest(unittest.TestCase):
