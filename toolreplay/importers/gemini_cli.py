@@ -37,6 +37,7 @@ __all__ = ["read_events", "MESSAGE_TYPES", "is_chat_message", "is_chat_record"]
 
 MESSAGE_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
 _FAILED = frozenset({"error", "cancelled"})
+_NO_CALLS: dict[str, Any] = {"type": "user"}  # what is kept of a message without calls
 _DONE = frozenset({"success", "error", "cancelled"})
 
 
@@ -71,7 +72,8 @@ def _checked(conversation: Conversation, position: int, message: Any) -> dict[st
 
 def _messages(conversation: Conversation) -> tuple[list[tuple[int, dict[str, Any]]], list[Note]]:
     """The recording's messages, each once (its last writing, in the place of its first) with the position
-    of that writing; and a note per rewind that took away messages holding calls (they are kept)."""
+    of that writing, those without calls as a stand-in (memory follows the calls, not the text); and a
+    note per rewind that took away messages holding calls (they are kept)."""
     kept: dict[str, tuple[int, dict[str, Any]]] = {}
     notes: list[Note] = []
     for position, raw in enumerate(conversation.messages):
@@ -91,7 +93,9 @@ def _messages(conversation: Conversation) -> tuple[list[tuple[int, dict[str, Any
             messages = [raw]
         for message in messages if isinstance(messages, list) else []:
             checked = _checked(conversation, position, message)
-            kept[checked["id"]] = (position, checked)  # written again: replaces, keeps its place
+            # written again: replaces, keeps its place; only a message with calls is kept whole
+            kept[checked["id"]] = (position, checked if checked["type"] == "gemini" and checked.get("toolCalls")
+                                   else _NO_CALLS)
     return list(kept.values()), notes
 
 
