@@ -9,7 +9,9 @@ calling), else the one command of its text, fenced as mini-swe-agent's regex rea
 the agent refused it as a format error). The observation messages that follow (`tool` messages by
 `tool_call_id`, else `user` messages in order) are the replies: `{"returncode", "output"}` from the
 message's `extra` (`returncode`, `raw_output`) or from its `<returncode>`/`<output>` text, else the
-text itself; an observation with `exception_info` is an error. Each assistant message is a turn.
+text itself; an observation with `exception_info` is an error. Each assistant message is a turn. With
+the Responses API models, the model's message is the whole response (`"object": "response"`, its
+`extra.actions` the calls) and a reply a `function_call_output` by `call_id`.
 """
 
 from __future__ import annotations
@@ -93,15 +95,30 @@ def _response(message: dict[str, Any]) -> dict[str, Any]:
     return {"text": content} if isinstance(content, str) else {"content": content}
 
 
+def _role(message: Any) -> str | None:
+    """Who wrote a message: its `role`; `assistant` for a Responses API response (the Responses models of
+    mini-swe-agent keep the model's whole response), `output` for a `function_call_output`."""
+    if not isinstance(message, dict):
+        return None
+    if isinstance(message.get("role"), str):
+        return str(message["role"])
+    if message.get("object") == "response":
+        return "assistant"
+    return "output" if message.get("type") == "function_call_output" else None
+
+
 def read_events(conversation: Conversation) -> Iterator[Event]:
     """The calls and replies of one trajectory, in message order."""
     turn = -1
     waiting = 0  # actions still waiting for a user observation
     for position, raw in enumerate(conversation.messages):
-        if not isinstance(raw, dict) or not isinstance(raw.get("role"), str):
-            raise conversation.error(position, 'not a mini-swe-agent message (an object with a "role" string)')
-        role = raw["role"]
-        if role == "assistant":
+        role = _role(raw)
+        if role is None:
+            raise conversation.error(position, 'not a mini-swe-agent message (an object with a "role" string, a '
+                                               'Responses "response" or a "function_call_output")')
+        if role == "output":
+            yield ToolReply(_call_id(raw.get("call_id")), _response(raw), position)
+        elif role == "assistant":
             turn += 1
             calls = _actions(conversation, position, raw, turn)
             waiting = sum(1 for call in calls if call.call_id is None)
