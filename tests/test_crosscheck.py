@@ -109,6 +109,27 @@ class CrosscheckTest(_HookAndTranscript):
                          [("ran-after-deny", "toolu_02", 1), ("bypassed", "toolu_03", None),
                           ("not-run", "toolu_04", None)])
 
+    def test_the_transcripts_of_one_session_are_compared_together(self) -> None:
+        # a sub-agent's calls fire the session's hooks, and Claude Code writes them to a transcript of their own
+        self.guard()
+        self.assertEqual(self.hook("PreToolUse", "Read", {"file_path": "/etc/hosts"}, "toolu_04")[0], 0)
+        self.assertEqual(self.hook("PostToolUse", "Read", {"file_path": "/etc/hosts"}, "toolu_04",
+                                   tool_response="127.0.0.1 localhost")[0], 0)
+        main_path = self.write(transcript([("toolu_01", "Bash", {"command": "pytest -q"}, "1 passed", False),
+                                           ("toolu_02", "Bash", {"command": "rm -rf build"}, DENIED, True)]))
+        agent = self.write(transcript([("toolu_04", "Read", {"file_path": "/etc/hosts"}, "127.0.0.1 localhost",
+                                        False)]).replace('"isSidechain": false', '"isSidechain": true'),
+                           "agent-a1.jsonl")
+        code, out, _ = run("crosscheck", main_path, "--records", self.records)
+        self.assertEqual((code, out.splitlines()[0]),
+                         (0, f"not-run: {main_path}: session {SESSION}, call toolu_04 (Read), record 2: the guard "
+                             "allowed it; the host never shows it"))
+        self.assertEqual(run("crosscheck", main_path, agent, "--records", self.records),
+                         (0, "crosscheck: 1 session, 3 host calls: 0 bypassed, 0 ran-after-deny, 0 not-run, "
+                             "0 no-record; 1 deny honoured\n", ""))
+        code, out, _ = run("crosscheck", main_path, agent, "--records", self.records, "--format", "json")
+        self.assertEqual(json.loads(out)["sessions"][0]["transcripts"], [main_path, agent])
+
     def test_a_session_without_a_record(self) -> None:
         other = "9d0e0c1a-0000-4000-8000-000000000001"
         path = self.write(transcript([("toolu_09", "Bash", {"command": "ls"}, "a b", False)], other))

@@ -71,6 +71,7 @@ class SessionCheck:
     host_calls: int
     record_calls: int
     honoured: int = 0  # calls the guard refused whose result in the host is that refusal
+    others: tuple[str, ...] = ()  # more transcripts of the same session (a Claude Code sub-agent's)
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class _Entry:
 
 @dataclass
 class _HostCall:
+    transcript: str
     tool: str
     call: bytes
     call_id: str | None
@@ -188,7 +190,7 @@ def _host_calls(path: str) -> tuple[str, list[_HostCall]]:
     for session in result.sessions:  # sub-agents too: their calls fire the same session's hooks
         for call in session.calls:
             call_id = (call.meta or {}).get("call_id")
-            calls.append(_HostCall(call.tool, _call_bytes(call.tool, call.args),
+            calls.append(_HostCall(path, call.tool, _call_bytes(call.tool, call.args),
                                    call_id if isinstance(call_id, str) else None, call.response))
     return result.format, calls
 
@@ -241,11 +243,11 @@ def _check_session(transcript: str, session: str, calls: list[_HostCall], entrie
         entry = call.entry
         if entry is None:
             if _ran(call):
-                found.append(Finding("bypassed", transcript, session, call.tool, call.call_id, None,
+                found.append(Finding("bypassed", call.transcript, session, call.tool, call.call_id, None,
                                      "ran in the host, never passed the guard"))
         elif entry.outcome in ("refused", "cached") and call.response != NO_RESPONSE \
                 and not _shows_refusal(call, entry):
-            found.append(Finding("ran-after-deny", transcript, session, call.tool, call.call_id, entry.index,
+            found.append(Finding("ran-after-deny", call.transcript, session, call.tool, call.call_id, entry.index,
                                  f"ran after the guard denied it ({entry.refusal or 'refused'})"))
     for entry in entries:
         if not entry.paired and entry.outcome in ("ran", "allowed", "unknown"):
@@ -254,33 +256,43 @@ def _check_session(transcript: str, session: str, calls: list[_HostCall], entrie
     return found
 
 
+def _session_of(transcript: str) -> str:
+    session = transcript_session_id(transcript)
+    if session is None:
+        raise InputError(transcript, None, "no session id found (a Claude Code transcript's sessionId, a Codex "
+                                           "rollout's session_meta, a Gemini CLI recording's sessionId)")
+    if _PLAIN_NAME.fullmatch(session) is None:
+        raise InputError(transcript, None, f"session id {json.dumps(session)[:80]} is not a plain file name "
+                                           "(letters, digits, _ . -; up to 128): no record can be named by it")
+    return session
+
+
 def crosscheck(transcripts: list[str], records: str) -> CrossCheck:
-    """Compare each transcript with its session's record in the folder `records`. Raises InputError on
-    a transcript or record that cannot be read, or a pair that is not the same session."""
+    """Compare the transcripts with their sessions' records in the folder `records` (the transcripts of
+    one session, a Claude Code sub-agent's among them, together). Raises InputError on a transcript or
+    record that cannot be read, or a pair that is not the same session."""
     if not os.path.isdir(records):
         raise InputError(records, None, "not a folder of hook records")
+    by_session: dict[str, list[tuple[str, str, list[_HostCall]]]] = {}
+    for transcript in transcripts:
+        session = _session_of(transcript)
+        by_session.setdefault(session, []).append((transcript, *_host_calls(transcript)))
     sessions: list[SessionCheck] = []
     findings: list[Finding] = []
-    for transcript in transcripts:
-        session = transcript_session_id(transcript)
-        if session is None:
-            raise InputError(transcript, None, "no session id found (a Claude Code transcript's sessionId, a Codex "
-                                               "rollout's session_meta, a Gemini CLI recording's sessionId)")
-        if _PLAIN_NAME.fullmatch(session) is None:
-            raise InputError(transcript, None, f"session id {json.dumps(session)[:80]} is not a plain file name "
-                                               "(letters, digits, _ . -; up to 128): no record can be named by it")
-        fmt, calls = _host_calls(transcript)
+    for session, parts in by_session.items():
+        first, fmt = parts[0][0], parts[0][1]
+        others = tuple(part[0] for part in parts[1:])
+        calls = [call for part in parts for call in part[2]]
         base = os.path.join(records, session)
         if not os.path.isfile(base + ".jsonl"):
-            sessions.append(SessionCheck(transcript, session, fmt, None, len(calls), 0))
-            findings.append(Finding("no-record", transcript, session, None, None, None,
-                                    f"no record {os.path.join(records, session)}.jsonl ({len(calls)} calls in "
-                                    "the host)"))
+            sessions.append(SessionCheck(first, session, fmt, None, len(calls), 0, others=others))
+            findings.append(Finding("no-record", first, session, None, None, None,
+                                    f"no record {base}.jsonl ({len(calls)} calls in the host)"))
             continue
         entries = list(_record_entries(base))
-        findings.extend(_check_session(transcript, session, calls, entries, base + ".jsonl"))
-        sessions.append(SessionCheck(transcript, session, fmt, base + ".jsonl", len(calls), len(entries),
-                                     _honoured(calls)))
+        findings.extend(_check_session(first, session, calls, entries, base + ".jsonl"))
+        sessions.append(SessionCheck(first, session, fmt, base + ".jsonl", len(calls), len(entries),
+                                     _honoured(calls), others))
     return CrossCheck(tuple(sessions), tuple(findings))
 
 
@@ -309,7 +321,8 @@ def render_text(report: CrossCheck) -> str:
 def render_json(report: CrossCheck) -> str:
     """The report as one JSON document (sessions, findings, counts)."""
     document = {
-        "sessions": [{"transcript": s.transcript, "session": s.session, "format": s.format, "record": s.record,
+        "sessions": [{"transcripts": [s.transcript, *s.others], "session": s.session, "format": s.format,
+                      "record": s.record,
                       "host_calls": s.host_calls, "record_calls": s.record_calls, "honoured": s.honoured}
                      for s in report.sessions],
         "findings": [{"kind": f.kind, "transcript": f.transcript, "session": f.session, "tool": f.tool,
