@@ -21,12 +21,11 @@ def register(subparsers: Any) -> None:
     """Add `crosscheck`."""
     parser = subparsers.add_parser(
         "crosscheck", help="compare a host's own transcripts with the guard's hook records",
-        description="Compare a host's own transcripts (Claude Code transcripts, Codex rollouts, Gemini CLI chat\n"
-                    "recordings) with the records `toolreplay hook` wrote for the same sessions\n"
-                    "(DIR/SESSION_ID.jsonl):\n"
-                    "a call that ran and never passed the guard (bypassed), one that ran after the guard denied it\n"
-                    "(ran-after-deny), one the guard allowed that the host never shows (not-run), and a session\n"
-                    "without a record (no-record).",
+        description="Compare a host's own transcripts (Claude Code transcripts, Codex rollouts, Gemini CLI\n"
+                    "chat recordings) with the records `toolreplay hook` wrote for the same sessions\n"
+                    "(DIR/SESSION_ID.jsonl): a call that ran and never passed the guard (bypassed), one that\n"
+                    "ran after the guard denied it (ran-after-deny), one the guard allowed that the host never\n"
+                    "shows (not-run), and a session without a record (no-record).",
         epilog="exit codes:\n  0  every call the host ran passed the guard, and no deny was ignored\n"
                "  1  a bypassed or ran-after-deny call\n"
                "  2  usage error, an unreadable or malformed transcript or record, or a transcript and a\n"
