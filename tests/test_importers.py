@@ -143,7 +143,7 @@ class LibraryTest(unittest.TestCase):
         self.assertEqual(
             str(caught.exception),
             "unknown format 'langchain' (choose from openai-chat, openai-responses, anthropic, mcp, "
-            "tau2, otel, inspect-ai, openai-agents, claude-code, gemini, swe-agent, openhands, atif, auto)",
+            "tau2, otel, inspect-ai, openai-agents, claude-code, gemini, swe-agent, openhands, atif, codex, gemini-cli, mini-swe-agent, auto)",
         )
 
     def test_floats_keep_their_form(self) -> None:
@@ -290,8 +290,9 @@ ERRORS = [
     (
         "auto",
         b'[{"role": "user", "content": "hi"}]',
-        "<stdin>: cannot detect the format: no message holds a tool call or reply (name "
-        "the format instead of auto)",
+        '<stdin>: cannot detect the format: no message is one that only a known format writes (the first '
+        'message has keys "role", "content"; the closest known format is openai-chat; name the format instead '
+        "of auto)",
     ),
 ]
 

@@ -327,8 +327,9 @@ class OnceUnreadLayoutTest(unittest.TestCase):
 
     def test_other_files_keep_the_generic_message(self) -> None:
         self.assertEqual(_run(["import", "auto", "-"], b'[{"role": "user", "content": "hi"}]'),
-                         (2, "", "error: <stdin>: cannot detect the format: no message holds a tool call or reply "
-                                 "(name the format instead of auto)\n"))
+                         (2, "", "error: <stdin>: cannot detect the format: no message is one that only a known "
+                                 'format writes (the first message has keys "role", "content"; the closest known '
+                                 "format is openai-chat; name the format instead of auto)\n"))
 
     def test_swe_agent_history_is_still_swe_agent(self) -> None:
         history = {"history": [{"role": "assistant", "content": "ls", "action": "ls", "agent": "main",

@@ -228,8 +228,9 @@ class RealLogShapesTest(unittest.TestCase):
         odd = b'[{"role": "assistant", "content": "x", "tool_call_id": "c9"}]'
         self.assertEqual(
             _run("anthropic", odd),
-            (2, "", "error: <stdin>: conversation 0, message 0: nothing in the file looked like the anthropic "
-                    "format, but this message holds tool_call_id (name the right format, or auto)\n"),
+            (2, "", "error: <stdin>: conversation 0, message 0: this message holds tool_call_id, but not where "
+                    "the anthropic format reads a tool call: nothing was imported (name the right format, or "
+                    "auto)\n"),
         )
         # A file that really holds no tool call is an empty session, as before.
         self.assertEqual(_run("openai-chat", b'[{"role": "user", "content": "hi"}]'), (0, "", ""))
@@ -400,10 +401,12 @@ class FieldFuzzTest(unittest.TestCase):
                 (b'{"simulations": []}', "tau2", "error: <stdin>: no conversation found\n"),
                 (b'{"eval": {}, "samples": []}', "inspect-ai", "error: <stdin>: no conversation found\n"),
                 (b'{"method": [], "response": {}}\n{"method": {}, "response": 1}\n', "auto",
-                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "error: <stdin>: cannot detect the format: no message is one that only a known format writes "
+                 '(the first message has keys "method", "response"; the closest known format is mcp; name the '
                  "format instead of auto)\n"),
                 (b'[{"kind": {}, "source": "agent"}, {"kind": ["ActionEvent"]}]', "auto",
-                 "error: <stdin>: cannot detect the format: no message holds a tool call or reply (name the "
+                 "error: <stdin>: cannot detect the format: no message is one that only a known format writes "
+                 '(the first message has keys "kind", "source"; the closest known format is openhands; name the '
                  "format instead of auto)\n")):
             with self.subTest(data=data):
                 self.assertEqual(_run(fmt, data), (2, "", error))

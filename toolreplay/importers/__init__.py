@@ -18,7 +18,14 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record
 from toolreplay.format.strictjson import MAX_NESTING, NESTING_MESSAGE, nesting_depth
 from toolreplay.importers.conversations import Conversation, MessageStream, read_conversations
-from toolreplay.importers.detect import check_format, detect_format
+from toolreplay.importers.detect import (
+    check_format,
+    closest_format,
+    describe,
+    detect_format,
+    is_known_to,
+    told_by_layout,
+)
 from toolreplay.importers.pairing import ConversionWarning, ImportedCall, pair_events
 from toolreplay.importers.transcripts import Transcript, listed_messages, transcribe
 
@@ -49,6 +56,9 @@ _MODULES = {
     "swe-agent": "toolreplay.importers.swe_agent",
     "openhands": "toolreplay.importers.openhands",
     "atif": "toolreplay.importers.atif",
+    "codex": "toolreplay.importers.codex",
+    "gemini-cli": "toolreplay.importers.gemini_cli",
+    "mini-swe-agent": "toolreplay.importers.mini_swe_agent",
 }
 FORMATS = tuple(_MODULES)
 
@@ -117,14 +127,25 @@ def import_file(handle: IO[bytes], fmt: str, path: str, transcripts: list[Transc
     warnings: list[ConversionWarning] = []
     sessions: list[ImportedSession] = []
     hint: tuple[Conversation, int, str] | None = None  # a tool call of another shape, while none is found
+    unknown: tuple[Conversation, int | None, Any] | None = None  # the first message the format does not read
     for conversation in conversations:
         warnings.extend(
             ConversionWarning(conversation.path, conversation.line, f"conversation {conversation.position}: {note}")
             for note in conversation.notes
         )
         searching = hint is None and not warnings and not any(session.calls for session in sessions)
+        survey = searching and unknown is None and not told_by_layout(conversation)
         if searching and isinstance(conversation.messages, MessageStream):
-            conversation.messages.watch(_tool_key)
+            stream = conversation.messages
+
+            def look(message: Any, stream: MessageStream = stream, survey: bool = survey,
+                     conversation: Conversation = conversation) -> str | None:
+                nonlocal unknown
+                if survey and unknown is None and not is_known_to(fmt, message):
+                    unknown = (conversation, stream.current_line, message)
+                return _tool_key(message)
+
+            stream.watch(look)
         if transcripts is not None:
             conversation = listed_messages(conversation)
             events = list(read_events(conversation))
@@ -137,16 +158,38 @@ def import_file(handle: IO[bytes], fmt: str, path: str, transcripts: list[Transc
         if searching:
             found = _find_tool_key(conversation)
             hint = (conversation, *found) if found is not None else None
-    if hint is not None and not warnings and not any(session.calls for session in sessions):
-        # A named format that read nothing from a file holding tool calls of another shape.
+        if survey and unknown is None and not isinstance(conversation.messages, MessageStream):
+            for position, message in enumerate(conversation.messages):
+                if not is_known_to(fmt, message):
+                    unknown = (conversation, conversation.line_of(position), message)
+                    break
+    if not warnings and not any(session.calls for session in sessions):
+        _refuse_empty(fmt, hint, unknown)
+    return ImportResult(fmt, tuple(sessions), tuple(warnings))
+
+
+def _refuse_empty(fmt: str, hint: tuple[Conversation, int, str] | None,
+                  unknown: tuple[Conversation, int | None, Any] | None) -> None:
+    """No call was read: refuse a file that holds tool calls of another shape, or messages the format does
+    not read (no silent loss); a file of messages it reads, none a call, is a session without calls."""
+    if hint is not None:
         conversation, position, key = hint
         raise InputError(
             conversation.path,
             hint_line(conversation, position),
-            f"{conversation.where(position)}: nothing in the file looked like the {fmt} format, but this "
-            f"message holds {key} (name the right format, or auto)",
+            f"{conversation.where(position)}: this message holds {key}, but not where the {fmt} format reads "
+            "a tool call: nothing was imported (name the right format, or auto)",
         )
-    return ImportResult(fmt, tuple(sessions), tuple(warnings))
+    if unknown is not None:
+        conversation, line, message = unknown
+        closest = closest_format(message)
+        also = f"; the closest known format is {closest}" if closest not in (None, fmt) else ""
+        raise InputError(
+            conversation.path,
+            line,
+            f"no tool call found: a message has {describe(message)}, which the {fmt} format does not read "
+            f"(nothing was imported{also}; name the right format, or auto)",
+        )
 
 
 # Keys that only a tool call or reply of some format has.

@@ -106,6 +106,11 @@ class MessageStream(Peekable[tuple[int, Any]]):
         """Look at each message the pass reads with `find` until it finds something (kept in `watched`)."""
         self._watch = find
 
+    @property
+    def current_line(self) -> int | None:
+        """The line of the message the pass is reading (None before the pass)."""
+        return self._line
+
     def peek_messages(self, limit: int | None = None) -> Iterator[Any]:
         """The messages from the start, as `peek` reads them."""
         return (value for _, value in self.peek(limit))
@@ -244,7 +249,18 @@ def _conversation(value: dict[str, Any], path: str, position: int, line: int | N
             raise InputError(path, line, f'conversation {position}: "response" line {problem.line}: '
                                          f"{problem.message}") from None
         messages = [*messages, *added]
-    return Conversation(path, position, messages, line=line, container=key, notes=tuple(notes))
+    return Conversation(path, position, messages, line=line, container=_layout_of(value, key), notes=tuple(notes))
+
+
+def _layout_of(value: dict[str, Any], key: str) -> str:
+    """The container's name: its key, or the layout that writes `messages` with a telling key beside."""
+    if key == "messages":
+        kind = value.get("trajectory_format")
+        if isinstance(kind, str) and kind.startswith("mini-swe-agent"):
+            return "mini-swe-agent"
+        if isinstance(value.get("sessionId"), str) and isinstance(value.get("projectHash"), str):
+            return "gemini-cli"
+    return key
 
 
 def _otel_conversations(documents: list[tuple[int | None, Any]], path: str) -> list[Conversation]:

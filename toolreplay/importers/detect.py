@@ -10,13 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolreplay.errors import InputError
+from toolreplay.importers.codex import is_bare_meta, is_exec_event, is_rollout_line
 from toolreplay.importers.conversations import Conversation, Peekable, messages_of
 from toolreplay.importers.gemini import RESPONSE_METHODS
+from toolreplay.importers.gemini_cli import is_chat_message, is_chat_record
+from toolreplay.importers.mini_swe_agent import fenced_actions, is_observation_text
 from toolreplay.importers.openai_chat import is_placeholder
 from toolreplay.importers.openhands import is_openhands_event
 from toolreplay.importers.sse import is_stream_event
 
-__all__ = ["Evidence", "find_evidence", "detect_format", "check_format"]
+__all__ = ["Evidence", "find_evidence", "detect_format", "check_format", "closest_format", "describe", "is_known_to",
+           "told_by_layout"]
 
 _RESPONSES_TYPES = frozenset(
     {"function_call", "function_call_output", "custom_tool_call", "custom_tool_call_output"}
@@ -51,8 +55,35 @@ def _parts_marker(parts: Any) -> tuple[str, str] | None:
     return None
 
 
+def _agent_marker(message: Any) -> tuple[str, str] | None:
+    """A line or message of a coding agent's own log (Codex, Gemini CLI, mini-swe-agent)."""
+    if is_rollout_line(message):
+        return "codex", f'a Codex rollout line ("type": "{message["type"]}", "payload")'
+    if is_exec_event(message):
+        return "codex", f'a codex exec --json event ("type": "{message["type"]}")'
+    if is_bare_meta(message):
+        return "codex", 'an older Codex rollout\'s session line ("id", "timestamp", "instructions")'
+    if is_chat_message(message):
+        return "gemini-cli", f'a Gemini CLI chat message ("id", "timestamp", "type": "{message["type"]}")'
+    if is_chat_record(message):
+        return "gemini-cli", 'a Gemini CLI chat recording line ("sessionId" and "projectHash", "$set" or "$rewindTo")'
+    role = message.get("role")
+    extra = message.get("extra")
+    if role == "assistant" and isinstance(extra, dict) and isinstance(extra.get("actions"), list):
+        return "mini-swe-agent", 'a mini-swe-agent message ("extra": {"actions"})'
+    if role == "assistant" and "```mswea_bash_command" in str(message.get("content")) and fenced_actions(
+            message.get("content")):
+        return "mini-swe-agent", "a mini-swe-agent action (a mswea_bash_command block)"
+    if role == "user" and is_observation_text(message.get("content")):
+        return "mini-swe-agent", "a mini-swe-agent observation (<returncode>)"
+    return None
+
+
 def _layout_marker(message: Any) -> tuple[str, str] | None:
     """A message whose own layout tells the format, tool call or not."""
+    agent = _agent_marker(message)
+    if agent is not None:
+        return agent
     if isinstance(message.get("sessionId"), str) and isinstance(message.get("type"), str):
         # `~/.claude/projects/*.jsonl`; stream-json writes `session_id` (a layout of its own)
         return "claude-code", 'a Claude Code transcript line ("sessionId")'
@@ -116,6 +147,8 @@ _CONTAINERS = {
     "contents": ("gemini", 'a Gemini request ("contents")'),
     "sdk-spans": ("otel", 'OpenTelemetry SDK span JSON ("context": {"trace_id", "span_id"})'),
     "steps": ("atif", 'an ATIF trajectory ("schema_version" and "steps")'),
+    "mini-swe-agent": ("mini-swe-agent", 'a mini-swe-agent trajectory ("trajectory_format")'),
+    "gemini-cli": ("gemini-cli", 'a Gemini CLI chat recording ("sessionId", "projectHash", "messages")'),
 }
 
 
@@ -146,11 +179,16 @@ def detect_format(conversations: Peekable[Conversation], path: str) -> str:
     """The format of a log, for `auto`; an input error when no message tells."""
     evidence = find_evidence(conversations)
     if evidence is None:
+        first = next((message for conversation in conversations.peek(1) for message in messages_of(conversation, 1)),
+                     None)
+        closest = closest_format(first)
+        seen = f"the first message has {describe(first)}" if first is not None else "no message"
+        hint = f"; the closest known format is {closest}" if closest is not None else ""
         raise InputError(
             path,
             None,
-            "cannot detect the format: no message holds a tool call or reply "
-            "(name the format instead of auto)",
+            f"cannot detect the format: no message is one that only a known format writes ({seen}{hint}; "
+            "name the format instead of auto)",
         )
     return evidence.format
 
@@ -174,3 +212,66 @@ def check_format(conversations: Peekable[Conversation], fmt: str) -> None:
     raise evidence.conversation.error(
         evidence.message, f"{evidence.reason} belongs to the {evidence.format} format, not {fmt}"
     )
+
+
+# Keys that messages of each format have: how close an unknown message is to a format (`closest_format`).
+_FORMAT_KEYS = {
+    "openai-chat": {"role", "content", "tool_calls", "tool_call_id", "name", "function_call"},
+    "openai-responses": {"type", "id", "call_id", "name", "arguments", "output", "role", "content", "status"},
+    "anthropic": {"role", "content", "type", "id", "name", "input", "tool_use_id", "stop_reason"},
+    "mcp": {"jsonrpc", "id", "method", "params", "result", "error"},
+    "gemini": {"role", "parts", "candidates", "contents"},
+    "claude-code": {"type", "message", "sessionId", "uuid", "parentUuid", "session_id", "timestamp"},
+    "swe-agent": {"role", "content", "action", "thought", "message_type", "tool_call_ids", "agent"},
+    "openhands": {"id", "timestamp", "source", "action", "observation", "args", "message", "kind"},
+    "codex": {"timestamp", "type", "payload", "thread_id", "item", "usage"},
+    "gemini-cli": {"id", "timestamp", "type", "content", "toolCalls", "sessionId", "projectHash", "$set"},
+    "mini-swe-agent": {"role", "content", "extra"},
+}
+
+
+def closest_format(message: Any) -> str | None:
+    """The format whose messages share the most keys with this object (ties: the first listed), or None."""
+    if not isinstance(message, dict) or not message:
+        return None
+    keys = set(message)
+    best, score = None, 0
+    for fmt, known in _FORMAT_KEYS.items():
+        overlap = len(keys & known)
+        if overlap > score:
+            best, score = fmt, overlap
+    return best
+
+
+def describe(message: Any) -> str:
+    """What a message is, in a few words: its `type`, else its first keys, else its JSON kind."""
+    if isinstance(message, dict):
+        if isinstance(message.get("type"), str):
+            return f'"type": "{message["type"][:40]}"'
+        keys = ", ".join(f'"{key[:40]}"' for key in list(message)[:3])
+        return f"keys {keys}" if keys else "an empty object"
+    if isinstance(message, list):
+        return "an array"
+    return "a string" if isinstance(message, str) else "a JSON value"
+
+
+def is_known_to(fmt: str, message: Any) -> bool:
+    """Whether a message is one the format reads (a chat message, or one the format's own layout
+    tells), so that a file of them without a call is truly a session without calls."""
+    if not isinstance(message, dict):
+        return False
+    marker = _message_marker(message)
+    if marker is not None:
+        return marker[0] == fmt
+    if isinstance(message.get("role"), str):
+        return True
+    if fmt == "openai-responses":
+        return message.get("type") in ("message", "reasoning")
+    if fmt == "gemini":
+        return isinstance(message.get("parts"), list)
+    return fmt == "claude-code" and isinstance(message.get("type"), str)
+
+
+def told_by_layout(conversation: Conversation) -> bool:
+    """Whether a conversation's layout tells its format by itself (tau2's simulations, OTLP, ...)."""
+    return conversation.container in _CONTAINERS

@@ -28,7 +28,7 @@ from toolreplay.importers.pairing import MISSING, Event, Note, ToolCall, ToolRep
 from toolreplay.importers.pairing import call_id as _call_id
 from toolreplay.importers.streams import Pieces, in_order, stream_times
 
-__all__ = ["read_events"]
+__all__ = ["read_events", "item_events", "is_model_item"]
 
 _REPLY_TYPES = ("function_call_output", "custom_tool_call_output")
 
@@ -60,7 +60,7 @@ def _call(conversation: Conversation, position: int, item: dict[str, Any], turn:
                     **(times or {}))
 
 
-def _is_model_item(item: dict[str, Any]) -> bool | None:
+def is_model_item(item: dict[str, Any]) -> bool | None:
     """Whether an item is the model's output (True) or an input (False); None when it says neither."""
     kind = item.get("type")
     if item.get("role") == "assistant" or kind == "reasoning" or (isinstance(kind, str) and kind.endswith("_call")):
@@ -70,8 +70,9 @@ def _is_model_item(item: dict[str, Any]) -> bool | None:
     return None
 
 
-def _item_events(conversation: Conversation, position: int, item: dict[str, Any], turn: int,
-                 times: dict[str, Any] | None = None) -> Iterator[Event]:
+def item_events(conversation: Conversation, position: int, item: dict[str, Any], turn: int,
+                times: dict[str, Any] | None = None) -> Iterator[Event]:
+    """The call, reply or note of one Responses item (`times`: the call's ts fields)."""
     kind = item.get("type")
     if kind in ("function_call", "custom_tool_call"):
         yield _call(conversation, position, item, turn, times)
@@ -183,7 +184,7 @@ class _Stream:
                     item[key] = text
                 events.append(Note(f"{kind} {item.get('name')}: its item did not end (no "
                                    "response.output_item.done); read as far as it came", slot.position))
-            events.extend(_item_events(self.conversation, slot.position, _item(self.conversation, slot.position,
+            events.extend(item_events(self.conversation, slot.position, _item(self.conversation, slot.position,
                                                                                  item), self.turn, times))
         self.slots = None
         return events
@@ -209,11 +210,11 @@ def read_events(conversation: Conversation) -> Iterator[Event]:
             continue
         yield from stream.end()
         item = _item(conversation, position, raw)
-        model = _is_model_item(item)
+        model = is_model_item(item)
         if model is not None:
             stream.turn += model and not in_turn
             in_turn = model
-        yield from _item_events(conversation, position, item, stream.turn)
+        yield from item_events(conversation, position, item, stream.turn)
     yield from stream.end()
 
 

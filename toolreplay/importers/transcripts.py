@@ -1,8 +1,10 @@
 """What a conversation asked and answered, beside its calls: the user's request, the final answer, the turns.
 
 One reader for every format whose messages have roles (`openai-chat`, `openai-responses`, `anthropic`,
-`tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`, `openhands`, `atif`): a message's role is its
-`role` (Gemini's `model` is the assistant), or for Claude Code lines the `role` of their `message`, or
+`tau2`, `inspect-ai`, `claude-code`, `gemini`, `swe-agent`, `openhands`, `atif`, `codex`, `gemini-cli`,
+`mini-swe-agent`): a message's role is its `role` (Gemini's `model` is the assistant), or for Claude
+Code lines the `role` of their `message`, for a Codex rollout its `user_message` events and assistant
+`response_item`s, for a Gemini CLI chat message its `type` (`user`, `gemini`), or
 for ATIF steps and OpenHands events their `source` (`user`, `agent`: the steps' `message`, the
 `message` actions, the SDK's `MessageEvent`s, not tool calls or observations); its text is a string
 content, or the text parts of its content (`text`, `input_text`, `output_text` blocks, Gemini `text`
@@ -81,6 +83,12 @@ def message_role_text(message: Any) -> tuple[str | None, str | None]:
         return None, None
     if message.get("type") == "result" and isinstance(message.get("result"), str):  # Claude Code's last line
         return "assistant", message["result"]
+    if isinstance(message.get("payload"), dict) and isinstance(message.get("timestamp"), str):
+        return _rollout_role_text(message["type"], message["payload"])
+    if message.get("type") in ("user", "gemini") and "role" not in message and "id" in message \
+            and "message" not in message:  # a Gemini CLI chat message
+        text = _parts_text(message.get("content"))
+        return ("user" if message["type"] == "user" else "assistant"), text if text and text.strip() else None
     inner = message.get("message")
     if isinstance(inner, dict) and message.get("type") in ("user", "assistant"):  # Claude Code lines
         if message.get("isMeta") is True:  # a transcript's note from the harness, not the user's words
@@ -96,6 +104,17 @@ def message_role_text(message: Any) -> tuple[str | None, str | None]:
     if text is not None and not text.strip():
         text = None
     return _ROLES[role], text
+
+
+def _rollout_role_text(kind: Any, payload: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A Codex rollout line: the user's words are its `user_message` events (its user `response_item`s
+    also hold the harness's context and instructions), the assistant's its assistant messages."""
+    if kind == "event_msg" and payload.get("type") == "user_message" and isinstance(payload.get("message"), str):
+        return "user", payload["message"] if payload["message"].strip() else None
+    if kind == "response_item" and payload.get("role") == "assistant":
+        text = _parts_text(payload.get("content"))
+        return "assistant", text if text is not None and text.strip() else None
+    return None, None
 
 
 def _source_role_text(message: dict[str, Any]) -> tuple[str | None, str | None]:
