@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolreplay.audit.checkpoint import EM_DASH, Keys, SignatureLine, parse_signature_line
-from toolreplay.audit.signers import APPROVAL_NAMESPACE, SshSigner
+from toolreplay.audit.signers import APPROVAL_NAMESPACE, HmacKey, SshSigner
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_bytes
 from toolreplay.format.records import Record, ts_nanoseconds
@@ -41,7 +41,7 @@ from toolreplay.format.strictjson import StrictLoader
 __all__ = ["RECEIPT_KIND", "REQUEST_KIND", "REFUSED", "SCOPES", "ApprovalRequest", "Receipt", "ReceiptFinding",
            "ReceiptReport", "call_digest", "policy_digest", "format_request", "parse_request", "read_request",
            "receipt_text", "sign_receipt", "parse_receipt", "read_receipt", "check_receipt_signature",
-           "format_expiry", "verify_receipts", "receipts_text", "receipts_json"]
+           "format_expiry", "parse_expiry", "verify_receipts", "receipts_text", "receipts_json"]
 
 REQUEST_KIND = "toolreplay-approval-request-v1"
 RECEIPT_KIND = "toolreplay-approval-v1"
@@ -74,6 +74,14 @@ def policy_digest(path: str) -> str:
 def format_expiry(nanoseconds: int) -> str:
     """An expiry as a receipt holds it: UTC, to the second (`2026-12-02T08:00:00Z`)."""
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(nanoseconds // 1_000_000_000))
+
+
+def parse_expiry(text: str) -> int:
+    """An expiry as a receipt holds it, in nanoseconds since the epoch; ValueError for anything else."""
+    if not _EXPIRY.fullmatch(text):
+        raise ValueError(f"not a UTC time to the second: {text!r}")
+    time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")  # a real date and time (no month 13)
+    return ts_nanoseconds(text)
 
 
 def _session(value: str) -> str:
@@ -181,8 +189,10 @@ def receipt_text(request: ApprovalRequest, scope: str, expires: str) -> bytes:
     return (RECEIPT_KIND + "\n" + body).encode()
 
 
-def sign_receipt(request: ApprovalRequest, signers: Sequence[SshSigner], scope: str, expires_ns: int) -> bytes:
-    """A whole receipt: the text, a blank line, one signature line per key (in the approval namespace)."""
+def sign_receipt(request: ApprovalRequest, signers: Sequence[SshSigner | HmacKey], scope: str,
+                 expires_ns: int) -> bytes:
+    """A whole receipt: the text, a blank line, one signature line per key (an OpenSSH key signs in the
+    approval namespace; an HMAC key, for a host that keeps its own approvers' secrets, as for checkpoints)."""
     if not signers:
         raise UsageError("a receipt needs a key to sign it: --ssh-key NAME KEY_FILE")
     import base64
@@ -190,7 +200,9 @@ def sign_receipt(request: ApprovalRequest, signers: Sequence[SshSigner], scope: 
     text = receipt_text(request, scope, format_expiry(expires_ns))
     lines = []
     for signer in signers:
-        signature = SshSigner(signer.name, signer.key_file, APPROVAL_NAMESPACE).sign(text)
+        if isinstance(signer, SshSigner):
+            signer = SshSigner(signer.name, signer.key_file, APPROVAL_NAMESPACE)
+        signature = signer.sign(text)
         lines.append(f"{EM_DASH} {signer.name} {base64.b64encode(signature).decode('ascii')}\n")
     return text + b"\n" + "".join(lines).encode()
 
@@ -223,9 +235,7 @@ def parse_receipt(data: bytes, path: str) -> Receipt:
     if scope not in SCOPES:
         raise InputError(path, 5, f"scope must be one of {', '.join(SCOPES)}")
     try:
-        if not _EXPIRY.fullmatch(expires):
-            raise ValueError
-        ts_nanoseconds(expires)
+        parse_expiry(expires)
     except ValueError:
         raise InputError(path, 6, "expires must be a UTC time to the second, like 2026-12-02T08:00:00Z") from None
     if not _NONCE.fullmatch(nonce):

@@ -24,15 +24,13 @@ _UNIT = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def _expiry(text: str, now_ns: int) -> int:
     """`--expires`: a duration from now (`90s`, `30m`, `8h`, `7d`) or a UTC time (`2026-12-02T08:00:00Z`)."""
-    from toolreplay.format.records import ts_nanoseconds
+    from toolreplay.audit.receipts import parse_expiry
 
     match = _DURATION.fullmatch(text)
     if match is not None:
         return now_ns + int(match.group(1)) * _UNIT[match.group(2)] * 1_000_000_000
     try:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", text):
-            raise ValueError
-        when = ts_nanoseconds(text)
+        when = parse_expiry(text)
     except ValueError:
         raise UsageError(f"--expires {text!r}: expected a duration (30m, 8h, 7d) or a UTC time like "
                          "2026-12-02T08:00:00Z") from None
