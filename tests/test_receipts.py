@@ -430,6 +430,9 @@ class FormatTest(unittest.TestCase):
                                                           "allowed_signers file) and the receipts folder"),
                 (GuardConfig(policy, receipts=tmp), "approval receipts need both the approvers (an allowed_signers "
                                                     "file) and the receipts folder"),
+                (GuardConfig(policy, approvers="a", receipts=tmp, approvals="approvals.jsonl"),
+                 "approval receipts and an approvals file do not go together: a remembered approval would let a call "
+                 "run without a receipt"),
                 (GuardConfig(load_policy(policy), approvers="a", receipts=tmp),
                  "approval receipts need the policy as a file: a receipt names its SHA-256"),
                 (GuardConfig(policy, approvers="a", receipts=policy),
@@ -448,9 +451,8 @@ def _keygen(path: str) -> str:
         return " ".join(handle.read().split()[:2])
 
 
-@integration
-class SshTest(Desk):
-    """Real OpenSSH keys: the library path built by GuardConfig, `toolreplay approve`, `verify --approvers`."""
+class SshDesk(Desk):
+    """A Desk with real OpenSSH keys: alice is an approver, mallory is not."""
 
     @classmethod
     def setUpClass(cls) -> None:
@@ -486,6 +488,12 @@ class SshTest(Desk):
 
     def verify(self, *extra: str) -> tuple[int, str, str]:
         return run("verify", self.record, "--approvers", self.approvers, "--policy", self.policy, *extra)
+
+
+
+@integration
+class SshTest(SshDesk):
+    """Real OpenSSH keys: the library path built by GuardConfig, `toolreplay approve`, `verify --approvers`."""
 
     def test_a_record_whose_writes_each_carry_a_receipt_verifies(self) -> None:
         name = name_of("send_email", CALL)
@@ -573,6 +581,39 @@ class SshTest(Desk):
             with self.subTest(message):
                 self.assertEqual(run(*argv), (2, "", message))
         self.assertEqual(os.listdir(self.folder), [name_of("send_email", CALL) + ".request"])  # no receipt written
+
+
+@integration
+class ProxyTest(SshDesk):
+    """The MCP proxy: a client that can answer elicitations is not asked; only a receipt lets the write run."""
+
+    def test_the_proxy_runs_a_write_only_with_its_receipt(self) -> None:
+        from tests.test_mcp_proxy import Proxy, call, initialize, text_result
+
+        args = {"text": "hi"}
+        name = name_of("write_note", args)
+
+        def start() -> Proxy:
+            proxy = Proxy(self.tmp, "--approvers", self.approvers, "--receipts", self.folder)
+            self.addCleanup(proxy.kill)
+            proxy.ask(initialize(capabilities={"elicitation": {}}))  # it could answer its own question
+            proxy.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            return proxy
+
+        proxy = start()
+        self.assertEqual(proxy.ask(call(1, "write_note", **args)), text_result(1, "toolreplay: " + asked(name), True))
+        code, _, err = run("approve", os.path.join(self.folder, name + ".request"), "--ssh-key", "alice@example.com",
+                           self.alice_key)
+        self.assertEqual((code, err), (0, ""))
+        self.assertEqual(proxy.ask(call(2, "write_note", **args)), text_result(2, 'write_note {"text": "hi"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        proxy = start()  # a restart on the same record: the identical write already ran, it is answered from it
+        self.assertEqual(proxy.ask(call(3, "write_note", **args)), text_result(3, 'write_note {"text": "hi"}', False))
+        self.assertEqual(proxy.close()[0], 0)
+        # the proxy ran with the policy Proxy wrote over self.policy (the tiny server's)
+        code, out, _ = run("verify", proxy.record, "--approvers", self.approvers, "--policy", self.policy)
+        self.assertEqual((code, out), (0, "chain: intact\napprovals: verified\napproved by: alice@example.com\n"
+                                          "writes: 1 of 1 carry a receipt that holds\n"))
 
 
 if __name__ == "__main__":

@@ -149,6 +149,9 @@ def _approvers(config: GuardConfig) -> tuple[Keys | None, str | None]:
     if config.approvers is None or config.receipts is None:
         raise GuardConfigError("approval receipts need both the approvers (an allowed_signers file) and the "
                                "receipts folder")
+    if config.approvals is not None:
+        raise GuardConfigError("approval receipts and an approvals file do not go together: a remembered approval "
+                               "would let a call run without a receipt")
     if not isinstance(config.policy, str):
         raise GuardConfigError("approval receipts need the policy as a file: a receipt names its SHA-256")
     if not os.path.isdir(config.receipts):
