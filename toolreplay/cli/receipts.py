@@ -95,7 +95,7 @@ def verify_approvals(args: argparse.Namespace, io: IO) -> int:
             report = verify_receipts(read_session(handle, job.display), keys, digest, policy.write_tools)
     if args.format == "json":
         document = {**json.loads(chain_json(chain)), "approvals": receipts_json(report)}
-        io.stdout.write(json.dumps(document, indent=2, ensure_ascii=True) + "\n")
+        io.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     else:
         io.stdout.write(chain_text(chain) + receipts_text(report))
     return 0 if chain.intact and report.verified else 1
