@@ -544,6 +544,24 @@ class SshTest(SshDesk):
         self.assertEqual((code, out.splitlines()[-1]), (1, "record 1 (send_email): policy-mismatch: the receipt "
                                                            "approves the call under another policy"))
 
+    def test_a_broken_chain_fails_and_findings_come_as_json(self) -> None:
+        self.call()
+        self.approve_cli()
+        self.call()
+        with open(self.record, encoding="utf-8") as handle:
+            lines = handle.readlines()
+        edited = json.loads(lines[1])
+        del edited["meta"]["x-receipt"]  # the receipt taken out of the record: its link no longer hashes
+        with open(self.record, "w", encoding="utf-8") as handle:
+            handle.write(lines[0] + json.dumps(edited) + "\n")
+        code, out, _ = self.verify("--format", "json")
+        document = json.loads(out)
+        self.assertEqual((code, document["chain"], document["first_broken_index"], document["approvals"]),
+                         (1, "broken", 1, {"verified": False, "approvers": [], "writes": 1, "receipted": 0,
+                                           "refused": 0, "findings": [
+                                               {"index": 1, "tool": "send_email", "kind": "no-receipt",
+                                                "message": "the write ran without an approval receipt"}]}))
+
     def test_a_checkpoint_signature_is_no_receipt(self) -> None:
         self.call()
         request = self.request()
