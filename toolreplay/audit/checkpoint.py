@@ -30,13 +30,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from toolreplay.audit.chain import ChainReport, ChainWalk, LinkFact, walk_link_facts
-from toolreplay.audit.signers import AllowedSigner, HmacKey, SshSigner, check_key_name, ssh_verify, sshsig_public_key
+from toolreplay.audit.signers import (
+    SSH_NAMESPACE,
+    AllowedSigner,
+    HmacKey,
+    SshSigner,
+    check_key_name,
+    ssh_verify,
+    sshsig_public_key,
+)
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format import output
 
 __all__ = ["KIND", "CHAIN", "TLOG", "Checkpoint", "SignatureLine",
             "Keys", "SignatureCheck", "CheckpointFinding", "CheckpointReport",
-           "note_text", "format_checkpoint", "parse_checkpoint", "read_checkpoint", "check_origin", "check_checkpoint",
+           "note_text", "format_checkpoint", "parse_checkpoint", "parse_signature_line", "read_checkpoint",
+           "check_origin", "check_checkpoint",
            "check_previous", "signature_findings", "write_atomically", "CheckpointWriter", "CheckpointVerification",
            "verify_checkpoints"]
 
@@ -144,14 +153,15 @@ def parse_checkpoint(data: bytes, path: str) -> Checkpoint:
         raise InputError(path, 3, what)
     if lines[3] != "":
         raise InputError(path, 4, "expected a blank line after the 3 text lines (no extension lines)")
-    signatures = tuple(_signature_line(line, number, path) for number, line in enumerate(lines[4:], 5))
+    signatures = tuple(parse_signature_line(line, number, path) for number, line in enumerate(lines[4:], 5))
     if len(signatures) > MAX_SIGNATURES:
         raise InputError(path, 5 + MAX_SIGNATURES, f"more than {MAX_SIGNATURES} signature lines")
     return Checkpoint(origin, int(lines[1]), head.hex(), "\n".join(lines[:3]).encode() + b"\n", signatures, path,
                       kind)
 
 
-def _signature_line(line: str, number: int, path: str) -> SignatureLine:
+def parse_signature_line(line: str, number: int, path: str) -> SignatureLine:
+    """One signature line `— KEYNAME BASE64` of a signed note (line `number` of `path`), strictly."""
     parts = line.split(" ")
     if len(parts) != 3 or parts[0] != EM_DASH:
         raise InputError(path, number, f"expected a signature line '{EM_DASH} KEYNAME BASE64'")
@@ -206,15 +216,20 @@ class Keys:
 
     def check(self, checkpoint: Checkpoint) -> SignatureCheck:
         """Verify every signature line from a known key; ignore the others."""
+        return self.check_note(checkpoint.text, checkpoint.signatures)
+
+    def check_note(self, text: bytes, signatures: Iterable[SignatureLine],
+                   namespace: str = SSH_NAMESPACE) -> SignatureCheck:
+        """`check` for any signed note: its text and signature lines, SSH signatures in `namespace`."""
         valid: list[str] = []
         invalid: list[str] = []
         unknown: list[str] = []
-        for line in checkpoint.signatures:
-            verdict = self._check_line(checkpoint.text, line)
+        for line in signatures:
+            verdict = self._check_line(text, line, namespace)
             (unknown if verdict is None else valid if verdict else invalid).append(line.name)
         return SignatureCheck(tuple(valid), tuple(invalid), tuple(unknown))
 
-    def _check_line(self, text: bytes, line: SignatureLine) -> bool | None:
+    def _check_line(self, text: bytes, line: SignatureLine, namespace: str) -> bool | None:
         """True or False for a known key's verdict; None when (name, key ID) is no key of ours."""
         known = False
         for key in self.hmac_keys:
@@ -227,9 +242,9 @@ class Keys:
                 continue
             known = True
             parsed = sshsig_public_key(line.signature)
-            if parsed is not None and parsed[0] == signer.public_key:
+            if parsed is not None and parsed[0] == signer.public_key and parsed[1] == namespace:
                 assert self.allowed_signers_path is not None
-                if ssh_verify(self.allowed_signers_path, line.name, text, line.signature):
+                if ssh_verify(self.allowed_signers_path, line.name, text, line.signature, namespace):
                     return True
         return False if known else None
 

@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 
 from toolreplay.errors import InputError, UsageError
 
-__all__ = ["SSH_NAMESPACE", "HmacKey", "SshSigner", "AllowedSigner", "read_allowed_signers", "read_hmac_secret",
-           "read_secret_file", "key_id", "ssh_verify", "sshsig_public_key", "find_ssh_keygen"]
+__all__ = ["SSH_NAMESPACE", "APPROVAL_NAMESPACE", "HmacKey", "SshSigner", "AllowedSigner", "read_allowed_signers",
+           "read_hmac_secret", "read_secret_file", "key_id", "ssh_verify", "sshsig_public_key", "find_ssh_keygen"]
 
 SSH_NAMESPACE = "toolreplay-checkpoint"
+APPROVAL_NAMESPACE = "toolreplay-approval"  # approval receipts: a checkpoint signature never passes for one
 _SSH_TYPE = b"toolreplay/sshsig"
 _HMAC_TYPE = b"toolreplay/hmac-sha256"
 _ARMOR_BEGIN = "-----BEGIN SSH SIGNATURE-----"
@@ -159,10 +160,11 @@ class SshSigner:
 
     name: str
     key_file: str
+    namespace: str = SSH_NAMESPACE
 
     def sign(self, text: bytes) -> bytes:
         """The signature field of a note line: key ID, then the binary SSHSIG blob from `ssh-keygen -Y sign`."""
-        done = _run([find_ssh_keygen(), "-q", "-Y", "sign", "-f", self.key_file, "-n", SSH_NAMESPACE], text)
+        done = _run([find_ssh_keygen(), "-q", "-Y", "sign", "-f", self.key_file, "-n", self.namespace], text)
         if done.returncode != 0:
             reason = done.stderr.decode("utf-8", "replace").strip().splitlines()
             raise UsageError(f"ssh-keygen could not sign with {self.key_file}: {reason[-1] if reason else 'failed'}")
@@ -171,7 +173,7 @@ class SshSigner:
         except (ValueError, UnicodeDecodeError):
             raise UsageError("ssh-keygen -Y sign wrote something that is not an SSH signature") from None
         parsed = sshsig_public_key(blob)
-        if parsed is None or parsed[1] != SSH_NAMESPACE:
+        if parsed is None or parsed[1] != self.namespace:
             raise UsageError("ssh-keygen -Y sign wrote something that is not an SSH signature")
         return key_id(self.name, _SSH_TYPE, parsed[0]) + blob
 
@@ -246,14 +248,14 @@ def read_allowed_signers(path: str) -> list[AllowedSigner]:
     return signers
 
 
-def ssh_verify(allowed_signers: str, name: str, text: bytes, blob: bytes) -> bool:
-    """Whether `ssh-keygen -Y verify` accepts `blob` as `name`'s signature of `text` in our namespace."""
+def ssh_verify(allowed_signers: str, name: str, text: bytes, blob: bytes, namespace: str = SSH_NAMESPACE) -> bool:
+    """Whether `ssh-keygen -Y verify` accepts `blob` as `name`'s signature of `text` in `namespace`."""
     keygen = find_ssh_keygen()
     handle, signature = tempfile.mkstemp(prefix=".toolreplay-sig-", suffix=".sig")
     try:
         with os.fdopen(handle, "w", encoding="ascii") as out:
             out.write(_armor(blob))
-        done = _run([keygen, "-Y", "verify", "-f", allowed_signers, "-I", name, "-n", SSH_NAMESPACE,
+        done = _run([keygen, "-Y", "verify", "-f", allowed_signers, "-I", name, "-n", namespace,
                      "-s", signature], text)
     finally:
         os.unlink(signature)

@@ -32,6 +32,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.export": ("export",),
     "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
     "toolreplay.cli.approvals": ("approvals",),
+    "toolreplay.cli.receipts": ("approve",),
     "toolreplay.cli.hook": ("hook",),
     "toolreplay.cli.crosscheck": ("crosscheck",),
 }

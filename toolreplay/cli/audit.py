@@ -36,6 +36,8 @@ from toolreplay.audit.render import (
 )
 from toolreplay.cli import _checkpoint as checkpoint_cli
 from toolreplay.cli._io import IO
+from toolreplay.cli.receipts import verify_options as receipts_options
+from toolreplay.errors import UsageError
 from toolreplay.format.chunks import usable_cores
 from toolreplay.format.output import Output, write_atomically
 from toolreplay.format.records import MAX_LINE_BYTES
@@ -166,6 +168,14 @@ def _copy_to_stdout(source: Any, io: IO) -> None:
 
 
 def _run_verify(args: argparse.Namespace, io: IO) -> int:
+    if args.approvers:
+        from toolreplay.cli.receipts import verify_approvals
+
+        if args.sealed is None:
+            args.verify_parser.error("the following arguments are required: SEALED")
+        return verify_approvals(args, io)
+    if args.policy:
+        raise UsageError("--policy goes with --approvers ALLOWED_SIGNERS")
     if args.report:
         report, proven = checkpoint_cli.verify_report(args)
         io.stdout.write(report)
@@ -294,4 +304,5 @@ def register(subparsers: Any) -> None:
     _format_option(parser)
     _jobs_option(parser)
     checkpoint_cli.verify_options(parser)
+    receipts_options(parser)
     parser.set_defaults(run=_run_verify, verify_parser=parser)

@@ -90,7 +90,8 @@ def _guard_config(args: argparse.Namespace, *, record: str | None = None, record
     return GuardConfig(args.policy, record=record, records=records, approvals=args.approvals or None,
                        redact_key=args.redact_key, pins=args.pins or None,
                        read_cache=args.read_cache and not args.no_read_cache, mutators=tuple(args.mutator or ()),
-                       repeatable=tuple(args.repeatable or ()))
+                       repeatable=tuple(args.repeatable or ()), approvers=args.approvers or None,
+                       receipts=args.receipts or None)
 
 
 def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
@@ -98,7 +99,8 @@ def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
     with absolute file paths (a client does not start in this folder), `--`, the server command as given."""
     found = ["-m", "toolreplay", "mcp-proxy", "--policy", os.path.abspath(args.policy)]
     for option, value in (("--record", args.record), ("--redact-key", args.redact_key), ("--pins", args.pins),
-                          ("--approvals", args.approvals)):
+                          ("--approvals", args.approvals), ("--approvers", args.approvers),
+                          ("--receipts", args.receipts)):
         if value:
             found += [option, os.path.abspath(value)]
     for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable), ("--header", args.header),
@@ -267,7 +269,8 @@ def register(subparsers: Any) -> None:
         "mcp-proxy", help="guard and record an MCP server (stdio, or remote over HTTP), or several, "
                              "for any MCP client",
         usage="toolreplay mcp-proxy --policy POLICY [--record FILE | --listen [HOST:]PORT --records DIR] "
-              "[--pins FILE] [--approvals FILE] [--mutator NAME] [--repeatable NAME] [--read-cache] "
+              "[--pins FILE] [--approvals FILE] [--approvers ALLOWED_SIGNERS --receipts DIR] [--mutator NAME] "
+              "[--repeatable NAME] [--read-cache] "
               "[--print-config CLIENT [--name NAME]] [--header 'NAME: VALUE'] [--header-env NAME=ENVVAR] "
               "(-- SERVER_COMMAND [ARGS...] | -- URL | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
@@ -280,6 +283,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--approvals", metavar="FILE",
                         help="approvals a person asked to remember (JSON Lines): a matching call is not asked again, "
                              "and a yes answered 'always' is added to FILE")
+    parser.add_argument("--approvers", metavar="ALLOWED_SIGNERS",
+                        help="with --receipts: a call that needs confirmation runs only with an approval receipt "
+                             "signed by a key of this OpenSSH allowed_signers file (toolreplay approve); the client "
+                             "is not asked")
+    parser.add_argument("--receipts", metavar="DIR",
+                        help="the folder where the proxy writes approval requests and finds their receipts")
     parser.add_argument("--print-config", choices=CLIENTS, metavar="CLIENT",
                         help="print the configuration that makes CLIENT start this proxy in front of the server, "
                              f"and exit (one of: {', '.join(CLIENTS)})")

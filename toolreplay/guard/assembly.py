@@ -12,6 +12,7 @@ about recording, redaction or approvals itself. The scopes are in the types:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,11 @@ from toolreplay.policy.model import Policy, load_policy
 from toolreplay.policy.redaction import MIN_KEY_BYTES, Redaction, Redactor
 
 if TYPE_CHECKING:
+    from toolreplay.audit.checkpoint import Keys
     from toolreplay.guard.approvals import Approvals
     from toolreplay.guard.gate import Gate
     from toolreplay.guard.host import Confirm, ToolHost
+    from toolreplay.guard.receipts import Receipts
     from toolreplay.guard.recorder import SessionRecorder
 
 __all__ = ["Guard", "GuardConfig", "GuardConfigError", "build_guard", "build_redactor"]
@@ -43,7 +46,9 @@ class GuardConfig:
     the path of its file (needed when anything is recorded, kept off the record); `pins` the pins file
     (the MCP proxy's). `read_cache`, `mutators` and `repeatable` tune the gate (docs/guard.md). `confirm`
     is the confirmation channel of a Python host (a front end with its own, the MCP client or the
-    agent, ignores it)."""
+    agent, ignores it). `approvers` (an OpenSSH allowed_signers file) and `receipts` (a folder) make a
+    signed approval receipt the only yes to a call that needs one (toolreplay/guard/receipts.py): then no
+    front end's own confirmation is asked; the policy must be a file (a receipt names its SHA-256)."""
 
     policy: Policy | str
     record: str | None = None
@@ -55,6 +60,8 @@ class GuardConfig:
     mutators: tuple[str, ...] = ()
     repeatable: tuple[str, ...] = ()
     confirm: Confirm | None = field(default=None, compare=False)
+    approvers: str | None = None
+    receipts: str | None = None
 
     @property
     def recording(self) -> bool:
@@ -70,6 +77,8 @@ class Guard:
     policy: Policy
     redactor: Redactor | None = None
     approvals: Approvals | None = None
+    approvers: Keys | None = None  # the keys whose receipts approve calls, and the policy file's SHA-256
+    policy_digest: str | None = None
 
     def open_record(self, path: str | None = None, **options: Any) -> SessionRecorder:
         """The recorder of one record (sealed, with the guard's redactor): `path`, by default the guard's
@@ -94,9 +103,24 @@ class Guard:
         from toolreplay.guard.gate import Gate
 
         config = self.config
+        if self.approvers is not None and "receipts" not in options:
+            options["receipts"] = self.receipts(recorder)
         return Gate(tools, self.policy, confirm=confirm if confirm is not None else config.confirm, recorder=recorder,
                     mutators=config.mutators, repeatable=config.repeatable, read_cache=config.read_cache,
                     approvals=approvals if approvals is not None else self.session_approvals(), **options)
+
+    def receipts(self, recorder: SessionRecorder | None = None) -> Receipts:
+        """The receipts folder as one session's gate sees it: the session is the record (its absolute path;
+        a gate without one gets a name of its own), and a continued record's receipts are used already."""
+        from toolreplay.guard.receipts import Receipts, new_session
+
+        if self.approvers is None or self.policy_digest is None or self.config.receipts is None:
+            raise ValueError("the guard has no approvers: GuardConfig(approvers=..., receipts=...)")
+        if recorder is None:
+            return Receipts(self.config.receipts, self.approvers, self.policy_digest, new_session())
+        history = recorder.history() if recorder.resumed_records else ()
+        return Receipts(self.config.receipts, self.approvers, self.policy_digest, os.path.abspath(recorder.path),
+                        history=history)
 
 
 def build_guard(config: GuardConfig) -> Guard:
@@ -114,7 +138,31 @@ def build_guard(config: GuardConfig) -> Guard:
         from toolreplay.guard.approvals import Approvals
 
         approvals = Approvals(config.approvals, root=policy.root, redactor=redactor)
-    return Guard(config, policy, redactor, approvals)
+    approvers, digest = _approvers(config)
+    return Guard(config, policy, redactor, approvals, approvers, digest)
+
+
+def _approvers(config: GuardConfig) -> tuple[Keys | None, str | None]:
+    """The approvers' keys and the policy file's SHA-256, when receipts approve calls."""
+    if config.approvers is None and config.receipts is None:
+        return None, None
+    if config.approvers is None or config.receipts is None:
+        raise GuardConfigError("approval receipts need both the approvers (an allowed_signers file) and the "
+                               "receipts folder")
+    if config.approvals is not None:
+        raise GuardConfigError("approval receipts and an approvals file do not go together: a remembered approval "
+                               "would let a call run without a receipt")
+    if not isinstance(config.policy, str):
+        raise GuardConfigError("approval receipts need the policy as a file: a receipt names its SHA-256")
+    if not os.path.isdir(config.receipts):
+        raise GuardConfigError(f"the receipts folder {config.receipts} is not a folder")
+    from toolreplay.audit.checkpoint import Keys
+    from toolreplay.audit.receipts import policy_digest
+    from toolreplay.audit.signers import find_ssh_keygen, read_allowed_signers
+
+    signers = tuple(read_allowed_signers(config.approvers))
+    find_ssh_keygen()
+    return Keys(os.path.abspath(config.approvers), signers), policy_digest(config.policy)
 
 
 def build_redactor(redaction: Redaction | None, key: bytes | str | None, *, recording: bool) -> Redactor | None:

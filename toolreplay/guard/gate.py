@@ -65,6 +65,7 @@ from toolreplay.guard.host import (
 )
 from toolreplay.guard.idempotency import Earlier, IdempotencyStore, Pending
 from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal, StopReason
+from toolreplay.guard.receipts import Receipted, Receipts
 from toolreplay.guard.request import Request
 from toolreplay.guard.resume import resume
 from toolreplay.policy.model import Policy
@@ -121,7 +122,8 @@ class Gate:
                  remember_bytes: int = REMEMBER_BYTES, wall_clock: Callable[[], int] = time.time_ns,
                  record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
                  approvals: Approvals | None = None,
-                 host_asks: Callable[[str, dict[str, Any], Any], bool] | None = None) -> None:
+                 host_asks: Callable[[str, dict[str, Any], Any], bool] | None = None,
+                 receipts: Receipts | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -140,6 +142,7 @@ class Gate:
         `host_asks(tool, args, context)` is the host's own approval flag (a framework tool's
         `needs_approval`; a `ToolHost` with an `asks` method gives it): a call it says True for needs a
         person's yes whatever the policy allows (at least an ask; a deny still denies).
+        `receipts` (receipts.py) make a signed approval receipt the only yes: the host is not asked.
         """
         self._host: ToolHost = FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
@@ -151,6 +154,7 @@ class Gate:
         self._wall_clock = wall_clock
         self._record_meta = record_meta
         self._screen = screen
+        self._receipts = receipts
         self._host_asks = host_asks if host_asks is not None else getattr(self._host, "asks", None)
         if approvals is not None:  # the approvals file redacts as the record does, or the gate does not start
             approvals.redact_as(None if recorder is None else recorder.redactor, policy.redact is not None)
@@ -332,7 +336,9 @@ class Gate:
                     return self._refuse(call, _cancelled(exc, False), "cancelled")
                 if isinstance(answer, Refusal):
                     return self._refuse(call, answer)
-                if answer is not None:
+                if isinstance(answer, Receipted):  # the receipt goes whole into the record
+                    call = replace(call, approval=("x-receipt", answer.note))
+                elif answer is not None:
                     call = self._remember(call, answer)
                 if call.approval is None:  # a plain yes, on record: the audit tells it from a call that needed none
                     call = replace(call, approval=("x-confirmed", "once"))
@@ -412,12 +418,12 @@ class Gate:
             return replace(call, approval=("x-remember-error", str(exc)))
         return call if approval is None else replace(call, approval=("x-remembered", approval))
 
-    def _confirmation_refusal(self, call: Request, ruling: Ruling | None) -> Refusal | Remember | None:
+    def _confirmation_refusal(self, call: Request, ruling: Ruling | None) -> Refusal | Remember | Receipted | None:
         """Ask; None (or a Remember) for a yes, else the refusal. A call not confirmed did not run: the rules
         must not count it."""
-        refusal: Refusal | Remember | None = NOT_ASKED
+        refusal: Refusal | Remember | Receipted | None = NOT_ASKED
         try:
-            refusal = self._ask(call)
+            refusal = self._ask(call) if self._receipts is None else self._receipts.answer(call.identity)
         finally:
             if isinstance(refusal, Refusal) and ruling is not None and self._rules is not None:
                 self._rules.withdraw(ruling)
