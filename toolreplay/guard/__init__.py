@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from toolreplay.guard.approvals import Approvals, Remember
+    from toolreplay.guard.approvals import Approvals, Decided, Remember
     from toolreplay.guard.gate import (
         OUTCOMES,
         STOP_REASONS,
@@ -22,19 +22,20 @@ if TYPE_CHECKING:
         Gate,
         ToolHost,
     )
+    from toolreplay.guard.inbox import Inbox
     from toolreplay.guard.intents import Intent
     from toolreplay.guard.recorder import RecordingError, SessionRecorder
     from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
 
 __all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "Approvals", "CallCancelled", "CannotConfirmError",
-           "ConfirmationDeferred", "ConsoleApprover", "Gate", "Intent", "RecordingError", "Remember", "Screen",
-           "ScreenFlag", "SessionRecorder", "ToolHost", "scan_value"]
+           "ConfirmationDeferred", "ConsoleApprover", "Decided", "Gate", "Inbox", "Intent", "RecordingError",
+           "Remember", "Screen", "ScreenFlag", "SessionRecorder", "ToolHost", "scan_value"]
 
 _HOMES = {"OUTCOMES": "gate", "STOP_REASONS": "gate", "Answer": "gate", "CallCancelled": "gate",
           "CannotConfirmError": "gate", "ConfirmationDeferred": "gate", "ConsoleApprover": "gate", "Gate": "gate",
           "ToolHost": "gate", "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
           "DEFAULT_PATTERNS": "screen", "Screen": "screen", "ScreenFlag": "screen", "scan_value": "screen",
-          "Approvals": "approvals", "Remember": "approvals"}
+          "Approvals": "approvals", "Remember": "approvals", "Decided": "approvals", "Inbox": "inbox"}
 
 
 def __getattr__(name: str) -> Any:

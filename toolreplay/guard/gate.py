@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes, canonical_json
 from toolreplay.format.records import format_ts, read_session, ts_nanoseconds
-from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
+from toolreplay.guard.approvals import Approvals, ApprovalsError, Decided, Remember
 from toolreplay.policy.model import Policy
 from toolreplay.policy.redaction import holds_marks
 from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
@@ -81,7 +81,7 @@ MAX_NESTING = 256
 # cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
 REMEMBER_BYTES = 16 * 1024 * 1024
 
-Confirm = Callable[[str, dict[str, Any]], bool | Remember]
+Confirm = Callable[[str, dict[str, Any]], bool | Remember | Decided]
 
 # The three ways a confirmation is refused, each its own text (the first is the SPEC's).
 NOT_ASKED, DECLINED, TIMED_OUT = "confirmation required", "confirmation declined", "confirmation timed out"
@@ -117,8 +117,9 @@ class ToolHost(Protocol):
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
-        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes.
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
+        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes;
+        a `Decided` wraps either answer with who gave it.
 
         Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
 
@@ -177,6 +178,7 @@ class _Call:
     # what the rules said (set once by `Gate._decide`): what they counted, taken back unless the call ran,
     # and what the shadow rules would have decided (`x-shadow`)
     ruling: Ruling | None = field(default=None, compare=False)
+    decided_by: str | None = field(default=None, compare=False)  # who answered its confirmation (`x-decided-by`)
 
     @property
     def slot(self) -> bytes:
@@ -197,11 +199,11 @@ class _FunctionHost:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         return self._tools[tool](**args)  # the gate hands every host a copy
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
         if self._confirm is None:
             raise CannotConfirmError("no confirm callback")
-        answer: bool | Remember = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
-        return answer
+        answer: bool | Remember | Decided = self._confirm(tool, args)  # passed through: the gate tells False
+        return answer  # from a non-bool
 
 
 class _Pending:
@@ -558,6 +560,9 @@ class Gate:
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
             self._refuse(call, _interrupted(exc))
             raise
+        if isinstance(answer, Decided):  # who answered goes to the record, whatever the answer
+            object.__setattr__(call, "decided_by", answer.by)
+            answer = answer.answer
         if answer is True:
             return None
         if isinstance(answer, Remember):
@@ -810,6 +815,8 @@ class Gate:
             meta["turn"] = call.turn
         if call.approval is not None:
             meta[call.approval[0]] = call.approval[1]
+        if call.decided_by is not None:
+            meta["x-decided-by"] = call.decided_by
         if call.ruling is not None and call.ruling.shadows:
             meta["x-shadow"] = [_shadow(*entry) for entry in call.ruling.shadows]
         meta["outcome"] = outcome
