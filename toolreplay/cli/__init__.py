@@ -32,6 +32,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.mcp": ("mcp-proxy", "mcp-pins"),
     "toolreplay.cli.approvals": ("approvals",),
     "toolreplay.cli.hook": ("hook",),
+    "toolreplay.cli.serve": ("serve",),
 }
 
 
