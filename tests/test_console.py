@@ -124,6 +124,8 @@ class CsrfTest(ConsoleCase):
             ("a wrong token", {**fields, "csrf": "x" * 43}, FORM, 403, "the form carries no valid CSRF token"),
             ("another origin", {**fields, "csrf": self.console.csrf}, {**FORM, "Origin": "http://evil.example"}, 403,
              "the form came from another site"),
+            ("an opaque origin", {**fields, "csrf": self.console.csrf}, {**FORM, "Origin": "null"}, 403,
+             "the form came from another site"),
             ("not a form", {**fields, "csrf": self.console.csrf}, {**HOST, "Content-Type": "application/json"}, 400,
              "expected a form"),
         ]

@@ -67,18 +67,20 @@ class CallMark:
     note: str
 
 
-def layout(title: str, active: str, body: Iterable[str], version: str, waiting: int = 0) -> str:
-    """A whole console page; `version` is what the page's script compares to see whether it is still current."""
+def layout(title: str, active: str, body: Iterable[str], version: str | None, waiting: int = 0) -> str:
+    """A whole console page; `version` is what the page's script compares to see whether it is still current
+    (None: a page that does not update itself)."""
     links = []
     for href, label in _NAV:
         shown = label + (f" ({number(waiting)})" if href == "/inbox" and waiting else "")
         on = ' class="on"' if href == active else ""
         links.append(f'<a href="{href}"{on}>{text(shown)}</a>')
+    live = "" if version is None else f' data-version="{text(version)}"'
     return ('<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
             '<meta name="color-scheme" content="light dark">\n'
             f"<title>{text(title)} · toolreplay console</title>\n<style>{STYLE}{_EXTRA_STYLE}</style>\n</head>\n"
-            f'<body>\n<main data-version="{text(version)}">\n<nav class="top"><b>toolreplay console</b>{"".join(links)}'
+            f'<body>\n<main{live}>\n<nav class="top"><b>toolreplay console</b>{"".join(links)}'
             '<span class="live">live</span></nav>\n' + "".join(body)
             + '<footer>Served by toolreplay serve. Nothing on this page comes from the network.</footer>\n'
             '</main>\n<script src="/console.js"></script>\n</body>\n</html>\n')
@@ -231,7 +233,7 @@ def approvals_page(files: Sequence[tuple[str, Sequence[Approval] | str]], csrf: 
     return layout("Remembered approvals", "/approvals", body, version, waiting)
 
 
-def message_page(title: str, message: str, version: str, status_word: str = "error") -> str:
+def message_page(title: str, message: str, version: str | None = None, status_word: str = "error") -> str:
     """A page that only says something went wrong (an unknown session, a bad form), and links back."""
     return layout(title, "", [f'<header class="top"><h1>{text(title)}</h1></header>\n',
                               f'<p class="flash err" role="alert">{text(status_word)}: {text(message)}</p>\n',

@@ -46,7 +46,7 @@ SESSION_LIMITS = DetailLimits(findings=1000, head=2000, text=3000)  # the calls 
 _SECURITY_HEADERS = (
     ("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src data:; "
                                 "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
-    ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "no-referrer"), ("X-Frame-Options", "DENY"),
+    ("X-Content-Type-Options", "nosniff"), ("Referrer-Policy", "same-origin"), ("X-Frame-Options", "DENY"),
     ("Cache-Control", "no-store"), ("Cross-Origin-Resource-Policy", "same-origin"))
 _SINCE = re.compile(r"(\d{1,6})([mhd])")
 _UNITS = {"m": 60, "h": 3600, "d": 86400}
@@ -205,7 +205,7 @@ class Console:
 
     def _message(self, status: int, title: str, message: str,
                  headers: tuple[tuple[str, str], ...] = ()) -> Response:
-        return Response(status, pages.message_page(title, message, "").encode("utf-8"), headers=headers)
+        return Response(status, pages.message_page(title, message).encode("utf-8"), headers=headers)
 
     def _flash(self, query: Mapping[str, list[str]]) -> tuple[str | None, bool]:
         key = query.get("flash", [""])[0]
