@@ -167,6 +167,17 @@ class ConsoleInBrowserTest(unittest.TestCase):
         time.sleep(0.3)
         self.assertEqual(_Counter.hits, [])  # nothing was fetched from the leak server
 
+    def test_5_every_session_with_its_counts(self) -> None:
+        self.browser.navigate(self.base + "/")
+        self.browser.wait_for("document.querySelectorAll('#sessions tbody tr').length === 4")
+        rows = self.browser.evaluate("[...document.querySelectorAll('#sessions tbody tr')].map(tr => "
+                                     "[...tr.children].slice(0, 6).map(td => td.innerText)).sort()")
+        self.assertEqual(rows, [["records/approve.jsonl", "1", "1", "0", "1", "0"],
+                                ["records/deny.jsonl", "1", "0", "1", "0", "0"],
+                                ["records/evil.jsonl", "1", "1", "0", "0", "0"],
+                                ["records/live.jsonl", "4", "4", "0", "0", "0"]])
+        self.browser.screenshot(os.path.join(self.shots, "console-overview.png"))
+
 
 if __name__ == "__main__":
     unittest.main()
