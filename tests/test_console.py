@@ -12,7 +12,10 @@ import unittest
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.test_cli import run
 from tests.test_inbox import wait_for_request
+from toolreplay.cli import main
+from toolreplay.cli._io import IO
 from toolreplay.console.index import Filters, SessionIndex, select
 from toolreplay.console.server import Console, Response, parse_since
 from toolreplay.guard.approvals import Approvals, Decided, Remember, read_approvals
@@ -300,6 +303,45 @@ class IndexTest(ConsoleCase):
         self.assertEqual(json.loads(self.get("/api/version").body)["version"], before)
         self.write("a.jsonl", record_line(1, "ls", {}, {"ok": True}), "a")
         self.assertNotEqual(json.loads(self.get("/api/version").body)["version"], before)
+
+
+class HistoryTest(ConsoleCase):
+    def test_the_sessions_of_a_fleet_history_are_listed(self) -> None:
+        self.write("a.jsonl", record_line(0, "ls", {}, {"ok": True}) + record_line(1, "ls", {}, {"ok": True}))
+        database = os.path.join(self.tmp, "fleet.db")
+        self.assertEqual(main(["audit", self.records, "--format", "sqlite", "-o", database], IO.memory()), 1)
+        shutil.rmtree(self.records)
+        os.makedirs(self.records)
+        self.console = Console([self.records], database=database, audit=False)
+        [row] = self.console.index.rows()
+        self.assertEqual((row.name, row.calls, row.counts["findings"], row.history, row.tools),
+                         (os.path.join(self.tmp, "records", "a.jsonl"), 2, 1, True, {"ls"}))
+        listing = self.page("/")
+        self.assertIn("<td>history</td>", listing)
+        self.assertIn("1 session indexed", listing)
+
+
+class CommandTest(unittest.TestCase):
+    def test_usage_errors(self) -> None:
+        with tempfile.TemporaryDirectory() as folder:
+            token = os.path.join(folder, "token")
+            with open(token, "w") as handle:
+                handle.write("short\n")
+            cases = [
+                (["serve", os.path.join(folder, "missing")], f"error: {folder}/missing: not a folder (serve takes "
+                 "records folders)\n"),
+                (["serve", folder, "--listen", "0.0.0.0:0"], "error: --listen 0.0.0.0: not a loopback address; "
+                 "serving other machines needs --public and --token-file\n"),
+                (["serve", folder, "--listen", "0.0.0.0:0", "--public"], "error: --public needs --token-file FILE "
+                 "(a token every request must carry)\n"),
+                (["serve", folder, "--token-file", token], f"error: --token-file {token}: the token must be at "
+                 "least 16 letters and digits\n"),
+                (["serve", folder, "--listen", "localhost:http"], "error: --listen localhost:http: expected PORT or "
+                 "HOST:PORT\n"),
+            ]
+            for argv, message in cases:
+                with self.subTest(argv=argv):
+                    self.assertEqual(run(*argv), (2, "", message))
 
 
 if __name__ == "__main__":

@@ -354,6 +354,8 @@ def _marks(job: SessionJob, limit: int) -> Iterable[pages.CallMark]:
                 outcome = record.outcome
                 by = meta.get("x-decided-by")
                 how = f"decided by {by}" if isinstance(by, str) else ""
+                if not how and "x-confirmed" in meta:
+                    how = "confirmed by a person"
                 for key, label in (("x-remembered", "remembered as"), ("x-approval", "by remembered approval"),
                                    ("x-remember-error", "not remembered:")):
                     if isinstance(meta.get(key), str):
