@@ -11,7 +11,9 @@ files are written whole (a synced temporary file, then a link or a rename) and c
 created 0700. A decision is taken once: it is linked into place, which fails when a decision is already
 there, so two consoles (or a console and the waiting call's timeout) cannot both decide; the first wins
 and the other is told. A decision about a call that no longer waits (it timed out, it was answered, its
-process ended past its deadline) is refused as stale and changes nothing.
+process ended past its deadline) is refused as stale and changes nothing. A call ends by writing which
+decision it took (`ID.done.json`, the decision's nonce), then removing its request, then the decision,
+so a console can always tell whether its decision was the one taken.
 
 The waiting call reads only the decision file of its own id, and only a well-formed `approve` approves:
 a timeout refuses (`confirmation timed out`), a malformed decision refuses. The arguments in the request
@@ -45,7 +47,7 @@ INBOX_FOLDER = ".toolreplay-inbox"
 DEFAULT_TIMEOUT = 300.0  # seconds a call waits for a person before it is refused
 VERDICTS = ("approve", "deny")
 _ID = re.compile(r"[A-Za-z0-9_-]{16,64}")
-_REQUEST, _DECISION = ".request.json", ".decision.json"
+_REQUEST, _DECISION, _DONE = ".request.json", ".decision.json", ".done.json"
 _MAX_NAME = 200  # characters of a person's name kept in a decision
 _POLL = 0.01  # seconds between two looks for the decision (an approval reaches the call within a few of them)
 
@@ -121,6 +123,14 @@ def _read_json(path: str) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")
     return value
+
+
+def _quietly(path: str) -> dict[str, Any] | None:
+    """A file's JSON object, None when it is missing or unreadable."""
+    try:
+        return _read_json(path)
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def _unlink(path: str) -> None:
@@ -215,18 +225,32 @@ def decide(records: str, request_id: str, verdict: str, scope: str, by: str, *,
         raise InboxError(f"the call {request_id} is past its deadline: it was refused")
     decision = Decision(request_id, verdict, scope if verdict == "approve" else "once", by[:_MAX_NAME],
                         format_ts(int(clock() * 1e9)))
+    nonce = secrets.token_hex(8)  # tells our decision file from another's
     data = json.dumps({"id": decision.id, "verdict": decision.verdict, "scope": decision.scope, "by": decision.by,
-                       "at": decision.at}, ensure_ascii=True, sort_keys=True).encode("ascii")
+                       "at": decision.at, "nonce": nonce}, ensure_ascii=True, sort_keys=True).encode("ascii")
     try:
         taken = _write_new(decision_path, data, replace=False)
     except OSError as exc:
         raise InboxError(f"cannot write the decision into {folder}: {exc.strerror or exc}") from None
     if not taken:
+        earlier = _quietly(decision_path)
+        if earlier is not None and earlier.get("verdict") == "timeout":
+            raise InboxError(f"the call {request_id} timed out: it was refused")
         raise InboxError(f"the call {request_id} was already decided")
-    if not os.path.exists(request_path):  # the call ended between our look and our link: nobody reads it
+    # Linked: the call reads it, unless it had already ended (then nobody ever will). A call ends by
+    # writing which decision it took (ID.done.json), then removing its request, then the decision: while
+    # the request is there it has taken none; once it is gone, the done file or our decision says.
+    if os.path.exists(request_path):
+        return decision
+    done = _quietly(os.path.join(folder, request_id + _DONE))
+    if done is not None and done.get("taken") == nonce:
+        return decision
+    ours = _quietly(decision_path)
+    if ours is None and done is None:  # read, and the call has finished since
+        return decision
+    if ours is not None and ours.get("nonce") == nonce:  # unread: the call had ended before our link
         _unlink(decision_path)
-        raise InboxError(f"no call waits as {request_id} any more (answered, timed out or gone)")
-    return decision
+    raise InboxError(f"no call waits as {request_id} any more (answered, timed out or gone)")
 
 
 class Inbox:
@@ -267,29 +291,40 @@ class Inbox:
                "asked": format_ts(int(now * 1e9)), "deadline": now + self.timeout, "pid": os.getpid()}
         request_path = os.path.join(self.folder, request_id + _REQUEST)
         decision_path = os.path.join(self.folder, request_id + _DECISION)
+        done_path = os.path.join(self.folder, request_id + _DONE)
         _write_new(request_path, json.dumps(obj, ensure_ascii=True, sort_keys=True).encode("ascii"), replace=True)
+        taken: list[str] = []  # the nonce of the decision read
         try:
-            return self._wait(request_id, decision_path, now + self.timeout)
-        finally:  # the request first: a console that links a decision after this sees no request, and says so
+            return self._wait(request_id, decision_path, now + self.timeout, taken)
+        finally:  # which decision was taken, then the request, then the decision (see `decide`)
+            try:
+                _write_new(done_path, json.dumps({"taken": taken[0] if taken else None}).encode("ascii"),
+                           replace=True)
+            except OSError:
+                pass
             _unlink(request_path)
             _unlink(decision_path)
+            _unlink(done_path)
 
-    def _wait(self, request_id: str, decision_path: str, deadline: float) -> Decided:
+    def _wait(self, request_id: str, decision_path: str, deadline: float, taken: list[str]) -> Decided:
         while True:
             if os.path.exists(decision_path):
-                return self._answer(request_id, decision_path)
+                return self._answer(request_id, decision_path, taken)
             if self._clock() >= deadline:
-                closed = json.dumps({"id": request_id, "verdict": "timeout"}).encode("ascii")
+                nonce = secrets.token_hex(8)
+                closed = json.dumps({"id": request_id, "verdict": "timeout", "nonce": nonce}).encode("ascii")
                 if _write_new(decision_path, closed, replace=False):  # closed: no console can decide it now
+                    taken.append(nonce)
                     raise TimeoutError(f"nobody decided within {self.timeout:g} seconds")
-                return self._answer(request_id, decision_path)  # decided at the last moment
+                return self._answer(request_id, decision_path, taken)  # decided at the last moment
             self._sleep(_POLL)
 
-    def _answer(self, request_id: str, decision_path: str) -> Decided:
+    def _answer(self, request_id: str, decision_path: str, taken: list[str]) -> Decided:
         try:
             obj = _read_json(decision_path)
             if obj is None:
                 raise ValueError("the decision disappeared")
+            taken.append(str(obj.get("nonce")))
             decision = parse_decision(obj, request_id)
         except (OSError, ValueError, RecursionError) as exc:  # refused: nobody said yes, nor no
             raise InboxError(f"malformed decision for {request_id}: {exc}") from None
