@@ -234,13 +234,14 @@ class PagesTest(ConsoleCase):
         self.assertIn("No call is waiting", self.page("/inbox"))
 
     def test_revoking_a_remembered_approval(self) -> None:
-        path = os.path.join(self.tmp, "approvals.jsonl")
+        path = os.path.join(self.records, "approvals.jsonl")  # in the records folder: not listed as a session
         approvals = Approvals(path)
         approval_id = approvals.remember("write_note", {"text": EVIL}, "always")
         self.console = Console([self.records], approvals=[path], audit=False)
         page = self.page("/approvals")
         self.assertIn(f'name="id" value="{approval_id}"', page)
         self.assertNotIn(EVIL, page)
+        self.assertEqual(self.console.index.rows(), [])
         wrong = self.post("/approvals/revoke", {"csrf": self.console.csrf, "file": "/etc/passwd", "id": "x"})
         self.assertIn("that approvals file is not one this console shows", self.follow(wrong))
         done = self.post("/approvals/revoke", {"csrf": self.console.csrf, "file": path, "id": str(approval_id)})

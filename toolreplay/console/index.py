@@ -196,8 +196,11 @@ class SessionIndex:
 
     `version` grows whenever anything shown changed, so a page can ask whether it is still current."""
 
-    def __init__(self, folders: Iterable[str], database: str | None = None, *, audit: bool = True) -> None:
+    def __init__(self, folders: Iterable[str], database: str | None = None, *, audit: bool = True,
+                 exclude: Iterable[str] = ()) -> None:
+        """`exclude`: files under the folders that are not sessions (the approvals files the console shows)."""
         self.folders = [os.path.abspath(folder) for folder in folders]
+        self._exclude = frozenset(os.path.abspath(path) for path in exclude)
         self.database = database
         self._audit = audit
         self._lock = threading.Lock()
@@ -217,6 +220,8 @@ class SessionIndex:
         for folder in self.folders:
             try:
                 for path, status in _walk(folder):
+                    if path in self._exclude:
+                        continue
                     seen.add(path)
                     changed |= self._look(folder, path, status)
             except OSError as exc:

@@ -101,8 +101,8 @@ class Console:
                  person: str = "console", token: bytes | None = None, loopback: bool = True,
                  audit: bool = True) -> None:
         self.folders = [os.path.abspath(folder) for folder in folders]
-        self.index = SessionIndex(self.folders, database, audit=audit)
         self.approvals = [os.path.abspath(path) for path in approvals]
+        self.index = SessionIndex(self.folders, database, audit=audit, exclude=self.approvals)
         self.person = person
         self._token = token
         self._loopback = loopback
