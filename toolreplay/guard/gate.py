@@ -23,7 +23,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
    a refusal says whether the person declined, nobody could be asked, or the question timed out. With
    `approvals=`, an approval a person asked to remember (`Remember`) answers the question instead
-   of asking again, and the record's meta names it (`x-approval`);
+   of asking again, and the record's meta names it (`x-approval`); an answer wrapped in `Decided` (the
+   approvals inbox's) names who gave it (`x-decided-by`);
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
@@ -202,8 +203,9 @@ class _FunctionHost:
     def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
         if self._confirm is None:
             raise CannotConfirmError("no confirm callback")
-        answer: bool | Remember | Decided = self._confirm(tool, args)  # passed through: the gate tells False
-        return answer  # from a non-bool
+        # passed through: the gate tells False from a non-bool
+        answer: bool | Remember | Decided = self._confirm(tool, args)
+        return answer
 
 
 class _Pending:
