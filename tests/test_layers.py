@@ -10,8 +10,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = os.path.join(ROOT, "toolreplay")
 
 # From the ground up; a module may import its own layer and any layer before it.
-LAYERS = ("errors", "format", "policy", "importers", "audit", "guard", "mcp", "hooks", "adapters", "report", "evaluation",
-          "demos", "cli")
+LAYERS = ("errors", "format", "policy", "importers", "audit", "guard", "mcp", "hooks", "adapters", "report", "console",
+          "evaluation", "demos", "cli")
 # The front ends sit side by side over the guard's core: none imports another (nor what is above them).
 FRONT_ENDS = ("mcp", "hooks", "adapters")
 # Thin re-exports of old import paths, kept for one release: the only modules allowed to point upward.

@@ -35,6 +35,7 @@ _COMMAND_MODULES = {
     "toolreplay.cli.receipts": ("approve",),
     "toolreplay.cli.hook": ("hook",),
     "toolreplay.cli.crosscheck": ("crosscheck",),
+    "toolreplay.cli.serve": ("serve",),
 }
 
 

@@ -44,7 +44,8 @@ from toolreplay.policy.redaction import Redactor
 from toolreplay.policy.ruleparse import parse_arg_conditions
 from toolreplay.policy.rules import ArgCondition
 
-__all__ = ["SCOPES", "Approval", "Approvals", "ApprovalsError", "Remember", "read_approvals", "revoke_approval"]
+__all__ = ["SCOPES", "Approval", "Approvals", "ApprovalsError", "Decided", "Remember", "read_approvals",
+           "revoke_approval"]
 
 # What a person may answer besides yes: this call only, every identical call in this session, for good.
 SCOPES = ("once", "session", "always")
@@ -67,6 +68,15 @@ class Remember:
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ValueError(f"scope must be one of {', '.join(SCOPES)}, not {self.scope!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """A `confirm` callback's answer that names who gave it (`by`, kept in the record's meta as
+    `x-decided-by`): `answer` is what the callback would have returned, True, False or a Remember."""
+
+    answer: bool | Remember
+    by: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    `confirm(tool, args)` returns True for that exact call; nothing the model writes into the call counts;
    a refusal says whether the person declined, nobody could be asked, or the question timed out. With
    `approvals=`, an approval a person asked to remember (`Remember`) answers the question instead
-   of asking again, and the record's meta names it (`x-approval`);
+   of asking again, and the record's meta names it (`x-approval`); an answer wrapped in `Decided` (the
+   approvals inbox's) names who gave it (`x-decided-by`);
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
    response.
 
@@ -52,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.records import format_ts, read_session
-from toolreplay.guard.approvals import Approvals, ApprovalsError, Remember
+from toolreplay.guard.approvals import Approvals, ApprovalsError, Decided, Remember
 from toolreplay.guard.console import ConsoleApprover
 from toolreplay.guard.host import (
     AnswerLost,
@@ -448,6 +449,9 @@ class Gate:
         except BaseException as exc:  # KeyboardInterrupt, SystemExit: on record, then on its way
             self._refuse(call, _interrupted(exc))
             raise
+        if isinstance(answer, Decided):  # who answered goes to the record, whatever the answer
+            object.__setattr__(call, "decided_by", answer.by)
+            answer = answer.answer
         if answer is True:
             return None
         if isinstance(answer, Remember):
@@ -657,6 +661,8 @@ class Gate:
             meta["turn"] = call.turn
         if call.approval is not None:
             meta[call.approval[0]] = call.approval[1]
+        if call.decided_by is not None:
+            meta["x-decided-by"] = call.decided_by
         if call.ruling is not None and call.ruling.shadows:
             meta["x-shadow"] = [_shadow(*entry) for entry in call.ruling.shadows]
         meta["outcome"] = outcome

@@ -7,13 +7,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from toolreplay.errors import ToolReplayError
-from toolreplay.guard.approvals import Remember
+from toolreplay.guard.approvals import Decided, Remember
 from toolreplay.guard.outcomes import Refusal
 
 __all__ = ["AnswerLost", "CallCancelled", "CannotConfirmError", "Confirm", "ConfirmationDeferred", "FunctionHost",
            "ToolHost"]
 
-Confirm = Callable[[str, dict[str, Any]], bool | Remember]
+Confirm = Callable[[str, dict[str, Any]], bool | Remember | Decided]
 
 
 class CannotConfirmError(ToolReplayError):
@@ -53,8 +53,9 @@ class ToolHost(Protocol):
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Run the call and return its response (a dict); raise CallCancelled when it was cancelled."""
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
-        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes.
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
+        """Ask a person (never the model) whether this exact call may run; True (or a `Remember`) only for a yes;
+        a `Decided` wraps either answer with who gave it.
 
         Raise CallCancelled(started=False) when the client cancelled the call while it waited."""
 
@@ -72,8 +73,9 @@ class FunctionHost:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         return self._tools[tool](**args)  # the gate hands every host a copy
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
         if self._confirm is None:
             raise CannotConfirmError("no confirm callback")
-        answer: bool | Remember = self._confirm(tool, args)  # passed through: the gate tells False from a non-bool
+        # passed through: the gate tells False from a non-bool
+        answer: bool | Remember | Decided = self._confirm(tool, args)
         return answer

@@ -37,6 +37,7 @@ class Request:
     # what the rules said (set once by `Gate._decide`): what they counted, taken back unless the call ran,
     # and what the shadow rules would have decided (`x-shadow`)
     ruling: Ruling | None = field(default=None, compare=False)
+    decided_by: str | None = field(default=None, compare=False)  # who answered its confirmation (`x-decided-by`)
 
     @property
     def slot(self) -> bytes:

@@ -21,7 +21,7 @@ from toolreplay.audit.findings import Finding
 from toolreplay.audit.fleet_render import checkpoint_phrase
 from toolreplay.format.text import escape_text
 
-__all__ = ["text", "path_text", "json_text", "kind_hue", "script_data", "page", "kind_badge", "stat_cards",
+__all__ = ["STYLE", "text", "path_text", "json_text", "kind_hue", "script_data", "page", "kind_badge", "stat_cards",
            "args_summaries", "bar_chart", "histogram", "session_view", "number", "count"]
 
 _KIND_HUES = {"non-determinism": 32, "redundant-call": 212, "permission-overreach": 350, "policy-violation": 290,
@@ -193,6 +193,8 @@ function apply(){var s=q.value.toLowerCase(),o=only.checked;list=(s||o)?rows.fil
 return(!s||(r[0]+r[1]).toLowerCase().indexOf(s)>=0)&&(!o||flagged(r));}):rows;body.textContent='';shown=0;render();}
 q.addEventListener('input',apply);only.addEventListener('change',apply);more.addEventListener('click',render);render();}
 """
+STYLE = _CSS  # the pages' style sheet, which the console's pages share
+
 _SCRIPT_HASH = base64.b64encode(hashlib.sha256(_SCRIPT.encode("utf-8")).digest()).decode("ascii")
 _POLICY = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
            f"script-src 'sha256-{_SCRIPT_HASH}'; base-uri 'none'; form-action 'none'")
