@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 import threading
+import time
 import unittest
 from collections.abc import Callable
 from typing import Any
@@ -215,6 +216,61 @@ class RedactionSessionTest(unittest.TestCase):
             self.assertEqual(written.read(), '{"text": "s3cret"}\n')  # it ran once
         with open(record, encoding="utf-8") as handle:
             self.assertNotIn("s3cret", handle.read())
+
+
+class InboxSessionTest(unittest.TestCase):
+    """A client without elicitation: a write waits in the approvals inbox of the records folder, a person
+    decides it there (as `toolreplay serve` does), and the record names the decision."""
+
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.policy = os.path.join(self.directory, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["write_note"], "write_tools": ["write_note"]}, out)
+        self.notes = os.path.join(self.directory, "notes.txt")
+        self.record = os.path.join(self.directory, "record.jsonl")
+
+    def decide_when_asked(self, verdict: str) -> threading.Thread:
+        from toolreplay.guard.inbox import Request, decide, pending_requests
+
+        def run() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                waiting = [item for item in pending_requests(self.directory) if isinstance(item, Request)]
+                if waiting:
+                    decide(self.directory, waiting[0].id, verdict, "once", "Ada")
+                    return
+                time.sleep(0.01)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        return thread
+
+    def session(self, number: int) -> tuple[int, list[Any], str]:
+        argv = ["mcp-proxy", "--policy", self.policy, "--record", self.record, "--inbox", self.directory, "--",
+                sys.executable, TINY, "--notes", self.notes]
+        return converse(argv, [(lambda heard: initialize(), 0),
+                               (lambda heard: {"jsonrpc": "2.0", "method": "notifications/initialized"}, 1),
+                               (lambda heard: call(number, "write_note", text=f"note {number}"), 1)], 2)
+
+    def test_a_write_is_decided_in_the_inbox_and_the_record_names_who(self) -> None:
+        self.decide_when_asked("approve")
+        code, heard, err = self.session(1)
+        self.assertEqual((code, err, heard[1:]), (0, "", [text_result(1, 'write_note {"text": "note 1"}', False)]))
+        self.decide_when_asked("deny")
+        code, heard, err = self.session(2)
+        self.assertEqual((code, err, heard[1:]), (0, "", [text_result(2, "toolreplay: confirmation declined", True)]))
+        with open(self.notes, encoding="utf-8") as written:
+            self.assertEqual(written.read(), '{"text": "note 1"}\n')  # the denied one never ran
+        with open(self.record, encoding="utf-8") as handle:
+            metas = [json.loads(line)["meta"] for line in handle]
+        self.assertEqual([(meta["outcome"], meta.get("x-decided-by"), meta.get("x-confirmed")) for meta in metas],
+                         [("ran", "Ada", "once"), ("refused", "Ada", None)])
+
+    def test_the_timeout_needs_the_inbox(self) -> None:
+        self.assertEqual(run("mcp-proxy", "--policy", self.policy, "--inbox-timeout", "5", "--", sys.executable, TINY),
+                         (2, "", "error: --inbox-timeout needs --inbox DIR\n"))
 
 
 class McpPinsCliTest(unittest.TestCase):

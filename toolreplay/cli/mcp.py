@@ -87,11 +87,14 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
 
 def _guard_config(args: argparse.Namespace, *, record: str | None = None, records: str | None = None) -> GuardConfig:
     """The guard the options describe (built and validated once, by `build_guard`)."""
+    if args.inbox_timeout is not None and not args.inbox:
+        raise UsageError("--inbox-timeout needs --inbox DIR")
     return GuardConfig(args.policy, record=record, records=records, approvals=args.approvals or None,
                        redact_key=args.redact_key, pins=args.pins or None,
                        read_cache=args.read_cache and not args.no_read_cache, mutators=tuple(args.mutator or ()),
                        repeatable=tuple(args.repeatable or ()), approvers=args.approvers or None,
-                       receipts=args.receipts or None)
+                       receipts=args.receipts or None, inbox=args.inbox or None,
+                       inbox_timeout=300.0 if args.inbox_timeout is None else args.inbox_timeout)
 
 
 def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
@@ -100,13 +103,15 @@ def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
     found = ["-m", "toolreplay", "mcp-proxy", "--policy", os.path.abspath(args.policy)]
     for option, value in (("--record", args.record), ("--redact-key", args.redact_key), ("--pins", args.pins),
                           ("--approvals", args.approvals), ("--approvers", args.approvers),
-                          ("--receipts", args.receipts)):
+                          ("--receipts", args.receipts), ("--inbox", args.inbox)):
         if value:
             found += [option, os.path.abspath(value)]
     for option, names in (("--mutator", args.mutator), ("--repeatable", args.repeatable), ("--header", args.header),
                           ("--header-env", args.header_env)):
         for name in names or ():
             found += [option, name]
+    if args.inbox_timeout is not None:
+        found += ["--inbox-timeout", repr(args.inbox_timeout)]
     if args.read_cache and not args.no_read_cache:
         found.append("--read-cache")
     if args.servers is not None:
@@ -283,6 +288,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--approvals", metavar="FILE",
                         help="approvals a person asked to remember (JSON Lines): a matching call is not asked again, "
                              "and a yes answered 'always' is added to FILE")
+    parser.add_argument("--inbox", metavar="DIR",
+                        help="when the client cannot ask a person (no elicitation), the call waits in the approvals "
+                             "inbox of the records folder DIR, answered from `toolreplay serve DIR`")
+    parser.add_argument("--inbox-timeout", metavar="SECONDS", type=float,
+                        help="with --inbox: refuse a call nobody decided within SECONDS (default: 300)")
     parser.add_argument("--approvers", metavar="ALLOWED_SIGNERS",
                         help="with --receipts: a call that needs confirmation runs only with an approval receipt "
                              "signed by a key of this OpenSSH allowed_signers file (toolreplay approve); the client "

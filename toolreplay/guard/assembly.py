@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.errors import UsageError
@@ -48,7 +48,11 @@ class GuardConfig:
     is the confirmation channel of a Python host (a front end with its own, the MCP client or the
     agent, ignores it). `approvers` (an OpenSSH allowed_signers file) and `receipts` (a folder) make a
     signed approval receipt the only yes to a call that needs one (toolreplay/guard/receipts.py): then no
-    front end's own confirmation is asked; the policy must be a file (a receipt names its SHA-256)."""
+    front end's own confirmation is asked; the policy must be a file (a receipt names its SHA-256).
+    `inbox` is a records folder whose approvals inbox a person answers from `toolreplay serve`
+    (toolreplay/guard/inbox.py): it becomes the confirmation channel of a Python host, and of a front end
+    whose own channel cannot ask (an MCP client without elicitation); `inbox_timeout` seconds later an
+    unanswered question is refused."""
 
     policy: Policy | str
     record: str | None = None
@@ -62,6 +66,8 @@ class GuardConfig:
     confirm: Confirm | None = field(default=None, compare=False)
     approvers: str | None = None
     receipts: str | None = None
+    inbox: str | None = None
+    inbox_timeout: float = 300.0
 
     @property
     def recording(self) -> bool:
@@ -79,6 +85,17 @@ class Guard:
     approvals: Approvals | None = None
     approvers: Keys | None = None  # the keys whose receipts approve calls, and the policy file's SHA-256
     policy_digest: str | None = None
+    confirm: Confirm | None = field(default=None, compare=False)  # the config's, or its inbox's
+
+    def confirmation(self, front_end: str | None = None, session: str | None = None) -> Confirm | None:
+        """The guard's own confirmation channel for one client session (`front_end` and `session` name it
+        in the inbox): the inbox's when the guard has one, else the config's `confirm`."""
+        if self.config.inbox is None:
+            return self.confirm
+        from toolreplay.guard.inbox import Inbox
+
+        return Inbox(self.config.inbox, timeout=self.config.inbox_timeout, session=session, front_end=front_end,
+                     redactor=self.redactor)
 
     def open_record(self, path: str | None = None, **options: Any) -> SessionRecorder:
         """The recorder of one record (sealed, with the guard's redactor): `path`, by default the guard's
@@ -105,7 +122,7 @@ class Guard:
         config = self.config
         if self.approvers is not None and "receipts" not in options:
             options["receipts"] = self.receipts(recorder)
-        return Gate(tools, self.policy, confirm=confirm if confirm is not None else config.confirm, recorder=recorder,
+        return Gate(tools, self.policy, confirm=confirm if confirm is not None else self.confirm, recorder=recorder,
                     mutators=config.mutators, repeatable=config.repeatable, read_cache=config.read_cache,
                     approvals=approvals if approvals is not None else self.session_approvals(), **options)
 
@@ -139,7 +156,14 @@ def build_guard(config: GuardConfig) -> Guard:
 
         approvals = Approvals(config.approvals, root=policy.root, redactor=redactor)
     approvers, digest = _approvers(config)
-    return Guard(config, policy, redactor, approvals, approvers, digest)
+    if config.inbox is not None and config.confirm is not None:
+        raise GuardConfigError("a guard asks a person through its confirm callback or through the inbox, not both")
+    if config.inbox is not None and not config.inbox_timeout > 0:
+        raise GuardConfigError(f"the inbox timeout must be more than 0 seconds, not {config.inbox_timeout}")
+    guard = Guard(config, policy, redactor, approvals, approvers, digest, config.confirm)
+    if config.inbox is not None:
+        guard = replace(guard, confirm=guard.confirmation("python"))
+    return guard
 
 
 def _approvers(config: GuardConfig) -> tuple[Keys | None, str | None]:

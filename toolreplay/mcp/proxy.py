@@ -64,7 +64,8 @@ class McpProxy:
         if record_meta is None:
             record_meta = getattr(upstream, "record_meta", None)
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
-        self._router = Router(self._transport, guard.policy, pins)
+        fallback = guard.confirmation("mcp-proxy", None if recorder is None else recorder.path)
+        self._router = Router(self._transport, guard.policy, pins, fallback)
         self._gate = guard.gate(self._router, recorder=recorder, record_meta=record_meta, approvals=approvals)
         if approvals is not None:
             self._router.offer_remember(SCOPES if approvals.path is not None else SCOPES[:2])

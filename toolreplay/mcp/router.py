@@ -30,9 +30,9 @@ from collections import OrderedDict
 from typing import Any
 
 from toolreplay.format.text import escape_text
-from toolreplay.guard.approvals import Remember
+from toolreplay.guard.approvals import Decided, Remember
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError
+from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, Confirm
 from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
@@ -118,11 +118,14 @@ class CallContext:
 class Router:
     """Routes one session's messages between the transport and the gate; the gate's ToolHost."""
 
-    def __init__(self, transport: SessionLink, policy: Policy, pins: ToolPins | None = None) -> None:
-        """The gate is attached by `serve`, since the gate is built on this router."""
+    def __init__(self, transport: SessionLink, policy: Policy, pins: ToolPins | None = None,
+                 fallback: Confirm | None = None) -> None:
+        """The gate is attached by `serve`, since the gate is built on this router. `fallback` is the guard's
+        own confirmation channel (the approvals inbox), asked when the client cannot ask a person."""
         self._transport = transport
         self._policy = policy
         self._pins = pins
+        self._fallback = fallback
         self._gate: Gate | None = None
         self._lock = threading.Lock()
         self._calls: dict[str, Waiter] = {}      # forwarded tools/call ids -> the worker awaiting the reply
@@ -183,8 +186,9 @@ class Router:
             response = recordable(response)  # the client still gets the reply as it came
         return response
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember:
-        """Ask the person through the client (mcp_confirm); a cancelled call raises CallCancelled."""
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool | Remember | Decided:
+        """Ask the person through the client (mcp_confirm), or, when it cannot ask, through the guard's own
+        channel (the approvals inbox) where it has one; a cancelled call raises CallCancelled."""
         assert isinstance(context, CallContext)
         self._turns.release(context.ticket)  # a call waiting for a person holds back no other call
         if context.cancelled:
@@ -194,6 +198,8 @@ class Router:
         answer = self._confirmation.ask(tool, args, context)
         if context.cancelled:
             raise CallCancelled("the client cancelled the call while it waited for a person", started=False)
+        if answer is None and self._fallback is not None:  # the client cannot ask: the person answers elsewhere
+            return self._fallback(tool, args)
         if not isinstance(answer, dict):  # nobody could be asked, or no answer came (the client went, an error)
             raise CannotConfirmError("the client cannot ask a person, or gave no answer")
         # a person's no, or a cancel of the question: declined; a yes may ask to be remembered
