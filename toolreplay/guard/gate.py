@@ -66,7 +66,6 @@ from toolreplay.guard.host import (
 )
 from toolreplay.guard.idempotency import Earlier, IdempotencyStore, Pending
 from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal, StopReason
-from toolreplay.guard.receipts import Receipted, Receipts
 from toolreplay.guard.request import Request
 from toolreplay.guard.resume import resume
 from toolreplay.policy.model import Policy
@@ -75,6 +74,7 @@ from toolreplay.policy.refusals import REFUSAL_PREFIXES, is_refusal
 from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 
 if TYPE_CHECKING:
+    from toolreplay.guard.receipts import Receipted, Receipts
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
@@ -337,9 +337,9 @@ class Gate:
                     return self._refuse(call, _cancelled(exc, False), "cancelled")
                 if isinstance(answer, Refusal):
                     return self._refuse(call, answer)
-                if isinstance(answer, Receipted):  # the receipt goes whole into the record
-                    call = replace(call, approval=("x-receipt", answer.note))
-                elif answer is not None:
+                if self._receipts is not None and _receipted(answer):  # the receipt goes whole into the record
+                    call = replace(call, approval=("x-receipt", answer.note))  # type: ignore[union-attr]
+                elif isinstance(answer, Remember):
                     call = self._remember(call, answer)
                 if call.approval is None:  # a plain yes, on record: the audit tells it from a call that needed none
                     call = replace(call, approval=("x-confirmed", "once"))
@@ -687,6 +687,13 @@ class Gate:
 def _failure(message: str) -> dict[str, Any]:
     """The response of a tool that failed (it ran, or may have: no refusal)."""
     return {"ok": False, "error": message}
+
+
+def _receipted(answer: object) -> bool:
+    """Whether a confirmation's answer is an approval receipt (only a gate with receipts loads their module)."""
+    from toolreplay.guard.receipts import Receipted
+
+    return isinstance(answer, Receipted)
 
 
 def _shadow(rule_id: str, effect: str, reason: str) -> dict[str, str]:
