@@ -50,6 +50,10 @@ _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 RESUME_ATTEMPTS = 3  # reconnections of a dropped stream in a row, before its requests are given up
 _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `retry:`, at most _RETRY_MOST
+# How long the first message after `notifications/initialized` waits for the server's own stream (GET) to be
+# open: a server sends a request of its own (sampling, elicitation, roots) on that stream, and drops it when
+# the stream is not open yet (the TypeScript SDK does), so a call POSTed before it would wait for ever.
+STREAM_OPEN_WAIT = 5.0
 _DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
 
 
@@ -242,6 +246,7 @@ class HttpServer:
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening = False
+        self._stream_opened: asyncio.Future[None] | None = None  # done once the GET's head came (or it failed)
         self._initializing: asyncio.Task[None] | None = None
         self._end_reason = "server closed the session"
         self._client: HttpClient | None = None  # made on the loop when the session starts
@@ -357,6 +362,9 @@ class HttpServer:
         if self._initializing is not None:  # what follows `initialize` needs the session it opens
             await asyncio.shield(self._initializing)
             self._initializing = None
+        if self._stream_opened is not None:  # ... and what follows `initialized`, the server's own stream
+            await asyncio.wait([self._stream_opened], timeout=STREAM_OPEN_WAIT)
+            self._stream_opened = None
         if initialize:
             self._initializing = asyncio.get_running_loop().create_task(self._guarded(post, True))
             self._tasks.add(self._initializing)
@@ -541,6 +549,7 @@ class HttpServer:
         if self._listening or self._session_id is None:  # a server without sessions has no stream of its own
             return
         self._listening = True
+        self._stream_opened = asyncio.get_running_loop().create_future()
         task = asyncio.get_running_loop().create_task(self._listen())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -548,6 +557,17 @@ class HttpServer:
     async def _listen(self) -> None:
         """The stream of the server's own messages, opened after `initialize`; 405 means it has none. A
         dropped stream is opened again (from its last event id), RESUME_ATTEMPTS failures in a row at most."""
+        try:
+            await self._listen_on()
+        finally:
+            self._stream_is_open()
+
+    def _stream_is_open(self) -> None:
+        """The GET's head came, or it never will: the messages held back for it go on."""
+        if self._stream_opened is not None and not self._stream_opened.done():
+            self._stream_opened.set_result(None)
+
+    async def _listen_on(self) -> None:
         parser = SseParser()
         failures = 0
         while failures < RESUME_ATTEMPTS:
@@ -558,7 +578,9 @@ class HttpServer:
                 response = await self._http.send("GET", headers)
             except HttpFailure:
                 failures += 1
+                self._stream_is_open()
             else:
+                self._stream_is_open()
                 if response.status_code == 405:  # no stream of its own: nothing to listen to
                     await response.aclose()
                     return
