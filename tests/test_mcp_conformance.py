@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -120,8 +121,6 @@ class ConformanceCase(unittest.TestCase):
         require(HAVE_HTTP, "uvicorn, starlette and httpx (pip install 'toolreplay[http]')")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
-        self.server = ReferenceServer()
-        self.addCleanup(self.server.stop)
         self.policy = os.path.join(self.directory, "policy.json")
         with open(self.policy, "w", encoding="utf-8") as out:
             json.dump({"agent": "conformance", "allowed_tools": REFERENCE_TOOLS, "write_tools": []}, out)
@@ -138,7 +137,14 @@ class ConformanceCase(unittest.TestCase):
             self.assertEqual(code, 0, stderr)
 
 
-class ServerScenariosTest(ConformanceCase):
+class ReferenceCase(ConformanceCase):
+    def setUp(self) -> None:
+        super().setUp()
+        self.server = ReferenceServer()
+        self.addCleanup(self.server.stop)
+
+
+class ServerScenariosTest(ReferenceCase):
     def test_the_proxy_passes_every_scenario_the_bare_server_passes(self) -> None:
         bare = run_suite(self.server.url, os.path.join(self.directory, "bare"))
         expected = {name for name, checks in bare.items() if passed(checks)}
@@ -156,7 +162,46 @@ class ServerScenariosTest(ConformanceCase):
                 self.stopped(listener)
 
 
-class ServerRequestLoopTest(ConformanceCase):
+CLIENT = os.path.join(ROOT, "tests", "mcp_servers", "conformance", "client.py")
+# the client scenarios that test what the proxy does as a client (the auth/ ones test a client's OAuth flow,
+# which the proxy leaves to its own client: it passes the flow through rather than running it)
+CLIENT_SCENARIOS = ["initialize", "tools_call", "elicitation-sep1034-client-defaults", "sse-retry"]
+
+
+def run_client_scenario(scenario: str, command: list[str], output: str) -> list[dict[str, Any]]:
+    """One client scenario: the suite starts its test server and runs `command URL`; the checks it made."""
+    os.makedirs(output)
+    done = subprocess.run([NODE, SUITE, "client", "--command", shlex.join(command), "--scenario", scenario,
+                           "-o", output], capture_output=True, text=True, timeout=120, cwd=output)
+    found = [os.path.join(output, name, "checks.json") for name in sorted(os.listdir(output))]
+    if not found or not os.path.exists(found[0]):
+        raise AssertionError(f"the suite made no check (exit {done.returncode}): {done.stdout[-2000:]}")
+    with open(found[0], encoding="utf-8") as source:
+        checks: list[dict[str, Any]] = json.load(source)
+    return checks
+
+
+class ClientScenariosTest(ConformanceCase):
+    """The proxy as a client (the stdio proxy in front of the suite's test server): every client scenario
+    that applies passes through it as it passes with the SDK's client alone."""
+
+    def test_the_proxys_client_side_passes_what_the_sdk_client_passes(self) -> None:
+        require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
+        policy = os.path.join(self.directory, "client-policy.json")
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "conformance-client", "write_tools": [],
+                       "allowed_tools": ["add_numbers", "test_client_elicitation_defaults", "test_reconnection"]}, out)
+        for scenario in CLIENT_SCENARIOS:
+            with self.subTest(scenario):
+                bare = run_client_scenario(scenario, [sys.executable, CLIENT],
+                                           os.path.join(self.directory, f"client-bare-{scenario}"))
+                self.assertTrue(passed(bare), failures(bare))
+                through = run_client_scenario(scenario, [sys.executable, CLIENT, "--proxy", policy],
+                                              os.path.join(self.directory, f"client-proxy-{scenario}"))
+                self.assertTrue(passed(through), failures(through))
+
+
+class ServerRequestLoopTest(ReferenceCase):
     """A server's sampling and elicitation requests, sent on its own stream (no related request) as the
     reference server sends them, in 200 sessions: each reaches the client once and its answer comes back."""
 
