@@ -8,13 +8,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any
 
 from tests.support import require
 from tests.test_cli import run
-from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, ROOT, TINY, Workspace, git_repository, run_client, texts
+from tests.test_mcp_real import (
+    EVERYTHING,
+    HAVE_EVERYTHING,
+    HAVE_GIT_SERVER,
+    HAVE_SDK,
+    ROOT,
+    TINY,
+    TOOLS,
+    Workspace,
+    git_repository,
+    run_client,
+    texts,
+)
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 
@@ -179,3 +192,48 @@ class SeveralServersTest(Workspace):
                 return texts(await asyncio.wait_for(client.call_tool("two__echo", {"text": "auto"}), 60))
 
         self.assertEqual(asyncio.run(main()), (False, ['echo {"text": "auto"}']))
+
+
+class ResourcesAndPromptsTest(Workspace):
+    """server-everything (resources, templates, prompts, completions) beside mcp-server-git (tools only)."""
+
+    def test_resources_and_prompts_of_several_servers_are_listed_prefixed_and_served_by_their_own(self) -> None:
+        require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
+        require(HAVE_GIT_SERVER, "mcp-server-git and git (pip install mcp-server-git)")
+        require(HAVE_EVERYTHING, f"@modelcontextprotocol/server-everything under {TOOLS} and node")
+        from mcp import types
+
+        servers = os.path.join(self.directory, "servers.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {
+                "everything": {"command": shutil.which("node"), "args": [EVERYTHING, "stdio"], "prefix": "ev"},
+                "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository",
+                                                            git_repository(self.directory)]}}}, out)
+        policy = self.write_policy({"agent": "several", "allowed_tools": ["git__git_status"]})
+        document = "ev__demo://resource/static/document/architecture.md"
+
+        async def scenario(session: Any) -> Any:
+            resources = [str(item.uri) for item in (await session.list_resources()).resources]
+            templates = [item.uri_template for item in (await session.list_resource_templates()).resource_templates]
+            read = (await session.read_resource(document)).contents[0]
+            templated = (await session.read_resource("ev__demo://resource/dynamic/text/7")).contents[0]
+            prompts = [item.name for item in (await session.list_prompts()).prompts]
+            prompt = await session.get_prompt("ev__args-prompt", {"city": "Paris", "state": "Texas"})
+            completion = await session.complete(types.PromptReference(type="ref/prompt", name="ev__completable-prompt"),
+                                                {"name": "department", "value": "E"})
+            try:
+                await session.read_resource("git__file:///etc/hostname")
+            except Exception as exc:  # noqa: BLE001  (the SDK raises its MCPError)
+                refused = str(exc)
+            return (resources[:2], len(resources), templates, str(read.uri), read.text[:15], str(templated.uri),
+                    prompts, prompt.messages[0].content.text, completion.completion.values, refused)
+
+        value, stderr = run_client(["--policy", policy, "--servers", servers], [], scenario)
+        self.assertEqual(value, (
+            [document, "ev__demo://resource/static/document/extension.md"], 7,
+            ["ev__demo://resource/dynamic/text/{resourceId}", "ev__demo://resource/dynamic/blob/{resourceId}"],
+            document, "# Everything Se", "ev__demo://resource/dynamic/text/7",
+            ["ev__simple-prompt", "ev__args-prompt", "ev__completable-prompt", "ev__resource-prompt"],
+            "What's weather in Paris, Texas?", ["Engineering"],
+            "Unknown resource: file:///etc/hostname"))  # git's own answer: the read went to git, unprefixed
+        self.assertNotIn("toolreplay mcp-proxy:", stderr)

@@ -219,7 +219,8 @@ class MultiServerTest(unittest.TestCase):
     def test_initialize_is_answered_once_merged(self) -> None:
         self.initialize()
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 0, "result": {
-            "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}},
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True},
+                                                              "resources": {"listChanged": True}},
             "serverInfo": {"name": "toolreplay-mcp-proxy", "version": "0.6.0"},
             "instructions": "Tools named a__*: Use a."}})
         self.client({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -278,12 +279,79 @@ class MultiServerTest(unittest.TestCase):
             self.client({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}})
             self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": (
                 f'Invalid params: no server has the tool "{name}"')}})
-        self.client({"jsonrpc": "2.0", "id": 2, "method": "resources/list"})
+        self.client({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": (
-            "Method not found: resources/list (the proxy offers only the tools of its several servers)")}})
+            "Method not found: logging/setLevel (the proxy offers the tools, prompts and resources of its several "
+            "servers)")}})
+        for method, params, text in [
+                ("resources/read", {"uri": "zed__file:///x"}, 'resource "zed__file:///x"'),
+                ("prompts/get", {"name": "greet"}, 'prompt "greet"'),
+                ("completion/complete", {"ref": {"type": "ref/resource", "uri": "file:///{x}"},
+                                         "argument": {"name": "x", "value": ""}}, 'resource "file:///{x}"')]:
+            self.client({"jsonrpc": "2.0", "id": 4, "method": method, "params": params})
+            self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": (
+                f"Invalid params: no server has the {text}")}})
         self.client({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 3, "result": {}})
         self.assertTrue(self.a.nothing() and self.b.nothing())
+
+    def test_prompts_and_resources_are_listed_under_prefixes_and_go_to_their_server(self) -> None:
+        self.client(INIT)
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+            "resources": {"subscribe": True}, "prompts": {}, "completions": {}}}})
+        self.b.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+            "tools": {}, "resources": {}}}})
+        self.assertEqual(self.got()["result"]["capabilities"], {
+            "tools": {"listChanged": True}, "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True}, "completions": {}})
+        self.client({"jsonrpc": "2.0", "id": 1, "method": "resources/list"})
+        self.assertEqual((self.a.got(), self.b.got()), ({"jsonrpc": "2.0", "id": 1, "method": "resources/list"},) * 2)
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {"resources": [{"uri": "file:///x", "name": "x"}]}})
+        self.b.emit({"jsonrpc": "2.0", "id": 1, "result": {"resources": [{"uri": "file:///x", "name": "bx"}]}})
+        self.assertEqual(self.got()["result"], {"resources": [{"uri": "a__file:///x", "name": "x"},
+                                                              {"uri": "bee__file:///x", "name": "bx"}]})
+        self.client({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"})  # only a offers prompts
+        self.assertEqual(self.a.got()["method"], "prompts/list")
+        self.a.emit({"jsonrpc": "2.0", "id": 2, "result": {"prompts": [{"name": "greet"}]}})
+        self.assertEqual(self.got()["result"], {"prompts": [{"name": "a__greet"}]})
+        self.client({"jsonrpc": "2.0", "id": 3, "method": "resources/templates/list"})
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 3, "result": {"resourceTemplates": [{"uriTemplate": "file:///{p}"}]}})
+        self.b.emit({"jsonrpc": "2.0", "id": 3, "result": {"resourceTemplates": []}})
+        self.assertEqual(self.got()["result"], {"resourceTemplates": [{"uriTemplate": "a__file:///{p}"}]})
+        self.assertTrue(self.a.nothing() and self.b.nothing())
+
+        self.client({"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "bee__file:///x"}})
+        self.assertEqual(self.b.got(), {"jsonrpc": "2.0", "id": 4, "method": "resources/read",
+                                        "params": {"uri": "file:///x"}})
+        self.b.emit({"jsonrpc": "2.0", "id": 4, "result": {"contents": [{"uri": "file:///x", "text": "hi"}]}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 4, "result": {"contents": [
+            {"uri": "bee__file:///x", "text": "hi"}]}})
+        self.client({"jsonrpc": "2.0", "id": 5, "method": "prompts/get",
+                     "params": {"name": "a__greet", "arguments": {"who": "me"}}})
+        self.assertEqual(self.a.got()["params"], {"name": "greet", "arguments": {"who": "me"}})
+        self.a.emit({"jsonrpc": "2.0", "id": 5, "result": {"messages": []}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 5, "result": {"messages": []}})
+        self.client({"jsonrpc": "2.0", "id": 6, "method": "completion/complete", "params": {
+            "ref": {"type": "ref/resource", "uri": "a__file:///{p}"}, "argument": {"name": "p", "value": "n"}}})
+        self.assertEqual(self.a.got()["params"], {"ref": {"type": "ref/resource", "uri": "file:///{p}"},
+                                                  "argument": {"name": "p", "value": "n"}})
+        self.client({"jsonrpc": "2.0", "id": 7, "method": "resources/subscribe", "params": {"uri": "a__file:///x"}})
+        self.assertEqual(self.a.got()["params"], {"uri": "file:///x"})
+        self.a.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///x"}})
+        self.a.emit({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                      "params": {"uri": "a__file:///x"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        self.a.end()
+        self.assertEqual([self.got() for _ in range(3)], [
+            {"jsonrpc": "2.0", "id": 6, "error": {"code": -32603, "message": "Internal error: the server 'a' has ended"}},
+            {"jsonrpc": "2.0", "id": 7, "error": {"code": -32603, "message": "Internal error: the server 'a' has ended"}},
+            {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
+        self.assertEqual([self.got() for _ in range(2)], [
+            {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}])
 
     def test_servers_requests_get_ids_that_cannot_collide(self) -> None:
         self.a.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
