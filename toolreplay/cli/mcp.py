@@ -153,6 +153,11 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
     guard = build_guard(_guard_config(args, records=args.records))
     pins = ToolPins(args.pins) if args.pins else None
 
+    # the client's Authorization (and the OAuth flow: 401s, the protected resource metadata) goes to a server URL,
+    # unless --header gives one of its own or the listener wants a token of its own
+    passes_authorization = configs is None and _is_url(command) and token is None and not any(
+        name.lower() == "authorization" for name, _ in headers)
+
     def upstream(client_headers: Mapping[str, str]) -> ServerEnd:
         """Each client session's own server, or own set of servers. A server URL gets the client's
         `Authorization` header unchanged (unless --header gives one, or it is the proxy's own token)."""
@@ -161,10 +166,11 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
                                names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
         if not _is_url(command):
             return StdioServer(command)
-        passed = [] if token is not None or any(name.lower() == "authorization" for name, _ in headers) else [
+        passed = [] if not passes_authorization else [
             ("Authorization", value) for name, value in client_headers.items() if name.lower() == "authorization"]
         # on the listener's event loop: each message crosses one thread fewer
-        server = _upstream(command, [*headers, *passed], io, loop=listener.loop)
+        server = _upstream(command, [*headers, *passed], io, loop=listener.loop,
+                           client_authorization=passes_authorization)
         assert not isinstance(server, list)
         return server
 
@@ -172,7 +178,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
                             path=args.path, token=token, allowed_origins=args.allow_origin or (),
                             max_body=args.max_body, session_timeout=args.session_timeout, pins=pins,
                             head_timeout=head_timeout, max_connections=max_connections,
-                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command)
+                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command,
+                            resource=command[0] if passes_authorization else None)
     stop = threading.Event()
     previous = _on_stop_signals(stop.set)
     try:
@@ -209,8 +216,8 @@ def _headers(command: list[str], args: argparse.Namespace) -> list[tuple[str, st
     return headers
 
 
-def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
-              loop: asyncio.AbstractEventLoop | None = None) -> list[str] | ServerEnd:
+def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO, loop: asyncio.AbstractEventLoop | None = None,
+              client_authorization: bool = False) -> list[str] | ServerEnd:
     """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with
     `headers`, run on `loop` when given), anything else a command to run."""
     if not _is_url(command):
@@ -225,7 +232,7 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
             io.stderr.write("toolreplay mcp-proxy: " + escape_text(text) + "\n")
             io.stderr.flush()
 
-    return HttpServer(command[0], headers=headers, say=say, loop=loop)
+    return HttpServer(command[0], headers=headers, say=say, loop=loop, client_authorization=client_authorization)
 
 
 def _on_stop_signals(stop: Callable[[], None]) -> dict[str, Any]:

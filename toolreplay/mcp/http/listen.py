@@ -29,6 +29,7 @@ uvicorn and httptools are optional dependencies (the `http` extra): imported whe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -52,6 +53,7 @@ from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
 from toolreplay.guard.intents import IntentFile
 from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
+from toolreplay.mcp.http.oauth import METADATA_PREFIX, MetadataError, fetch_metadata, metadata_path, rewrite_challenge
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
@@ -425,8 +427,10 @@ class _Session:
     """One client session: its id, client end, proxy, record, and the thread that runs the proxy."""
 
     def __init__(self, session_id: str, client: HttpClient, proxy: McpProxy, recorder: SessionRecorder,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, upstream: ServerEnd | None = None) -> None:
         self.id = session_id
+        self.upstream = upstream  # its server end (an HTTP upstream's challenges and authorization)
+        self.authorization: str | None = None  # the client's last Authorization header, passed on
         self.client = client
         self.proxy = proxy
         self.recorder = recorder
@@ -458,7 +462,7 @@ class HttpListener:
                  allowed_origins: Iterable[str] = (), max_body: int = DEFAULT_MAX_BODY,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT, pins: ToolPins | None = None,
                  head_timeout: float = DEFAULT_HEAD_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 upstream: Iterable[str] | None = None) -> None:
+                 upstream: Iterable[str] | None = None, resource: str | None = None) -> None:
         """Nothing listens before `start`. `guard` is the assembled guard every session's proxy is built from
         (a bare Policy: a guard of it and nothing else); `records` is the folder of the sessions' records
         (created when missing); `token`, when given, is required on every request as `Authorization:
@@ -469,7 +473,9 @@ class HttpListener:
         a request is answered 503. `upstream` names what the factory serves (its command, `[URL]`): the
         sessions' write intents then live in one file of the records folder (`intents_name`), which
         outlives a crash; without it each session's intents are beside its record, and no later session
-        reads them."""
+        reads them. `resource`: the server URL whose OAuth flow is passed through (its 401/403 as HTTP, its
+        protected resource metadata served under the listener's URL, each request's Authorization passed
+        on; toolreplay.mcp.http.oauth)."""
         self._factory = factory
         self._guard = guard if isinstance(guard, Guard) else build_guard(GuardConfig(guard, records=records))
         self._pins = pins
@@ -486,6 +492,8 @@ class HttpListener:
         self._head_timeout = head_timeout
         self._max_connections = max_connections
         self._upstream = None if upstream is None else list(upstream)
+        self._resource = resource
+        self._metadata_source: str | None = None  # the server's metadata URL, as its 401 named it
         self._intents: IntentFile | None = None
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
@@ -601,7 +609,8 @@ class HttpListener:
         except BaseException:
             recorder.close()
             raise
-        session = _Session(session_id, client, proxy, recorder, loop)
+        session = _Session(session_id, client, proxy, recorder, loop, upstream)
+        session.authorization = headers.get("authorization")
         session.thread.start()
         while not client.started.is_set() and session.thread.is_alive():
             await asyncio.sleep(0.002)  # the server starts (a process) in the session's thread
@@ -621,6 +630,10 @@ class HttpListener:
         await session.ended.wait()
         with self._lock:
             self._sessions.pop(session.id, None)
+        path = os.path.join(self._records, record_name(session.id))
+        with contextlib.suppress(OSError):
+            if os.path.getsize(path) == 0:  # nothing ran (a client not yet authorized, say): no record is left
+                os.remove(path)
         self.say(f"session {record_name(session.id)[:-6]}: ended ({session.proxy.exit_reason or 'stopped'})")
 
     async def _expire_idle(self) -> None:
@@ -651,6 +664,12 @@ class HttpListener:
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         try:
+            if self._resource is not None and scope["path"] in (METADATA_PREFIX, metadata_path(self.path)):
+                self._check_access(scope, headers, endpoint=False)
+                if scope["method"] != "GET":
+                    raise _HttpError(405, "Method Not Allowed", headers=[(b"allow", b"GET")])
+                await self._metadata(send)
+                return
             self._check_access(scope, headers)
             method = scope["method"]
             if method == "POST":
@@ -670,7 +689,32 @@ class HttpListener:
             await _respond(send, error.status, _error_body(error.code, error.text), headers=error.headers,
                            content_type=b"application/json")
 
-    def _check_access(self, scope: Scope, headers: Mapping[str, str]) -> None:
+    async def _metadata(self, send: Send) -> None:
+        """The server's protected resource metadata, with the listener's URL as its resource."""
+        assert self._resource is not None
+        try:
+            body = await fetch_metadata(self._resource, self._metadata_source, self.url)
+        except MetadataError as exc:
+            self.say(str(exc))
+            raise _HttpError(502, f"Bad Gateway: {exc}", INTERNAL_ERROR) from None
+        await _respond(send, 200, body, content_type=b"application/json")
+
+    def _challenged(self, session: _Session, stream: _Stream) -> tuple[int, list[tuple[bytes, bytes]]] | None:
+        """The 401 or 403 the server answered the stream's one request with, and the headers passing it on."""
+        challenge = getattr(session.upstream, "challenge", None)
+        if self._resource is None or challenge is None or len(stream.requests) != 1:
+            return None
+        found = challenge(stream.requests[0]["id"])
+        if found is None:
+            return None
+        status, header = found
+        base = self.url[:-len(self.path)] if self.url.endswith(self.path) else self.url
+        rewritten, named = rewrite_challenge(header, base + metadata_path(self.path), self._resource)
+        if named is not None:
+            self._metadata_source = named
+        return status, [(b"www-authenticate", rewritten.encode("latin-1", "replace"))]
+
+    def _check_access(self, scope: Scope, headers: Mapping[str, str], endpoint: bool = True) -> None:
         if self._token is not None:
             scheme, _, token = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8", "replace"),
@@ -687,6 +731,8 @@ class HttpListener:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if host and not is_loopback(name):
                 raise _HttpError(403, "Forbidden: Host not allowed")
+        if not endpoint:
+            return
         if scope["path"] != self.path:
             raise _HttpError(404, "Not Found")
         version = headers.get("mcp-protocol-version")
@@ -715,6 +761,11 @@ class HttpListener:
             session = await self._open_session(headers)
         else:
             session = self._session(headers)
+            authorization = headers.get("authorization")
+            authorize = getattr(session.upstream, "authorize", None)
+            if self._resource is not None and authorization and authorization != session.authorization and authorize:
+                session.authorization = authorization  # a refreshed token: the server gets it from now on
+                authorize(authorization)
             if isinstance(message, list) and session.client.version not in BATCH_VERSIONS:
                 raise _HttpError(400, "Invalid Request: batches are not supported by the negotiated protocol "
                                       "version")
@@ -779,9 +830,18 @@ class HttpListener:
                     break
             if streaming:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-            else:
-                body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
+                return
+            body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
+            challenged = self._challenged(session, stream)
+            if challenged is None:
                 await _respond(send, 200, body, session_id=session.id, content_type=b"application/json")
+                return
+            status, headers = challenged
+            opening = stream.requests[0].get("method") == "initialize"
+            if opening:  # not authorized: no session is opened (the client initializes again with a token)
+                session.client.end("the server asked the client to authorize")
+            await _respond(send, status, body, session_id=None if opening else session.id,
+                           content_type=b"application/json", headers=headers)
         finally:
             gone.cancel()
             session.client.detach(stream)

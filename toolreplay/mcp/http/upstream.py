@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -54,6 +55,8 @@ _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `re
 # open: a server sends a request of its own (sampling, elicitation, roots) on that stream, and drops it when
 # the stream is not open yet (the TypeScript SDK does), so a call POSTed before it would wait for ever.
 STREAM_OPEN_WAIT = 5.0
+AUTH_STATUSES = (401, 403)  # the server asks the client to authorize (or for more scope): passed on as HTTP
+_CHALLENGES_KEPT = 1024
 _DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
 
 
@@ -216,12 +219,14 @@ class HttpServer:
 
     def __init__(self, url: str, *, headers: Iterable[tuple[str, str]] = (),
                  say: Callable[[str], None] | None = None, connect_timeout: float = 30.0,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, client_authorization: bool = False) -> None:
         """`headers` go with every request (say `Authorization`); `say` receives the end's own messages
         (a stream given up, the session expired), which never hold a header value. `loop`: an event loop
         running on another thread (the `--listen` listener's) to run on rather than a thread of its own, so
         that each message crosses one thread fewer; the end's callbacks then run on that loop's thread.
-        Without httpx, a UsageError that names the extra."""
+        `client_authorization`: the `Authorization` header is the client's (`--listen` in front of this URL), and
+        `authorize` replaces it when the client sends another (a refreshed token). Without httpx, a UsageError
+        that names the extra."""
         if not is_http_url(url):
             raise UsageError(f"not an http:// or https:// URL: {_shown(url)}")
         try:
@@ -250,6 +255,20 @@ class HttpServer:
         self._initializing: asyncio.Task[None] | None = None
         self._end_reason = "server closed the session"
         self._client: HttpClient | None = None  # made on the loop when the session starts
+        self._client_authorization = client_authorization
+        # request id key -> (status, WWW-Authenticate) of a 401 or 403 that answered it: `challenge` hands it to
+        # the listener, which answers the client's HTTP request with them (the OAuth flow runs client to server)
+        self._challenges: OrderedDict[str, tuple[int, str]] = OrderedDict()
+
+    def challenge(self, request_id: Any) -> tuple[int, str] | None:
+        """The 401 or 403 (status, WWW-Authenticate) the server answered the request with, once; else None."""
+        return self._challenges.pop(id_key(request_id), None)
+
+    def authorize(self, value: str) -> None:
+        """The client's `Authorization` for the requests from now on (only when the header is the client's)."""
+        if self._client_authorization:
+            self._headers = [*((name, text) for name, text in self._headers if name.lower() != "authorization"),
+                             ("Authorization", value)]
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
@@ -440,7 +459,13 @@ class HttpServer:
             await response.aclose()
 
     async def _error_status(self, response: Answer, post: _Post) -> None:
-        """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
+        """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own. A 401 or
+        403 is kept for `challenge`, with its WWW-Authenticate."""
+        if response.status_code in AUTH_STATUSES:
+            for key in post.waiting:
+                self._challenges[key] = (response.status_code, response.headers.get("www-authenticate", ""))
+            while len(self._challenges) > _CHALLENGES_KEPT:
+                self._challenges.popitem(last=False)
         body = await response.aread()
         if post.waiting and len(post.waiting) == 1:
             try:
