@@ -42,7 +42,7 @@ import secrets
 import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
@@ -73,6 +73,8 @@ DEFAULT_MAX_CONNECTIONS = 100  # open connections served at once; one more is an
 KNOWN_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 INTERNAL_ERROR = -32603
 _BACKLOG = 1000  # messages kept for a GET stream that is not open
+REPLAY_EVENTS = 256  # events of a stream kept for a client resuming it with Last-Event-ID
+RESUMABLE_STREAMS = 16  # streams of a session whose client went, kept to be resumed (the oldest goes first)
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -127,8 +129,12 @@ class _Stream:
     Written from any thread (`put`), read by the response's task in the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sse: bool, ids: set[str] | None = None,
-                 requests: list[dict[str, Any]] | None = None) -> None:
+                 requests: list[dict[str, Any]] | None = None, number: int = 0) -> None:
         self.loop = loop
+        self.number = number  # its event ids are `NUMBER-N`, N counting from 1
+        self.sent = 0  # events written (or kept for a client that went)
+        self.history: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_EVENTS)  # the last events, to replay
+        self.parked = False  # its client went mid-stream: what comes waits (bounded) for a resumption
         self.sse = sse
         self.ids = ids if ids is not None else set()  # ids still to be answered on it
         self.requests = requests or []  # the requests it carried (to find the call a question is about)
@@ -141,8 +147,17 @@ class _Stream:
         self.loop.call_soon_threadsafe(self._push, (data, last or data is None))
 
     def _push(self, item: tuple[bytes | None, bool]) -> None:
+        if self.parked and len(self.items) >= REPLAY_EVENTS:
+            self.items.popleft()  # bounded while nobody reads: the oldest is dropped
         self.items.append(item)
         self._wake()
+
+    def event(self, data: bytes) -> bytes:
+        """`data` as the stream's next SSE event, with its id, kept for a resumption."""
+        self.sent += 1
+        event = f"id: {self.number}-{self.sent}\nevent: message\ndata: ".encode() + data.rstrip(b"\n") + b"\n\n"
+        self.history.append((self.sent, event))
+        return event
 
     def _wake(self, *_: Any) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -284,6 +299,11 @@ class HttpClient:
         """The client answered a request: if it was the proxy's question, where it went is forgotten."""
         with self._lock:
             self._asked.pop(id_key(request_id), None)
+
+    def is_get(self, stream: _Stream) -> bool:
+        """Whether `stream` is the session's GET stream."""
+        with self._lock:
+            return self._get is stream
 
     def open_get(self, stream: _Stream) -> bool:
         """Make `stream` the session's GET stream and send it what waited; False when one is open."""
@@ -438,6 +458,8 @@ class _Session:
         self.last_seen = time.monotonic()
         self.ended = asyncio.Event()
         self.failure: str | None = None  # why the server could not start
+        self.streams = 0  # SSE streams numbered so far (event ids name their stream)
+        self.resumable: OrderedDict[int, _Stream] = OrderedDict()  # streams whose client went, by number
         self.thread = threading.Thread(target=self._run, args=(loop,), name="mcp-http-session", daemon=True)
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -795,35 +817,42 @@ class HttpListener:
         keys = {id_key(request["id"]) for request in requests}
         if len(keys) < len(requests) or any(client.in_flight(key) for key in keys):
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
-        stream = _Stream(asyncio.get_running_loop(), sse, keys, requests)
+        session.streams += 1
+        stream = _Stream(asyncio.get_running_loop(), sse, keys, requests, session.streams)
         client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
         await self._stream_out(session, stream, receive, send)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
-                          eager: bool = False) -> None:
+                          eager: bool = False, after: int | None = None) -> None:
         """Write what comes for `stream` until it ends or its client goes: as one JSON body when its answer is
         all there is, else (the client accepting it) as SSE events, started by the first message that is not
         the last (a question before the answer, progress) or at once when `eager` (the GET stream). A task
-        reads `receive` for the client leaving."""
+        reads `receive` for the client leaving. Each event has an id; a client that goes mid-stream may resume
+        it (`after`: the last event it had), so the stream stays, bounded, until the session ends."""
         gone = asyncio.ensure_future(_disconnected(receive))
         streaming = False
+        parked = False
         try:
             if eager:
                 await self._start_sse(send, session)
                 streaming = True
+            if after is not None:
+                for number, event in list(stream.history):
+                    if number > after:
+                        await send({"type": "http.response.body", "body": event, "more_body": True})
             parts: list[bytes] = []
             while True:
                 item = await stream.get(gone)
-                if item is None:
-                    return  # the client went: what comes for it is dropped (the calls still run and are recorded)
+                if item is None:  # the client went: the calls still run and are recorded
+                    parked = streaming and stream.open and self._park(session, stream)
+                    return
                 data, last = item
                 if data is not None:
                     if not streaming and not last and stream.sse:
                         await self._start_sse(send, session)
                         streaming = True
                     if streaming:
-                        await send({"type": "http.response.body", "body": b"event: message\ndata: "
-                                    + data.rstrip(b"\n") + b"\n\n", "more_body": True})
+                        await send({"type": "http.response.body", "body": stream.event(data), "more_body": True})
                     else:
                         parts.append(data.rstrip(b"\n"))
                 if last:
@@ -844,7 +873,23 @@ class HttpListener:
                            content_type=b"application/json", headers=headers)
         finally:
             gone.cancel()
+            if not parked:
+                session.resumable.pop(stream.number, None)
+                session.client.detach(stream)
+
+    @staticmethod
+    def _park(session: _Session, stream: _Stream) -> bool:
+        """Keep a stream whose client went for a resumption; the oldest kept goes when there are too many. The
+        GET stream stops taking messages (they wait for the next GET, as before it opened)."""
+        stream.parked = True
+        session.resumable[stream.number] = stream
+        if session.client.is_get(stream):
             session.client.detach(stream)
+            stream.open = True
+        while len(session.resumable) > RESUMABLE_STREAMS:
+            _, oldest = session.resumable.popitem(last=False)
+            session.client.detach(oldest)
+        return True
 
     @staticmethod
     async def _start_sse(send: Send, session: _Session) -> None:
@@ -854,12 +899,31 @@ class HttpListener:
     async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
         if not _accepts(headers.get("accept", ""))[1]:
             raise _HttpError(406, "Not Acceptable: the client must accept text/event-stream")
-        if headers.get("last-event-id"):
-            raise _HttpError(400, "Bad Request: resuming a stream (Last-Event-ID) is not offered")
-        stream = _Stream(asyncio.get_running_loop(), True)
+        last = headers.get("last-event-id")
+        if last:
+            await self._resume(session, last, receive, send)
+            return
+        session.streams += 1
+        stream = _Stream(asyncio.get_running_loop(), True, number=session.streams)
         if not session.client.open_get(stream):
             raise _HttpError(409, "Conflict: the session already has a GET stream")
         await self._stream_out(session, stream, receive, send, eager=True)  # alone, it is idle
+
+    async def _resume(self, session: _Session, last: str, receive: Receive, send: Send) -> None:
+        """GET with Last-Event-ID: the stream that event was on, from the event after it (what is kept of it)."""
+        number, _, count = last.strip().partition("-")
+        stream = session.resumable.get(int(number)) if number.isdigit() and count.isdigit() else None
+        if stream is None:
+            raise _HttpError(400, "Bad Request: no stream of this session to resume from that Last-Event-ID")
+        del session.resumable[stream.number]
+        stream.parked = False
+        if stream.ids or stream.requests:  # a POST's stream: its answers still come to it
+            await self._stream_out(session, stream, receive, send, eager=True, after=int(count))
+            return
+        if not session.client.open_get(stream):  # the GET stream: what waited is sent after the replay
+            session.resumable[stream.number] = stream
+            raise _HttpError(409, "Conflict: the session already has a GET stream")
+        await self._stream_out(session, stream, receive, send, eager=True, after=int(count))
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes:
         too_large = _HttpError(413, f"Payload Too Large: the body exceeds {self._max_body} bytes")
