@@ -115,7 +115,7 @@ class SeveralServersTest(Workspace):
             "index 3: permission-overreach: tool 'two__delete_all' is not in the declared scope for agent "
             "'several'\n"), ""))
 
-    def test_a_server_that_exits_leaves_the_others_serving(self) -> None:
+    def test_a_server_that_exits_is_started_again_and_the_others_serve_meanwhile(self) -> None:
         from mcp.shared.exceptions import MCPError
 
         async def answer(tool: str, args: dict[str, Any], session: Any) -> Any:
@@ -124,29 +124,37 @@ class SeveralServersTest(Workspace):
             except MCPError as exc:  # a JSON-RPC error
                 return str(exc)
 
-        async def scenario(session: Any) -> Any:
-            crashed = await answer("one__crash", {}, session)
-            listing = await session.list_tools()
-            return (crashed, [tool.name for tool in listing.tools],
-                    await answer("one__echo", {"text": "gone?"}, session),
-                    await answer("two__echo", {"text": "still here"}, session))
+        async def names(session: Any) -> list[str]:
+            return [tool.name for tool in (await session.list_tools()).tools]
 
-        value, stderr = self.proxy(scenario)
+        async def scenario(session: Any) -> Any:
+            crashed = await answer("one__crash", {}, session)  # a write (--mutator): it may have run
+            listing = await names(session)
+            down = await answer("one__echo", {"text": "gone?"}, session)
+            others = await answer("two__echo", {"text": "still here"}, session)
+            for _ in range(100):  # started again after 1 s
+                if "one__echo" in (back := await names(session)):
+                    break
+                await asyncio.sleep(0.1)
+            return (crashed, listing, down, others, back[:2], await answer("one__echo", {"text": "back"}, session))
+
+        value, stderr = self.proxy(scenario, "--mutator", "one__crash")
         self.assertEqual(value, (
-            "Internal error: the server 'tiny-one' has ended",
+            (True, ["toolreplay: outcome unknown: the server 'tiny-one' ended before it answered; whether the "
+                    "write took effect is unknown"]),
             ["two__echo", "two__write_note", "two__ask_client", "git__git_status", "git__git_log"],
             "Internal error: the server 'tiny-one' has ended",
-            (False, ['echo {"text": "still here"}'])))
-        self.assertEqual(stderr, "toolreplay mcp-proxy: server 'tiny-one' ended (server exited): its tools are "
-                                 "gone for the rest of the session\n")
+            (False, ['echo {"text": "still here"}']),
+            ["one__echo", "one__write_note"],
+            (False, ['echo {"text": "back"}'])))
+        self.assertEqual(stderr, "toolreplay mcp-proxy: server 'tiny-one' ended (server exited): it is started "
+                                 "again\ntoolreplay mcp-proxy: server 'tiny-one' is back (started again): its tools "
+                                 "are listed again\n")
         with open(self.record, encoding="utf-8") as record:
-            self.assertEqual([(row["tool"], row["response"].get("error"), row["meta"]["x-server"])
+            self.assertEqual([(row["tool"], row["meta"]["outcome"], row["meta"]["x-server"])
                               for row in map(json.loads, record)], [
-                ("one__crash", {"code": -32603, "message": "Internal error: the server 'tiny-one' has ended"},
-                 "tiny-one"),
-                ("one__echo", {"code": -32603, "message": "Internal error: the server 'tiny-one' has ended"},
-                 "tiny-one"),
-                ("two__echo", None, "tiny-two")])
+                ("one__crash", "unknown", "tiny-one"), ("one__echo", "ran", "tiny-one"),
+                ("two__echo", "ran", "tiny-two"), ("one__echo", "ran", "tiny-one")])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_two_servers_asking_the_client_at_once_each_get_their_answer(self) -> None:

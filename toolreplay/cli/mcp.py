@@ -18,7 +18,7 @@ from toolreplay.guard.assembly import GuardConfig, build_guard
 from toolreplay.mcp.config import CLIENTS, client_config
 from toolreplay.mcp.pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.mcp.proxy import McpProxy
-from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, start_servers
+from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, server_factories
 
 if TYPE_CHECKING:
     import asyncio
@@ -68,8 +68,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     try:
         upstream: list[str] | ServerEnd = _upstream(command, headers, io)
         if configs is not None:  # started once every file given has been read and opened
-            upstream = MultiServer(start_servers(args.servers, configs),
-                                   names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+            upstream = _several(args.servers, configs, io)
         io.stdout.flush()
         proxy = McpProxy(upstream, guard, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins)
@@ -162,8 +161,7 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         """Each client session's own server, or own set of servers. A server URL gets the client's
         `Authorization` header unchanged (unless --header gives one, or it is the proxy's own token)."""
         if configs is not None:
-            return MultiServer(start_servers(args.servers, configs),
-                               names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+            return _several(args.servers, configs, io)
         if not _is_url(command):
             return StdioServer(command)
         passed = [] if not passes_authorization else [
@@ -194,6 +192,13 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
     return 0
+def _several(path: str, configs: list[ServerConfig], io: IO) -> MultiServer:
+    """The servers of a servers file behind one end; a server that ends is started again (with backoff)."""
+    factories = server_factories(path, configs)
+    return MultiServer({prefix: make() for prefix, make in factories.items()}, restart=factories,
+                       names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+
+
 def _is_url(command: list[str]) -> bool:
     """One http:// or https:// argument after --: a remote server over Streamable HTTP."""
     return len(command) == 1 and command[0].startswith(("http://", "https://"))

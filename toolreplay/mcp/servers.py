@@ -19,13 +19,14 @@ takes only its own tools with it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, TextIO
@@ -42,11 +43,12 @@ from toolreplay.mcp.wire import (
     dump_message,
     error_message,
     id_key,
+    no_answer_error,
     parse_message,
 )
 
-__all__ = ["MAX_PAGES", "NAME_LIMIT", "SEPARATOR", "MultiServer", "ServerConfig", "http_server", "read_servers",
-           "split_name", "start_servers"]
+__all__ = ["MAX_PAGES", "NAME_LIMIT", "RESTART_BACKOFF", "SEPARATOR", "MultiServer", "ServerConfig", "http_server",
+           "read_servers", "server_factories", "split_name", "start_servers"]
 
 SEPARATOR = "__"
 NAME_LIMIT = 128  # the longest tool name the MCP specification recommends (2025-11-25)
@@ -55,6 +57,7 @@ PREFIX_RULE = 'letters, digits, "-" and "_", at most 32 characters, no "__", not
 _PREFIX = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}")
 _SERVER_KEYS = ("command", "args", "env", "url", "headers", "prefix", "type")
 _METHOD_NOT_FOUND, _INTERNAL_ERROR = -32601, -32603
+RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before each restart of a server that ended, in a row
 _FORGOTTEN = 1024  # ids of cancelled requests remembered, so that a late reply is dropped without a word
 # the listings that fan out: method -> (the result's array, the capability a server must offer to be asked,
 # the key of each item that gets the prefix)
@@ -246,16 +249,23 @@ def http_server(url: str, headers: Mapping[str, str]) -> ServerEnd:
 def start_servers(path: str, configs: list[ServerConfig]) -> dict[str, ServerEnd]:
     """The `ServerEnd` of each server, by prefix (nothing is started yet); a url entry without the HTTP
     upstream is an InputError at its line."""
-    servers: dict[str, ServerEnd] = {}
+    return {prefix: make() for prefix, make in server_factories(path, configs).items()}
+
+
+def server_factories(path: str, configs: list[ServerConfig]) -> dict[str, Callable[[], ServerEnd]]:
+    """What makes each server's `ServerEnd`, by prefix (for its first start and its restarts); a url entry
+    without the HTTP upstream is an InputError at its line."""
+    factories: dict[str, Callable[[], ServerEnd]] = {}
     for config in configs:
         if config.url is None:
-            servers[config.prefix] = StdioServer(list(config.command), env=config.env)
+            factories[config.prefix] = functools.partial(StdioServer, list(config.command), env=config.env)
             continue
         try:
-            servers[config.prefix] = http_server(config.url, config.headers)
+            http_server(config.url, config.headers)  # checked now: a missing extra is said before anything starts
         except UsageError as exc:
             raise InputError(path, config.line, f"server {json.dumps(config.name)}: {exc}") from None
-    return servers
+        factories[config.prefix] = functools.partial(http_server, config.url, config.headers)
+    return factories
 
 
 # -- the servers behind one ServerEnd -----------------------------------------------------------------
@@ -273,6 +283,15 @@ class _Fan:
         self.pages: dict[str, int] = {prefix: 0 for prefix in prefixes}
 
 
+class _Restart:
+    """The `initialize` a restarted server is sent, with the client's own parameters."""
+
+    __slots__ = ("generation",)
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+
 class _Call:
     """A client request sent to one server: its reply goes back as it came (a read's contents with their
     URIs prefixed, `prefix`)."""
@@ -288,9 +307,12 @@ class MultiServer:
     """Several `ServerEnd`s, by prefix, behind one `ServerEnd` (see the module's docstring)."""
 
     def __init__(self, servers: Mapping[str, ServerEnd], *, names: Mapping[str, str] | None = None,
-                 diagnostics: TextIO | None = None) -> None:
+                 diagnostics: TextIO | None = None, restart: Mapping[str, Callable[[], ServerEnd]] | None = None,
+                 backoff: Sequence[float] = RESTART_BACKOFF) -> None:
         """`servers` by prefix, in the order listings show them; `names` gives each prefix the server's
-        name (for the record and messages; default the prefix); `diagnostics` receives the lines said."""
+        name (for the record and messages; default the prefix); `diagnostics` receives the lines said.
+        `restart` makes a new end for a server that ended, started after `backoff[i]` seconds for the i-th
+        attempt in a row (then no more)."""
         for prefix in servers:
             if not valid_prefix(prefix):
                 raise ValueError(f"not a valid prefix: {prefix!r}")
@@ -307,7 +329,7 @@ class MultiServer:
         self._gone: set[str] = set()  # servers that ended or failed initialize: their tools are gone
         self._ended = False  # the on_ended sentinel is queued
         self._closing = False
-        self._sent: dict[tuple[str, str], _Call | _Fan] = {}  # (prefix, id key) -> what the reply answers
+        self._sent: dict[tuple[str, str], _Call | _Fan | _Restart] = {}  # (prefix, id key) -> what the reply answers
         self._cancelled: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._asked: dict[str, tuple[str, Any]] = {}  # our id key -> (prefix, the server's own id)
         self._asked_back: dict[tuple[str, str], Any] = {}  # (prefix, the server's id key) -> our id
@@ -315,6 +337,12 @@ class MultiServer:
         self._counter = 0
         self._long_said: set[str] = set()
         self._capabilities: dict[str, dict[str, Any]] = {}  # prefix -> what it offered at initialize
+        self._restart = dict(restart or {})
+        self._backoff = tuple(backoff)
+        self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
+        self._attempts = {prefix: 0 for prefix in servers}  # restarts in a row that did not come back
+        self._restarting: set[str] = set()
+        self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
     # -- ServerEnd ----------------------------------------------------------------------------------
 
@@ -325,7 +353,7 @@ class MultiServer:
         self._deliverer.start()
         for prefix, server in self._servers.items():
             try:
-                server.start(self._line_handler(prefix), self._end_handler(prefix))
+                server.start(self._line_handler(prefix, 0), self._end_handler(prefix, 0))
             except UsageError as exc:
                 with self._lock:
                     self._ended = True  # as for one server that cannot start: no end is reported
@@ -400,6 +428,8 @@ class MultiServer:
         needs = listing[1] if listing is not None else None
         key = id_key(message["id"])
         with self._lock:
+            if message["method"] == "initialize":
+                self._initialize = message
             live = [prefix for prefix in self._servers if prefix not in self._gone
                     and (needs is None or needs in self._capabilities.get(prefix, {}))]
             fan = _Fan(message, live)
@@ -498,11 +528,11 @@ class MultiServer:
 
     # -- servers to the client ------------------------------------------------------------------------
 
-    def _line_handler(self, prefix: str) -> LineHandler:
-        return lambda line: self._from_server(prefix, line)
+    def _line_handler(self, prefix: str, generation: int) -> LineHandler:
+        return lambda line: self._from_server(prefix, line) if self._generation[prefix] == generation else None
 
-    def _end_handler(self, prefix: str) -> Callable[[str], None]:
-        return lambda reason: self._server_gone(prefix, reason)
+    def _end_handler(self, prefix: str, generation: int) -> Callable[[str], None]:
+        return lambda reason: self._server_gone(prefix, reason) if self._generation[prefix] == generation else None
 
     def _from_server(self, prefix: str, line: bytes) -> None:
         try:
@@ -567,6 +597,9 @@ class MultiServer:
         if entry is None:
             if not late:
                 self._say(f"dropped a response from server {self._quoted(prefix)} to no request sent to it")
+            return
+        if isinstance(entry, _Restart):
+            self._restarted(prefix, entry, message.get("result"))
             return
         if isinstance(entry, _Call):
             if entry.prefix is not None:
@@ -697,14 +730,17 @@ class MultiServer:
             entries = [self._sent.pop(slot) for slot in mine]
             for slot in [slot for slot in self._asked_back if slot[0] == prefix]:
                 self._asked.pop(id_key(self._asked_back.pop(slot)), None)
-            everyone = all(other in self._gone for other in self._servers)
+            self._restarting.discard(prefix)  # a restarted server that ended before it was back: the next attempt
+            restarting = not closing and self._schedule_restart(prefix)
+            everyone = all(other in self._gone for other in self._servers) and not self._restarting
         if not closing:
             if not was_gone:
-                self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): its tools are gone for the "
-                          "rest of the session")
+                self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): " + (
+                    "it is started again" if restarting else "its tools are gone for the rest of the session"))
             for entry in entries:
-                if isinstance(entry, _Call):
-                    self._up.put(dump_message(self._gone_error(entry.client_id, prefix)))
+                if isinstance(entry, _Call):  # it may have run: the router records a write's outcome as unknown
+                    self._up.put(dump_message(no_answer_error(
+                        entry.client_id, f"the server {self._quoted(prefix)} ended before it answered")))
             for fan in {id(entry): entry for entry in entries if isinstance(entry, _Fan)}.values():
                 fan.items[prefix] = []
                 self._fan_done(fan, prefix)
@@ -718,6 +754,82 @@ class MultiServer:
                                                    "method": f"notifications/{capability}/list_changed"}))
         if everyone:
             self._end()
+
+    # -- restarts -------------------------------------------------------------------------------------------
+
+    def _schedule_restart(self, prefix: str) -> bool:
+        """Start the server again after its backoff (hold the lock); False when it is not restarted."""
+        if prefix not in self._restart or prefix in self._restarting or self._initialize is None:
+            return False
+        attempt = self._attempts[prefix]
+        if attempt >= len(self._backoff):
+            return False
+        self._attempts[prefix] = attempt + 1
+        self._restarting.add(prefix)
+        timer = threading.Timer(self._backoff[attempt], self._start_again, args=(prefix,))
+        timer.daemon = True
+        timer.start()
+        return True
+
+    def _start_again(self, prefix: str) -> None:
+        """A new end for the server, sent the client's initialize; `_restarted` takes it back into service."""
+        with self._lock:
+            if self._closing:
+                self._restarting.discard(prefix)
+                return
+            old = self._servers[prefix]
+            self._generation[prefix] += 1
+            generation = self._generation[prefix]
+        old.close()
+        try:
+            server = self._restart[prefix]()
+            server.start(self._line_handler(prefix, generation), self._end_handler(prefix, generation))
+        except (UsageError, OSError) as exc:
+            self._say(f"server {self._quoted(prefix)} could not be started again: {escape_text(str(exc))}")
+            self._retry_or_give_up(prefix)
+            return
+        with self._lock:
+            self._servers[prefix] = server
+            own = f"toolreplay-restart-{generation}"
+            self._sent[(prefix, id_key(own))] = _Restart(generation)
+            initialize = dict(self._initialize or {})
+        self._to_server(prefix, dump_message({**initialize, "id": own}))
+
+    def _retry_or_give_up(self, prefix: str) -> None:
+        with self._lock:
+            self._restarting.discard(prefix)
+            again = not self._closing and self._schedule_restart(prefix)
+            everyone = all(other in self._gone for other in self._servers) and not self._restarting
+        if not again:
+            self._say(f"server {self._quoted(prefix)} was not started again: its tools are gone for the rest of "
+                      "the session")
+        if everyone:
+            self._end()
+
+    def _restarted(self, prefix: str, entry: _Restart, result: Any) -> None:
+        """The restarted server answered initialize: its tools (and prompts, resources) are back."""
+        if not isinstance(result, dict):
+            self._say(f"server {self._quoted(prefix)} failed to initialize again")
+            with self._lock:
+                server = self._servers[prefix]
+                self._generation[prefix] += 1  # its end is not a new death
+            server.close()
+            self._retry_or_give_up(prefix)
+            return
+        capabilities = result.get("capabilities")
+        with self._lock:
+            self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
+            offered = self._capabilities[prefix]
+        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        with self._lock:
+            self._gone.discard(prefix)
+            self._restarting.discard(prefix)
+            self._attempts[prefix] = 0
+        self._say(f"server {self._quoted(prefix)} is back (started again): its tools are listed again")
+        self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+        for capability in ("prompts", "resources"):
+            if isinstance(offered.get(capability), dict):
+                self._up.put(dump_message({"jsonrpc": "2.0", "method": f"notifications/{capability}/list_changed"}))
 
     def _gone_error(self, client_id: Any, prefix: str) -> dict[str, Any]:
         return error_message(client_id, _INTERNAL_ERROR, f"Internal error: the server {self._quoted(prefix)} "
