@@ -442,6 +442,32 @@ class ConfirmationStreamTest(ListenerCase):
         with open(self.notes, encoding="utf-8") as notes:
             self.assertEqual(notes.read(), '{"text": "resumed"}\n')
 
+    def test_the_get_stream_resumes_with_what_was_sent_and_what_waited(self) -> None:
+        import httpx
+
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "tiny", "allowed_tools": ["noisy"]}, out)
+        listener = Listener(self.policy, os.path.join(self.directory, "noisy-records"), [sys.executable, TINY])
+        self.addCleanup(self.stopped, listener)
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(listener.url, json=INIT, headers=JSON_ONLY)  # the session's stream 1
+            headers = {**JSON_ONLY, "mcp-session-id": reply.headers["mcp-session-id"]}
+            sse = {**headers, "accept": "text/event-stream"}
+            noisy = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy", "arguments": {}}}
+            log = ('data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
+                   '"data":"noisy was called"}}')
+            with http.stream("GET", listener.url, headers=sse) as stream:  # stream 2
+                self.assertEqual(http.post(listener.url, json={**noisy, "id": 1}, headers=headers).status_code, 200)
+                events = stream.iter_lines()
+                first = [next(events) for _ in range(3)]
+            # the GET stream is gone: the server's next message waits for it
+            self.assertEqual(http.post(listener.url, json={**noisy, "id": 2}, headers=headers).status_code, 200)
+            with http.stream("GET", listener.url, headers={**sse, "last-event-id": "2-0"}) as resumed:
+                events = resumed.iter_lines()
+                replayed = [line for line in (next(events) for _ in range(8)) if line]
+        self.assertEqual(first, ["id: 2-1", "event: message", log])
+        self.assertEqual(replayed, ["id: 2-1", "event: message", log, "id: 2-2", "event: message", log])
+
     def test_a_client_leaving_mid_sse_leaves_the_write_unrun_and_recorded(self) -> None:
         import httpx
 
