@@ -597,6 +597,43 @@ class HttpBothSidesTest(HttpWorkspace):
             with open(os.path.join(self.records, name), encoding="utf-8") as record:
                 self.assertNotIn(TOKEN, record.read())
 
+    def test_a_server_url_among_several_servers_is_reconnected_when_its_session_is_gone(self) -> None:
+        """The HTTP server restarts (a new process on the same port): the proxy's session there is unknown
+        to it (404), the call in flight gets the proxy's answer, and a new session is opened after 1 s."""
+        from mcp.shared.exceptions import MCPError
+
+        url, server = start_http_server(self, "--notes", self.notes)
+        port = url.split(":")[2].split("/")[0]
+        servers = os.path.join(self.directory, "servers.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {"remote": {"url": url}}}, out)
+        policy = self.write_policy({"agent": "both", "allowed_tools": ["remote__lookup"]})
+
+        async def answer(session: Any, key: str) -> Any:
+            try:
+                return texts(await session.call_tool("remote__lookup", {"key": key}))
+            except MCPError as exc:
+                return str(exc)
+
+        async def scenario(session: Any) -> Any:
+            before = await answer(session, "a")
+            stop(server)
+            start_http_server(self, "--notes", self.notes, "--port", port)
+            lost = await answer(session, "b")
+            for _ in range(100):
+                if [tool.name for tool in (await session.list_tools()).tools] == ["remote__lookup"]:
+                    break
+                await asyncio.sleep(0.1)
+            return before, lost, await answer(session, "c")
+
+        value, stderr = run_client(["--policy", policy, "--servers", servers], [], scenario)
+        self.assertEqual(value, ((False, ["value of a"]), (True, [
+            "toolreplay: ConnectionError: the server's session expired (HTTP 404 for its session id)"]),
+            (False, ["value of c"])))
+        self.assertEqual(stderr, (
+            "toolreplay mcp-proxy: server 'remote' ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: server 'remote' is back (started again): its tools are listed again\n"))
+
     def test_a_server_url_among_several_servers(self) -> None:
         from tests.test_mcp_http_listen import Listener, session_run
         from tests.test_mcp_real import TINY

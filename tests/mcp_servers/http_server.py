@@ -28,13 +28,15 @@ def main() -> None:
     parser.add_argument("--notes", default=os.devnull)
     parser.add_argument("--require-token", metavar="VAR")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--port", type=int, default=0, help="the port (default: one the system picks)")
     parser.add_argument("--oauth", metavar="VAR", help="the SDK's own OAuth resource server: the bearer token in "
                         "environment variable VAR is valid, the server publishes its protected resource metadata")
     options = parser.parse_args()
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
     # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a server started again on the same port
+    sock.bind(("127.0.0.1", options.port))
     port = sock.getsockname()[1]
 
     auth: dict[str, Any] = {}
