@@ -38,8 +38,8 @@ from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure
 from toolreplay.mcp.transport import LineHandler
 from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_message
 
-__all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
-           "lost_answers", "parse_header"]
+__all__ = ["HTTP_EXTRA", "MAX_EVENT", "HttpServer", "SseEvent", "SseParser", "SseTooLarge", "answered_ids",
+           "compact_line", "is_http_url", "lost_answers", "parse_header"]
 
 HTTP_EXTRA = "pip install 'toolreplay[http]'"
 
@@ -55,6 +55,7 @@ _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `re
 # open: a server sends a request of its own (sampling, elicitation, roots) on that stream, and drops it when
 # the stream is not open yet (the TypeScript SDK does), so a call POSTed before it would wait for ever.
 STREAM_OPEN_WAIT = 5.0
+MAX_EVENT = 16 * 1024 * 1024  # characters of one server-sent event (its data and any line not yet ended)
 AUTH_STATUSES = (401, 403)  # the server asks the client to authorize (or for more scope): passed on as HTTP
 _CHALLENGES_KEPT = 1024
 _DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
@@ -109,10 +110,17 @@ class SseEvent:
     id: str | None
 
 
-class SseParser:
-    """The event-stream format of the HTML standard (server-sent events), fed text as it arrives."""
+class SseTooLarge(ValueError):
+    """An event (or a line) over MAX_EVENT characters: an endless or hostile stream."""
 
-    def __init__(self) -> None:
+
+class SseParser:
+    """The event-stream format of the HTML standard (server-sent events), fed text as it arrives; an event
+    over `limit` characters is SseTooLarge (what was held of it is dropped)."""
+
+    def __init__(self, limit: int = MAX_EVENT) -> None:
+        self._limit = limit
+        self._size = 0  # characters of the event being read
         self._pending = ""
         self._data: list[str] = []
         self._event = ""
@@ -124,6 +132,9 @@ class SseParser:
         text = self._pending + text
         lines = re.split(r"\r\n|\r|\n", text)
         self._pending = lines.pop()
+        if len(self._pending) + self._size > self._limit:
+            self._pending, self._data, self._event, self._size = "", [], "", 0
+            raise SseTooLarge(f"an event over {self._limit} characters")
         if self._pending.endswith("\r"):  # a CR whose LF may come in the next chunk
             lines.append(self._pending[:-1])
             self._pending = ""
@@ -143,6 +154,10 @@ class SseParser:
         if colon and value.startswith(" "):
             value = value[1:]
         if field == "data":
+            self._size += len(value) + 1
+            if self._size > self._limit:
+                self._data, self._event, self._size = [], "", 0
+                raise SseTooLarge(f"an event over {self._limit} characters")
             self._data.append(value)
         elif field == "event":
             self._event = value
@@ -154,7 +169,7 @@ class SseParser:
 
     def _dispatch(self) -> SseEvent | None:
         data, event = self._data, self._event
-        self._data, self._event = [], ""
+        self._data, self._event, self._size = [], "", 0
         if not data:  # an event without data (a priming event that only sets the id) is not dispatched
             return None
         return SseEvent("\n".join(data), event or "message", self.last_id)
@@ -518,6 +533,9 @@ class HttpServer:
                     failure = "the server ended the event stream before it answered"
                 except HttpFailure as exc:
                     failure = f"the event stream from the server failed: {exc.describe()}"
+                except SseTooLarge as exc:
+                    self._give_up(post, f"the server's event stream holds {exc}")
+                    return
                 except (ValueError, RecursionError) as exc:
                     self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
                     return
@@ -624,6 +642,8 @@ class HttpServer:
                     await self._events(response, parser, None)
                 except HttpFailure:
                     pass
+                except SseTooLarge as exc:
+                    self._say(f"dropped {exc} from the server's event stream")
                 except ValueError as exc:
                     self._say(f"dropped a message of the server's event stream that is not JSON ({exc})")
                 failures = 0 if parser.last_id != delivered else failures + 1
