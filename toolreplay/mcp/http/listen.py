@@ -300,10 +300,14 @@ class HttpClient:
         with self._lock:
             self._asked.pop(id_key(request_id), None)
 
-    def is_get(self, stream: _Stream) -> bool:
-        """Whether `stream` is the session's GET stream."""
+    def park(self, stream: _Stream) -> None:
+        """The client of `stream` went, to resume it perhaps: it still gets the answers and progress of its own
+        requests, not the messages that belong to no call (they go to another stream, or wait for the GET)."""
         with self._lock:
-            return self._get is stream
+            if stream in self._posts:
+                self._posts.remove(stream)
+            if self._get is stream:
+                self._get = None
 
     def open_get(self, stream: _Stream) -> bool:
         """Make `stream` the session's GET stream and send it what waited; False when one is open."""
@@ -723,8 +727,10 @@ class HttpListener:
 
     def _challenged(self, session: _Session, stream: _Stream) -> tuple[int, list[tuple[bytes, bytes]]] | None:
         """The 401 or 403 the server answered the stream's one request with, and the headers passing it on."""
+        if self._resource is None or len(stream.requests) != 1:
+            return None
         challenge = getattr(session.upstream, "challenge", None)
-        if self._resource is None or challenge is None or len(stream.requests) != 1:
+        if challenge is None:
             return None
         found = challenge(stream.requests[0]["id"])
         if found is None:
@@ -883,9 +889,7 @@ class HttpListener:
         GET stream stops taking messages (they wait for the next GET, as before it opened)."""
         stream.parked = True
         session.resumable[stream.number] = stream
-        if session.client.is_get(stream):
-            session.client.detach(stream)
-            stream.open = True
+        session.client.park(stream)
         while len(session.resumable) > RESUMABLE_STREAMS:
             _, oldest = session.resumable.popitem(last=False)
             session.client.detach(oldest)
