@@ -789,7 +789,13 @@ class MultiServer:
             self._retry_or_give_up(prefix)
             return
         with self._lock:
-            self._servers[prefix] = server
+            closing = self._closing
+            if not closing:
+                self._servers[prefix] = server
+        if closing:  # the session ended while it started: it is not left running
+            server.close()
+            return
+        with self._lock:
             own = f"toolreplay-restart-{generation}"
             self._sent[(prefix, id_key(own))] = _Restart(generation)
             initialize = dict(self._initialize or {})
