@@ -566,6 +566,7 @@ class HttpBothSidesTest(HttpWorkspace):
         url, _ = start_http_server(self, "--notes", self.notes, "--oauth", "TOOLREPLAY_TEST_TOKEN",
                                    env={"TOOLREPLAY_TEST_TOKEN": TOKEN})
         listener = Listener(self.write_policy(HTTP_POLICY), self.records, [url])
+        self.addCleanup(lambda: listener.process.poll() is not None or listener.stop())  # a failed assertion too
         base = listener.url[:-len("/mcp")]
         initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
