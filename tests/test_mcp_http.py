@@ -555,6 +555,86 @@ class HttpBothSidesTest(HttpWorkspace):
             with open(os.path.join(self.records, name), encoding="utf-8") as record:
                 self.assertNotIn(TOKEN, record.read())
 
+    def test_oauth_passes_through_the_listener(self) -> None:
+        """A server that requires a bearer token and publishes its protected resource metadata (the SDK's own
+        OAuth resource server): its 401 reaches the client as HTTP, naming the listener's metadata, which is
+        the server's with the listener's URL; the token then passes unchanged, and is never recorded."""
+        import httpx
+
+        from tests.test_mcp_http_listen import Listener, session_run
+
+        url, _ = start_http_server(self, "--notes", self.notes, "--oauth", "TOOLREPLAY_TEST_TOKEN",
+                                   env={"TOOLREPLAY_TEST_TOKEN": TOKEN})
+        listener = Listener(self.write_policy(HTTP_POLICY), self.records, [url])
+        self.addCleanup(lambda: listener.process.poll() is not None or listener.stop())  # a failed assertion too
+        base = listener.url[:-len("/mcp")]
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        post_headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        with httpx.Client() as http:
+            refused = [http.post(listener.url, json=initialize, headers={**post_headers, **extra})
+                       for extra in ({}, {"authorization": "Bearer wrong-token"})]
+            metadata = http.get(base + "/.well-known/oauth-protected-resource/mcp")
+            root = http.get(base + "/.well-known/oauth-protected-resource")
+        for answer in refused:
+            self.assertEqual((answer.status_code, answer.headers.get("www-authenticate"),
+                              answer.headers.get("mcp-session-id")), (401, (
+                                  'Bearer error="invalid_token", error_description="Authentication required", '
+                                  f'resource_metadata="{base}/.well-known/oauth-protected-resource/mcp"'), None))
+        self.assertEqual((metadata.status_code, metadata.json(), root.json()), (200, {
+            "resource": listener.url, "authorization_servers": ["https://auth.example/"], "scopes_supported": [],
+            "bearer_methods_supported": ["header"]}, metadata.json()))
+
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("lookup", {"key": "k"}))
+
+        value = asyncio.run(session_run(listener.url, scenario, headers={"Authorization": f"Bearer {TOKEN}"}))
+        self.assertEqual(value, (False, ["value of k"]))
+        code, stderr = listener.stop()
+        self.assertEqual(code, 0, stderr)
+        self.assertNotIn(TOKEN, stderr)
+        self.assertEqual([(r["tool"], r["meta"]["outcome"]) for r in self.records_of()], [("lookup", "ran")])
+        for name in os.listdir(self.records):
+            with open(os.path.join(self.records, name), encoding="utf-8") as record:
+                self.assertNotIn(TOKEN, record.read())
+
+    def test_a_server_url_among_several_servers_is_reconnected_when_its_session_is_gone(self) -> None:
+        """The HTTP server restarts (a new process on the same port): the proxy's session there is unknown
+        to it (404), the call in flight gets the proxy's answer, and a new session is opened after 1 s."""
+        from mcp.shared.exceptions import MCPError
+
+        url, server = start_http_server(self, "--notes", self.notes)
+        port = url.split(":")[2].split("/")[0]
+        servers = os.path.join(self.directory, "servers.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {"remote": {"url": url}}}, out)
+        policy = self.write_policy({"agent": "both", "allowed_tools": ["remote__lookup"]})
+
+        async def answer(session: Any, key: str) -> Any:
+            try:
+                return texts(await session.call_tool("remote__lookup", {"key": key}))
+            except MCPError as exc:
+                return str(exc)
+
+        async def scenario(session: Any) -> Any:
+            before = await answer(session, "a")
+            stop(server)
+            start_http_server(self, "--notes", self.notes, "--port", port)
+            lost = await answer(session, "b")
+            for _ in range(100):
+                if [tool.name for tool in (await session.list_tools()).tools] == ["remote__lookup"]:
+                    break
+                await asyncio.sleep(0.1)
+            return before, lost, await answer(session, "c")
+
+        value, stderr = run_client(["--policy", policy, "--servers", servers], [], scenario)
+        self.assertEqual(value, ((False, ["value of a"]), (True, [
+            "toolreplay: ConnectionError: the server's session expired (HTTP 404 for its session id)"]),
+            (False, ["value of c"])))
+        self.assertEqual(stderr, (
+            "toolreplay mcp-proxy: server 'remote' ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: server 'remote' is back (started again): its tools are listed again\n"))
+
     def test_a_server_url_among_several_servers(self) -> None:
         from tests.test_mcp_http_listen import Listener, session_run
         from tests.test_mcp_real import TINY

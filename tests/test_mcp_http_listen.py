@@ -355,14 +355,15 @@ class BadInputTest(ListenerCase):
         self.assertEqual(reply.text, '{"jsonrpc":"2.0","id":30,"result":{"content":[{"type":"text",'
                                      '"text":"echo {\\"text\\": \\"s\\"}"}],"isError":false}}')
 
-    def test_one_get_stream_a_session_and_no_resuming(self) -> None:
+    def test_one_get_stream_a_session_and_resuming_only_a_kept_stream(self) -> None:
         sse = {**self.headers, "accept": "text/event-stream"}
         with self.http.stream("GET", self.listener.url, headers=sse) as stream:
             self.assertEqual((stream.status_code, stream.headers["content-type"]), (200, "text/event-stream"))
             self.assertRefused(self.http.get(self.listener.url, headers=sse), 409, -32600,
                                "Conflict: the session already has a GET stream")
-        self.assertRefused(self.http.get(self.listener.url, headers={**sse, "last-event-id": "7"}), 400, -32600,
-                           "Bad Request: resuming a stream (Last-Event-ID) is not offered")
+        for last in ("7", "7-1", "1-x"):
+            self.assertRefused(self.http.get(self.listener.url, headers={**sse, "last-event-id": last}), 400, -32600,
+                               "Bad Request: no stream of this session to resume from that Last-Event-ID")
 
     def test_delete_ends_the_session_and_seals_its_record(self) -> None:
         self.assertEqual(self.post(self.call(40)).status_code, 200)
@@ -398,6 +399,7 @@ class ConfirmationStreamTest(ListenerCase):
                     "params": {"name": "write_note", "arguments": {"text": "sse"}}}
             with http.stream("POST", self.listener.url, json=call, headers=headers) as stream:
                 events = stream.iter_lines()
+                self.assertEqual(next(events), "id: 2-1")  # the session's second stream (initialize's was the first)
                 self.assertEqual(next(events), "event: message")
                 question = json.loads(next(events).removeprefix("data: "))
                 self.assertEqual((question["method"], question["params"]["message"]),
@@ -406,11 +408,65 @@ class ConfirmationStreamTest(ListenerCase):
                                                                           "content": {"approve": True}}}
                 self.assertEqual(http.post(self.listener.url, json=yes, headers=headers).status_code, 202)
                 rest = [line for line in events if line]
-        self.assertEqual(rest, ["event: message", 'data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text",'
+        self.assertEqual(rest, ["id: 2-2", "event: message", 'data: {"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text",'
                                                   '"text":"write_note {\\"text\\": \\"sse\\"}"}],"isError":false}}'])
         with open(self.notes, encoding="utf-8") as notes:
             self.assertEqual(notes.read(), '{"text": "sse"}\n')
 
+
+    def test_a_client_that_went_resumes_the_calls_stream_with_last_event_id(self) -> None:
+        import httpx
+
+        init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(self.listener.url, json=init, headers=JSON_ONLY)
+            headers = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
+            call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
+                    "params": {"name": "write_note", "arguments": {"text": "resumed"}}}
+            with httpx.Client(timeout=30) as leaving, leaving.stream("POST", self.listener.url, json=call,
+                                                                    headers=headers) as stream:
+                events = stream.iter_lines()
+                self.assertEqual((next(events), next(events)), ("id: 2-1", "event: message"))
+                question = json.loads(next(events).removeprefix("data: "))
+            yes = {"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"approve": True}}}
+            self.assertEqual(http.post(self.listener.url, json=yes, headers=headers).status_code, 202)
+            sse = {**headers, "accept": "text/event-stream"}
+            with http.stream("GET", self.listener.url, headers={**sse, "last-event-id": "2-1"}) as resumed:
+                self.assertEqual(resumed.status_code, 200)
+                rest = [line for line in resumed.iter_lines() if line]
+            again = http.get(self.listener.url, headers={**sse, "last-event-id": "2-2"})  # ended: not kept
+            self.assertEqual((again.status_code, again.json()["error"]["message"]),
+                             (400, "Bad Request: no stream of this session to resume from that Last-Event-ID"))
+        self.assertEqual(rest, ["id: 2-2", "event: message", 'data: {"jsonrpc":"2.0","id":8,"result":{"content":'
+                                '[{"type":"text","text":"write_note {\\"text\\": \\"resumed\\"}"}],"isError":false}}'])
+        with open(self.notes, encoding="utf-8") as notes:
+            self.assertEqual(notes.read(), '{"text": "resumed"}\n')
+
+    def test_the_get_stream_resumes_with_what_was_sent_and_what_waited(self) -> None:
+        import httpx
+
+        with open(self.policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "tiny", "allowed_tools": ["noisy"]}, out)
+        listener = Listener(self.policy, os.path.join(self.directory, "noisy-records"), [sys.executable, TINY])
+        self.addCleanup(self.stopped, listener)
+        with httpx.Client(timeout=30) as http:
+            reply = http.post(listener.url, json=INIT, headers=JSON_ONLY)  # the session's stream 1
+            headers = {**JSON_ONLY, "mcp-session-id": reply.headers["mcp-session-id"]}
+            sse = {**headers, "accept": "text/event-stream"}
+            noisy = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "noisy", "arguments": {}}}
+            log = ('data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info",'
+                   '"data":"noisy was called"}}')
+            with http.stream("GET", listener.url, headers=sse) as stream:  # stream 2
+                self.assertEqual(http.post(listener.url, json={**noisy, "id": 1}, headers=headers).status_code, 200)
+                events = stream.iter_lines()
+                first = [next(events) for _ in range(3)]
+            # the GET stream is gone: the server's next message waits for it
+            self.assertEqual(http.post(listener.url, json={**noisy, "id": 2}, headers=headers).status_code, 200)
+            with http.stream("GET", listener.url, headers={**sse, "last-event-id": "2-0"}) as resumed:
+                events = resumed.iter_lines()
+                replayed = [line for line in (next(events) for _ in range(8)) if line]
+        self.assertEqual(first, ["id: 2-1", "event: message", log])
+        self.assertEqual(replayed, ["id: 2-1", "event: message", log, "id: 2-2", "event: message", log])
 
     def test_a_client_leaving_mid_sse_leaves_the_write_unrun_and_recorded(self) -> None:
         import httpx
@@ -424,6 +480,7 @@ class ConfirmationStreamTest(ListenerCase):
             with httpx.Client(timeout=30) as leaving, leaving.stream("POST", self.listener.url, json=call,
                                                                     headers=headers) as stream:
                 events = stream.iter_lines()
+                self.assertEqual(next(events), "id: 2-1")  # the session's second stream (initialize's was the first)
                 self.assertEqual(next(events), "event: message")
                 self.assertIn('"method":"elicitation/create"', next(events))
             # that client is gone, the question unanswered; the session goes on
@@ -459,6 +516,7 @@ class ApprovalsTest(ListenerCase):
             first = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
             with http.stream("POST", url, json=write, headers=first) as stream:
                 events = stream.iter_lines()
+                self.assertEqual(next(events), "id: 2-1")  # the session's second stream (initialize's was the first)
                 self.assertEqual(next(events), "event: message")
                 question = json.loads(next(events).removeprefix("data: "))
                 yes = {"jsonrpc": "2.0", "id": question["id"], "result": {

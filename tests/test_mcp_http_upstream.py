@@ -23,6 +23,7 @@ from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.http.upstream import (
     SseEvent,
     SseParser,
+    SseTooLarge,
     answered_ids,
     compact_line,
     is_http_url,
@@ -71,6 +72,18 @@ class SseParserTest(unittest.TestCase):
 
     def test_an_unfinished_event_is_not_dispatched(self) -> None:
         self.assertEqual(self.feed("data: 1\n")[0], [])
+
+    def test_an_event_or_a_line_over_the_limit_is_refused_and_dropped(self) -> None:
+        for chunks in (["data: 12345\n", "data: 6789\n"], ["data: 1234567890"], ["data: 12", "34567890"]):
+            with self.subTest(chunks):
+                parser = SseParser(limit=10)
+                with self.assertRaises(SseTooLarge) as caught:
+                    for chunk in chunks:
+                        parser.feed(chunk)
+                self.assertEqual(str(caught.exception), "an event over 10 characters")
+                self.assertEqual(parser.feed("\ndata: ok\n\n"), [SseEvent("ok", "message", None)])  # it goes on
+        parser = SseParser(limit=10)
+        self.assertEqual([parser.feed("data: 12345\n\n") for _ in range(3)], [[SseEvent("12345", "message", None)]] * 3)
 
 
 class LinesTest(unittest.TestCase):

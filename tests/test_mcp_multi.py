@@ -8,13 +8,26 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import tempfile
 from typing import Any
 
 from tests.support import require
 from tests.test_cli import run
-from tests.test_mcp_real import HAVE_GIT_SERVER, HAVE_SDK, ROOT, TINY, Workspace, git_repository, run_client, texts
+from tests.test_mcp_real import (
+    EVERYTHING,
+    HAVE_EVERYTHING,
+    HAVE_GIT_SERVER,
+    HAVE_SDK,
+    ROOT,
+    TINY,
+    TOOLS,
+    Workspace,
+    git_repository,
+    run_client,
+    texts,
+)
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 
@@ -102,7 +115,7 @@ class SeveralServersTest(Workspace):
             "index 3: blocked: tool 'two__delete_all' was refused by the guard: tool not allowed: two__delete_all\n"),
             ""))
 
-    def test_a_server_that_exits_leaves_the_others_serving(self) -> None:
+    def test_a_server_that_exits_is_started_again_and_the_others_serve_meanwhile(self) -> None:
         from mcp.shared.exceptions import MCPError
 
         async def answer(tool: str, args: dict[str, Any], session: Any) -> Any:
@@ -111,29 +124,37 @@ class SeveralServersTest(Workspace):
             except MCPError as exc:  # a JSON-RPC error
                 return str(exc)
 
-        async def scenario(session: Any) -> Any:
-            crashed = await answer("one__crash", {}, session)
-            listing = await session.list_tools()
-            return (crashed, [tool.name for tool in listing.tools],
-                    await answer("one__echo", {"text": "gone?"}, session),
-                    await answer("two__echo", {"text": "still here"}, session))
+        async def names(session: Any) -> list[str]:
+            return [tool.name for tool in (await session.list_tools()).tools]
 
-        value, stderr = self.proxy(scenario)
+        async def scenario(session: Any) -> Any:
+            crashed = await answer("one__crash", {}, session)  # a write (--mutator): it may have run
+            listing = await names(session)
+            down = await answer("one__echo", {"text": "gone?"}, session)
+            others = await answer("two__echo", {"text": "still here"}, session)
+            for _ in range(100):  # started again after 1 s
+                if "one__echo" in (back := await names(session)):
+                    break
+                await asyncio.sleep(0.1)
+            return (crashed, listing, down, others, back[:2], await answer("one__echo", {"text": "back"}, session))
+
+        value, stderr = self.proxy(scenario, "--mutator", "one__crash")
         self.assertEqual(value, (
-            "Internal error: the server 'tiny-one' has ended",
+            (True, ["toolreplay: outcome unknown: the server 'tiny-one' ended before it answered; whether the "
+                    "write took effect is unknown"]),
             ["two__echo", "two__write_note", "two__ask_client", "git__git_status", "git__git_log"],
             "Internal error: the server 'tiny-one' has ended",
-            (False, ['echo {"text": "still here"}'])))
-        self.assertEqual(stderr, "toolreplay mcp-proxy: server 'tiny-one' ended (server exited): its tools are "
-                                 "gone for the rest of the session\n")
+            (False, ['echo {"text": "still here"}']),
+            ["one__echo", "one__write_note"],
+            (False, ['echo {"text": "back"}'])))
+        self.assertEqual(stderr, "toolreplay mcp-proxy: server 'tiny-one' ended (server exited): it is started "
+                                 "again\ntoolreplay mcp-proxy: server 'tiny-one' is back (started again): its tools "
+                                 "are listed again\n")
         with open(self.record, encoding="utf-8") as record:
-            self.assertEqual([(row["tool"], row["response"].get("error"), row["meta"]["x-server"])
+            self.assertEqual([(row["tool"], row["meta"]["outcome"], row["meta"]["x-server"])
                               for row in map(json.loads, record)], [
-                ("one__crash", {"code": -32603, "message": "Internal error: the server 'tiny-one' has ended"},
-                 "tiny-one"),
-                ("one__echo", {"code": -32603, "message": "Internal error: the server 'tiny-one' has ended"},
-                 "tiny-one"),
-                ("two__echo", None, "tiny-two")])
+                ("one__crash", "unknown", "tiny-one"), ("one__echo", "ran", "tiny-one"),
+                ("two__echo", "ran", "tiny-two"), ("one__echo", "ran", "tiny-one")])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_two_servers_asking_the_client_at_once_each_get_their_answer(self) -> None:
@@ -179,3 +200,48 @@ class SeveralServersTest(Workspace):
                 return texts(await asyncio.wait_for(client.call_tool("two__echo", {"text": "auto"}), 60))
 
         self.assertEqual(asyncio.run(main()), (False, ['echo {"text": "auto"}']))
+
+
+class ResourcesAndPromptsTest(Workspace):
+    """server-everything (resources, templates, prompts, completions) beside mcp-server-git (tools only)."""
+
+    def test_resources_and_prompts_of_several_servers_are_listed_prefixed_and_served_by_their_own(self) -> None:
+        require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
+        require(HAVE_GIT_SERVER, "mcp-server-git and git (pip install mcp-server-git)")
+        require(HAVE_EVERYTHING, f"@modelcontextprotocol/server-everything under {TOOLS} and node")
+        from mcp import types
+
+        servers = os.path.join(self.directory, "servers.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {
+                "everything": {"command": shutil.which("node"), "args": [EVERYTHING, "stdio"], "prefix": "ev"},
+                "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository",
+                                                            git_repository(self.directory)]}}}, out)
+        policy = self.write_policy({"agent": "several", "allowed_tools": ["git__git_status"]})
+        document = "ev__demo://resource/static/document/architecture.md"
+
+        async def scenario(session: Any) -> Any:
+            resources = [str(item.uri) for item in (await session.list_resources()).resources]
+            templates = [item.uri_template for item in (await session.list_resource_templates()).resource_templates]
+            read = (await session.read_resource(document)).contents[0]
+            templated = (await session.read_resource("ev__demo://resource/dynamic/text/7")).contents[0]
+            prompts = [item.name for item in (await session.list_prompts()).prompts]
+            prompt = await session.get_prompt("ev__args-prompt", {"city": "Paris", "state": "Texas"})
+            completion = await session.complete(types.PromptReference(type="ref/prompt", name="ev__completable-prompt"),
+                                                {"name": "department", "value": "E"})
+            try:
+                await session.read_resource("git__file:///etc/hostname")
+            except Exception as exc:  # noqa: BLE001  (the SDK raises its MCPError)
+                refused = str(exc)
+            return (resources[:2], len(resources), templates, str(read.uri), read.text[:15], str(templated.uri),
+                    prompts, prompt.messages[0].content.text, completion.completion.values, refused)
+
+        value, stderr = run_client(["--policy", policy, "--servers", servers], [], scenario)
+        self.assertEqual(value, (
+            [document, "ev__demo://resource/static/document/extension.md"], 7,
+            ["ev__demo://resource/dynamic/text/{resourceId}", "ev__demo://resource/dynamic/blob/{resourceId}"],
+            document, "# Everything Se", "ev__demo://resource/dynamic/text/7",
+            ["ev__simple-prompt", "ev__args-prompt", "ev__completable-prompt", "ev__resource-prompt"],
+            "What's weather in Paris, Texas?", ["Engineering"],
+            "Unknown resource: file:///etc/hostname"))  # git's own answer: the read went to git, unprefixed
+        self.assertNotIn("toolreplay mcp-proxy:", stderr)

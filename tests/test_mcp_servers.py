@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 from collections.abc import Callable
 from typing import Any
@@ -191,6 +192,12 @@ class ConfigTest(unittest.TestCase):
                          [("gh", "list"), ("gh", "a__b"), ("gh", "_x"), None, None, None])
 
 
+def lost(name: str) -> dict[str, Any]:
+    """The error of a call in flight when its server ended (the router records a write's outcome unknown)."""
+    return {"code": -32000, "message": f"toolreplay: the server '{name}' ended before it answered",
+            "data": {"toolreplay": "no answer"}}
+
+
 class MultiServerTest(unittest.TestCase):
     def setUp(self) -> None:
         self.a, self.b = FakeServer(), FakeServer(status=3)
@@ -219,7 +226,8 @@ class MultiServerTest(unittest.TestCase):
     def test_initialize_is_answered_once_merged(self) -> None:
         self.initialize()
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 0, "result": {
-            "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True}},
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {"listChanged": True},
+                                                              "resources": {"listChanged": True}},
             "serverInfo": {"name": "toolreplay-mcp-proxy", "version": "0.8.0"},
             "instructions": "Tools named a__*: Use a."}})
         self.client({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -278,12 +286,78 @@ class MultiServerTest(unittest.TestCase):
             self.client({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": {}}})
             self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": (
                 f'Invalid params: no server has the tool "{name}"')}})
-        self.client({"jsonrpc": "2.0", "id": 2, "method": "resources/list"})
+        self.client({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": (
-            "Method not found: resources/list (the proxy offers only the tools of its several servers)")}})
+            "Method not found: logging/setLevel (the proxy offers the tools, prompts and resources of its several "
+            "servers)")}})
+        for method, params, text in [
+                ("resources/read", {"uri": "zed__file:///x"}, 'resource "zed__file:///x"'),
+                ("prompts/get", {"name": "greet"}, 'prompt "greet"'),
+                ("completion/complete", {"ref": {"type": "ref/resource", "uri": "file:///{x}"},
+                                         "argument": {"name": "x", "value": ""}}, 'resource "file:///{x}"')]:
+            self.client({"jsonrpc": "2.0", "id": 4, "method": method, "params": params})
+            self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 4, "error": {"code": -32602, "message": (
+                f"Invalid params: no server has the {text}")}})
         self.client({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 3, "result": {}})
         self.assertTrue(self.a.nothing() and self.b.nothing())
+
+    def test_prompts_and_resources_are_listed_under_prefixes_and_go_to_their_server(self) -> None:
+        self.client(INIT)
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+            "resources": {"subscribe": True}, "prompts": {}, "completions": {}}}})
+        self.b.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+            "tools": {}, "resources": {}}}})
+        self.assertEqual(self.got()["result"]["capabilities"], {
+            "tools": {"listChanged": True}, "prompts": {"listChanged": True},
+            "resources": {"listChanged": True, "subscribe": True}, "completions": {}})
+        self.client({"jsonrpc": "2.0", "id": 1, "method": "resources/list"})
+        self.assertEqual((self.a.got(), self.b.got()), ({"jsonrpc": "2.0", "id": 1, "method": "resources/list"},) * 2)
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {"resources": [{"uri": "file:///x", "name": "x"}]}})
+        self.b.emit({"jsonrpc": "2.0", "id": 1, "result": {"resources": [{"uri": "file:///x", "name": "bx"}]}})
+        self.assertEqual(self.got()["result"], {"resources": [{"uri": "a__file:///x", "name": "x"},
+                                                              {"uri": "bee__file:///x", "name": "bx"}]})
+        self.client({"jsonrpc": "2.0", "id": 2, "method": "prompts/list"})  # only a offers prompts
+        self.assertEqual(self.a.got()["method"], "prompts/list")
+        self.a.emit({"jsonrpc": "2.0", "id": 2, "result": {"prompts": [{"name": "greet"}]}})
+        self.assertEqual(self.got()["result"], {"prompts": [{"name": "a__greet"}]})
+        self.client({"jsonrpc": "2.0", "id": 3, "method": "resources/templates/list"})
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 3, "result": {"resourceTemplates": [{"uriTemplate": "file:///{p}"}]}})
+        self.b.emit({"jsonrpc": "2.0", "id": 3, "result": {"resourceTemplates": []}})
+        self.assertEqual(self.got()["result"], {"resourceTemplates": [{"uriTemplate": "a__file:///{p}"}]})
+        self.assertTrue(self.a.nothing() and self.b.nothing())
+
+        self.client({"jsonrpc": "2.0", "id": 4, "method": "resources/read", "params": {"uri": "bee__file:///x"}})
+        self.assertEqual(self.b.got(), {"jsonrpc": "2.0", "id": 4, "method": "resources/read",
+                                        "params": {"uri": "file:///x"}})
+        self.b.emit({"jsonrpc": "2.0", "id": 4, "result": {"contents": [{"uri": "file:///x", "text": "hi"}]}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 4, "result": {"contents": [
+            {"uri": "bee__file:///x", "text": "hi"}]}})
+        self.client({"jsonrpc": "2.0", "id": 5, "method": "prompts/get",
+                     "params": {"name": "a__greet", "arguments": {"who": "me"}}})
+        self.assertEqual(self.a.got()["params"], {"name": "greet", "arguments": {"who": "me"}})
+        self.a.emit({"jsonrpc": "2.0", "id": 5, "result": {"messages": []}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 5, "result": {"messages": []}})
+        self.client({"jsonrpc": "2.0", "id": 6, "method": "completion/complete", "params": {
+            "ref": {"type": "ref/resource", "uri": "a__file:///{p}"}, "argument": {"name": "p", "value": "n"}}})
+        self.assertEqual(self.a.got()["params"], {"ref": {"type": "ref/resource", "uri": "file:///{p}"},
+                                                  "argument": {"name": "p", "value": "n"}})
+        self.client({"jsonrpc": "2.0", "id": 7, "method": "resources/subscribe", "params": {"uri": "a__file:///x"}})
+        self.assertEqual(self.a.got()["params"], {"uri": "file:///x"})
+        self.a.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///x"}})
+        self.a.emit({"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                      "params": {"uri": "a__file:///x"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"})
+        self.a.end()
+        self.assertEqual([self.got() for _ in range(3)], [
+            {"jsonrpc": "2.0", "id": 6, "error": lost("a")}, {"jsonrpc": "2.0", "id": 7, "error": lost("a")},
+            {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
+        self.assertEqual([self.got() for _ in range(2)], [
+            {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}])
 
     def test_servers_requests_get_ids_that_cannot_collide(self) -> None:
         self.a.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
@@ -332,8 +406,7 @@ class MultiServerTest(unittest.TestCase):
         self.client({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "bee__x", "arguments": {}}})
         self.b.got()
         self.b.end()
-        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "error": {
-            "code": -32603, "message": "Internal error: the server 'b' has ended"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "error": lost("b")})  # it may have run
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         self.client({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "bee__x", "arguments": {}}})
         self.assertEqual(self.got()["error"]["message"], "Internal error: the server 'b' has ended")
@@ -348,6 +421,50 @@ class MultiServerTest(unittest.TestCase):
         self.assertEqual(self.ended.get(timeout=5), "server exited")
         self.assertEqual(self.multi.close(), 3)
         self.assertTrue(self.a.closed and self.b.closed)
+
+    def test_a_server_that_ends_is_started_again_with_backoff_and_its_tools_come_back(self) -> None:
+        made: list[FakeServer] = []
+
+        def make() -> FakeServer:
+            made.append(FakeServer())
+            return made[-1]
+
+        multi = MultiServer({"a": self.a}, diagnostics=self.diagnostics, restart={"a": make}, backoff=(0.05, 0.05))
+        up: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        multi.start(lambda data: up.put(json.loads(data)), self.ended.put)
+        self.addCleanup(multi.close)
+        multi.send(line(INIT))
+        self.a.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {}}})
+        up.get(timeout=5)
+        multi.send(line({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "a__x", "arguments": {}}}))
+        self.a.got()
+        self.a.end()
+        self.assertEqual(up.get(timeout=5), {"jsonrpc": "2.0", "id": 1, "error": lost("a")})
+        self.assertEqual(up.get(timeout=5), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        first = self.wait_for(made, 1)
+        self.assertEqual(first.got(), {**INIT, "id": "toolreplay-restart-1"})
+        first.end()  # it died before it was back: the next attempt
+        second = self.wait_for(made, 2)
+        self.assertEqual(second.got(), {**INIT, "id": "toolreplay-restart-2"})
+        second.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-2", "result": {"capabilities": {"prompts": {}}}})
+        self.assertEqual(second.got(), {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        self.assertEqual([up.get(timeout=5) for _ in range(2)], [
+            {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}])
+        multi.send(line({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "a__x", "arguments": {}}}))
+        self.assertEqual(second.got()["params"], {"name": "x", "arguments": {}})
+        self.assertTrue(self.a.closed and first.closed and self.ended.empty())
+        self.assertEqual(self.diagnostics.getvalue(), (
+            "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n"))
+
+    @staticmethod
+    def wait_for(made: list[FakeServer], count: int) -> FakeServer:
+        deadline = time.monotonic() + 5
+        while len(made) < count and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return made[count - 1]
 
     def test_the_record_names_the_server(self) -> None:
         self.assertEqual([self.multi.record_meta(tool) for tool in ("bee__x", "a__y", "zed__x", "x")],
@@ -382,8 +499,9 @@ class ProcessTest(unittest.TestCase):
                 proxy.stdout.close()
             stderr.seek(0)
             said = stderr.read().decode()
-        self.assertEqual((code, reply["error"]["message"], said), (
-            1, "Internal error: the server 'a' has ended",
+        # never initialized, so not started again: the session ends with its only server
+        self.assertEqual((code, reply["result"]["content"][0]["text"], said), (
+            1, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
 
     def test_env_is_set_over_the_proxys_environment(self) -> None:

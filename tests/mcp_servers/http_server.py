@@ -28,9 +28,32 @@ def main() -> None:
     parser.add_argument("--notes", default=os.devnull)
     parser.add_argument("--require-token", metavar="VAR")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--port", type=int, default=0, help="the port (default: one the system picks)")
+    parser.add_argument("--oauth", metavar="VAR", help="the SDK's own OAuth resource server: the bearer token in "
+                        "environment variable VAR is valid, the server publishes its protected resource metadata")
     options = parser.parse_args()
+    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
+    # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a server started again on the same port
+    sock.bind(("127.0.0.1", options.port))
+    port = sock.getsockname()[1]
 
-    server = MCPServer("http-test")
+    auth: dict[str, Any] = {}
+    if options.oauth:
+        from mcp.server.auth.provider import AccessToken
+        from mcp.server.auth.settings import AuthSettings
+
+        class OneToken:
+            async def verify_token(self, token: str) -> AccessToken | None:
+                if token != os.environ[options.oauth]:
+                    return None
+                return AccessToken(token=token, client_id="test-client", scopes=[])
+
+        auth = {"token_verifier": OneToken(), "auth": AuthSettings(
+            issuer_url="https://auth.example/", resource_server_url=f"http://127.0.0.1:{port}/mcp",
+            required_scopes=[], validate_token_resource=False)}
+    server = MCPServer("http-test", **auth)
 
     @server.tool()
     def lookup(key: str) -> str:
@@ -86,12 +109,8 @@ def main() -> None:
                 return
             await inner(scope, receive, send)
 
-    # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
-    # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
-    print(f"port {sock.getsockname()[1]}", flush=True)
+    print(f"port {port}", flush=True)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     uvicorn.Server(config).run(sockets=[sock])
     sys.exit(0)

@@ -18,7 +18,7 @@ from toolreplay.guard.assembly import GuardConfig, build_guard
 from toolreplay.mcp.config import CLIENTS, client_config
 from toolreplay.mcp.pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.mcp.proxy import McpProxy
-from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, start_servers
+from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, server_factories
 
 if TYPE_CHECKING:
     import asyncio
@@ -68,8 +68,7 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     try:
         upstream: list[str] | ServerEnd = _upstream(command, headers, io)
         if configs is not None:  # started once every file given has been read and opened
-            upstream = MultiServer(start_servers(args.servers, configs),
-                                   names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+            upstream = _several(args.servers, configs, io)
         io.stdout.flush()
         proxy = McpProxy(upstream, guard, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins)
@@ -160,18 +159,23 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
     guard = build_guard(_guard_config(args, records=args.records))
     pins = ToolPins(args.pins) if args.pins else None
 
+    # the client's Authorization (and the OAuth flow: 401s, the protected resource metadata) goes to a server URL,
+    # unless --header gives one of its own or the listener wants a token of its own
+    passes_authorization = configs is None and _is_url(command) and token is None and not any(
+        name.lower() == "authorization" for name, _ in headers)
+
     def upstream(client_headers: Mapping[str, str]) -> ServerEnd:
         """Each client session's own server, or own set of servers. A server URL gets the client's
         `Authorization` header unchanged (unless --header gives one, or it is the proxy's own token)."""
         if configs is not None:
-            return MultiServer(start_servers(args.servers, configs),
-                               names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+            return _several(args.servers, configs, io)
         if not _is_url(command):
             return StdioServer(command)
-        passed = [] if token is not None or any(name.lower() == "authorization" for name, _ in headers) else [
+        passed = [] if not passes_authorization else [
             ("Authorization", value) for name, value in client_headers.items() if name.lower() == "authorization"]
         # on the listener's event loop: each message crosses one thread fewer
-        server = _upstream(command, [*headers, *passed], io, loop=listener.loop)
+        server = _upstream(command, [*headers, *passed], io, loop=listener.loop,
+                           client_authorization=passes_authorization)
         assert not isinstance(server, list)
         return server
 
@@ -179,7 +183,8 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
                             path=args.path, token=token, allowed_origins=args.allow_origin or (),
                             max_body=args.max_body, session_timeout=args.session_timeout, pins=pins,
                             head_timeout=head_timeout, max_connections=max_connections,
-                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command)
+                            upstream=["--servers", os.path.abspath(args.servers)] if configs is not None else command,
+                            resource=command[0] if passes_authorization else None)
     stop = threading.Event()
     previous = _on_stop_signals(stop.set)
     try:
@@ -194,6 +199,13 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
     return 0
+def _several(path: str, configs: list[ServerConfig], io: IO) -> MultiServer:
+    """The servers of a servers file behind one end; a server that ends is started again (with backoff)."""
+    factories = server_factories(path, configs)
+    return MultiServer({prefix: make() for prefix, make in factories.items()}, restart=factories,
+                       names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+
+
 def _is_url(command: list[str]) -> bool:
     """One http:// or https:// argument after --: a remote server over Streamable HTTP."""
     return len(command) == 1 and command[0].startswith(("http://", "https://"))
@@ -216,8 +228,8 @@ def _headers(command: list[str], args: argparse.Namespace) -> list[tuple[str, st
     return headers
 
 
-def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
-              loop: asyncio.AbstractEventLoop | None = None) -> list[str] | ServerEnd:
+def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO, loop: asyncio.AbstractEventLoop | None = None,
+              client_authorization: bool = False) -> list[str] | ServerEnd:
     """The server: one http:// or https:// argument is a remote server over Streamable HTTP (with
     `headers`, run on `loop` when given), anything else a command to run."""
     if not _is_url(command):
@@ -232,7 +244,7 @@ def _upstream(command: list[str], headers: list[tuple[str, str]], io: IO,
             io.stderr.write("toolreplay mcp-proxy: " + escape_text(text) + "\n")
             io.stderr.flush()
 
-    return HttpServer(command[0], headers=headers, say=say, loop=loop)
+    return HttpServer(command[0], headers=headers, say=say, loop=loop, client_authorization=client_authorization)
 
 
 def _on_stop_signals(stop: Callable[[], None]) -> dict[str, Any]:

@@ -7,10 +7,11 @@ clients' own configuration files:
                  "files": {"command": "python3", "args": ["server.py"], "prefix": "fs"},
                  "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "..."}}}}
 
-Each server's tools are offered to the client as `PREFIX__TOOL` (the prefix is the server's name
-unless it gives one), so one policy, one pins file and one record cover them all. `MultiServer`
-speaks MCP to every server and looks like one server to the router: `initialize` and `tools/list`
-fan out and are answered once, merged; a `tools/call` goes to the server its prefix names, with the
+Each server's tools and prompts are offered to the client as `PREFIX__NAME`, its resources and resource
+templates as `PREFIX__URI` (the prefix is the server's name unless it gives one), so one policy, one pins
+file and one record cover them all. `MultiServer` speaks MCP to every server and looks like one server to
+the router: `initialize` and the listings fan out and are answered once, merged; a `tools/call`,
+`prompts/get`, `resources/read` or `completion/complete` goes to the server its prefix names, with the
 prefix stripped; a server's own requests to the client get ids of the proxy's, so that two servers'
 ids cannot collide, and the client's answers go back to the server that asked. A server that ends
 takes only its own tools with it.
@@ -18,13 +19,14 @@ takes only its own tools with it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import Any, TextIO
@@ -41,11 +43,12 @@ from toolreplay.mcp.wire import (
     dump_message,
     error_message,
     id_key,
+    no_answer_error,
     parse_message,
 )
 
-__all__ = ["MAX_PAGES", "NAME_LIMIT", "SEPARATOR", "MultiServer", "ServerConfig", "http_server", "read_servers",
-           "split_name", "start_servers"]
+__all__ = ["MAX_PAGES", "NAME_LIMIT", "RESTART_BACKOFF", "SEPARATOR", "MultiServer", "ServerConfig", "http_server",
+           "read_servers", "server_factories", "split_name", "start_servers"]
 
 SEPARATOR = "__"
 NAME_LIMIT = 128  # the longest tool name the MCP specification recommends (2025-11-25)
@@ -54,7 +57,17 @@ PREFIX_RULE = 'letters, digits, "-" and "_", at most 32 characters, no "__", not
 _PREFIX = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}")
 _SERVER_KEYS = ("command", "args", "env", "url", "headers", "prefix", "type")
 _METHOD_NOT_FOUND, _INTERNAL_ERROR = -32601, -32603
+RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before each restart of a server that ended, in a row
 _FORGOTTEN = 1024  # ids of cancelled requests remembered, so that a late reply is dropped without a word
+# the listings that fan out: method -> (the result's array, the capability a server must offer to be asked,
+# the key of each item that gets the prefix)
+_LISTINGS = {"tools/list": ("tools", None, "name"), "prompts/list": ("prompts", "prompts", "name"),
+             "resources/list": ("resources", "resources", "uri"),
+             "resources/templates/list": ("resourceTemplates", "resources", "uriTemplate")}
+# the requests that go to one server: method -> what they are called in errors, and where the prefixed name is
+_ROUTED = {"tools/call": ("tool", ("name",)), "prompts/get": ("prompt", ("name",)),
+           "resources/read": ("resource", ("uri",)), "resources/subscribe": ("resource", ("uri",)),
+           "resources/unsubscribe": ("resource", ("uri",))}
 
 
 @dataclass(frozen=True)
@@ -236,49 +249,70 @@ def http_server(url: str, headers: Mapping[str, str]) -> ServerEnd:
 def start_servers(path: str, configs: list[ServerConfig]) -> dict[str, ServerEnd]:
     """The `ServerEnd` of each server, by prefix (nothing is started yet); a url entry without the HTTP
     upstream is an InputError at its line."""
-    servers: dict[str, ServerEnd] = {}
+    return {prefix: make() for prefix, make in server_factories(path, configs).items()}
+
+
+def server_factories(path: str, configs: list[ServerConfig]) -> dict[str, Callable[[], ServerEnd]]:
+    """What makes each server's `ServerEnd`, by prefix (for its first start and its restarts); a url entry
+    without the HTTP upstream is an InputError at its line."""
+    factories: dict[str, Callable[[], ServerEnd]] = {}
     for config in configs:
         if config.url is None:
-            servers[config.prefix] = StdioServer(list(config.command), env=config.env)
+            factories[config.prefix] = functools.partial(StdioServer, list(config.command), env=config.env)
             continue
         try:
-            servers[config.prefix] = http_server(config.url, config.headers)
+            http_server(config.url, config.headers)  # checked now: a missing extra is said before anything starts
         except UsageError as exc:
             raise InputError(path, config.line, f"server {json.dumps(config.name)}: {exc}") from None
-    return servers
+        factories[config.prefix] = functools.partial(http_server, config.url, config.headers)
+    return factories
 
 
 # -- the servers behind one ServerEnd -----------------------------------------------------------------
 
 
 class _Fan:
-    """A client request sent to several servers (initialize, tools/list), answered once all answered."""
+    """A client request sent to several servers (initialize, a listing), answered once all answered."""
 
     def __init__(self, message: dict[str, Any], prefixes: list[str]) -> None:
         self.message = message
         self.waiting = set(prefixes)
         self.order = prefixes
         self.results: dict[str, dict[str, Any]] = {}  # prefix -> its result (initialize)
-        self.tools: dict[str, list[Any]] = {prefix: [] for prefix in prefixes}  # tools/list, so far
+        self.items: dict[str, list[Any]] = {prefix: [] for prefix in prefixes}  # a listing, so far
         self.pages: dict[str, int] = {prefix: 0 for prefix in prefixes}
 
 
+class _Restart:
+    """The `initialize` a restarted server is sent, with the client's own parameters."""
+
+    __slots__ = ("generation",)
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation
+
+
 class _Call:
-    """A client request sent to one server (a tools/call): its reply goes back as it came."""
+    """A client request sent to one server: its reply goes back as it came (a read's contents with their
+    URIs prefixed, `prefix`)."""
 
-    __slots__ = ("client_id",)
+    __slots__ = ("client_id", "prefix")
 
-    def __init__(self, client_id: Any) -> None:
+    def __init__(self, client_id: Any, prefix: str | None = None) -> None:
         self.client_id = client_id
+        self.prefix = prefix
 
 
 class MultiServer:
     """Several `ServerEnd`s, by prefix, behind one `ServerEnd` (see the module's docstring)."""
 
     def __init__(self, servers: Mapping[str, ServerEnd], *, names: Mapping[str, str] | None = None,
-                 diagnostics: TextIO | None = None) -> None:
+                 diagnostics: TextIO | None = None, restart: Mapping[str, Callable[[], ServerEnd]] | None = None,
+                 backoff: Sequence[float] = RESTART_BACKOFF) -> None:
         """`servers` by prefix, in the order listings show them; `names` gives each prefix the server's
-        name (for the record and messages; default the prefix); `diagnostics` receives the lines said."""
+        name (for the record and messages; default the prefix); `diagnostics` receives the lines said.
+        `restart` makes a new end for a server that ended, started after `backoff[i]` seconds for the i-th
+        attempt in a row (then no more)."""
         for prefix in servers:
             if not valid_prefix(prefix):
                 raise ValueError(f"not a valid prefix: {prefix!r}")
@@ -295,13 +329,20 @@ class MultiServer:
         self._gone: set[str] = set()  # servers that ended or failed initialize: their tools are gone
         self._ended = False  # the on_ended sentinel is queued
         self._closing = False
-        self._sent: dict[tuple[str, str], _Call | _Fan] = {}  # (prefix, id key) -> what the reply answers
+        self._sent: dict[tuple[str, str], _Call | _Fan | _Restart] = {}  # (prefix, id key) -> what the reply answers
         self._cancelled: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._asked: dict[str, tuple[str, Any]] = {}  # our id key -> (prefix, the server's own id)
         self._asked_back: dict[tuple[str, str], Any] = {}  # (prefix, the server's id key) -> our id
         self._tokens: OrderedDict[str, str] = OrderedDict()  # progress tokens of servers' requests -> prefix
         self._counter = 0
         self._long_said: set[str] = set()
+        self._capabilities: dict[str, dict[str, Any]] = {}  # prefix -> what it offered at initialize
+        self._restart = dict(restart or {})
+        self._backoff = tuple(backoff)
+        self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
+        self._attempts = {prefix: 0 for prefix in servers}  # restarts in a row that did not come back
+        self._restarting: set[str] = set()
+        self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
     # -- ServerEnd ----------------------------------------------------------------------------------
 
@@ -312,7 +353,7 @@ class MultiServer:
         self._deliverer.start()
         for prefix, server in self._servers.items():
             try:
-                server.start(self._line_handler(prefix), self._end_handler(prefix))
+                server.start(self._line_handler(prefix, 0), self._end_handler(prefix, 0))
             except UsageError as exc:
                 with self._lock:
                     self._ended = True  # as for one server that cannot start: no end is reported
@@ -365,25 +406,32 @@ class MultiServer:
                 self._answer(error_message(message["id"], INVALID_REQUEST, "Invalid Request"))
         elif "id" not in message:
             self._client_notification(method, message, line)
-        elif method in ("initialize", "tools/list"):
+        elif method == "initialize" or method in _LISTINGS:
             self._fan_out(message, line)
-        elif method == "tools/call":
+        elif method in _ROUTED:
             self._call(message)
+        elif method == "completion/complete":
+            self._complete(message)
         elif method == "ping":
             self._answer({"jsonrpc": "2.0", "id": message["id"], "result": {}})
         else:
             self._answer(error_message(message["id"], _METHOD_NOT_FOUND, f"Method not found: {method} (the proxy "
-                                       "offers only the tools of its several servers)"))
+                                       "offers the tools, prompts and resources of its several servers)"))
 
     def _fan_out(self, message: dict[str, Any], line: bytes | None) -> None:
         params = message.get("params")
-        if message["method"] == "tools/list" and isinstance(params, dict) and params.get("cursor") is not None:
+        listing = _LISTINGS.get(message["method"])
+        if listing is not None and isinstance(params, dict) and params.get("cursor") is not None:
             self._answer(error_message(message["id"], INVALID_PARAMS, "Invalid params: unknown cursor (the "
-                                       "proxy lists every server's tools in one page)"))
+                                       f"proxy lists every server's {listing[0]} in one page)"))
             return
+        needs = listing[1] if listing is not None else None
         key = id_key(message["id"])
         with self._lock:
-            live = [prefix for prefix in self._servers if prefix not in self._gone]
+            if message["method"] == "initialize":
+                self._initialize = message
+            live = [prefix for prefix in self._servers if prefix not in self._gone
+                    and (needs is None or needs in self._capabilities.get(prefix, {}))]
             fan = _Fan(message, live)
             for prefix in live:
                 self._sent[(prefix, key)] = fan
@@ -394,23 +442,42 @@ class MultiServer:
             self._finish(fan)
 
     def _call(self, message: dict[str, Any]) -> None:
+        """A request about one tool, prompt or resource: to the server its prefix names, the prefix taken off."""
+        kind, (key,) = _ROUTED[message["method"]]
         params = message.get("params")
-        name = params.get("name") if isinstance(params, dict) else None
+        name = params.get(key) if isinstance(params, dict) else None
         split = split_name(name) if isinstance(name, str) else None
         if split is None or split[0] not in self._servers:
-            self._answer(error_message(message["id"], INVALID_PARAMS, f"Invalid params: no server has the tool "
+            self._answer(error_message(message["id"], INVALID_PARAMS, f"Invalid params: no server has the {kind} "
                                        f"{json.dumps(name)}"))
             return
-        prefix, tool = split
         assert isinstance(params, dict)
+        self._send_one(message, split[0], {**params, key: split[1]}, message["method"] == "resources/read")
+
+    def _complete(self, message: dict[str, Any]) -> None:
+        """completion/complete: to the server of the prompt or resource template its `ref` names."""
+        params = message.get("params")
+        ref = params.get("ref") if isinstance(params, dict) else None
+        kind = ref.get("type") if isinstance(ref, dict) else None
+        key = {"ref/prompt": "name", "ref/resource": "uri"}.get(kind) if isinstance(kind, str) else None
+        name = ref.get(key) if key is not None and isinstance(ref, dict) else None
+        split = split_name(name) if isinstance(name, str) else None
+        if split is None or split[0] not in self._servers:
+            self._answer(error_message(message["id"], INVALID_PARAMS, "Invalid params: no server has the "
+                                       f"{'prompt' if key == 'name' else 'resource'} {json.dumps(name)}"))
+            return
+        assert isinstance(params, dict) and isinstance(ref, dict) and key is not None
+        self._send_one(message, split[0], {**params, "ref": {**ref, key: split[1]}})
+
+    def _send_one(self, message: dict[str, Any], prefix: str, params: dict[str, Any], read: bool = False) -> None:
         with self._lock:
             gone = prefix in self._gone
             if not gone:
-                self._sent[(prefix, id_key(message["id"]))] = _Call(message["id"])
+                self._sent[(prefix, id_key(message["id"]))] = _Call(message["id"], prefix if read else None)
         if gone:
             self._answer(self._gone_error(message["id"], prefix))
             return
-        self._to_server(prefix, dump_message({**message, "params": {**params, "name": tool}}))
+        self._to_server(prefix, dump_message({**message, "params": params}))
 
     def _client_answer(self, message: dict[str, Any]) -> None:
         """The client's answer to a server's request: its id back to the server's own."""
@@ -461,11 +528,11 @@ class MultiServer:
 
     # -- servers to the client ------------------------------------------------------------------------
 
-    def _line_handler(self, prefix: str) -> LineHandler:
-        return lambda line: self._from_server(prefix, line)
+    def _line_handler(self, prefix: str, generation: int) -> LineHandler:
+        return lambda line: self._from_server(prefix, line) if self._generation[prefix] == generation else None
 
-    def _end_handler(self, prefix: str) -> Callable[[str], None]:
-        return lambda reason: self._server_gone(prefix, reason)
+    def _end_handler(self, prefix: str, generation: int) -> Callable[[str], None]:
+        return lambda reason: self._server_gone(prefix, reason) if self._generation[prefix] == generation else None
 
     def _from_server(self, prefix: str, line: bytes) -> None:
         try:
@@ -498,8 +565,10 @@ class MultiServer:
                     self._asked.pop(id_key(own), None)
             if own is not None:
                 self._up.put(dump_message({**message, "params": {**params, "requestId": own}}))
-        elif method.startswith(("notifications/resources/", "notifications/prompts/")):
-            return  # not offered to the client
+        elif method == "notifications/resources/updated":  # a subscribed resource changed: under its prefixed URI
+            params = message.get("params")
+            if isinstance(params, dict) and isinstance(params.get("uri"), str):
+                self._up.put(dump_message({**message, "params": {**params, "uri": prefix + SEPARATOR + params["uri"]}}))
         else:  # tools/list_changed, progress (the client's own tokens), log messages
             self._up.put(line if line is not None else dump_message(message))
 
@@ -529,7 +598,13 @@ class MultiServer:
             if not late:
                 self._say(f"dropped a response from server {self._quoted(prefix)} to no request sent to it")
             return
+        if isinstance(entry, _Restart):
+            self._restarted(prefix, entry, message.get("result"))
+            return
         if isinstance(entry, _Call):
+            if entry.prefix is not None:
+                message = _contents_prefixed(message, entry.prefix)
+                line = None
             self._up.put(line if line is not None else dump_message(message))
             return
         result = message.get("result")
@@ -539,19 +614,23 @@ class MultiServer:
             self._fan_failed(entry, prefix, str(text) if text is not None else "no result")
         elif entry.message["method"] == "initialize":
             entry.results[prefix] = result
+            capabilities = result.get("capabilities")
+            with self._lock:
+                self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
             self._fan_done(entry, prefix)
         else:
             self._listed(entry, prefix, result)
 
     def _listed(self, fan: _Fan, prefix: str, result: dict[str, Any]) -> None:
-        """One page of a server's tools: kept under their prefixed names; the next page asked for."""
-        tools = result.get("tools")
-        if not isinstance(tools, list):
-            self._fan_failed(fan, prefix, 'no "tools" array')
+        """One page of a server's listing: kept under their prefixed names or URIs; the next page asked for."""
+        array, _, key = _LISTINGS[fan.message["method"]]
+        items = result.get(array)
+        if not isinstance(items, list):
+            self._fan_failed(fan, prefix, f'no "{array}" array')
             return
-        for tool in tools:
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str):
-                fan.tools[prefix].append({**tool, "name": prefix + SEPARATOR + tool["name"]})
+        for item in items:
+            if isinstance(item, dict) and isinstance(item.get(key), str):
+                fan.items[prefix].append({**item, key: prefix + SEPARATOR + item[key]})
         cursor = result.get("nextCursor")
         if cursor is None:
             self._fan_done(fan, prefix)
@@ -567,13 +646,15 @@ class MultiServer:
             while (prefix, id_key(own)) in self._sent:
                 own += "+"
             self._sent[(prefix, id_key(own))] = fan
-        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "id": own, "method": "tools/list", "params": {
+        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "id": own, "method": fan.message["method"], "params": {
             **(params if isinstance(params, dict) else {}), "cursor": cursor}}))
 
     def _fan_failed(self, fan: _Fan, prefix: str, why: str) -> None:
-        fan.tools[prefix] = []
-        if fan.message["method"] == "tools/list":
-            self._say(f"server {self._quoted(prefix)} failed to list its tools: {escape_text(why)}; they are left out")
+        fan.items[prefix] = []
+        if fan.message["method"] in _LISTINGS:
+            what = _LISTINGS[fan.message["method"]][0]
+            what = {"resourceTemplates": "resource templates"}.get(what, what)
+            self._say(f"server {self._quoted(prefix)} failed to list its {what}: {escape_text(why)}; they are left out")
         else:
             self._say(f"server {self._quoted(prefix)} failed to initialize: {escape_text(why)}; its tools are left "
                       "out of this session")
@@ -593,15 +674,16 @@ class MultiServer:
     def _finish(self, fan: _Fan) -> None:
         """Answer the client's request with what every server answered."""
         client_id = fan.message["id"]
-        if fan.message["method"] == "tools/list":
-            tools = [tool for prefix in fan.order for tool in fan.tools[prefix]]
-            for tool in tools:
+        if fan.message["method"] in _LISTINGS:
+            items = [item for prefix in fan.order for item in fan.items[prefix]]
+            for tool in items if fan.message["method"] == "tools/list" else ():
                 name = tool["name"]
                 if len(name) > NAME_LIMIT and name not in self._long_said:
                     self._long_said.add(name)
                     self._say(f"tool '{escape_text(name)}' has a name of {len(name)} characters, longer than the "
                               f"{NAME_LIMIT} the MCP specification recommends: some clients refuse it")
-            self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": {"tools": tools}}))
+            array = _LISTINGS[fan.message["method"]][0]
+            self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": {array: items}}))
             return
         answered = [prefix for prefix in fan.order if prefix in fan.results]
         if not answered:
@@ -614,13 +696,29 @@ class MultiServer:
         asked = params.get("protocolVersion") if isinstance(params, dict) else None
         result: dict[str, Any] = {
             "protocolVersion": min(versions) if versions else asked,
-            "capabilities": {"tools": {"listChanged": True}},
+            "capabilities": self._merged_capabilities(answered),
             "serverInfo": {"name": "toolreplay-mcp-proxy", "version": __version__}}
         instructions = [f"Tools named {prefix}{SEPARATOR}*: {text}" for prefix in answered
                         if isinstance(text := fan.results[prefix].get("instructions"), str) and text]
         if instructions:
             result["instructions"] = "\n\n".join(instructions)
         self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": result}))
+
+    def _merged_capabilities(self, answered: list[str]) -> dict[str, Any]:
+        """Tools always (their listing changes as servers end); prompts, resources (with `subscribe` when one
+        server subscribes) and completions when one server offers them."""
+        with self._lock:
+            offered = [self._capabilities.get(prefix, {}) for prefix in answered]
+        merged: dict[str, Any] = {"tools": {"listChanged": True}}
+        if any(isinstance(caps.get("prompts"), dict) for caps in offered):
+            merged["prompts"] = {"listChanged": True}
+        resources = [caps["resources"] for caps in offered if isinstance(caps.get("resources"), dict)]
+        if resources:
+            merged["resources"] = {"listChanged": True, **({"subscribe": True} if any(
+                item.get("subscribe") is True for item in resources) else {})}
+        if any(isinstance(caps.get("completions"), dict) for caps in offered):
+            merged["completions"] = {}
+        return merged
 
     def _server_gone(self, prefix: str, reason: str) -> None:
         """A server ended: its calls in flight are answered with an error, its tools leave the listing."""
@@ -632,21 +730,112 @@ class MultiServer:
             entries = [self._sent.pop(slot) for slot in mine]
             for slot in [slot for slot in self._asked_back if slot[0] == prefix]:
                 self._asked.pop(id_key(self._asked_back.pop(slot)), None)
-            everyone = all(other in self._gone for other in self._servers)
+            self._restarting.discard(prefix)  # a restarted server that ended before it was back: the next attempt
+            restarting = not closing and self._schedule_restart(prefix)
+            everyone = all(other in self._gone for other in self._servers) and not self._restarting
         if not closing:
             if not was_gone:
-                self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): its tools are gone for the "
-                          "rest of the session")
+                self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): " + (
+                    "it is started again" if restarting else "its tools are gone for the rest of the session"))
             for entry in entries:
-                if isinstance(entry, _Call):
-                    self._up.put(dump_message(self._gone_error(entry.client_id, prefix)))
+                if isinstance(entry, _Call):  # it may have run: the router records a write's outcome as unknown
+                    self._up.put(dump_message(no_answer_error(
+                        entry.client_id, f"the server {self._quoted(prefix)} ended before it answered")))
             for fan in {id(entry): entry for entry in entries if isinstance(entry, _Fan)}.values():
-                fan.tools[prefix] = []
+                fan.items[prefix] = []
                 self._fan_done(fan, prefix)
             if not everyone and not was_gone:
                 self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+                with self._lock:
+                    offered = self._capabilities.get(prefix, {})
+                for capability in ("prompts", "resources"):
+                    if isinstance(offered.get(capability), dict):
+                        self._up.put(dump_message({"jsonrpc": "2.0",
+                                                   "method": f"notifications/{capability}/list_changed"}))
         if everyone:
             self._end()
+
+    # -- restarts -------------------------------------------------------------------------------------------
+
+    def _schedule_restart(self, prefix: str) -> bool:
+        """Start the server again after its backoff (hold the lock); False when it is not restarted."""
+        if prefix not in self._restart or prefix in self._restarting or self._initialize is None:
+            return False
+        attempt = self._attempts[prefix]
+        if attempt >= len(self._backoff):
+            return False
+        self._attempts[prefix] = attempt + 1
+        self._restarting.add(prefix)
+        timer = threading.Timer(self._backoff[attempt], self._start_again, args=(prefix,))
+        timer.daemon = True
+        timer.start()
+        return True
+
+    def _start_again(self, prefix: str) -> None:
+        """A new end for the server, sent the client's initialize; `_restarted` takes it back into service."""
+        with self._lock:
+            if self._closing:
+                self._restarting.discard(prefix)
+                return
+            old = self._servers[prefix]
+            self._generation[prefix] += 1
+            generation = self._generation[prefix]
+        old.close()
+        try:
+            server = self._restart[prefix]()
+            server.start(self._line_handler(prefix, generation), self._end_handler(prefix, generation))
+        except (UsageError, OSError) as exc:
+            self._say(f"server {self._quoted(prefix)} could not be started again: {escape_text(str(exc))}")
+            self._retry_or_give_up(prefix)
+            return
+        with self._lock:
+            closing = self._closing
+            if not closing:
+                self._servers[prefix] = server
+        if closing:  # the session ended while it started: it is not left running
+            server.close()
+            return
+        with self._lock:
+            own = f"toolreplay-restart-{generation}"
+            self._sent[(prefix, id_key(own))] = _Restart(generation)
+            initialize = dict(self._initialize or {})
+        self._to_server(prefix, dump_message({**initialize, "id": own}))
+
+    def _retry_or_give_up(self, prefix: str) -> None:
+        with self._lock:
+            self._restarting.discard(prefix)
+            again = not self._closing and self._schedule_restart(prefix)
+            everyone = all(other in self._gone for other in self._servers) and not self._restarting
+        if not again:
+            self._say(f"server {self._quoted(prefix)} was not started again: its tools are gone for the rest of "
+                      "the session")
+        if everyone:
+            self._end()
+
+    def _restarted(self, prefix: str, entry: _Restart, result: Any) -> None:
+        """The restarted server answered initialize: its tools (and prompts, resources) are back."""
+        if not isinstance(result, dict):
+            self._say(f"server {self._quoted(prefix)} failed to initialize again")
+            with self._lock:
+                server = self._servers[prefix]
+                self._generation[prefix] += 1  # its end is not a new death
+            server.close()
+            self._retry_or_give_up(prefix)
+            return
+        capabilities = result.get("capabilities")
+        with self._lock:
+            self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
+            offered = self._capabilities[prefix]
+        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        with self._lock:
+            self._gone.discard(prefix)
+            self._restarting.discard(prefix)
+            self._attempts[prefix] = 0
+        self._say(f"server {self._quoted(prefix)} is back (started again): its tools are listed again")
+        self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+        for capability in ("prompts", "resources"):
+            if isinstance(offered.get(capability), dict):
+                self._up.put(dump_message({"jsonrpc": "2.0", "method": f"notifications/{capability}/list_changed"}))
 
     def _gone_error(self, client_id: Any, prefix: str) -> dict[str, Any]:
         return error_message(client_id, _INTERNAL_ERROR, f"Internal error: the server {self._quoted(prefix)} "
@@ -689,3 +878,14 @@ class MultiServer:
     def _say(self, text: str) -> None:
         if self._diagnostics is not None:
             say_to(self._diagnostics, self._diag_lock, text)
+
+
+def _contents_prefixed(message: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """A resources/read reply with each content's URI under the server's prefix, as the client named it."""
+    result = message.get("result")
+    contents = result.get("contents") if isinstance(result, dict) else None
+    if not isinstance(result, dict) or not isinstance(contents, list):
+        return message
+    return {**message, "result": {**result, "contents": [
+        {**item, "uri": prefix + SEPARATOR + item["uri"]} if isinstance(item, dict) and isinstance(item.get("uri"), str)
+        else item for item in contents]}}

@@ -29,6 +29,7 @@ uvicorn and httptools are optional dependencies (the `http` extra): imported whe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import hmac
@@ -41,7 +42,7 @@ import secrets
 import socket
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, TextIO, cast
 from urllib.parse import urlsplit
@@ -52,6 +53,7 @@ from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
 from toolreplay.guard.intents import IntentFile
 from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
+from toolreplay.mcp.http.oauth import METADATA_PREFIX, MetadataError, fetch_metadata, metadata_path, rewrite_challenge
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
@@ -71,6 +73,8 @@ DEFAULT_MAX_CONNECTIONS = 100  # open connections served at once; one more is an
 KNOWN_VERSIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 INTERNAL_ERROR = -32603
 _BACKLOG = 1000  # messages kept for a GET stream that is not open
+REPLAY_EVENTS = 256  # events of a stream kept for a client resuming it with Last-Event-ID
+RESUMABLE_STREAMS = 16  # streams of a session whose client went, kept to be resumed (the oldest goes first)
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
@@ -125,8 +129,12 @@ class _Stream:
     Written from any thread (`put`), read by the response's task in the loop."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, sse: bool, ids: set[str] | None = None,
-                 requests: list[dict[str, Any]] | None = None) -> None:
+                 requests: list[dict[str, Any]] | None = None, number: int = 0) -> None:
         self.loop = loop
+        self.number = number  # its event ids are `NUMBER-N`, N counting from 1
+        self.sent = 0  # events written (or kept for a client that went)
+        self.history: deque[tuple[int, bytes]] = deque(maxlen=REPLAY_EVENTS)  # the last events, to replay
+        self.parked = False  # its client went mid-stream: what comes waits (bounded) for a resumption
         self.sse = sse
         self.ids = ids if ids is not None else set()  # ids still to be answered on it
         self.requests = requests or []  # the requests it carried (to find the call a question is about)
@@ -139,8 +147,17 @@ class _Stream:
         self.loop.call_soon_threadsafe(self._push, (data, last or data is None))
 
     def _push(self, item: tuple[bytes | None, bool]) -> None:
+        if self.parked and len(self.items) >= REPLAY_EVENTS:
+            self.items.popleft()  # bounded while nobody reads: the oldest is dropped
         self.items.append(item)
         self._wake()
+
+    def event(self, data: bytes) -> bytes:
+        """`data` as the stream's next SSE event, with its id, kept for a resumption."""
+        self.sent += 1
+        event = f"id: {self.number}-{self.sent}\nevent: message\ndata: ".encode() + data.rstrip(b"\n") + b"\n\n"
+        self.history.append((self.sent, event))
+        return event
 
     def _wake(self, *_: Any) -> None:
         if self.waiter is not None and not self.waiter.done():
@@ -282,6 +299,15 @@ class HttpClient:
         """The client answered a request: if it was the proxy's question, where it went is forgotten."""
         with self._lock:
             self._asked.pop(id_key(request_id), None)
+
+    def park(self, stream: _Stream) -> None:
+        """The client of `stream` went, to resume it perhaps: it still gets the answers and progress of its own
+        requests, not the messages that belong to no call (they go to another stream, or wait for the GET)."""
+        with self._lock:
+            if stream in self._posts:
+                self._posts.remove(stream)
+            if self._get is stream:
+                self._get = None
 
     def open_get(self, stream: _Stream) -> bool:
         """Make `stream` the session's GET stream and send it what waited; False when one is open."""
@@ -425,8 +451,10 @@ class _Session:
     """One client session: its id, client end, proxy, record, and the thread that runs the proxy."""
 
     def __init__(self, session_id: str, client: HttpClient, proxy: McpProxy, recorder: SessionRecorder,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop, upstream: ServerEnd | None = None) -> None:
         self.id = session_id
+        self.upstream = upstream  # its server end (an HTTP upstream's challenges and authorization)
+        self.authorization: str | None = None  # the client's last Authorization header, passed on
         self.client = client
         self.proxy = proxy
         self.recorder = recorder
@@ -434,6 +462,8 @@ class _Session:
         self.last_seen = time.monotonic()
         self.ended = asyncio.Event()
         self.failure: str | None = None  # why the server could not start
+        self.streams = 0  # SSE streams numbered so far (event ids name their stream)
+        self.resumable: OrderedDict[int, _Stream] = OrderedDict()  # streams whose client went, by number
         self.thread = threading.Thread(target=self._run, args=(loop,), name="mcp-http-session", daemon=True)
 
     def _run(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -458,7 +488,7 @@ class HttpListener:
                  allowed_origins: Iterable[str] = (), max_body: int = DEFAULT_MAX_BODY,
                  session_timeout: float = DEFAULT_SESSION_TIMEOUT, pins: ToolPins | None = None,
                  head_timeout: float = DEFAULT_HEAD_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS,
-                 upstream: Iterable[str] | None = None) -> None:
+                 upstream: Iterable[str] | None = None, resource: str | None = None) -> None:
         """Nothing listens before `start`. `guard` is the assembled guard every session's proxy is built from
         (a bare Policy: a guard of it and nothing else); `records` is the folder of the sessions' records
         (created when missing); `token`, when given, is required on every request as `Authorization:
@@ -469,7 +499,9 @@ class HttpListener:
         a request is answered 503. `upstream` names what the factory serves (its command, `[URL]`): the
         sessions' write intents then live in one file of the records folder (`intents_name`), which
         outlives a crash; without it each session's intents are beside its record, and no later session
-        reads them."""
+        reads them. `resource`: the server URL whose OAuth flow is passed through (its 401/403 as HTTP, its
+        protected resource metadata served under the listener's URL, each request's Authorization passed
+        on; toolreplay.mcp.http.oauth)."""
         self._factory = factory
         self._guard = guard if isinstance(guard, Guard) else build_guard(GuardConfig(guard, records=records))
         self._pins = pins
@@ -486,6 +518,8 @@ class HttpListener:
         self._head_timeout = head_timeout
         self._max_connections = max_connections
         self._upstream = None if upstream is None else list(upstream)
+        self._resource = resource
+        self._metadata_source: str | None = None  # the server's metadata URL, as its 401 named it
         self._intents: IntentFile | None = None
         self._sessions: dict[str, _Session] = {}
         self._lock = threading.Lock()
@@ -601,7 +635,8 @@ class HttpListener:
         except BaseException:
             recorder.close()
             raise
-        session = _Session(session_id, client, proxy, recorder, loop)
+        session = _Session(session_id, client, proxy, recorder, loop, upstream)
+        session.authorization = headers.get("authorization")
         session.thread.start()
         while not client.started.is_set() and session.thread.is_alive():
             await asyncio.sleep(0.002)  # the server starts (a process) in the session's thread
@@ -621,6 +656,10 @@ class HttpListener:
         await session.ended.wait()
         with self._lock:
             self._sessions.pop(session.id, None)
+        path = os.path.join(self._records, record_name(session.id))
+        with contextlib.suppress(OSError):
+            if os.path.getsize(path) == 0:  # nothing ran (a client not yet authorized, say): no record is left
+                os.remove(path)
         self.say(f"session {record_name(session.id)[:-6]}: ended ({session.proxy.exit_reason or 'stopped'})")
 
     async def _expire_idle(self) -> None:
@@ -651,6 +690,12 @@ class HttpListener:
             return
         headers = {name.decode("latin-1").lower(): value.decode("latin-1") for name, value in scope["headers"]}
         try:
+            if self._resource is not None and scope["path"] in (METADATA_PREFIX, metadata_path(self.path)):
+                self._check_access(scope, headers, endpoint=False)
+                if scope["method"] != "GET":
+                    raise _HttpError(405, "Method Not Allowed", headers=[(b"allow", b"GET")])
+                await self._metadata(send)
+                return
             self._check_access(scope, headers)
             method = scope["method"]
             if method == "POST":
@@ -670,7 +715,34 @@ class HttpListener:
             await _respond(send, error.status, _error_body(error.code, error.text), headers=error.headers,
                            content_type=b"application/json")
 
-    def _check_access(self, scope: Scope, headers: Mapping[str, str]) -> None:
+    async def _metadata(self, send: Send) -> None:
+        """The server's protected resource metadata, with the listener's URL as its resource."""
+        assert self._resource is not None
+        try:
+            body = await fetch_metadata(self._resource, self._metadata_source, self.url)
+        except MetadataError as exc:
+            self.say(str(exc))
+            raise _HttpError(502, f"Bad Gateway: {exc}", INTERNAL_ERROR) from None
+        await _respond(send, 200, body, content_type=b"application/json")
+
+    def _challenged(self, session: _Session, stream: _Stream) -> tuple[int, list[tuple[bytes, bytes]]] | None:
+        """The 401 or 403 the server answered the stream's one request with, and the headers passing it on."""
+        if self._resource is None or len(stream.requests) != 1:
+            return None
+        challenge = getattr(session.upstream, "challenge", None)
+        if challenge is None:
+            return None
+        found = challenge(stream.requests[0]["id"])
+        if found is None:
+            return None
+        status, header = found
+        base = self.url[:-len(self.path)] if self.url.endswith(self.path) else self.url
+        rewritten, named = rewrite_challenge(header, base + metadata_path(self.path), self._resource)
+        if named is not None:
+            self._metadata_source = named
+        return status, [(b"www-authenticate", rewritten.encode("latin-1", "replace"))]
+
+    def _check_access(self, scope: Scope, headers: Mapping[str, str], endpoint: bool = True) -> None:
         if self._token is not None:
             scheme, _, token = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode("utf-8", "replace"),
@@ -687,6 +759,8 @@ class HttpListener:
             name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
             if host and not is_loopback(name):
                 raise _HttpError(403, "Forbidden: Host not allowed")
+        if not endpoint:
+            return
         if scope["path"] != self.path:
             raise _HttpError(404, "Not Found")
         version = headers.get("mcp-protocol-version")
@@ -715,6 +789,11 @@ class HttpListener:
             session = await self._open_session(headers)
         else:
             session = self._session(headers)
+            authorization = headers.get("authorization")
+            authorize = getattr(session.upstream, "authorize", None)
+            if self._resource is not None and authorization and authorization != session.authorization and authorize:
+                session.authorization = authorization  # a refreshed token: the server gets it from now on
+                authorize(authorization)
             if isinstance(message, list) and session.client.version not in BATCH_VERSIONS:
                 raise _HttpError(400, "Invalid Request: batches are not supported by the negotiated protocol "
                                       "version")
@@ -744,47 +823,77 @@ class HttpListener:
         keys = {id_key(request["id"]) for request in requests}
         if len(keys) < len(requests) or any(client.in_flight(key) for key in keys):
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
-        stream = _Stream(asyncio.get_running_loop(), sse, keys, requests)
+        session.streams += 1
+        stream = _Stream(asyncio.get_running_loop(), sse, keys, requests, session.streams)
         client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
         await self._stream_out(session, stream, receive, send)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
-                          eager: bool = False) -> None:
+                          eager: bool = False, after: int | None = None) -> None:
         """Write what comes for `stream` until it ends or its client goes: as one JSON body when its answer is
         all there is, else (the client accepting it) as SSE events, started by the first message that is not
         the last (a question before the answer, progress) or at once when `eager` (the GET stream). A task
-        reads `receive` for the client leaving."""
+        reads `receive` for the client leaving. Each event has an id; a client that goes mid-stream may resume
+        it (`after`: the last event it had), so the stream stays, bounded, until the session ends."""
         gone = asyncio.ensure_future(_disconnected(receive))
         streaming = False
+        parked = False
         try:
             if eager:
                 await self._start_sse(send, session)
                 streaming = True
+            if after is not None:
+                for number, event in list(stream.history):
+                    if number > after:
+                        await send({"type": "http.response.body", "body": event, "more_body": True})
             parts: list[bytes] = []
             while True:
                 item = await stream.get(gone)
-                if item is None:
-                    return  # the client went: what comes for it is dropped (the calls still run and are recorded)
+                if item is None:  # the client went: the calls still run and are recorded
+                    parked = streaming and stream.open and self._park(session, stream)
+                    return
                 data, last = item
                 if data is not None:
                     if not streaming and not last and stream.sse:
                         await self._start_sse(send, session)
                         streaming = True
                     if streaming:
-                        await send({"type": "http.response.body", "body": b"event: message\ndata: "
-                                    + data.rstrip(b"\n") + b"\n\n", "more_body": True})
+                        await send({"type": "http.response.body", "body": stream.event(data), "more_body": True})
                     else:
                         parts.append(data.rstrip(b"\n"))
                 if last:
                     break
             if streaming:
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
-            else:
-                body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
+                return
+            body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"
+            challenged = self._challenged(session, stream)
+            if challenged is None:
                 await _respond(send, 200, body, session_id=session.id, content_type=b"application/json")
+                return
+            status, headers = challenged
+            opening = stream.requests[0].get("method") == "initialize"
+            if opening:  # not authorized: no session is opened (the client initializes again with a token)
+                session.client.end("the server asked the client to authorize")
+            await _respond(send, status, body, session_id=None if opening else session.id,
+                           content_type=b"application/json", headers=headers)
         finally:
             gone.cancel()
-            session.client.detach(stream)
+            if not parked:
+                session.resumable.pop(stream.number, None)
+                session.client.detach(stream)
+
+    @staticmethod
+    def _park(session: _Session, stream: _Stream) -> bool:
+        """Keep a stream whose client went for a resumption; the oldest kept goes when there are too many. The
+        GET stream stops taking messages (they wait for the next GET, as before it opened)."""
+        stream.parked = True
+        session.resumable[stream.number] = stream
+        session.client.park(stream)
+        while len(session.resumable) > RESUMABLE_STREAMS:
+            _, oldest = session.resumable.popitem(last=False)
+            session.client.detach(oldest)
+        return True
 
     @staticmethod
     async def _start_sse(send: Send, session: _Session) -> None:
@@ -794,12 +903,31 @@ class HttpListener:
     async def _get(self, session: _Session, headers: Mapping[str, str], receive: Receive, send: Send) -> None:
         if not _accepts(headers.get("accept", ""))[1]:
             raise _HttpError(406, "Not Acceptable: the client must accept text/event-stream")
-        if headers.get("last-event-id"):
-            raise _HttpError(400, "Bad Request: resuming a stream (Last-Event-ID) is not offered")
-        stream = _Stream(asyncio.get_running_loop(), True)
+        last = headers.get("last-event-id")
+        if last:
+            await self._resume(session, last, receive, send)
+            return
+        session.streams += 1
+        stream = _Stream(asyncio.get_running_loop(), True, number=session.streams)
         if not session.client.open_get(stream):
             raise _HttpError(409, "Conflict: the session already has a GET stream")
         await self._stream_out(session, stream, receive, send, eager=True)  # alone, it is idle
+
+    async def _resume(self, session: _Session, last: str, receive: Receive, send: Send) -> None:
+        """GET with Last-Event-ID: the stream that event was on, from the event after it (what is kept of it)."""
+        number, _, count = last.strip().partition("-")
+        stream = session.resumable.get(int(number)) if number.isdigit() and count.isdigit() else None
+        if stream is None:
+            raise _HttpError(400, "Bad Request: no stream of this session to resume from that Last-Event-ID")
+        del session.resumable[stream.number]
+        stream.parked = False
+        if stream.ids or stream.requests:  # a POST's stream: its answers still come to it
+            await self._stream_out(session, stream, receive, send, eager=True, after=int(count))
+            return
+        if not session.client.open_get(stream):  # the GET stream: what waited is sent after the replay
+            session.resumable[stream.number] = stream
+            raise _HttpError(409, "Conflict: the session already has a GET stream")
+        await self._stream_out(session, stream, receive, send, eager=True, after=int(count))
 
     async def _read_body(self, headers: Mapping[str, str], receive: Receive) -> bytes:
         too_large = _HttpError(413, f"Payload Too Large: the body exceeds {self._max_body} bytes")

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,8 @@ from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure
 from toolreplay.mcp.transport import LineHandler
 from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_message
 
-__all__ = ["HTTP_EXTRA", "HttpServer", "SseEvent", "SseParser", "answered_ids", "compact_line", "is_http_url",
-           "lost_answers", "parse_header"]
+__all__ = ["HTTP_EXTRA", "MAX_EVENT", "HttpServer", "SseEvent", "SseParser", "SseTooLarge", "answered_ids",
+           "compact_line", "is_http_url", "lost_answers", "parse_header"]
 
 HTTP_EXTRA = "pip install '.[http]' in a ToolReplay checkout"
 
@@ -50,6 +51,13 @@ _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 RESUME_ATTEMPTS = 3  # reconnections of a dropped stream in a row, before its requests are given up
 _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `retry:`, at most _RETRY_MOST
+# How long the first message after `notifications/initialized` waits for the server's own stream (GET) to be
+# open: a server sends a request of its own (sampling, elicitation, roots) on that stream, and drops it when
+# the stream is not open yet (the TypeScript SDK does), so a call POSTed before it would wait for ever.
+STREAM_OPEN_WAIT = 5.0
+MAX_EVENT = 16 * 1024 * 1024  # characters of one server-sent event (its data and any line not yet ended)
+AUTH_STATUSES = (401, 403)  # the server asks the client to authorize (or for more scope): passed on as HTTP
+_CHALLENGES_KEPT = 1024
 _DRAIN_SECONDS = 5.0  # how long the rest of an answered stream is read before its connection is dropped
 
 
@@ -102,10 +110,17 @@ class SseEvent:
     id: str | None
 
 
-class SseParser:
-    """The event-stream format of the HTML standard (server-sent events), fed text as it arrives."""
+class SseTooLarge(ValueError):
+    """An event (or a line) over MAX_EVENT characters: an endless or hostile stream."""
 
-    def __init__(self) -> None:
+
+class SseParser:
+    """The event-stream format of the HTML standard (server-sent events), fed text as it arrives; an event
+    over `limit` characters is SseTooLarge (what was held of it is dropped)."""
+
+    def __init__(self, limit: int = MAX_EVENT) -> None:
+        self._limit = limit
+        self._size = 0  # characters of the event being read
         self._pending = ""
         self._data: list[str] = []
         self._event = ""
@@ -117,6 +132,9 @@ class SseParser:
         text = self._pending + text
         lines = re.split(r"\r\n|\r|\n", text)
         self._pending = lines.pop()
+        if len(self._pending) + self._size > self._limit:
+            self._pending, self._data, self._event, self._size = "", [], "", 0
+            raise SseTooLarge(f"an event over {self._limit} characters")
         if self._pending.endswith("\r"):  # a CR whose LF may come in the next chunk
             lines.append(self._pending[:-1])
             self._pending = ""
@@ -136,6 +154,10 @@ class SseParser:
         if colon and value.startswith(" "):
             value = value[1:]
         if field == "data":
+            self._size += len(value) + 1
+            if self._size > self._limit:
+                self._data, self._event, self._size = [], "", 0
+                raise SseTooLarge(f"an event over {self._limit} characters")
             self._data.append(value)
         elif field == "event":
             self._event = value
@@ -147,7 +169,7 @@ class SseParser:
 
     def _dispatch(self) -> SseEvent | None:
         data, event = self._data, self._event
-        self._data, self._event = [], ""
+        self._data, self._event, self._size = [], "", 0
         if not data:  # an event without data (a priming event that only sets the id) is not dispatched
             return None
         return SseEvent("\n".join(data), event or "message", self.last_id)
@@ -212,12 +234,14 @@ class HttpServer:
 
     def __init__(self, url: str, *, headers: Iterable[tuple[str, str]] = (),
                  say: Callable[[str], None] | None = None, connect_timeout: float = 30.0,
-                 loop: asyncio.AbstractEventLoop | None = None) -> None:
+                 loop: asyncio.AbstractEventLoop | None = None, client_authorization: bool = False) -> None:
         """`headers` go with every request (say `Authorization`); `say` receives the end's own messages
         (a stream given up, the session expired), which never hold a header value. `loop`: an event loop
         running on another thread (the `--listen` listener's) to run on rather than a thread of its own, so
         that each message crosses one thread fewer; the end's callbacks then run on that loop's thread.
-        Without httpx, a UsageError that names the extra."""
+        `client_authorization`: the `Authorization` header is the client's (`--listen` in front of this URL), and
+        `authorize` replaces it when the client sends another (a refreshed token). Without httpx, a UsageError
+        that names the extra."""
         if not is_http_url(url):
             raise UsageError(f"not an http:// or https:// URL: {_shown(url)}")
         try:
@@ -242,9 +266,24 @@ class HttpServer:
         self._version: str | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._listening = False
+        self._stream_opened: asyncio.Future[None] | None = None  # done once the GET's head came (or it failed)
         self._initializing: asyncio.Task[None] | None = None
         self._end_reason = "server closed the session"
         self._client: HttpClient | None = None  # made on the loop when the session starts
+        self._client_authorization = client_authorization
+        # request id key -> (status, WWW-Authenticate) of a 401 or 403 that answered it: `challenge` hands it to
+        # the listener, which answers the client's HTTP request with them (the OAuth flow runs client to server)
+        self._challenges: OrderedDict[str, tuple[int, str]] = OrderedDict()
+
+    def challenge(self, request_id: Any) -> tuple[int, str] | None:
+        """The 401 or 403 (status, WWW-Authenticate) the server answered the request with, once; else None."""
+        return self._challenges.pop(id_key(request_id), None)
+
+    def authorize(self, value: str) -> None:
+        """The client's `Authorization` for the requests from now on (only when the header is the client's)."""
+        if self._client_authorization:
+            self._headers = [*((name, text) for name, text in self._headers if name.lower() != "authorization"),
+                             ("Authorization", value)]
 
     # -- ServerEnd --------------------------------------------------------------------------------------
 
@@ -357,6 +396,9 @@ class HttpServer:
         if self._initializing is not None:  # what follows `initialize` needs the session it opens
             await asyncio.shield(self._initializing)
             self._initializing = None
+        if self._stream_opened is not None:  # ... and what follows `initialized`, the server's own stream
+            await asyncio.wait([self._stream_opened], timeout=STREAM_OPEN_WAIT)
+            self._stream_opened = None
         if initialize:
             self._initializing = asyncio.get_running_loop().create_task(self._guarded(post, True))
             self._tasks.add(self._initializing)
@@ -432,7 +474,13 @@ class HttpServer:
             await response.aclose()
 
     async def _error_status(self, response: Answer, post: _Post) -> None:
-        """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own."""
+        """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own. A 401 or
+        403 is kept for `challenge`, with its WWW-Authenticate."""
+        if response.status_code in AUTH_STATUSES:
+            for key in post.waiting:
+                self._challenges[key] = (response.status_code, response.headers.get("www-authenticate", ""))
+            while len(self._challenges) > _CHALLENGES_KEPT:
+                self._challenges.popitem(last=False)
         body = await response.aread()
         if post.waiting and len(post.waiting) == 1:
             try:
@@ -485,6 +533,9 @@ class HttpServer:
                     failure = "the server ended the event stream before it answered"
                 except HttpFailure as exc:
                     failure = f"the event stream from the server failed: {exc.describe()}"
+                except SseTooLarge as exc:
+                    self._give_up(post, f"the server's event stream holds {exc}")
+                    return
                 except (ValueError, RecursionError) as exc:
                     self._give_up(post, f"the server's event stream holds a message that is not JSON ({exc})")
                     return
@@ -541,6 +592,7 @@ class HttpServer:
         if self._listening or self._session_id is None:  # a server without sessions has no stream of its own
             return
         self._listening = True
+        self._stream_opened = asyncio.get_running_loop().create_future()
         task = asyncio.get_running_loop().create_task(self._listen())
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -548,6 +600,17 @@ class HttpServer:
     async def _listen(self) -> None:
         """The stream of the server's own messages, opened after `initialize`; 405 means it has none. A
         dropped stream is opened again (from its last event id), RESUME_ATTEMPTS failures in a row at most."""
+        try:
+            await self._listen_on()
+        finally:
+            self._stream_is_open()
+
+    def _stream_is_open(self) -> None:
+        """The GET's head came, or it never will: the messages held back for it go on."""
+        if self._stream_opened is not None and not self._stream_opened.done():
+            self._stream_opened.set_result(None)
+
+    async def _listen_on(self) -> None:
         parser = SseParser()
         failures = 0
         while failures < RESUME_ATTEMPTS:
@@ -558,7 +621,9 @@ class HttpServer:
                 response = await self._http.send("GET", headers)
             except HttpFailure:
                 failures += 1
+                self._stream_is_open()
             else:
+                self._stream_is_open()
                 if response.status_code == 405:  # no stream of its own: nothing to listen to
                     await response.aclose()
                     return
@@ -577,6 +642,8 @@ class HttpServer:
                     await self._events(response, parser, None)
                 except HttpFailure:
                     pass
+                except SseTooLarge as exc:
+                    self._say(f"dropped {exc} from the server's event stream")
                 except ValueError as exc:
                     self._say(f"dropped a message of the server's event stream that is not JSON ({exc})")
                 failures = 0 if parser.last_id != delivered else failures + 1
