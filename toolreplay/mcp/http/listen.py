@@ -249,8 +249,17 @@ class HttpClient:
         waits for the feeder (one thread switch less)."""
         if stream is not None:
             with self._lock:
+                closed = self._closed
+                if not closed:
+                    for key in stream.ids:
+                        self._pending[key] = stream
+            if closed:  # the session ended (its server exited) as this request came: nothing will answer it
                 for key in stream.ids:
-                    self._pending[key] = stream
+                    stream.put(_error_body(INTERNAL_ERROR, "the session ended before the request was answered",
+                                           json.loads(key.split(":", 1)[1])))
+                stream.put(None)
+                return
+            with self._lock:
                 if stream.sse:
                     self._posts.append(stream)
                 for request in stream.requests:
