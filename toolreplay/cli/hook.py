@@ -125,8 +125,9 @@ def _serve(args: argparse.Namespace, io: IO) -> int:
     """`hook serve`: the HTTP hook endpoint of one records folder, until SIGINT or SIGTERM."""
     import signal
 
+    from toolreplay.guard.hosts import is_loopback
     from toolreplay.hooks.core import HookError
-    from toolreplay.hooks.http import TOKEN_NAME, HookEndpoint, is_loopback
+    from toolreplay.hooks.http import TOKEN_NAME, HookEndpoint
 
     if not is_loopback(args.host) and not args.allow_remote:
         raise UsageError(f"hook serve: --host {args.host} is not a loopback address: the hook endpoint would be "

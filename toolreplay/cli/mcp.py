@@ -127,7 +127,8 @@ def _listen_address(text: str) -> tuple[str, int]:
 
 def _run_listener(args: argparse.Namespace, command: list[str], configs: list[ServerConfig] | None,
                   headers: list[tuple[str, str]], io: IO) -> int:
-    from toolreplay.mcp.http.listen import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpListener, is_loopback
+    from toolreplay.guard.hosts import is_loopback
+    from toolreplay.mcp.http.listen import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpListener
     from toolreplay.mcp.transport import StdioServer
 
     host, port = _listen_address(args.listen)

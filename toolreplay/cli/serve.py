@@ -36,7 +36,8 @@ def _person() -> str:
 
 def _run(args: argparse.Namespace, io: IO) -> int:
     from toolreplay.audit.signers import read_secret_file
-    from toolreplay.console.server import Console, is_loopback, serve
+    from toolreplay.console.server import Console, serve
+    from toolreplay.guard.hosts import is_loopback
 
     host, port = _address(args.listen)
     for folder in args.folders:

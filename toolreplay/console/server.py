@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.server
-import ipaddress
 import json
 import os
 import re
@@ -36,9 +35,10 @@ from toolreplay.console.index import KINDS, Filters, SessionIndex, select
 from toolreplay.errors import ToolReplayError
 from toolreplay.format.records import read_session, ts_seconds
 from toolreplay.guard.approvals import read_approvals, revoke_approval
+from toolreplay.guard.hosts import is_loopback
 from toolreplay.guard.inbox import InboxError, Request, decide, pending_requests
 
-__all__ = ["Console", "Response", "is_loopback", "serve", "parse_since"]
+__all__ = ["Console", "Response", "serve", "parse_since"]
 
 COOKIE = "toolreplay-console"
 MAX_FORM_BYTES = 64 * 1024
@@ -61,16 +61,6 @@ class Response:
     content_type: str = "text/html; charset=utf-8"
     headers: tuple[tuple[str, str], ...] = field(default=())
 
-
-def is_loopback(host: str) -> bool:
-    """Whether a host name or address is this machine's loopback (`localhost`, 127.0.0.0/8, ::1)."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def parse_since(value: str, now: float) -> float | None:

@@ -20,7 +20,6 @@ as `toolreplay hook AGENT` does: the same decision and the same record.
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import os
 import secrets
@@ -38,7 +37,7 @@ except ImportError:  # pragma: no cover - platform dependent
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["DEFAULT_PORT", "HTTP_LOCK_NAME", "MAX_BODY_BYTES", "TOKEN_NAME", "TOKEN_VARIABLE", "HookEndpoint",
-           "answer_event", "is_loopback", "read_token"]
+           "answer_event", "read_token"]
 
 DEFAULT_PORT = 47213
 TOKEN_NAME = ".toolreplay-hook.token"
@@ -48,15 +47,6 @@ MAX_BODY_BYTES = 64 << 20  # as the socket server's largest event: a Write's who
 _PREFIX = "/hook/"
 _PREFIX_ERROR = "error: toolreplay hook: "
 
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` names this machine only (127.0.0.0/8, ::1, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def read_token(records: str) -> str:

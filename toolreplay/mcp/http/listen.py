@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import hmac
 import io
-import ipaddress
 import json
 import os
 import queue
@@ -50,6 +48,7 @@ from urllib.parse import urlsplit
 from toolreplay.errors import UsageError
 from toolreplay.format.canonical import canonical_bytes
 from toolreplay.guard.assembly import Guard, GuardConfig, build_guard
+from toolreplay.guard.hosts import is_loopback
 from toolreplay.guard.intents import IntentFile
 from toolreplay.guard.recorder import SessionRecorder, open_shared_intents
 from toolreplay.mcp.confirm import question_text
@@ -62,7 +61,7 @@ from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_k
 from toolreplay.policy.model import Policy
 
 __all__ = ["DEFAULT_HEAD_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_PATH",
-           "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "intents_name", "is_loopback",
+           "DEFAULT_SESSION_TIMEOUT", "HttpClient", "HttpListener", "ServerFactory", "intents_name",
            "record_name"]
 
 DEFAULT_PATH = "/mcp"
@@ -83,17 +82,6 @@ Send = Callable[[dict[str, Any]], Awaitable[None]]
 # The headers of the session's initialize request (lowercase names) -> the session's upstream.
 ServerFactory = Callable[[Mapping[str, str]], ServerEnd]
 
-
-@functools.lru_cache(maxsize=256)  # every request's Host header is checked: a few names, over and over
-def is_loopback(host: str) -> bool:
-    """Whether a host name or address is this machine's loopback (`localhost`, 127.0.0.0/8, ::1)."""
-    host = host.strip("[]").lower()
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def record_name(session_id: str) -> str:
