@@ -20,6 +20,7 @@ from urllib.parse import urlencode
 
 from tests.cdp import CHROMIUM, Browser
 from tests.support import require
+from tests.test_report_html import _Counter as CountingHandler
 from toolreplay.console.server import Console, serve
 from toolreplay.format.records import read_session
 from toolreplay.guard.gate import Gate
@@ -31,16 +32,8 @@ INTEGRATION_TIER = True
 EVIL = "<script>window.pwned=1</script><img src=x>"
 
 
-class _Counter(http.server.BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-        self.hits.append(self.path)
-        self.send_response(204)
-        self.end_headers()
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the signature http.server calls
-        pass
+class _Counter(CountingHandler):
+    hits: list[str] = []  # this module's own: the report's tests count theirs apart
 
 
 class ConsoleInBrowserTest(unittest.TestCase):

@@ -109,7 +109,8 @@ class Guard:
         return SessionRecorder.open(path, sealed=True, redactor=self.redactor, **options)
 
     def session_approvals(self) -> Approvals | None:
-        """The approvals one client session consults and adds to (the approvals file's store)."""
+        """The approvals file's store a client session's gate is given (each gate keeps its own `session`
+        approvals over it: `Approvals.for_session`)."""
         return self.approvals
 
     def gate(self, tools: Mapping[str, Callable[..., Any]] | ToolHost, *, recorder: SessionRecorder | None = None,
