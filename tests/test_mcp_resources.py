@@ -16,7 +16,7 @@ from typing import Any
 from tests.support import require
 from tests.test_cli import run
 from tests.test_mcp_http_listen import HAVE_HTTP, Listener, session_run
-from tests.test_mcp_real import EVERYTHING, HAVE_EVERYTHING, HAVE_SDK, TOOLS, Workspace, run_client
+from tests.test_mcp_real import EVERYTHING, HAVE_EVERYTHING, HAVE_SDK, TOOLS, Workspace, approve, run_client
 
 INTEGRATION_TIER = True  # the integration tier (tests/unit.py leaves this module out)
 
@@ -122,6 +122,21 @@ class StdioTest(Everything):
             [ARCHITECTURE]))  # the listing passes as it came
         self.assertEqual([(record["tool"], record["meta"]["outcome"]) for record in records_of(self.record)],
                          [("resources/read", "refused"), ("prompts/get", "refused")])
+
+    def test_an_ask_rule_has_a_person_confirm_a_read_through_the_client(self) -> None:
+        policy = self.write_policy({"agent": "asks", "allowed_tools": ["resources/read"], "rules": [
+            {"id": "ask-docs", "tools": ["resources/read"], "effect": "ask", "reason": "a person looks first"}]})
+        approve.messages.clear()  # type: ignore[attr-defined]
+
+        async def scenario(session: Any) -> Any:
+            return str((await session.read_resource(ARCHITECTURE)).contents[0].uri)
+
+        value, _ = run_client(["--policy", policy, "--record", self.record], self.server, scenario, elicit=approve)
+        self.assertEqual(value, ARCHITECTURE)
+        self.assertEqual(approve.messages, [  # type: ignore[attr-defined]
+            f'Allow the tool call "resources/read" with arguments {{"uri":"{ARCHITECTURE}"}}?'])
+        self.assertEqual([(record["tool"], record["meta"]["outcome"], record["meta"]["x-confirmed"])
+                          for record in records_of(self.record)], [("resources/read", "ran", "once")])
 
     def test_what_is_recorded_is_redacted(self) -> None:
         policy = self.write_policy({**POLICY, "redact": {"builtin": False,
