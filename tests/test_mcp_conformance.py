@@ -42,7 +42,8 @@ REFERENCE_TOOLS = [
     "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
     "test_multiple_content_types", "test_tool_with_logging", "test_tool_with_progress", "test_error_handling",
     "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
-    "json_schema_2020_12_tool", "test_reconnection"]
+    "json_schema_2020_12_tool", "test_reconnection",
+    "resources/read", "prompts/get"]  # its resources and prompts pass the gate too
 # The reference server's answer to a sampling result that reached it: its result schema asks for a `method`
 # field that no CreateMessageResult has (so the SDK client's answer fails its check, after the round trip);
 # a request lost on the way never gets this far, and its call hangs.

@@ -217,7 +217,8 @@ class ResourcesAndPromptsTest(Workspace):
                 "everything": {"command": shutil.which("node"), "args": [EVERYTHING, "stdio"], "prefix": "ev"},
                 "git": {"command": sys.executable, "args": ["-m", "mcp_server_git", "--repository",
                                                             git_repository(self.directory)]}}}, out)
-        policy = self.write_policy({"agent": "several", "allowed_tools": ["git__git_status"]})
+        policy = self.write_policy({"agent": "several", "allowed_tools": [
+            "git__git_status", "ev__resources/read", "ev__prompts/get", "git__resources/read"]})
         document = "ev__demo://resource/static/document/architecture.md"
 
         async def scenario(session: Any) -> Any:

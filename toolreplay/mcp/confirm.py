@@ -79,8 +79,8 @@ class ClientConfirmation:
                 "description": "; ".join(_REMEMBER_HELP[scope] for scope in self.remember)}
         if self.elicitation:
             return self._by_request(question, call)
-        if declares_form_elicitation(call.message):
-            return self._by_round_trip(question, call)
+        if call.message.get("method") == "tools/call" and declares_form_elicitation(call.message):
+            return self._by_round_trip(question, call)  # only a tool's result can be input_required
         return None
 
     def answered(self, message: dict[str, Any]) -> bool:

@@ -65,7 +65,8 @@ class McpProxy:
             record_meta = getattr(upstream, "record_meta", None)
         self._transport = SessionLink(client, upstream, diagnostics=diagnostics)
         fallback = guard.confirmation("mcp-proxy", None if recorder is None else recorder.path)
-        self._router = Router(self._transport, guard.policy, pins, fallback)
+        prefixes: frozenset[str] = getattr(upstream, "prefixes", frozenset())  # MultiServer: names carry them
+        self._router = Router(self._transport, guard.policy, pins, fallback, prefixes)
         self._gate = guard.gate(self._router, recorder=recorder, record_meta=record_meta, approvals=approvals)
         if approvals is not None:
             self._router.offer_remember(SCOPES if approvals.path is not None else SCOPES[:2])

@@ -6,7 +6,10 @@ Every message passes through unchanged, byte for byte, except:
   definitions match their pins);
 - a `tools/call` request, which goes through the `Gate` (the same core as the Python guard, recorder
   included) on a worker thread: an allowed call is forwarded as it came and its reply awaited; a
-  refused one is answered by the proxy as a tool result with `isError: true` and the refusal text.
+  refused one is answered by the proxy as a tool result with `isError: true` and the refusal text;
+- a `resources/read` or `prompts/get` request, which goes through the gate the same way as a read of
+  the pseudo-tool of its method's name (`GUARDED`; with several servers `PREFIX__resources/read`, its
+  URI or name without the prefix): a refused one is answered with an Invalid params error.
 
 The router is the gate's `ToolHost`: the gate calls back `run` and `confirm` with the call's own
 context (`CallContext`), passed explicitly, never kept in thread-local state.
@@ -36,6 +39,7 @@ from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError,
 from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
+from toolreplay.mcp.servers import SEPARATOR, split_name
 from toolreplay.mcp.transport import SessionLink
 from toolreplay.mcp.wire import (
     INVALID_PARAMS,
@@ -54,12 +58,19 @@ from toolreplay.mcp.wire import (
 )
 from toolreplay.policy.model import Policy
 
-__all__ = ["BATCH_VERSIONS", "CallContext", "Router"]
+__all__ = ["BATCH_VERSIONS", "GUARDED", "CallContext", "Router"]
 
 BATCH_VERSIONS = frozenset({"2025-03-26"})
 
+# The requests besides tools/call that go through the gate, each as a read of the pseudo-tool named as
+# its method (a name no MCP tool can have: tool names have no "/"), with these fields of its params as
+# the arguments; the first is the one a server's prefix is on.
+GUARDED: dict[str, tuple[str, ...]] = {"resources/read": ("uri",), "prompts/get": ("name", "arguments")}
+
 # What a reply needs for the record format to hold it may be in it: a surrogate escape, a huge number.
 _MAYBE_UNRECORDABLE = re.compile(rb"\\u[dD][89a-fA-F]|[0-9][eE][+]?[0-9]{3}|[0-9]{309}")
+
+_INTERNAL_ERROR = -32603  # a read that failed in the proxy (its server ended before it answered)
 
 # Ids of cancelled calls whose late reply from the server is dropped without a word (the oldest forgotten first).
 _CANCELLED_REMEMBERED = 1024
@@ -119,10 +130,13 @@ class Router:
     """Routes one session's messages between the transport and the gate; the gate's ToolHost."""
 
     def __init__(self, transport: SessionLink, policy: Policy, pins: ToolPins | None = None,
-                 fallback: Confirm | None = None) -> None:
+                 fallback: Confirm | None = None, prefixes: frozenset[str] = frozenset()) -> None:
         """The gate is attached by `serve`, since the gate is built on this router. `fallback` is the guard's
-        own confirmation channel (the approvals inbox), asked when the client cannot ask a person."""
+        own confirmation channel (the approvals inbox), asked when the client cannot ask a person.
+        `prefixes` are those of the servers behind the proxy (`MultiServer`), none for one server: a
+        resource read or prompt of `PREFIX__...` is the gate's `PREFIX__resources/read` or `PREFIX__prompts/get`."""
         self._transport = transport
+        self._prefixes = prefixes
         self._policy = policy
         self._pins = pins
         self._fallback = fallback
@@ -155,8 +169,9 @@ class Router:
     # -- the gate's host ------------------------------------------------------------------------------
 
     def refusal(self, tool: str) -> Refusal | None:
-        """Any allowed tool may be called; with pins, only one whose definition was verified."""
-        return self._pins.refusal_of(tool) if self._pins is not None else None
+        """Any allowed tool may be called; with pins, only one whose definition was verified (a resource
+        read or a prompt has no definition to pin)."""
+        return self._pins.refusal_of(tool) if self._pins is not None and not _pseudo(tool) else None
 
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         """Forward the call as it came and wait for the server's reply; the record holds its result."""
@@ -267,8 +282,8 @@ class Router:
         if method is None and "id" in message:  # a response: to our elicitation, else the server's request
             return not self._confirmation.answered(message)
         if "id" not in message:
-            if method == "tools/call":
-                self._transport.say("dropped a tools/call sent as a notification (no id): it would bypass the guard")
+            if method == "tools/call" or method in GUARDED:
+                self._transport.say(f"dropped a {method} sent as a notification (no id): it would bypass the guard")
                 return False
             if method == "notifications/cancelled":
                 self._cancel_call(message.get("params"))
@@ -283,8 +298,8 @@ class Router:
         if batch is not None:
             with self._lock:
                 self._batches[key] = batch
-        if method == "tools/call":
-            if not self._confirmation.resumed(message):
+        if method == "tools/call" or method in GUARDED:
+            if method in GUARDED or not self._confirmation.resumed(message):
                 context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
                 with self._lock:
                     self._inflight[key] = context
@@ -361,8 +376,8 @@ class Router:
                     hidden.add(check.name)
                     self._transport.say("pins: " + escape_text(check.describe()) + "; hidden until accepted "
                                         f"(toolreplay mcp-pins accept {escape_text(self._pins.path)})")
-        result["tools"] = [tool for tool in listed
-                           if tool["name"] in self._policy.allowed_tools and tool["name"] not in hidden]
+        result["tools"] = [tool for tool in listed if tool["name"] in self._policy.allowed_tools
+                           and tool["name"] not in hidden and not _pseudo(tool["name"])]
 
     def _in_batch(self, key: str, reply: Any) -> bool:
         """Keep a reply that belongs to a client batch; send the batch when it is complete."""
@@ -425,11 +440,16 @@ class Router:
         """The call through the gate; the reply to send (None for a call the client cancelled)."""
         message = context.message
         params = message.get("params")
+        if message["method"] in GUARDED:
+            return self._guarded_read(context, message["method"], params)
         name = params.get("name") if isinstance(params, dict) else None
         args = params.get("arguments", {}) if isinstance(params, dict) else None
         if not isinstance(name, str) or not name or not isinstance(args, dict):
             return error_message(message["id"], INVALID_PARAMS, "Invalid params: tools/call needs a tool name "
                                                                 "and an arguments object")
+        if _pseudo(name):  # a tool of that name would pass as the policy's resource reads or prompts
+            return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {json.dumps(name)} is the name "
+                                 "the policy gives resources/read or prompts/get, not a tool's")
         assert isinstance(params, dict) and self._gate is not None
         # calls enter the gate in the order sent, each once the earlier ones were sent, answered or
         # are waiting for a person: so they reach the server in that order, and a call never waits
@@ -439,7 +459,8 @@ class Router:
         try:
             # a continued call (a protocol round trip) was passed in its first round: it runs as a new action
             handle = self._gate.handle if continuing is None else self._gate.handle_continued
-            answer = handle(name, args, call_id=_call_id(message["id"]), context=context, variant=_variant(params))
+            answer = handle(name, args, call_id=_call_id(message["id"]), context=context,
+                            variant=_variant(params, _CALL_FIELDS))
         except ValueError as exc:
             return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
         self._note_record_error()
@@ -451,6 +472,31 @@ class Router:
         if asks or continuing is not None or self._input_required:  # the key costs a canonical encoding
             self._note_input_required(continuing or call_key(name, args), asks)
         return reply
+
+    def _guarded_read(self, context: CallContext, method: str, params: Any) -> dict[str, Any] | None:
+        """A `resources/read` or `prompts/get` through the gate as a read of its pseudo-tool (GUARDED)."""
+        message = context.message
+        fields = GUARDED[method]
+        args = {field: params[field] for field in fields if isinstance(params, dict) and field in params}
+        routed = args.get(fields[0])
+        if not isinstance(routed, str) or not routed or not isinstance(args.get("arguments", {}), dict):
+            what = "a resource URI" if method == "resources/read" else "a prompt name (and an arguments object)"
+            return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {method} needs {what}")
+        assert isinstance(params, dict) and self._gate is not None
+        tool = method
+        split = split_name(routed) if self._prefixes else None
+        if split is not None and split[0] in self._prefixes:  # PREFIX__URI: the server's own URI, by its prefix
+            tool, args[fields[0]] = split[0] + SEPARATOR + method, split[1]
+        self._turns.wait(context.ticket, context)
+        try:
+            answer = self._gate.handle(tool, args, call_id=_call_id(message["id"]), context=context,
+                                       variant=_variant(params, frozenset((*fields, "_meta"))))
+        except ValueError as exc:
+            return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
+        self._note_record_error()
+        if context.cancelled:
+            return None
+        return _reply_of(answer, context)
 
     def _note_record_error(self) -> None:
         assert self._gate is not None
@@ -533,6 +579,9 @@ def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
     response = answer.response
     error = response.get("error")
     if len(response) == 2 and response.get("ok") is False and isinstance(error, str):  # the gate's refusal
+        if context.message["method"] in GUARDED:  # no result of a read can say it failed: an error does
+            code = INVALID_PARAMS if answer.refusal is not None else _INTERNAL_ERROR
+            return error_message(answered, code, "toolreplay: " + error)
         return {"jsonrpc": "2.0", "id": answered, "result": refusal_result(error, context.message)}
     if set(response) == {"error"}:  # a JSON-RPC error the server gave an identical earlier call
         return {"jsonrpc": "2.0", "id": answered, "error": error}
@@ -542,13 +591,21 @@ def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
 _CALL_FIELDS = frozenset({"name", "arguments", "_meta", "inputResponses", "requestState"})
 
 
-def _variant(params: dict[str, Any]) -> bytes:
-    """What else makes a call distinct: every field of its params but the tool, its arguments, its
-    `_meta` (progress tokens and the like) and a round trip's answers; in practice `task` (2025-11-25),
-    whose result is a task handle, not the tool's result."""
-    if params.keys() <= _CALL_FIELDS:
+def _pseudo(tool: str) -> bool:
+    """Whether `tool` is the gate's name of a resource read or prompt (`resources/read`, `PREFIX__prompts/get`)."""
+    if "/" not in tool:
+        return False
+    split = split_name(tool)
+    return tool in GUARDED or (split is not None and split[1] in GUARDED)
+
+
+def _variant(params: dict[str, Any], fields: frozenset[str]) -> bytes:
+    """What else makes a call distinct: every field of its params but `fields` (the tool, its arguments,
+    its `_meta` (progress tokens and the like) and a round trip's answers); in practice `task`
+    (2025-11-25), whose result is a task handle, not the tool's result."""
+    if params.keys() <= fields:
         return b""
-    rest = {key: value for key, value in params.items() if key not in _CALL_FIELDS}
+    rest = {key: value for key, value in params.items() if key not in fields}
     return call_key("", rest) or dump_message(rest)
 
 

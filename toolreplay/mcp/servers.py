@@ -387,6 +387,11 @@ class MultiServer:
 
     # -- for the gate ---------------------------------------------------------------------------------
 
+    @property
+    def prefixes(self) -> frozenset[str]:
+        """The servers' prefixes: the router names a resource read or prompt by the one its URI or name has."""
+        return frozenset(self._servers)
+
     def record_meta(self, tool: str) -> Mapping[str, Any] | None:
         """The record's `x-server` of a call: the name of the server the tool's prefix names."""
         split = split_name(tool)
