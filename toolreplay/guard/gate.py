@@ -29,6 +29,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
 
 Every request, whatever happened to it, is appended to the recorder when one is given, before its
 answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
+The record of a write (a write tool, a mutator, a repeatable tool) says so (`meta.mutates`), so an
+audit of it needs no list of the tools that change state.
 
 Front ends: a Python host passes its tool functions and a `confirm` callback; a front end that runs
 the tools itself (the MCP proxy) passes a `ToolHost` (host.py), and hands each request its own `context`,
@@ -644,8 +646,8 @@ class Gate:
                 refusal: Refusal | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
         it reached the gate, how long until now, its call id, `outcome`, `mutates` for a tool that changes
-        state); if that fails, the refusal that
-        replaces it. A call that did not run (refused, cached, cancelled) no longer counts for the rules."""
+        state); if that fails, the refusal that replaces it. A call that did not run (refused, cached,
+        cancelled) no longer counts for the rules."""
         if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
             self._rules.withdraw(call.ruling)
         if self._recorder is None:
