@@ -138,7 +138,7 @@ class CallFactTest(unittest.TestCase):
         self.assertEqual([r.fast_canonical for r in records], [True, False, False, True])
         from hashlib import sha256
         for record in records:
-            index, tool, key, response, outcome = call_fact(record)
+            index, tool, key, response, outcome, mutates = call_fact(record)
             self.assertEqual(key, sha256(record.canonical_call).digest()[:15] + b"\x01")
             self.assertEqual(response, hash(record.canonical_response.decode()) & ((1 << 64) - 1))
         self.assertEqual(len({call_fact(r)[2] for r in records}), 1)

@@ -130,7 +130,8 @@ class ExportTest(unittest.TestCase):
     def test_round_trip_of_every_meta_key(self) -> None:
         session = (b'{"index": 0, "tool": "a", "args": {}, "response": {}, "meta": {"ts": "2026-12-01T16:00:00.123Z", '
                    b'"duration_ms": 2.5, "call_id": "toolu_01", "turn": 3, "outcome": "cached", "x-host": ["h", 1]}}\n'
-                   b'{"index": 1, "tool": "b", "args": {}, "response": {}, "meta": {"turn": 4, "outcome": "refused"}}\n')
+                   b'{"index": 1, "tool": "b", "args": {}, "response": {}, "meta": {"turn": 4, "outcome": "refused", '
+                   b'"mutates": true}}\n')
         code, exported, _ = _export(session, "--with-content")
         self.assertEqual(_import(exported.encode("utf-8")), (0, session.decode("utf-8"), ""))
 

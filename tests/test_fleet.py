@@ -192,6 +192,13 @@ class AuditCommandTest(FleetDirTest):
         self.assertEqual(run("audit", "orders.jsonl")[1].split("\n")[0], head.format(2))
         self.assertEqual(run("audit", "orders.jsonl", "--mutators", "m.txt")[1].split("\n")[0], head.format(1))
         self.assertEqual(run("audit", "orders.jsonl", "--mutator", "cancel_order")[1].split("\n")[0], head.format(1))
+        # a guard's record declares its write (meta.mutates): no --mutator needed
+        self.write("guarded.jsonl", '{"index": 0, "tool": "get_order", "args": {"id": 1}, "response": {"s": "open"}}\n'
+                                    '{"index": 1, "tool": "cancel_order", "args": {"id": 1}, "response": {}, '
+                                    '"meta": {"outcome": "ran", "mutates": true}}\n'
+                                    '{"index": 2, "tool": "get_order", "args": {"id": 1}, "response": {"s": "gone"}}\n')
+        self.assertEqual(run("audit", "guarded.jsonl")[1].split("\n")[0],
+                         "guarded.jsonl: calls 3, findings 1, divergence index 2")
 
     def test_json_report(self) -> None:
         code, out, err = run("audit", "fleet", "--format", "json")

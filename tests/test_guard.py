@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import shutil
 import signal
@@ -422,6 +423,29 @@ class RecordingTest(unittest.TestCase):
         self.assertEqual([r[3] for r in records], seen)
         os.unlink(path)
         os.rmdir(directory)
+
+    def test_calls_of_tools_that_change_state_are_declared_in_meta(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory, True)
+        path = os.path.join(directory, "s.jsonl")
+        policy = Policy("a", POLICY.allowed_tools, POLICY.write_tools, repeatable_tools=frozenset({"fail"}))
+        with SessionRecorder.open(path) as recorder:
+            gate, _ = make_gate(policy, recorder=recorder, mutators={"echo"}, confirm=approve)
+            gate.call("get_order", {"order_id": 1})  # a read
+            gate.call("cancel_order", {"order_id": 1})  # the policy's write tool
+            gate.call("cancel_order", {"order_id": 1})  # answered from the first: cached, declared all the same
+            gate.call("echo", {"value": 5})  # a mutator named to the gate
+            gate.call("fail", {})  # a repeatable tool (that raised)
+            gate.call("delete_everything", {})  # refused: not allowed, and no write
+        with open(path, "rb") as handle:
+            metas = [(r.tool, r.meta["outcome"], r.meta.get("mutates")) for r in read_session(handle, path)
+                     if r.meta is not None]
+        self.assertEqual(metas, [("get_order", "ran", None), ("cancel_order", "ran", True),
+                                 ("cancel_order", "cached", True), ("echo", "ran", True), ("fail", "ran", True),
+                                 ("delete_everything", "refused", None)])
+        with open(path, encoding="utf-8") as handle:
+            second = json.loads(handle.readlines()[1])
+        self.assertEqual(list(second["meta"]), ["ts", "duration_ms", "x-confirmed", "outcome", "mutates"])
 
     def test_recorded_args_are_those_the_model_sent(self) -> None:
         def greedy(items: list[int]) -> dict[str, Any]:

@@ -212,6 +212,67 @@ class RecordTest(HookTestCase):
                                                                 "blocked: tool 'Bash' was refused by the guard: denied "
                                                                 "by rule no-rm: no rm -rf\n", ""))
 
+    def test_the_record_declares_the_writes_so_replay_needs_no_mutator(self) -> None:
+        source = os.path.join(self.project, "src", "app.py")
+        read = {"file_path": source}
+
+        def file(content: str) -> dict[str, Any]:
+            return {"type": "text", "file": {"filePath": source, "content": content}}
+
+        steps: list[tuple[str, dict[str, Any], Any]] = [
+            ("Read", read, file("x = 1\n")),
+            ("Edit", {"file_path": source, "old_string": "1", "new_string": "2"}, {"filePath": source}),
+            ("Read", read, file("x = 2\n")),  # changed by the Edit: no non-determinism
+            ("Bash", {"command": "rm -rf build"}, None),  # refused: it changed nothing
+            ("Read", read, file("x = 2\n")),  # so this repeat is redundant
+            ("Bash", {"command": "npm test"}, {"stdout": "ok\n"}),
+            ("Read", read, file("x = 2\n")),  # after a shell command: not redundant
+            ("Write", {"file_path": source, "content": "x = 3\n"}, {"type": "update", "filePath": source}),
+        ]
+        denied = decision("deny", "toolreplay: denied by rule no-rm: no rm -rf")
+        for number, (tool, args, response) in enumerate(steps):
+            answer = denied if response is None else ASK if tool == "Write" else ALLOW
+            self.assertEqual(self.pre(tool, args, f"toolu_{number}"), (0, answer, ""))
+            if response is not None:
+                self.assertEqual(self.post(tool, args, f"toolu_{number}", response), (0, "", ""))
+        lines = self.lines()
+        # Edit and Bash are Claude Code's built-in writes (repeatable), Write the policy's write tool;
+        # a refused write is declared too (replay knows it did not run)
+        self.assertEqual([(line["tool"], line["meta"]["outcome"], line["meta"].get("mutates")) for line in lines],
+                         [("Read", "ran", None), ("Edit", "ran", True), ("Read", "ran", None),
+                          ("Bash", "refused", True), ("Read", "ran", None), ("Bash", "ran", True),
+                          ("Read", "ran", None), ("Write", "ran", True)])
+        redundant = "index {}: redundant-call: tool 'Read' repeats the identical call at index {} with no state change " \
+                    "between them\n"
+        changed = "index {}: non-determinism: tool 'Read' returned a different response than the identical call at " \
+                  "index 0\n"
+        # the default mode: a state change only ends a run of redundant calls (any change of a response is
+        # non-determinism); the refused rm -rf changed nothing, the shell command did
+        plain = ("calls: 8\ndivergence: index 2\nfindings: 4\n" + changed.format(2) + changed.format(4)
+                 + redundant.format(4, 2) + changed.format(6))
+        state = ("calls: 8\ndivergence: none\nfindings: 1\ninformation: 1\nindex 2: changed-after-write: tool 'Read' "
+                 "returned a different response than the identical call at index 0 after the state-changing call at "
+                 "index 1\n" + redundant.format(4, 2))
+        flags = ("--mutator", "Bash", "--mutator", "Edit", "--mutator", "Write")
+        for mode, expected in (((), plain), (("--state-aware",), state)):
+            self.assertEqual(run("replay", *mode, self.record), (1, expected, ""))
+            self.assertEqual(run("replay", *mode, self.record, *flags), (1, expected, ""))
+        # the same calls without the declaration (a record from before it): the noise --mutator was for
+        undeclared = os.path.join(self.directory, "undeclared.jsonl")
+        with open(undeclared, "w", encoding="utf-8") as out:
+            for line in lines:
+                meta = {key: value for key, value in line["meta"].items() if key != "mutates"}
+                out.write(json.dumps({"index": line["index"], "tool": line["tool"], "args": line["args"],
+                                      "response": line["response"], "meta": meta}) + "\n")
+        self.assertEqual(run("replay", undeclared), (1, (
+            "calls: 8\ndivergence: index 2\nfindings: 6\n" + changed.format(2) + redundant.format(2, 0)
+            + changed.format(4) + redundant.format(4, 2) + changed.format(6) + redundant.format(6, 4)), ""))
+        self.assertEqual(run("replay", undeclared, *flags), (1, plain, ""))
+        self.assertEqual(run("replay", "--state-aware", undeclared), (1, (
+            "calls: 8\ndivergence: index 2\nfindings: 4\ninformation: 0\n" + changed.format(2)
+            + redundant.format(2, 0) + redundant.format(4, 2) + redundant.format(6, 4)), ""))
+        self.assertEqual(run("replay", "--state-aware", undeclared, *flags), (1, state, ""))
+
     def test_shadow_rules_and_the_loop_breaker_through_the_hooks(self) -> None:
         # decided in the core: each hook process rebuilds the gate, whose rules' history comes from the record
         policy = self.write_policy(dict(POLICY, rules=POLICY["rules"] + [

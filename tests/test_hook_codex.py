@@ -228,6 +228,8 @@ class DecisionsTest(CodexHookTestCase):
         self.assertEqual(lines[2]["args"], {"command": inside, "path": os.path.join(self.project, "src/hello.txt")})
         self.assertEqual(lines[2]["response"], {"result": "Success. Updated files."})
         self.assertEqual(lines[2]["meta"]["call_id"], "call-apply-patch")
+        # apply_patch is one of Codex's built-in writes: each of its records says it changes state
+        self.assertEqual([line["meta"].get("mutates") for line in lines], [True, True, True])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 
     def test_permission_request_leaves_an_allowed_call_to_the_person_and_denies_any_other(self) -> None:

@@ -228,7 +228,9 @@ class RecordTest(GeminiHookTestCase):
                           (2, "run_shell_command", "ran")])
         self.assertEqual(lines[0]["response"], {"llmContent": "# my project\n", "returnDisplay": "# my project\n"})
         self.assertEqual(lines[2]["response"], failed)
-        self.assertEqual([sorted(line["meta"]) for line in lines], [["duration_ms", "outcome", "ts"]] * 3)
+        # run_shell_command is one of Gemini CLI's built-in writes: its records say it changes state
+        self.assertEqual([sorted(line["meta"]) for line in lines], [["duration_ms", "outcome", "ts"]]
+                         + [["duration_ms", "mutates", "outcome", "ts"]] * 2)
         self.assertEqual(sorted(os.listdir(self.records)), [SESSION + ".jsonl", SESSION + ".lock"])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
         code, out, _ = run("replay", self.record)

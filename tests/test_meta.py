@@ -67,6 +67,9 @@ BAD_META = [
      'meta field "outcome" must be one of ran, cached, refused, cancelled, unknown, got "skipped"'),
     ("outcome not a string", '{"outcome": 1}',
      'meta field "outcome" must be one of ran, cached, refused, cancelled, unknown, got number'),
+    ("mutates a string", '{"mutates": "true"}', 'meta field "mutates" must be true or false, not string'),
+    ("mutates a number", '{"mutates": 1}', 'meta field "mutates" must be true or false, not number'),
+    ("mutates null", '{"mutates": null}', 'meta field "mutates" must be true or false, not null'),
     ("duplicate key inside meta", '{"turn": 1, "turn": 2}', 'duplicate key "turn"'),
     ("lone surrogate in an own key", '{"x-a": "\\ud800"}', "string holds a lone surrogate (invalid Unicode escape)"),
 ]
@@ -110,12 +113,13 @@ class ParseMetaTest(unittest.TestCase):
 
     def test_good_meta_is_kept(self) -> None:
         meta = {"ts": TS, "duration_ms": 12.5, "call_id": "toolu_01", "turn": 3, "outcome": "cached",
-                "x-agent": {"name": "a"}}
+                "mutates": True, "x-agent": {"name": "a"}}
         (record,) = _read(_line(0, meta))
         self.assertEqual(record.meta, meta)
         self.assertEqual(record.outcome, "cached")
         self.assertEqual(_read(_line(0))[0].outcome, "ran")
         self.assertIsNone(_read(_line(0))[0].meta)
+        self.assertEqual(_read(_line(0, {"mutates": False}))[0].meta, {"mutates": False})
 
     def test_every_valid_timestamp_form(self) -> None:
         for ts, seconds in (("1970-01-01T00:00:00Z", 0.0), ("1970-01-01T00:00:01.5Z", 1.5),
@@ -213,6 +217,33 @@ class ReplayOutcomeTest(unittest.TestCase):
                 code, out = _replay(read, _line(1, {"outcome": outcome}, tool="write_file"),
                                     _line(2, tool="read", response={"r": 1}))
                 self.assertEqual("index 2: redundant-call" in out, redundant, out)
+
+    def test_a_declared_mutator_is_one_when_it_ran_or_may_have(self) -> None:
+        # `meta.mutates` makes a call a mutator's without --mutator: `edit` is no default mutator
+        read = _line(0, tool="read", response={"r": 1})
+        again = _line(2, tool="read", response={"r": 2})
+        changed = ("calls: 3\ndivergence: none\nfindings: 0\ninformation: 1\nindex 2: changed-after-write: tool "
+                   "'read' returned a different response than the identical call at index 0 after the state-changing "
+                   "call at index 1\n")
+        unchanged = ("calls: 3\ndivergence: index 2\nfindings: 2\ninformation: 0\nindex 2: non-determinism: tool "
+                     "'read' returned a different response than the identical call at index 0\nindex 2: redundant-call: "
+                     "tool 'read' repeats the identical call at index 0 with no state change between them\n")
+        for meta, expected in (({"outcome": "ran", "mutates": True}, changed), ({"mutates": True}, changed),
+                               ({"outcome": "unknown", "mutates": True}, changed),
+                               ({"outcome": "refused", "mutates": True}, unchanged),
+                               ({"outcome": "cancelled", "mutates": True}, unchanged),
+                               ({"outcome": "cached", "mutates": True}, unchanged),
+                               ({"outcome": "ran", "mutates": False}, unchanged), ({"outcome": "ran"}, unchanged)):
+            with self.subTest(meta):
+                self.assertEqual(_replay(read, _line(1, meta, tool="edit"), again, state_aware=True), (
+                    1 if expected is unchanged else 0, expected))
+        # the default mode: a redundant re-read after it is no longer redundant
+        self.assertEqual(_replay(read, _line(1, {"mutates": True}, tool="edit"), _line(2, tool="read",
+                                                                                       response={"r": 1})),
+                         (0, "calls: 3\ndivergence: none\nfindings: 0\n"))
+        self.assertEqual(_replay(read, _line(1, {}, tool="edit"), _line(2, tool="read", response={"r": 1})),
+                         (1, "calls: 3\ndivergence: none\nfindings: 1\nindex 2: redundant-call: tool 'read' "
+                             "repeats the identical call at index 0 with no state change between them\n"))
 
 
 POLICY_RATE = {"agent": "a", "allowed_tools": ["send", "read"],

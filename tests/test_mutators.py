@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import unittest
+from typing import Any
 
 from toolreplay.audit.mutators import MutatorEvidence, collect_evidence, propose_mutators, write_verb
 from toolreplay.audit.replay import state_fact
@@ -40,8 +41,9 @@ class WriteVerbTest(unittest.TestCase):
             self.assertEqual(write_verb(name), verb, name)
 
 
-def _evidence(*calls: tuple[str, dict[str, object], dict[str, object]]) -> MutatorEvidence:
-    data = "".join(format_record(i, t, a, r) + "\n" for i, (t, a, r) in enumerate(calls)).encode()
+def _evidence(*calls: tuple[Any, ...]) -> MutatorEvidence:
+    """Evidence from (tool, args, response) or (tool, args, response, meta) calls."""
+    data = "".join(format_record(i, *call) + "\n" for i, call in enumerate(calls)).encode()
     evidence = MutatorEvidence()
     collect_evidence(map(state_fact, read_session(io.BytesIO(data), "s")), evidence)
     return evidence
@@ -67,6 +69,20 @@ class ProposeTest(unittest.TestCase):
     def test_known_mutators_are_left_out(self) -> None:
         evidence = _evidence(("set_a", {}, {}), ("set_b", {}, {}))
         self.assertEqual([c.tool for c in propose_mutators(evidence, {"set_a"})], ["set_b"])
+
+    def test_tools_the_records_declare_are_left_out_and_explain_a_change(self) -> None:
+        # `roam` has no write verb, `set_a` one: the records say both change state (meta.mutates), so neither
+        # is proposed, even from a refused call; a change after `roam` is not credited to `lookup` beside it
+        declared = {"outcome": "ran", "mutates": True}
+        evidence = _evidence(("status", {}, {"on": False}), ("lookup", {}, {}), ("roam", {}, {}, declared),
+                             ("status", {}, {"on": True}), ("set_a", {}, {"error": "no"}, {"outcome": "refused",
+                                                                                          "mutates": True}),
+                             ("set_b", {}, {}))
+        self.assertEqual((evidence.changed, evidence.declared), ({"roam": 1}, {"roam", "set_a"}))
+        self.assertEqual([c.tool for c in propose_mutators(evidence)], ["set_b"])
+        undeclared = _evidence(("status", {}, {"on": False}), ("lookup", {}, {}), ("roam", {}, {}),
+                               ("status", {}, {"on": True}))
+        self.assertEqual(undeclared.changed, {"lookup": 1, "roam": 1})
 
 
 class CommandTest(unittest.TestCase):
@@ -108,6 +124,21 @@ class CommandTest(unittest.TestCase):
         code, out, _ = run("mutators", handle.name)
         self.assertEqual(out.splitlines()[-1], "# (not a valid name line) set\\x1b[2Jx y  # name: set; after it: "
                                                "0 different, 0 same; calls: 1")
+
+    def test_a_guarded_session_proposes_only_what_its_record_does_not_declare(self) -> None:
+        import tempfile
+
+        ran = {"outcome": "ran"}
+        data = "".join(format_record(i, *call) + "\n" for i, call in enumerate((
+            ("read_file", {"path": "a"}, {"text": "1"}, ran),
+            ("edit_file", {"path": "a"}, {"ok": True}, {"outcome": "ran", "mutates": True}),
+            ("read_file", {"path": "a"}, {"text": "2"}, ran),
+            ("send_mail", {"to": "b"}, {"ok": True}, ran)))).encode()
+        with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as handle:
+            handle.write(data)
+        self.addCleanup(os.unlink, handle.name)
+        self.assertEqual(run("mutators", handle.name), (0, HEADER.format(count=1) + (
+            "send_mail  # name: send; after it: 0 different, 0 same; calls: 1\n"), ""))
 
     def test_a_bad_session_is_an_input_error(self) -> None:
         self.assertEqual(run("mutators", os.path.join(ROOT, "samples", "scope.json"))[0], 2)

@@ -9,6 +9,10 @@ Two kinds of evidence, reported side by side:
   the same. A change is credited to the tools with a write verb that ran between, when there are
   some, else to every tool that ran between.
 
+A tool that a record already declares as changing state (`meta.mutates`, the guard's records) is not
+proposed: replay counts its calls as a mutator's without being told. It counts as a tool named for
+writing when a change is credited.
+
 Memory per session grows with the distinct calls (the replay table) and the distinct tools. The
 evidence of one session is a check of the one shape (`evidence_check`): replay's `state_fact` per
 record, then `collect_evidence` over the facts in order.
@@ -64,11 +68,13 @@ def write_verb(tool: str) -> str | None:
 
 @dataclass
 class MutatorEvidence:
-    """Per tool: calls, and the identical-call pairs it ran between, whose responses changed or not."""
+    """Per tool: calls, and the identical-call pairs it ran between, whose responses changed or not; and
+    the tools some record declares as changing state (`meta.mutates`)."""
 
     calls: dict[str, int] = field(default_factory=dict)
     changed: dict[str, int] = field(default_factory=dict)
     unchanged: dict[str, int] = field(default_factory=dict)
+    declared: set[str] = field(default_factory=set)
 
 
 def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> None:
@@ -76,7 +82,10 @@ def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> N
     swap = _CallTable().swap
     last_call: dict[str, int] = {}
     verbs: dict[str, str | None] = {}
-    for index, tool, call_key, response_key, error, outcome in facts:
+    declared = evidence.declared
+    for index, tool, call_key, response_key, error, outcome, mutates in facts:
+        if mutates:
+            declared.add(tool)
         if outcome:  # no new answer of the tool (docs/format.md): no evidence either way
             continue
         earlier = swap(call_key, response_key, 1 if error else 0, index)
@@ -92,7 +101,7 @@ def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> N
             if tally is evidence.changed:
                 # A change is credited to the tools named for writing that ran between, when there
                 # are some: the reads that ran too are not its explanation.
-                between = [name for name in between if verbs[name] is not None] or between
+                between = [name for name in between if verbs[name] is not None or name in declared] or between
             for name in between:
                 tally[name] = tally.get(name, 0) + 1
         if tool not in verbs:
@@ -119,8 +128,9 @@ class Candidate:
 
 def propose_mutators(evidence: MutatorEvidence, known: Iterable[str] = ()) -> list[Candidate]:
     """Tools with a write verb, or that identical reads changed after at least twice and more often
-    than they stayed the same, sorted by name; `known` (already declared mutators) are left out."""
-    skip = frozenset(known)
+    than they stayed the same, sorted by name; `known` (already declared mutators) and the tools the
+    records declare are left out."""
+    skip = frozenset(known) | evidence.declared
     proposed = []
     for tool in sorted(evidence.calls):
         verb = write_verb(tool)

@@ -2,7 +2,9 @@
 
 The check has the shape of every check (`toolreplay.audit.checks.Check`, made by `replay_check`): a
 fact per record (`call_fact`, or `state_fact` with `--state-aware`: a digest of the call and of the
-response, the outcome), then one pass over the facts in order (`audit_call_facts`, `audit_state_facts`).
+response, the outcome, whether the record declares that the call changes state), then one pass over the
+facts in order (`audit_call_facts`, `audit_state_facts`). A call is a mutator's when its tool is one of
+the mutators or its record says so (`meta.mutates`, written by the guard).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def counted_findings(report: ReplayReport, count_changes: bool = False) -> int:
     return len(report.findings) - (0 if count_changes else report.information)
 
 
-CallFact = tuple[int, str, bytes, int, int]
+CallFact = tuple[int, str, bytes, int, int, bool]
 
 # What a record's `meta.outcome` means to replay (docs/format.md): the tool answered (0); the answer is
 # an earlier one repeated, no new answer and no state change (CACHED); no answer and no state change
@@ -156,14 +158,18 @@ def outcome_code(record: Record) -> int:
 
 def call_fact(record: Record) -> CallFact:
     """What replay keeps of a record: index, tool, a 16-byte key of the call, a 64-bit digest of the
-    response and the outcome code.
+    response, the outcome code and whether the record declares that the call changes state.
 
     The key is 120 bits of the canonical call's SHA-256 and a marker byte. The response digest is
     Python's own 64-bit hash of the canonical text: it is only compared within one run, and the
     worker processes are forked, so they share the hash key of the process that merges their facts.
     """
+    meta = record.meta
+    if meta is None:
+        return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
+                hash(record.canonical_response_text) & _HASH_MASK, RAN, False)
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
-            hash(record.canonical_response_text) & _HASH_MASK, RAN if record.meta is None else outcome_code(record))
+            hash(record.canonical_response_text) & _HASH_MASK, outcome_code(record), meta.get("mutates") is True)
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
@@ -188,14 +194,14 @@ def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAUL
     divergence: int | None = None
     last_mutation = -1
     calls = 0
-    for index, tool, call_key, response_key, outcome in facts:
+    for index, tool, call_key, response_key, outcome, mutates in facts:
         calls += 1
         if outcome:  # the record says the tool did not answer this request itself
             if outcome == CACHED:
                 earlier = visit(call_key, response_key, index)
                 if earlier is not None and last_mutation <= earlier[2]:
                     findings.append(index, "redundant-call", tool, earlier[2])
-            elif outcome == UNKNOWN and tool in mutator_set:
+            elif outcome == UNKNOWN and (mutates or tool in mutator_set):
                 last_mutation = index
             continue
         earlier = visit(call_key, response_key, index)
@@ -207,12 +213,12 @@ def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAUL
                     divergence = index
             if last_mutation <= previous:
                 findings.append(index, "redundant-call", tool, previous)
-        if tool in mutator_set:
+        if mutates or tool in mutator_set:
             last_mutation = index
     return ReplayReport(calls, divergence, findings)
 
 
-StateFact = tuple[int, str, bytes, int, bool, int]
+StateFact = tuple[int, str, bytes, int, bool, int, bool]
 
 
 def is_error_response(response: dict[str, Any]) -> bool:
@@ -229,10 +235,14 @@ def is_error_response(response: dict[str, Any]) -> bool:
 
 
 def state_fact(record: Record) -> StateFact:
-    """`call_fact` and whether the response is an error: what `replay --state-aware` keeps of a record."""
+    """`call_fact` with whether the response is an error: what `replay --state-aware` keeps of a record."""
+    meta = record.meta
+    if meta is None:
+        return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
+                hash(record.canonical_response_text) & _HASH_MASK, is_error_response(record.response), RAN, False)
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
             hash(record.canonical_response_text) & _HASH_MASK, is_error_response(record.response),
-            RAN if record.meta is None else outcome_code(record))
+            outcome_code(record), meta.get("mutates") is True)
 
 
 def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:
@@ -250,14 +260,14 @@ def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFA
     last_mutation = -1
     calls = 0
     information = 0
-    for index, tool, call_key, response_key, error, outcome in facts:
+    for index, tool, call_key, response_key, error, outcome, mutates in facts:
         calls += 1
         if outcome:  # as in `audit_call_facts`: no new answer of the tool
             if outcome == CACHED:
                 earlier = swap(call_key, response_key, 1 if error else 0, index)
                 if earlier is not None and last_mutation <= earlier[2]:
                     findings.append(index, "redundant-call", tool, earlier[2])
-            elif outcome == UNKNOWN and tool in mutator_set:
+            elif outcome == UNKNOWN and (mutates or tool in mutator_set):
                 last_mutation = index
             continue
         earlier = swap(call_key, response_key, 1 if error else 0, index)
@@ -275,6 +285,6 @@ def audit_state_facts(facts: Iterable[StateFact], mutators: Iterable[str] = DEFA
                 findings.append(index, "redundant-call", tool, previous)
             if changed and previous_error and last_mutation < previous:
                 findings.append(index, "retry-after-error", tool, previous)
-        if tool in mutator_set:
+        if mutates or tool in mutator_set:
             last_mutation = index
     return ReplayReport(calls, divergence, findings, True, information)

@@ -40,7 +40,7 @@ _RECORD_SET = frozenset(RECORD_FIELDS)
 _LINK_SET = frozenset(LINK_FIELDS)
 _RECORD_META_SET = _RECORD_SET | {"meta"}
 _LINK_META_SET = _LINK_SET | {"meta"}
-META_KEYS = ("ts", "duration_ms", "call_id", "turn", "outcome")
+META_KEYS = ("ts", "duration_ms", "call_id", "turn", "outcome", "mutates")
 OUTCOMES = ("ran", "cached", "refused", "cancelled", "unknown")
 _OUTCOME_SET = frozenset(OUTCOMES)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
@@ -242,6 +242,9 @@ def check_meta(meta: Any) -> None:
             continue
         elif key == "duration_ms" and (type(value) is float or type(value) is int) and value >= 0:
             continue
+        elif key == "mutates":
+            if type(value) is not bool:
+                raise JSONLineError(f"meta field \"mutates\" must be true or false, not {json_type_name(value)}")
         elif key == "duration_ms":
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise JSONLineError(f"meta field \"duration_ms\" must be a number, not {json_type_name(value)}")

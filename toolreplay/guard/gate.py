@@ -29,6 +29,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
 
 Every request, whatever happened to it, is appended to the recorder when one is given, before its
 answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
+The record of a write (a write tool, a mutator, a repeatable tool) says so (`meta.mutates`), so an
+audit of it needs no list of the tools that change state.
 
 Front ends: a Python host passes its tool functions and a `confirm` callback; a front end that runs
 the tools itself (the MCP proxy) passes a `ToolHost` (host.py), and hands each request its own `context`,
@@ -643,8 +645,9 @@ class Gate:
     def _record(self, call: Request, response: dict[str, Any], outcome: Outcome, intent: int | None = None, *,
                 refusal: Refusal | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
-        it reached the gate, how long until now, its call id, `outcome`); if that fails, the refusal that
-        replaces it. A call that did not run (refused, cached, cancelled) no longer counts for the rules."""
+        it reached the gate, how long until now, its call id, `outcome`, `mutates` for a tool that changes
+        state); if that fails, the refusal that replaces it. A call that did not run (refused, cached,
+        cancelled) no longer counts for the rules."""
         if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
             self._rules.withdraw(call.ruling)
         if self._recorder is None:
@@ -666,6 +669,8 @@ class Gate:
         if call.ruling is not None and call.ruling.shadows:
             meta["x-shadow"] = [_shadow(*entry) for entry in call.ruling.shadows]
         meta["outcome"] = outcome
+        if call.write:  # the record says which calls change state, so replay needs no --mutator for them
+            meta["mutates"] = True
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
         try:

@@ -180,8 +180,8 @@ def _exported_times(span: Span, times: dict[str, Any]) -> dict[str, Any]:
 
 
 def _exported_meta(attributes: dict[str, Any]) -> dict[str, Any]:
-    """The rest of a record's meta that `export otel` wrote as attributes (toolreplay.turn, .outcome and
-    .meta, the `x-` keys as JSON text); what does not read as the format allows is left out."""
+    """The rest of a record's meta that `export otel` wrote as attributes (toolreplay.turn, .outcome,
+    .mutates and .meta, the `x-` keys as JSON text); what does not read as the format allows is left out."""
     found: dict[str, Any] = {}
     turn = attributes.get("toolreplay.turn")
     if isinstance(turn, str) and turn.isascii() and turn.isdigit() and len(turn) < 19:
@@ -191,6 +191,9 @@ def _exported_meta(attributes: dict[str, Any]) -> dict[str, Any]:
     outcome = attributes.get("toolreplay.outcome")
     if outcome in OUTCOMES:
         found["outcome"] = outcome
+    mutates = attributes.get("toolreplay.mutates")
+    if isinstance(mutates, bool):
+        found["mutates"] = mutates
     own = attributes.get("toolreplay.meta")
     if isinstance(own, str):
         try:

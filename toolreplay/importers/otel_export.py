@@ -3,8 +3,8 @@
 Each tool span is INTERNAL, a child of the session's `invoke_agent` span, named `execute_tool TOOL`,
 with the GenAI attributes `gen_ai.operation.name` (`execute_tool`), `gen_ai.tool.name`,
 `gen_ai.tool.type` (`function`) and, where the record's `meta` has one, `gen_ai.tool.call.id`. The rest
-of `meta` travels as `toolreplay.turn`, `toolreplay.outcome` and `toolreplay.meta` (the `x-` keys as
-JSON text), and `toolreplay.ts` (the record's own spelling of its start), so the import gives the
+of `meta` travels as `toolreplay.turn`, `toolreplay.outcome`, `toolreplay.mutates` and `toolreplay.meta`
+(the `x-` keys as JSON text), and `toolreplay.ts` (the record's own spelling of its start), so the import gives the
 record back. Arguments and results may hold sensitive data, so
 `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result` (JSON text) are written only when asked
 for. A response with an `error` (a refused guard request: `{"ok": false, "error": "tool not allowed:
@@ -93,6 +93,8 @@ def _span(trace_id: str, parent: str, record: _Exported, content: bool) -> dict[
             attributes.append(attribute("toolreplay.turn", meta["turn"]))
         if "outcome" in meta:
             attributes.append(attribute("toolreplay.outcome", meta["outcome"]))
+        if "mutates" in meta:
+            attributes.append(attribute("toolreplay.mutates", meta["mutates"]))
         own = {key: value for key, value in meta.items() if key.startswith("x-")}
         if own:
             attributes.append(attribute("toolreplay.meta", json.dumps(own, ensure_ascii=False, allow_nan=False)))
