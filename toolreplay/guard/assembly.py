@@ -161,10 +161,20 @@ def build_guard(config: GuardConfig) -> Guard:
         raise GuardConfigError("a guard asks a person through its confirm callback or through the inbox, not both")
     if config.inbox is not None and not config.inbox_timeout > 0:
         raise GuardConfigError(f"the inbox timeout must be more than 0 seconds, not {config.inbox_timeout}")
+    if config.inbox is not None and config.records is not None and _same_path(config.inbox, config.records):
+        try:  # the guard's own records folder: made now (as a front end would make it), so its inbox can be kept
+            os.makedirs(config.records, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise GuardConfigError(f"cannot create the records folder {config.records}: "
+                                   f"{exc.strerror or exc}") from None
     guard = Guard(config, policy, redactor, approvals, approvers, digest, config.confirm)
     if config.inbox is not None:
         guard = replace(guard, confirm=guard.confirmation("python"))
     return guard
+
+
+def _same_path(first: str, second: str) -> bool:
+    return os.path.abspath(first) == os.path.abspath(second)
 
 
 def _approvers(config: GuardConfig) -> tuple[Keys | None, str | None]:
