@@ -1,7 +1,9 @@
 """The console deciding for real front ends, end to end: `toolreplay serve` in its own process answers a call
 that waits in the inbox of `toolreplay mcp-proxy --listen --inbox`, asked by the MCP Python SDK's Streamable
 HTTP client (which declares no elicitation, so it cannot ask a person itself). The decision is POSTed as the
-page's form posts it, with its CSRF token and this console's Origin.
+page's form posts it, with its CSRF token and this console's Origin. With approvers (`--approvers
+--receipts`), the console's approval is an approval receipt it signs with a real OpenSSH key (`serve
+--ssh-key`), which `verify --approvers --policy` checks offline.
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from typing import Any
 
+from tests.support import require
 from tests.test_cli import run
 from tests.test_mcp_http_listen import ROOT, ListenerCase, session_run
 from tests.test_mcp_real import texts
+from tests.test_receipts import SSH_KEYGEN, _keygen
+from toolreplay.audit.receipts import call_digest, parse_receipt
 from toolreplay.guard.inbox import Request, pending_requests
 
 INTEGRATION_TIER = True
@@ -137,3 +143,88 @@ class McpHttpInboxTest(ListenerCase):
         [meta] = self.metas()
         self.assertEqual((meta["outcome"], meta["x-decided-by"], "x-confirmed" in meta), ("refused", "Ada Console", False))
         self.assertEqual(os.listdir(os.path.join(self.records, ".toolreplay-inbox")), [])
+
+
+class McpHttpReceiptTest(McpHttpInboxTest):
+    """The listener's writes run only with an approval receipt: the console signs it with alice's OpenSSH key."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        if SSH_KEYGEN is None:
+            return
+        cls.keys = tempfile.TemporaryDirectory()
+        cls.alice_key = os.path.join(cls.keys.name, "alice")
+        cls.alice_pub = _keygen(cls.alice_key)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        if SSH_KEYGEN is not None:
+            cls.keys.cleanup()
+
+    def setUp(self) -> None:
+        require(SSH_KEYGEN is not None, "ssh-keygen (OpenSSH) is not installed")
+        super().setUp()
+
+    def start(self, *extra: str) -> Any:
+        self.approvers = os.path.join(self.directory, "approvers")
+        with open(self.approvers, "w", encoding="utf-8") as out:
+            out.write(f"alice@example.com {self.alice_pub}\n")
+        self.receipts = os.path.join(self.directory, "receipts")
+        os.makedirs(self.receipts, exist_ok=True)
+        return super().start("--approvers", self.approvers, "--receipts", self.receipts, *extra)
+
+    def open_console(self, *extra: str) -> ConsoleProcess:
+        console = ConsoleProcess(self.records, "--person", "alice@example.com", *extra)
+        self.addCleanup(console.stop)
+        return console
+
+    def test_an_approval_from_the_console_runs_the_call_and_the_record_names_it(self) -> None:
+        self.console = self.open_console("--ssh-key", self.alice_key)
+        result, request, page = self.call_decided("yes", "approve:once")
+        self.assertEqual(result, (False, ['write_note {"text": "yes"}']))
+        name = call_digest("write_note", {"text": "yes"})[:16]
+        self.assertEqual(request.receipt, os.path.join(self.receipts, name + ".request"))
+        self.assertIn(f"approved once: {request.id} (as alice@example.com)", page)
+        [meta] = self.metas()
+        receipt = parse_receipt(meta["x-receipt"].encode(), "x-receipt")
+        self.assertEqual((meta["outcome"], meta["x-decided-by"], receipt.scope, [line.name for line in receipt.signatures]),
+                         ("ran", "alice@example.com", "once", ["alice@example.com"]))
+        [record] = self.record_files()
+        self.assertEqual(run("verify", record, "--approvers", self.approvers, "--policy", self.policy),
+                         (0, "chain: intact\napprovals: verified\napproved by: alice@example.com\n"
+                             "writes: 1 of 1 carry a receipt that holds\n", ""))
+
+    def test_a_denial_from_the_console_refuses_the_call_and_the_record_names_it(self) -> None:
+        self.console = self.open_console("--ssh-key", self.alice_key)
+        result, request, page = self.call_decided("no", "deny:once")
+        self.assertEqual(result, (True, ["toolreplay: confirmation declined"]))
+        self.assertFalse(os.path.exists(self.notes))
+        self.assertEqual([name[-8:] for name in os.listdir(self.receipts)], [".request"])  # nothing signed
+        [meta] = self.metas()
+        self.assertEqual((meta["outcome"], meta["x-decided-by"]), ("refused", "alice@example.com"))
+
+    def test_a_console_without_the_key_cannot_approve(self) -> None:
+        keyless = self.open_console()
+
+        async def scenario(session: Any) -> Any:
+            return texts(await session.call_tool("write_note", {"text": "x"}))
+
+        async def both() -> tuple[Any, str, str]:
+            call = asyncio.ensure_future(session_run(self.listener.url, scenario))
+            request = await asyncio.to_thread(waiting_request, self.records)
+            refused = await asyncio.to_thread(keyless.decide, request.id, "approve:once")
+            denied = await asyncio.to_thread(keyless.decide, request.id, "deny:once")
+            return await call, refused, denied
+
+        result, refused, denied = asyncio.run(both())
+        self.assertIn("runs only with an approval receipt signed by an approver, and this console has no key to sign "
+                      "one (toolreplay serve --ssh-key KEY): nothing was decided", refused)
+        self.assertIn("this console has no key, so it can only deny it here", refused)
+        self.assertIn("denied: ", denied)
+        self.assertEqual(result, (True, ["toolreplay: confirmation declined"]))
+        self.assertFalse(os.path.exists(self.notes))
+
+    def test_a_key_that_cannot_sign_is_said_at_start(self) -> None:
+        code, out, err = run("serve", self.records, "--ssh-key", self.approvers, "--person", "alice@example.com")
+        self.assertEqual((code, out), (2, ""))
+        self.assertTrue(err.startswith(f"error: ssh-keygen could not sign with {self.approvers}: "), err)

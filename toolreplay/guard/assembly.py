@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.approvals import Approvals
     from toolreplay.guard.gate import Gate
     from toolreplay.guard.host import Confirm, ToolHost
+    from toolreplay.guard.inbox import Inbox
     from toolreplay.guard.receipts import Receipts
     from toolreplay.guard.recorder import SessionRecorder
 
@@ -135,10 +136,21 @@ class Guard:
         if self.approvers is None or self.policy_digest is None or self.config.receipts is None:
             raise ValueError("the guard has no approvers: GuardConfig(approvers=..., receipts=...)")
         if recorder is None:
-            return Receipts(self.config.receipts, self.approvers, self.policy_digest, new_session())
+            session = new_session()
+            return Receipts(self.config.receipts, self.approvers, self.policy_digest, session,
+                            inbox=self._receipt_inbox(session))
         history = recorder.history() if recorder.resumed_records else ()
-        return Receipts(self.config.receipts, self.approvers, self.policy_digest, os.path.abspath(recorder.path),
-                        history=history)
+        session = os.path.abspath(recorder.path)
+        return Receipts(self.config.receipts, self.approvers, self.policy_digest, session, history=history,
+                        inbox=self._receipt_inbox(session))
+
+    def _receipt_inbox(self, session: str) -> Inbox | None:
+        """The inbox where a call without its receipt waits for a person to sign one, when the guard has one."""
+        if self.config.inbox is None:
+            return None
+        from toolreplay.guard.inbox import Inbox
+
+        return Inbox(self.config.inbox, timeout=self.config.inbox_timeout, session=session, redactor=self.redactor)
 
 
 def build_guard(config: GuardConfig) -> Guard:
