@@ -1,5 +1,7 @@
 """The console's handlers without a socket: host, token and CSRF checks, escaping, GET changing nothing,
-the index (counts, torn and unreadable records, a folder that disappears), filters, the inbox and revokes."""
+the index (counts, torn and unreadable records, a folder that disappears), filters, the inbox and revokes, and the
+approval receipts a console signs for a guard with approvers (HMAC keys here; real OpenSSH keys in
+tests/test_console_inbox.py), and the serve command's usage errors."""
 
 from __future__ import annotations
 

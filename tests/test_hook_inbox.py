@@ -155,6 +155,12 @@ class GeminiCliInboxTest(GeminiCase):
                                      stdin=payload), (2, "", message))
         self.assertFalse(os.path.exists(os.path.join(self.records, self.session + ".jsonl")))
 
+    def test_the_http_hooks_take_no_inbox(self) -> None:
+        self.assertEqual(run("hook", "claude-code", "--policy", "p.json", "--records", "r", "--inbox", "r",
+                             "--print-settings", "--http"),
+                         (2, "", "error: hook claude-code: --inbox goes with the command hook (`hook serve` has no "
+                                 "inbox): use --print-settings without --http\n"))
+
     def test_print_settings_registers_a_hook_timeout_longer_than_the_wait(self) -> None:
         code, out, err = run("hook", self.agent, "--policy", "p.json", "--records", "records", "--inbox", "records",
                              "--print-settings")
@@ -164,6 +170,16 @@ class GeminiCliInboxTest(GeminiCase):
                                              "timeout": 60000}]}]  # milliseconds: 40 s in the inbox, 20 s more
         self.assertEqual((code, err, json.loads(out)),
                          (0, "", {"hooks": {"BeforeTool": entry, "AfterTool": entry, "SessionEnd": entry}}))
+
+
+class CodexSettingsTest(unittest.TestCase):
+    def test_the_hook_timeout_is_in_seconds_and_covers_the_wait(self) -> None:
+        code, out, err = run("hook", "codex", "--policy", "p.json", "--records", "r", "--inbox", "r",
+                             "--inbox-timeout", "120", "--print-settings")
+        self.assertEqual((code, err), (0, ""))
+        hooks = [group["hooks"][0] for groups in json.loads(out)["hooks"].values() for group in groups]
+        self.assertEqual({(hook["timeout"], hook["command"].endswith(" --inbox r --inbox-timeout 120")) for hook in hooks},
+                         {(140, True)})
 
 
 class CodexInboxTest(InboxCase):
