@@ -9,7 +9,7 @@ import tempfile
 import unittest
 from typing import Any
 
-from toolreplay.errors import UsageError
+from toolreplay.errors import ToolReplayError, UsageError
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard, build_redactor
 from toolreplay.policy.model import Policy, parse_policy
 
@@ -83,6 +83,16 @@ class BuildGuardTest(unittest.TestCase):
         # per record: sealed, with the guard's redactor
         with guard.open_record(os.path.join(self.directory, "s.jsonl")) as recorder:
             self.assertIs(recorder.redactor, guard.redactor)
+
+    def test_an_inbox_in_the_guards_own_records_folder_is_made_with_it(self) -> None:
+        records = os.path.join(self.directory, "records")  # the listener makes it later: the inbox needs it now
+        guard = build_guard(GuardConfig(Policy("a", frozenset({"send"})), records=records, inbox=records + "/"))
+        self.assertTrue(os.path.isdir(os.path.join(records, ".toolreplay-inbox")))
+        self.assertEqual(os.stat(records).st_mode & 0o777, 0o700)
+        self.assertIsNotNone(guard.confirm)
+        elsewhere = os.path.join(self.directory, "elsewhere")  # any other folder must exist: a typo is not made
+        with self.assertRaisesRegex(ToolReplayError, f"^cannot keep an inbox in {elsewhere}: it is not a folder$"):
+            build_guard(GuardConfig(Policy("a", frozenset({"send"})), records=records, inbox=elsewhere))
 
 
 if __name__ == "__main__":

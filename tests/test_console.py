@@ -1,5 +1,7 @@
 """The console's handlers without a socket: host, token and CSRF checks, escaping, GET changing nothing,
-the index (counts, torn and unreadable records, a folder that disappears), filters, the inbox and revokes."""
+the index (counts, torn and unreadable records, a folder that disappears), filters, the inbox and revokes, and the
+approval receipts a console signs for a guard with approvers (HMAC keys here; real OpenSSH keys in
+tests/test_console_inbox.py), and the serve command's usage errors."""
 
 from __future__ import annotations
 
@@ -14,15 +16,20 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from tests.test_cli import run
 from tests.test_inbox import wait_for_request
+from tests.test_receipts import ALICE
+from toolreplay.audit.checkpoint import Keys
+from toolreplay.audit.receipts import call_digest, parse_receipt, policy_digest, verify_receipts
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.console.index import Filters, SessionIndex, select
 from toolreplay.console.server import Console, Response, parse_since
+from toolreplay.format.records import read_session
 from toolreplay.guard.approvals import Approvals, Decided, Remember, read_approvals
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.inbox import Inbox, inbox_folder
+from toolreplay.guard.inbox import Inbox, decide, inbox_folder
+from toolreplay.guard.receipts import Receipts
 from toolreplay.guard.recorder import SessionRecorder
-from toolreplay.policy.model import Policy
+from toolreplay.policy.model import Policy, load_policy
 
 HOST = {"Host": "127.0.0.1:8470"}
 FORM = {**HOST, "Content-Type": "application/x-www-form-urlencoded"}
@@ -169,6 +176,127 @@ class CsrfTest(ConsoleCase):
         self.assertIn(f"no call waits as {self.request.id} any more (answered, timed out or gone): nothing was "
                       "decided", self.follow(again))
         self.assertIn("No call is waiting for a person.", self.page("/inbox"))
+
+
+class ReceiptTest(ConsoleCase):
+    """A guard whose writes run only with an approval receipt (HMAC approvers here: tests/test_console_inbox.py
+    signs with real OpenSSH keys): the console's approval is a receipt it signs, the record carries it."""
+
+    def setUp(self) -> None:
+        super().setUp()
+        self.receipts = os.path.join(self.tmp, "receipts")
+        os.makedirs(self.receipts)
+        self.policy = os.path.join(self.tmp, "policy.json")
+        with open(self.policy, "w", encoding="utf-8") as handle:
+            json.dump({"agent": "notes", "allowed_tools": ["write_note"], "write_tools": ["write_note"]}, handle)
+        self.path = os.path.join(self.records, "s.jsonl")
+        self.written: list[str] = []
+        self.result: dict[str, Any] = {}
+
+    def start(self, text: str) -> threading.Thread:
+        """A gate of its own over the record calls write_note(text) on a thread; it waits in the inbox."""
+        inbox = Inbox(self.records, timeout=30, session=self.path)
+        receipts = Receipts(self.receipts, Keys(hmac_keys=(ALICE,)), policy_digest(self.policy),
+                            os.path.abspath(self.path), inbox=inbox)
+
+        def call() -> None:
+            with SessionRecorder.open(self.path) as recorder:
+                gate = Gate({"write_note": lambda text: self.written.append(text) or {"ok": True}},
+                            load_policy(self.policy), recorder=recorder, receipts=receipts)
+                self.result = gate.call("write_note", {"text": text})
+
+        thread = threading.Thread(target=call)
+        thread.start()
+        self.addCleanup(thread.join, 30)
+        return thread
+
+    def metas(self) -> list[dict[str, Any]]:
+        with open(self.path, encoding="utf-8") as handle:
+            return [json.loads(line)["meta"] for line in handle]
+
+    def test_an_approval_signs_the_receipt_the_call_runs_with(self) -> None:
+        self.console = Console([self.records], person="alice@example.com", audit=False, signer=ALICE)
+        thread = self.start("hi")
+        request = wait_for_request(self.records)
+        name = call_digest("write_note", {"text": "hi"})[:16]
+        self.assertEqual(request.receipt, os.path.join(self.receipts, name + ".request"))
+        self.assertIn("runs only with an approval receipt: approving signs one with this console's key, as "
+                      "alice@example.com", self.page("/inbox"))
+        done = self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "approve:once"})
+        thread.join(30)
+        self.assertIn(f"approved once: {request.id} (as alice@example.com)", self.follow(done))
+        self.assertEqual((self.result, self.written), ({"ok": True}, ["hi"]))
+        [meta] = self.metas()
+        receipt = parse_receipt(meta["x-receipt"].encode(), "x-receipt")
+        self.assertEqual((meta["outcome"], meta["x-decided-by"], "x-confirmed" in meta, receipt.scope),
+                         ("ran", "alice@example.com", False, "once"))
+        with open(os.path.join(self.receipts, name + ".receipt"), encoding="utf-8") as handle:
+            self.assertEqual(handle.read(), meta["x-receipt"])  # the receipt the console wrote, whole
+        with open(self.path, "rb") as handle:
+            report = verify_receipts(read_session(handle, self.path), Keys(hmac_keys=(ALICE,)),
+                                     policy_digest(self.policy), frozenset({"write_note"}))
+        self.assertEqual((report.verified, report.receipted), (True, 1))
+        self.assertIn("with an approval receipt", self.page("/session?" + urlencode({"path": self.path})))
+
+    def test_a_denial_signs_nothing(self) -> None:
+        self.console = Console([self.records], person="alice@example.com", audit=False, signer=ALICE)
+        thread = self.start("no")
+        request = wait_for_request(self.records)
+        self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "deny:once"})
+        thread.join(30)
+        self.assertEqual((self.result, self.written), ({"ok": False, "error": "confirmation declined"}, []))
+        self.assertEqual([name[-8:] for name in os.listdir(self.receipts)], [".request"])
+        [meta] = self.metas()
+        self.assertEqual((meta["outcome"], meta["x-decided-by"]), ("refused", "alice@example.com"))
+
+    def test_a_console_without_a_key_cannot_approve_and_says_so(self) -> None:
+        thread = self.start("hi")
+        request = wait_for_request(self.records)
+        page = self.page("/inbox")
+        self.assertIn("runs only with an approval receipt signed by an approver: this console has no key, so it can "
+                      "only deny it here", page)
+        self.assertNotIn('value="approve:once"', page)
+        refused = self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "approve:once"})
+        self.assertIn(f"the call {request.id} runs only with an approval receipt signed by an approver, and this "
+                      "console has no key to sign one (toolreplay serve --ssh-key KEY): nothing was decided",
+                      self.follow(refused))
+        self.assertEqual(sorted(os.listdir(inbox_folder(self.records))), [request.id + ".request.json"])
+        self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "deny:once"})
+        thread.join(30)  # it can still deny
+        self.assertEqual((self.result, self.written), ({"ok": False, "error": "confirmation declined"}, []))
+
+    def test_a_receipt_request_for_another_call_is_not_signed(self) -> None:
+        self.console = Console([self.records], person="alice@example.com", audit=False, signer=ALICE)
+        thread = self.start("hi")
+        request = wait_for_request(self.records)
+        assert request.receipt is not None
+        with open(request.receipt, "rb") as handle:
+            original = handle.read()
+        other = json.loads(original)  # a well-formed request, for another call
+        other["args"] = {"text": "something else"}
+        other["call"] = call_digest("write_note", other["args"])
+        with open(request.receipt, "w", encoding="utf-8") as handle:
+            json.dump(other, handle)
+        refused = self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "approve:once"})
+        self.assertIn(f"the receipt request of {request.id} is for another call than the one shown: nothing was "
+                      "decided", self.follow(refused))
+        self.assertEqual([name[-8:] for name in os.listdir(self.receipts)], [".request"])  # nothing signed
+        self.post("/inbox/decide", {"csrf": self.console.csrf, "id": request.id, "decision": "deny:once"})
+        thread.join(30)
+        self.assertEqual(self.written, [])
+
+    def test_an_approval_without_its_receipt_runs_nothing(self) -> None:
+        # a program that writes an approve decision file, and no receipt: the call stays refused
+        thread = self.start("hi")
+        request = wait_for_request(self.records)
+        decide(self.records, request.id, "approve", "once", "mallory")
+        thread.join(30)
+        name = call_digest("write_note", {"text": "hi"})[:16]
+        self.assertEqual(self.result, {"ok": False, "error": "confirmation required: no approval receipt for this "
+                                       f"call yet; approve {name}.request of the receipts folder (toolreplay approve)"})
+        self.assertEqual(self.written, [])
+        [meta] = self.metas()
+        self.assertEqual((meta["outcome"], meta["x-decided-by"]), ("refused", "mallory"))
 
 
 class PagesTest(ConsoleCase):
@@ -339,6 +467,13 @@ class CommandTest(unittest.TestCase):
                  "least 16 letters and digits\n"),
                 (["serve", folder, "--listen", "localhost:http"], "error: --listen localhost:http: expected PORT or "
                  "HOST:PORT\n"),
+                (["serve", folder, "--ssh-key", token, "--person", "Ada Lovelace"], "error: --person (the name the "
+                 "receipts are signed as) 'Ada Lovelace' must be non-empty, without spaces, '+' or control characters\n"),
+                (["serve", folder, "--ssh-key", folder + "/missing", "--person", "ada"], f"error: --ssh-key {folder}"
+                 "/missing: not a file (an OpenSSH private key)\n"),
+                (["serve", folder, "--ssh-key", token, "--receipt-expires", "tomorrow"], "error: --receipt-expires "
+                 "tomorrow: expected a duration (30m, 8h, 7d)\n"),
+                (["serve", folder, "--receipt-expires", "8h"], "error: --receipt-expires needs --ssh-key KEY\n"),
             ]
             for argv, message in cases:
                 with self.subTest(argv=argv):

@@ -40,8 +40,9 @@ from toolreplay.format.strictjson import StrictLoader
 
 __all__ = ["RECEIPT_KIND", "REQUEST_KIND", "REFUSED", "SCOPES", "ApprovalRequest", "Receipt", "ReceiptFinding",
            "ReceiptReport", "call_digest", "policy_digest", "format_request", "parse_request", "read_request",
-           "receipt_text", "sign_receipt", "parse_receipt", "read_receipt", "check_receipt_signature",
-           "format_expiry", "parse_expiry", "verify_receipts", "receipts_text", "receipts_json"]
+           "receipt_text", "sign_receipt", "receipt_path", "approve_request", "parse_receipt", "read_receipt",
+           "check_receipt_signature", "format_expiry", "parse_expiry", "verify_receipts", "receipts_text",
+           "receipts_json"]
 
 REQUEST_KIND = "toolreplay-approval-request-v1"
 RECEIPT_KIND = "toolreplay-approval-v1"
@@ -205,6 +206,26 @@ def sign_receipt(request: ApprovalRequest, signers: Sequence[SshSigner | HmacKey
         signature = signer.sign(text)
         lines.append(f"{EM_DASH} {signer.name} {base64.b64encode(signature).decode('ascii')}\n")
     return text + b"\n" + "".join(lines).encode()
+
+
+def receipt_path(request_path: str) -> str:
+    """Where the receipt of a request file goes: NAME.receipt beside NAME.request."""
+    stem = request_path[:-len(".request")] if request_path.endswith(".request") else request_path
+    return stem + ".receipt"
+
+
+def approve_request(request_path: str, signers: Sequence[SshSigner | HmacKey], scope: str, expires_ns: int,
+                    output: str | None = None, request: ApprovalRequest | None = None) -> tuple[ApprovalRequest, str]:
+    """A person's approval of the request file at `request_path` (or of `request`, read from it already): its
+    receipt, signed by `signers`, written whole to `output` (default: NAME.receipt beside it); the request and
+    the receipt's path. What `toolreplay approve` and the console's approve button do."""
+    from toolreplay.audit.checkpoint import write_atomically
+
+    request = read_request(request_path) if request is None else request
+    receipt = sign_receipt(request, signers, scope, expires_ns)
+    path = output or receipt_path(request_path)
+    write_atomically(path, receipt)
+    return request, path
 
 
 def parse_receipt(data: bytes, path: str) -> Receipt:

@@ -58,7 +58,8 @@ def run_plain_hook(arguments: Sequence[str], io: IO, agent: str = "claude-code")
     if options is None:
         return None
     return _run(SimpleNamespace(agent=agent, policy=options["--policy"], records=options["--records"],
-                                redact_key=options.get("--redact-key"), print_settings=False, install=None,
+                                redact_key=options.get("--redact-key"), inbox=options.get("--inbox"),
+                                inbox_timeout=options.get("--inbox-timeout"), print_settings=False, install=None,
                                 http=False, port=None), io)
 
 
@@ -68,6 +69,8 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     from toolreplay.hooks.core import AGENTS as PROFILES
 
     agent = PROFILES[args.agent]
+    if args.inbox_timeout is not None and args.inbox is None:
+        raise UsageError("--inbox-timeout needs --inbox DIR")
     if (args.http or args.port is not None) and not (args.print_settings or args.install is not None):
         raise UsageError(f"hook {args.agent}: --http and --port go with --print-settings or --install")
     if args.print_settings or args.install is not None:
@@ -87,7 +90,8 @@ def _run(args: argparse.Namespace | SimpleNamespace, io: IO) -> int:
     except Exception as exc:  # noqa: BLE001 - any exit status but 0 and 2 lets the agent run the tool
         reply = fault_reply(exc)
     else:
-        reply = reply_to_event(data, args.policy, args.records, args.redact_key, args.agent)
+        reply = reply_to_event(data, args.policy, args.records, args.redact_key, args.agent, args.inbox,
+                               args.inbox_timeout)
     io.stdout.write(reply.stdout)
     io.stderr.write(reply.stderr)
     return reply.code
@@ -101,6 +105,9 @@ def _snippet(args: argparse.Namespace | SimpleNamespace, agent: Any) -> dict[str
     from toolreplay.hooks import core
 
     if args.http:
+        if args.inbox is not None:
+            raise UsageError(f"hook {args.agent}: --inbox goes with the command hook (`hook serve` has no inbox): "
+                             "use --print-settings without --http")
         if agent is not core.CLAUDE_CODE:
             raise UsageError(f"hook {args.agent}: {agent.title} has no http hooks (its hooks run a command): use "
                              "--print-settings without --http")
@@ -118,7 +125,16 @@ def _snippet(args: argparse.Namespace | SimpleNamespace, agent: Any) -> dict[str
                f"{args.agent} --policy {policy} --records {records}")
     if args.redact_key is not None:
         command += f" --redact-key {shlex.quote(args.redact_key)}"
-    return core.settings_snippet(command, agent)
+    if args.inbox is None:
+        return core.settings_snippet(command, agent)
+    try:
+        wait = core.inbox_timeout(args.inbox_timeout)
+    except core.HookError as exc:
+        raise UsageError(str(exc)) from None
+    command += f" --inbox {shlex.quote(args.inbox)}"
+    if args.inbox_timeout is not None:
+        command += f" --inbox-timeout {shlex.quote(args.inbox_timeout)}"
+    return core.settings_snippet(command, agent, hook_seconds=core.hook_seconds(wait))
 
 
 def _serve(args: argparse.Namespace, io: IO) -> int:
@@ -204,7 +220,8 @@ def register(subparsers: Any) -> None:
         agent = agents.add_parser(
             name, help=help_line,
             usage=f"toolreplay hook {name} --policy POLICY --records DIR [--redact-key FILE] "
-                  "[--print-settings | --install SETTINGS] [--http [--port PORT]]",
+                  "[--inbox DIR [--inbox-timeout SECONDS]] [--print-settings | --install SETTINGS] "
+                  "[--http [--port PORT]]",
             epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
         agent.add_argument("--policy", metavar="POLICY",
                            help="permission file (its root defaults to the project: cwd)")
@@ -213,6 +230,13 @@ def register(subparsers: Any) -> None:
         agent.add_argument("--redact-key", metavar="FILE",
                            help="the key (at least 16 bytes, kept off the record) for the policy's redact section: "
                                 "secrets are replaced by a keyed hash before they are recorded")
+        agent.add_argument("--inbox", metavar="DIR",
+                           help="a call the policy wants confirmed waits in the approvals inbox of the records folder "
+                                "DIR (usually --records' own), answered from `toolreplay serve DIR`, instead of being "
+                                + ("asked by Claude Code" if name == "claude-code" else "denied"))
+        agent.add_argument("--inbox-timeout", metavar="SECONDS",
+                           help="with --inbox: deny a call nobody decided within SECONDS (default: 40, under the "
+                                "agent's hook timeout)")
         mode = agent.add_mutually_exclusive_group()
         mode.add_argument("--print-settings", action="store_true",
                           help="print the settings.json hooks block that runs this command, and exit")

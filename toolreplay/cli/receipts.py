@@ -12,7 +12,7 @@ from typing import Any
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 
-__all__ = ["register", "verify_options", "verify_approvals"]
+__all__ = ["duration_seconds", "register", "verify_options", "verify_approvals"]
 
 _EXIT_CODES = """exit codes:
   0  the receipt is written
@@ -26,9 +26,9 @@ def _expiry(text: str, now_ns: int) -> int:
     """`--expires`: a duration from now (`90s`, `30m`, `8h`, `7d`) or a UTC time (`2026-12-02T08:00:00Z`)."""
     from toolreplay.audit.receipts import parse_expiry
 
-    match = _DURATION.fullmatch(text)
-    if match is not None:
-        return now_ns + int(match.group(1)) * _UNIT[match.group(2)] * 1_000_000_000
+    seconds = duration_seconds(text)
+    if seconds is not None:
+        return now_ns + seconds * 1_000_000_000
     try:
         when = parse_expiry(text)
     except ValueError:
@@ -39,22 +39,21 @@ def _expiry(text: str, now_ns: int) -> int:
     return when
 
 
-def _receipt_path(request: str) -> str:
-    return (request[:-len(".request")] if request.endswith(".request") else request) + ".receipt"
+def duration_seconds(text: str) -> int | None:
+    """The seconds of a duration (`90s`, `30m`, `8h`, `7d`); None when `text` is not one."""
+    match = _DURATION.fullmatch(text)
+    return None if match is None else int(match.group(1)) * _UNIT[match.group(2)]
 
 
 def _run_approve(args: argparse.Namespace, io: IO) -> int:
-    from toolreplay.audit.checkpoint import write_atomically
-    from toolreplay.audit.receipts import format_expiry, read_request, sign_receipt
+    from toolreplay.audit.receipts import approve_request, format_expiry, read_request
     from toolreplay.audit.signers import SshSigner, check_key_name, find_ssh_keygen
 
     expires = _expiry(args.expires, time.time_ns())
-    request = read_request(args.request)
+    read_request(args.request)  # a malformed request is said before ssh-keygen is looked for
     find_ssh_keygen()
     signers = [SshSigner(check_key_name(name), key_file) for name, key_file in args.ssh_key]
-    receipt = sign_receipt(request, signers, args.scope, expires)
-    path = args.output or _receipt_path(args.request)
-    write_atomically(path, receipt)
+    request, path = approve_request(args.request, signers, args.scope, expires, args.output)
     shown = json.dumps(request.args, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
     tool = request.tool if re.fullmatch(r"[A-Za-z0-9_.:/-]+", request.tool) else json.dumps(request.tool)
     io.stdout.write(f"approved: {tool} {shown} ({args.scope}, until {format_expiry(expires)})\n"

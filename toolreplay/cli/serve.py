@@ -5,17 +5,24 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 
+if TYPE_CHECKING:
+    from toolreplay.audit.signers import SshSigner
+
 __all__ = ["register"]
 
 _EXIT_CODES = """exit codes:
   0  stopped (Ctrl-C, SIGTERM)
-  2  usage error (bad arguments, a folder that is not one, an address that cannot be served)"""
+  2  usage error (bad arguments, a folder that is not one, an address that cannot be served, a key that
+     cannot sign)"""
+
+
+_RECEIPT_EXPIRES = "1h"
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -32,6 +39,32 @@ def _person() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "console"
+
+
+def _receipt_seconds(args: argparse.Namespace) -> int:
+    from toolreplay.cli.receipts import duration_seconds
+
+    seconds = duration_seconds(args.receipt_expires)
+    if seconds is None:
+        raise UsageError(f"--receipt-expires {escape_text(args.receipt_expires)}: expected a duration (30m, 8h, 7d)")
+    if args.ssh_key is None and args.receipt_expires != _RECEIPT_EXPIRES:
+        raise UsageError("--receipt-expires needs --ssh-key KEY")
+    return seconds
+
+
+def _signer(args: argparse.Namespace, person: str) -> SshSigner | None:
+    """The key the console signs approval receipts with, as `person`; checked by signing once now."""
+    if args.ssh_key is None:
+        return None
+    from toolreplay.audit.signers import SshSigner, check_key_name, find_ssh_keygen
+
+    check_key_name(person, "--person (the name the receipts are signed as)")
+    if not os.path.isfile(args.ssh_key):
+        raise UsageError(f"--ssh-key {escape_text(args.ssh_key)}: not a file (an OpenSSH private key)")
+    find_ssh_keygen()
+    signer = SshSigner(person, args.ssh_key)
+    signer.sign(b"toolreplay serve: can this key sign?\n")  # a key that cannot sign is said now, not at a click
+    return signer
 
 
 def _run(args: argparse.Namespace, io: IO) -> int:
@@ -54,8 +87,11 @@ def _run(args: argparse.Namespace, io: IO) -> int:
     for path in args.approvals or ():
         if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise UsageError(f"--approvals {path}: its folder does not exist")
-    console = Console(args.folders, database=args.db, approvals=args.approvals or (),
-                      person=args.person or _person(), token=token, loopback=is_loopback(host))
+    person = args.person or _person()
+    receipt_seconds = _receipt_seconds(args)
+    signer = _signer(args, person)
+    console = Console(args.folders, database=args.db, approvals=args.approvals or (), person=person, token=token,
+                      loopback=is_loopback(host), signer=signer, receipt_seconds=receipt_seconds)
     try:
         server = serve(console, host, port)
     except OSError as exc:
@@ -91,4 +127,9 @@ def register(subparsers: Any) -> None:
                         "the user name)")
     parser.add_argument("--approvals", action="append", metavar="FILE", help="an approvals file to list and revoke "
                         "from (repeatable)")
+    parser.add_argument("--ssh-key", metavar="KEY", help="an OpenSSH private key of an approver (its name in the "
+                        "guard's allowed_signers is --person): a call that runs only with an approval receipt is "
+                        "approved by signing its receipt with it, as `toolreplay approve` does")
+    parser.add_argument("--receipt-expires", metavar="DURATION", default=_RECEIPT_EXPIRES,
+                        help="with --ssh-key: how long a receipt the console signs holds (30m, 8h, 7d; default 1h)")
     parser.set_defaults(run=_run)

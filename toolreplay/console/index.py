@@ -30,7 +30,7 @@ __all__ = ["KINDS", "SessionRow", "SessionIndex", "Filters", "select"]
 
 # The counts of a session's row, in the order the page shows them.
 KINDS = ("ran", "blocked", "approved", "unknown", "findings")
-_APPROVAL_KEYS = ("x-confirmed", "x-approval", "x-remembered", "x-decided-by")
+_APPROVAL_KEYS = ("x-confirmed", "x-approval", "x-remembered", "x-decided-by", "x-receipt")
 _DENYING_RULE = re.compile(r"denied by rule ([^:\s]+):")
 _READ_BYTES = 1 << 22  # read a grown file in pieces this large
 

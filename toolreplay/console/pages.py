@@ -179,8 +179,9 @@ def session_page(row: SessionRow, detail: SessionDetail, marks: Sequence[CallMar
 
 
 def inbox_page(requests: Sequence[Request | tuple[str, str]], csrf: str, person: str, version: str,
-               message: str | None = None, error: bool = False) -> str:
-    """The calls waiting for a person, each with its approve and deny buttons."""
+               message: str | None = None, error: bool = False, *, signs: bool = False) -> str:
+    """The calls waiting for a person, each with its approve and deny buttons; a call only an approval receipt lets
+    run says so, and can be approved only when the console `signs` (has a key), by signing its receipt."""
     waiting = sum(1 for item in requests if isinstance(item, Request))
     body = ['<header class="top"><h1>Approvals inbox</h1>'
             f'<p class="sub">{count(waiting, "call")} waiting; you decide as {text(person)}</p></header>\n',
@@ -198,8 +199,17 @@ def inbox_page(requests: Sequence[Request | tuple[str, str]], csrf: str, person:
                                    "refused after " + _when(item.deadline) + " UTC") if part]
         buttons = "".join(f'<button type="submit" name="decision" value="approve:{scope}">approve {scope}</button>'
                           for scope in ("once", "session", "always"))
+        note = ""
+        if item.receipt is not None and signs:
+            note = (f'<p class="note receipt">runs only with an approval receipt: approving signs one with this '
+                    f'console\'s key, as {text(person)}</p>')
+        elif item.receipt is not None:  # nothing this console can do makes it run
+            buttons = ""
+            note = ('<p class="flash err receipt">runs only with an approval receipt signed by an approver: this '
+                    'console has no key, so it can only deny it here (start it with <code>toolreplay serve '
+                    '--ssh-key KEY</code> to approve it)</p>')
         body.append(f'<section class="panel request" data-id="{text(item.id)}"><div class="t">{text(item.tool)}</div>'
-                    f'<p class="meta">{text(" · ".join(where))}</p><pre>{json_text(args)}</pre>'
+                    f'<p class="meta">{text(" · ".join(where))}</p><pre>{json_text(args)}</pre>{note}'
                     f'<form class="act" method="post" action="/inbox/decide"><input type="hidden" name="csrf" '
                     f'value="{text(csrf)}"><input type="hidden" name="id" value="{text(item.id)}">{buttons}'
                     '<button type="submit" class="deny" name="decision" value="deny:once">deny</button></form>'

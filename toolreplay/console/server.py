@@ -1,10 +1,14 @@
 """The console's web server (`toolreplay serve`): routes, the checks every request passes, the live index.
 
+A call that runs only with an approval receipt (a guard with approvers; its inbox request names the receipt
+request) is approved by signing that receipt with the console's key (`toolreplay serve --ssh-key`), as
+`toolreplay approve` would, before the decision is written; a console without a key can only deny it.
+
 Every request passes, in order: the Host check (on loopback, only a loopback name: no DNS rebinding),
 the token (when the console has one: its cookie, or `Authorization: Bearer`), then its route. A GET
 never changes what the console serves; every POST carries the page's CSRF token and, when the browser
 sends one, an Origin of this console. The console reads records and writes only decision files (the
-inbox) and approvals files (a revoke): it never runs a tool.
+inbox), receipts (a receipt-only approval) and approvals files (a revoke): it never runs a tool.
 
 `Console.handle` answers one request without a socket (the unit tests call it); `serve` puts it behind
 a standard library `ThreadingHTTPServer`.
@@ -30,6 +34,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 from toolreplay.audit.detail import DetailLimits, build_detail
 from toolreplay.audit.fleet import SessionJob, SessionOptions, audit_session
+from toolreplay.audit.signers import HmacKey, SshSigner
 from toolreplay.console import pages
 from toolreplay.console.index import KINDS, Filters, SessionIndex, select
 from toolreplay.errors import ToolReplayError
@@ -89,7 +94,13 @@ class Console:
 
     def __init__(self, folders: Sequence[str], *, database: str | None = None, approvals: Sequence[str] = (),
                  person: str = "console", token: bytes | None = None, loopback: bool = True,
-                 audit: bool = True) -> None:
+                 audit: bool = True, signer: SshSigner | HmacKey | None = None,
+                 receipt_seconds: int = 3600) -> None:
+        """`signer` (an approver's OpenSSH key, named as the person; an HMAC key for a host that keeps its
+        approvers' secrets) signs the receipts of the calls only a receipt approves, each valid for
+        `receipt_seconds`."""
+        self.signer = signer
+        self.receipt_seconds = receipt_seconds
         self.folders = [os.path.abspath(folder) for folder in folders]
         self.approvals = [os.path.abspath(path) for path in approvals]
         self.index = SessionIndex(self.folders, database, audit=audit, exclude=self.approvals)
@@ -228,7 +239,7 @@ class Console:
             waiting = self.pending()
             message, error = self._flash(query)
             return Response(200, pages.inbox_page(waiting, self.csrf, self.person, self.version(waiting), message,
-                                                  error).encode("utf-8"))
+                                                  error, signs=self.signer is not None).encode("utf-8"))
         if path == "/approvals":
             return self._approvals(query)
         return self._message(404, "Not found", f"nothing is served at {path}")
@@ -309,18 +320,43 @@ class Console:
     def _decide(self, form: Mapping[str, list[str]]) -> Response:
         request_id = form.get("id", [""])[0]
         verdict, _, scope = form.get("decision", [""])[0].partition(":")
-        folder = next((folder for folder in self.folders
-                       if any(isinstance(item, Request) and item.id == request_id
-                              for item in pending_requests(folder))), None)
-        if folder is None:
+        found = next(((folder, item) for folder in self.folders for item in pending_requests(folder)
+                      if isinstance(item, Request) and item.id == request_id), None)
+        if found is None:
             return self._redirect("/inbox", f"no call waits as {request_id} any more (answered, timed out or "
                                   "gone): nothing was decided", True)
+        folder, request = found
+        receipt = None
+        if verdict == "approve" and request.receipt is not None:  # its yes is a receipt, signed before the decision
+            try:
+                receipt = self._sign(request, scope or "once")
+            except ToolReplayError as exc:
+                return self._redirect("/inbox", f"{exc}: nothing was decided", True)
         try:
             decision = decide(folder, request_id, verdict, scope or "once", self.person)
         except InboxError as exc:
+            if receipt is not None:  # the call no longer waits: its receipt must not approve a later one
+                _remove(receipt)
             return self._redirect("/inbox", f"{exc}: nothing was decided", True)
         said = "approved " + decision.scope if decision.verdict == "approve" else "denied"
         return self._redirect("/inbox", f"{said}: {request_id} (as {self.person})", False)
+
+    def _sign(self, request: Request, scope: str) -> str:
+        """Sign the receipt that approves a receipt-only call (as `toolreplay approve` does); its path.
+        ToolReplayError saying why it cannot be (no key, a request that is not the call shown, ssh-keygen)."""
+        from toolreplay.audit.receipts import SCOPES, approve_request, read_request
+
+        if self.signer is None:
+            raise ToolReplayError(f"the call {request.id} runs only with an approval receipt signed by an approver, "
+                                  "and this console has no key to sign one (toolreplay serve --ssh-key KEY)")
+        path = request.receipt or ""
+        if not os.path.isabs(path) or not path.endswith(".request") or scope not in SCOPES:
+            raise ToolReplayError(f"the call {request.id} names no receipt request this console can sign")
+        wanted = read_request(path)
+        if (wanted.tool, wanted.args) != (request.tool, request.args):
+            raise ToolReplayError(f"the receipt request of {request.id} is for another call than the one shown")
+        return approve_request(path, [self.signer], scope, time.time_ns() + self.receipt_seconds * 1_000_000_000,
+                               request=wanted)[1]
 
     def _revoke(self, form: Mapping[str, list[str]]) -> Response:
         path, approval_id = form.get("file", [""])[0], form.get("id", [""])[0]
@@ -331,6 +367,13 @@ class Console:
         except ToolReplayError as exc:
             return self._redirect("/approvals", str(exc), True)
         return self._redirect("/approvals", "revoked " + approval.describe(), False)
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _marks(job: SessionJob, limit: int) -> Iterable[pages.CallMark]:
@@ -346,6 +389,8 @@ def _marks(job: SessionJob, limit: int) -> Iterable[pages.CallMark]:
                 how = f"decided by {by}" if isinstance(by, str) else ""
                 if not how and "x-confirmed" in meta:
                     how = "confirmed by a person"
+                if isinstance(meta.get("x-receipt"), str):
+                    how = f"{how}; with an approval receipt" if how else "with an approval receipt"
                 for key, label in (("x-remembered", "remembered as"), ("x-approval", "by remembered approval"),
                                    ("x-remember-error", "not remembered:")):
                     if isinstance(meta.get(key), str):

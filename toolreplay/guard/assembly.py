@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.approvals import Approvals
     from toolreplay.guard.gate import Gate
     from toolreplay.guard.host import Confirm, ToolHost
+    from toolreplay.guard.inbox import Inbox
     from toolreplay.guard.receipts import Receipts
     from toolreplay.guard.recorder import SessionRecorder
 
@@ -135,10 +136,21 @@ class Guard:
         if self.approvers is None or self.policy_digest is None or self.config.receipts is None:
             raise ValueError("the guard has no approvers: GuardConfig(approvers=..., receipts=...)")
         if recorder is None:
-            return Receipts(self.config.receipts, self.approvers, self.policy_digest, new_session())
+            session = new_session()
+            return Receipts(self.config.receipts, self.approvers, self.policy_digest, session,
+                            inbox=self._receipt_inbox(session))
         history = recorder.history() if recorder.resumed_records else ()
-        return Receipts(self.config.receipts, self.approvers, self.policy_digest, os.path.abspath(recorder.path),
-                        history=history)
+        session = os.path.abspath(recorder.path)
+        return Receipts(self.config.receipts, self.approvers, self.policy_digest, session, history=history,
+                        inbox=self._receipt_inbox(session))
+
+    def _receipt_inbox(self, session: str) -> Inbox | None:
+        """The inbox where a call without its receipt waits for a person to sign one, when the guard has one."""
+        if self.config.inbox is None:
+            return None
+        from toolreplay.guard.inbox import Inbox
+
+        return Inbox(self.config.inbox, timeout=self.config.inbox_timeout, session=session, redactor=self.redactor)
 
 
 def build_guard(config: GuardConfig) -> Guard:
@@ -161,10 +173,20 @@ def build_guard(config: GuardConfig) -> Guard:
         raise GuardConfigError("a guard asks a person through its confirm callback or through the inbox, not both")
     if config.inbox is not None and not config.inbox_timeout > 0:
         raise GuardConfigError(f"the inbox timeout must be more than 0 seconds, not {config.inbox_timeout}")
+    if config.inbox is not None and config.records is not None and _same_path(config.inbox, config.records):
+        try:  # the guard's own records folder: made now (as a front end would make it), so its inbox can be kept
+            os.makedirs(config.records, mode=0o700, exist_ok=True)
+        except OSError as exc:
+            raise GuardConfigError(f"cannot create the records folder {config.records}: "
+                                   f"{exc.strerror or exc}") from None
     guard = Guard(config, policy, redactor, approvals, approvers, digest, config.confirm)
     if config.inbox is not None:
         guard = replace(guard, confirm=guard.confirmation("python"))
     return guard
+
+
+def _same_path(first: str, second: str) -> bool:
+    return os.path.abspath(first) == os.path.abspath(second)
 
 
 def _approvers(config: GuardConfig) -> tuple[Keys | None, str | None]:

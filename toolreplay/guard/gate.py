@@ -426,11 +426,19 @@ class Gate:
         must not count it."""
         refusal: Refusal | Remember | Receipted | None = NOT_ASKED
         try:
-            refusal = self._ask(call) if self._receipts is None else self._receipts.answer(call.identity)
+            refusal = self._ask(call) if self._receipts is None else self._ask_receipts(call)
         finally:
             if isinstance(refusal, Refusal) and ruling is not None and self._rules is not None:
                 self._rules.withdraw(ruling)
         return refusal
+
+    def _ask_receipts(self, call: Request) -> Receipted | Refusal:
+        """The call's approval receipt, perhaps signed by a person asked in the inbox (who goes to the record)."""
+        assert self._receipts is not None
+        answer, by = self._receipts.ask(call.identity, call.tool, _copy_json(call.args))
+        if by is not None:
+            object.__setattr__(call, "decided_by", by)
+        return answer
 
     def _ask(self, call: Request) -> Refusal | Remember | None:
         """None when the host's `confirm` returned True, the `Remember` it returned; DECLINED for False,

@@ -3,7 +3,8 @@
 A call that needs a person writes a request file into `FOLDER/.toolreplay-inbox/` and waits; a person
 (through `toolreplay serve`, or any program that writes a decision file) approves or denies it:
 
-    ID.request.json   {"id", "tool", "args", "rule", "session", "front_end", "asked", "deadline", "pid"}
+    ID.request.json   {"id", "tool", "args", "rule", "session", "front_end", "asked", "deadline", "pid",
+                       "receipt"}
     ID.decision.json  {"id", "verdict": "approve"|"deny", "scope": "once"|"session"|"always", "by", "at"}
 
 `ID` is unguessable (`secrets.token_urlsafe`): only who can read the folder can name a waiting call. Both
@@ -19,6 +20,10 @@ The waiting call reads only the decision file of its own id, and only a well-for
 a timeout refuses (`confirmation timed out`), a malformed decision refuses. The arguments in the request
 are redacted as the record holds them when the inbox is given the record's redactor: no secret reaches
 the inbox that the record would not hold.
+
+A call that only an approval receipt lets run (a guard with approvers, toolreplay/guard/receipts.py) names
+its receipt request file in `receipt`: an approval is then a receipt signed with an approver's key, written
+beside that request before the decision, which the call checks as any receipt (the console signs it).
 """
 
 from __future__ import annotations
@@ -69,6 +74,7 @@ class Request:
     asked: str
     deadline: float  # seconds since the epoch
     path: str  # the request file
+    receipt: str | None = None  # the receipt request file, when only a signed receipt approves the call
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,14 +155,14 @@ def _parse_request(path: str, obj: dict[str, Any]) -> Request:
         raise ValueError("field \"id\" does not match the file name")
     if not isinstance(tool, str) or not isinstance(args, dict):
         raise ValueError("fields \"tool\" (a string) and \"args\" (an object) are required")
-    optional = {name: obj.get(name) for name in ("rule", "session", "front_end")}
+    optional = {name: obj.get(name) for name in ("rule", "session", "front_end", "receipt")}
     if any(value is not None and not isinstance(value, str) for value in optional.values()):
-        raise ValueError("fields \"rule\", \"session\" and \"front_end\" are strings when given")
+        raise ValueError("fields \"rule\", \"session\", \"front_end\" and \"receipt\" are strings when given")
     deadline, asked = obj.get("deadline"), obj.get("asked")
     if isinstance(deadline, bool) or not isinstance(deadline, (int, float)) or not isinstance(asked, str):
         raise ValueError("fields \"asked\" (a time) and \"deadline\" (seconds since the epoch) are required")
     return Request(request_id, tool, args, optional["rule"], optional["session"], optional["front_end"], asked,
-                   float(deadline), path)
+                   float(deadline), path, optional["receipt"])
 
 
 def parse_decision(obj: dict[str, Any], request_id: str) -> Decision:
@@ -280,15 +286,19 @@ class Inbox:
         """Ask about this exact call and wait for the decision (see `ask`)."""
         return self.ask(tool, args)
 
-    def ask(self, tool: str, args: dict[str, Any], *, rule: str | None = None, session: str | None = None) -> Decided:
+    def ask(self, tool: str, args: dict[str, Any], *, rule: str | None = None, session: str | None = None,
+            receipt: str | None = None) -> Decided:
         """Write the request, wait for its decision: a Decided naming who answered, its answer True (once), a
-        Remember (session, always) or False (deny). TimeoutError when nobody decided in time."""
+        Remember (session, always) or False (deny). TimeoutError when nobody decided in time. `receipt` is the
+        receipt request file an approval must sign (the call runs only with its receipt)."""
         request_id = secrets.token_urlsafe(18)
         now = self._clock()
         shown = args if self.redactor is None else self.redactor.args(args)
         obj = {"id": request_id, "tool": tool, "args": shown, "rule": rule,
                "session": session if session is not None else self.session, "front_end": self.front_end,
                "asked": format_ts(int(now * 1e9)), "deadline": now + self.timeout, "pid": os.getpid()}
+        if receipt is not None:
+            obj["receipt"] = receipt
         request_path = os.path.join(self.folder, request_id + _REQUEST)
         decision_path = os.path.join(self.folder, request_id + _DECISION)
         done_path = os.path.join(self.folder, request_id + _DONE)

@@ -9,6 +9,12 @@ held back, the gate writes `FOLDER/<first 16 hex of the call digest>.request` an
 the same call, made again, then runs. Nothing the client or the model sends counts: a receipt is
 verified against the approvers' public keys, and a client has no private key to sign one with.
 
+With an approvals inbox (GuardConfig(inbox=...), toolreplay/guard/inbox.py), a call without a receipt that
+holds waits there instead of being refused at once: the inbox request names the receipt request, and an
+approval from `toolreplay serve --ssh-key` is a receipt signed with the console's key, written beside the
+request before the decision; the call then runs with that receipt, checked as any other. A denial, a
+timeout, or an approval that comes without a receipt that holds refuses it.
+
 Used nonces are read back from the record when a gate continues it, so a restart cannot replay one.
 """
 
@@ -22,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.output import write_atomically
@@ -31,6 +37,12 @@ from toolreplay.guard.outcomes import Refusal
 if TYPE_CHECKING:  # the gate imports this module; the receipts' format (and ssh-keygen's) loads with a Receipts
     from toolreplay.audit.checkpoint import Keys
     from toolreplay.format.records import Record
+    from toolreplay.guard.inbox import Inbox
+
+# How a call asked in the inbox is refused (the gate's own wording of each, toolreplay.policy.refusals).
+_DECLINED = Refusal("declined", "confirmation declined")
+_TIMED_OUT = Refusal("timed_out", "confirmation timed out")
+_NOT_ASKED = Refusal("not_asked", "confirmation required")
 
 __all__ = ["Receipted", "Receipts", "new_session"]
 
@@ -48,12 +60,15 @@ class Receipts:
     """The receipts folder of one gate (one session): checks and consumes the receipt of a call."""
 
     def __init__(self, folder: str, keys: Keys, policy: str, session: str, *,
-                 clock: Callable[[], int] = time.time_ns, history: Iterable[Record] = ()) -> None:
+                 clock: Callable[[], int] = time.time_ns, history: Iterable[Record] = (),
+                 inbox: Inbox | None = None) -> None:
         """`keys` are the approvers (an allowed_signers file), `policy` the SHA-256 of the policy file,
         `session` what names this session (the record's path), `clock` the wall clock (ns since the epoch);
-        `history` the records of a continued record, whose receipts are used already."""
+        `history` the records of a continued record, whose receipts are used already; `inbox` where a call
+        without a receipt waits for a person to sign one (`ask`)."""
         self.folder = folder
         self.session = session
+        self.inbox = inbox
         self._keys = keys
         self._policy = policy
         self._clock = clock
@@ -110,6 +125,27 @@ class Receipts:
             return self._refused(identity, call, name, f"it was already used (nonce {receipt.nonce})")
         assert approver is not None
         return Receipted(receipt.note, approver, receipt.scope)
+
+    def ask(self, identity: bytes, tool: str, args: dict[str, Any]) -> tuple[Receipted | Refusal, str | None]:
+        """The receipt that approves the call (`answer`); without one, and with an inbox, the call waits there for
+        a person, whose approval brings the receipt: the answer then, and who decided (None when nobody did)."""
+        answer = self.answer(identity)
+        if self.inbox is None or not isinstance(answer, Refusal) or answer.reason not in ("not_asked", "receipt"):
+            return answer, None
+        from toolreplay.guard.inbox import InboxError
+
+        request = os.path.join(self.folder, hashlib.sha256(identity).hexdigest()[:16] + ".request")
+        if not os.path.isfile(request):  # it could not be written: nothing for a person to sign
+            return answer, None
+        try:
+            decided = self.inbox.ask(tool, args, receipt=os.path.abspath(request))
+        except TimeoutError:
+            return _TIMED_OUT, None
+        except InboxError:  # a malformed decision: nobody said yes, nor no
+            return _NOT_ASKED, None
+        if decided.answer is False:
+            return _DECLINED, decided.by
+        return self.answer(identity), decided.by  # a yes counts only with the receipt it brought
 
     def _refused(self, identity: bytes, call: str, name: str, why: str, bare: bool = False) -> Refusal:
         """The refusal of a receipt that does not hold; a request the person can approve is in the folder."""

@@ -40,6 +40,7 @@ from toolreplay.hooks.protocol import (  # noqa: E402 - after the path
     MAX_SOCKET_PATH,
     PROTOCOL,
     SOCKET_NAME,
+    answer_seconds,
     frame_request,
     identity,
     is_own_socket,
@@ -85,7 +86,7 @@ def main(arguments: list[str]) -> int:
             return _decide_here(options, arguments[0], data)
         if not _is_own_peer(connection):  # the socket was replaced by another user's: nothing is sent
             return _decide_here(options, arguments[0], data)
-        connection.settimeout(ANSWER_SECONDS)
+        connection.settimeout(answer_seconds(options))  # a call waiting in the inbox: its timeout more
         received: list[bytes] = []
         failure: OSError | None = None
         try:
@@ -130,7 +131,7 @@ def _answer(answer: bytes, failure: OSError | None, options: dict[str, str], age
     # the server may have recorded the event (or may still): never handle it twice; the agent blocks the
     # call and shows the line
     if isinstance(failure, TimeoutError):
-        why = f"the hook server did not answer within {ANSWER_SECONDS:.0f} s"
+        why = f"the hook server did not answer within {answer_seconds(options):.0f} s"
     elif failure is not None:
         why = f"the hook server's answer was cut ({failure.strerror or failure})"
     else:
@@ -143,7 +144,8 @@ def _decide_here(options: dict[str, str], agent: str, data: bytes) -> int:
     """The event decided and recorded in this process, by the hooks' own core (as `toolreplay hook` does)."""
     from toolreplay.hooks.reply import reply_to_event
 
-    reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"), agent)
+    reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"), agent,
+                           options.get("--inbox"), options.get("--inbox-timeout"))
     sys.stdout.write(reply.stdout)
     sys.stdout.flush()
     sys.stderr.write(reply.stderr)

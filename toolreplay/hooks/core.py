@@ -25,6 +25,11 @@ Codex (toolreplay/hooks/codex.py) has PreToolUse and PostToolUse with a `tool_us
 (when Codex itself would ask the person: denied unless it is about a call a PreToolUse allowed), no session
 end, and hooks that cannot ask; an `apply_patch` is decided with the `path` of each file it touches.
 
+With an approvals inbox (`--inbox DIR`, GuardConfig(inbox=...)), a call the policy wants confirmed waits in
+DIR's inbox for a person's decision from `toolreplay serve` (whatever the agent: Claude Code is not asked to
+ask), bounded by the inbox timeout (DEFAULT_INBOX_TIMEOUT, under the agents' hook timeouts): approved, it
+is allowed; denied, timed out or decided by nobody, it is denied. The record names who decided.
+
 Gemini CLI gives a call no id: an AfterTool completes the oldest pending BeforeTool of the session with the
 same tool_name and the same canonical tool_input (first in, first out), and the record has no
 `meta.call_id`. Its hooks cannot ask a person: a call the policy wants confirmed is denied.
@@ -38,7 +43,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.canonical import canonical_json
@@ -50,8 +55,12 @@ from toolreplay.hooks import codex
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor
 
-__all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "CODEX", "EVENTS", "GEMINI_CLI", "GEMINI_CLI_WRITES", "Agent",
-           "HookAnswer", "HookError", "check_policy", "handle_hook", "http_settings_snippet", "settings_snippet"]
+if TYPE_CHECKING:
+    from toolreplay.guard.host import Confirm
+
+__all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "CODEX", "DEFAULT_INBOX_TIMEOUT", "EVENTS", "GEMINI_CLI",
+           "GEMINI_CLI_WRITES", "Agent", "HookAnswer", "HookError", "check_policy", "handle_hook", "hook_seconds",
+           "http_settings_snippet", "inbox_timeout", "settings_snippet"]
 
 # Claude Code's built-in tools that change state: each call is a new action (running `npm test` twice
 # is two runs), so they are the gate's repeatable writes: an intent is synced before they run, and an
@@ -61,6 +70,11 @@ CLAUDE_CODE_WRITES = ("Bash", "Edit", "MultiEdit", "NotebookEdit", "Write")
 # Gemini CLI's built-in tools that change state (its tools reference: kind Execute or Edit, and the
 # memory tool), repeatable writes as Claude Code's.
 GEMINI_CLI_WRITES = ("replace", "run_shell_command", "save_memory", "write_file")
+
+# Seconds a call waits in the approvals inbox by default: under Gemini CLI's hook timeout (60 s, the shortest of
+# the three agents' defaults: Claude Code's and Codex's command hooks get 600 s) and the fast client's wait for
+# its server's answer (protocol.ANSWER_SECONDS, 50 s), with room for the hook's own work.
+DEFAULT_INBOX_TIMEOUT = 40.0
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _REASON_CHARS = 2000
@@ -138,11 +152,21 @@ AGENTS = {agent.name: agent for agent in (CLAUDE_CODE, GEMINI_CLI, CODEX)}
 EVENTS = CLAUDE_CODE.events
 
 
-def settings_snippet(command: str, agent: Agent = CLAUDE_CODE) -> dict[str, Any]:
-    """The `hooks` block of the agent's settings.json that runs `command` for its events (matcher `*`)."""
+def hook_seconds(inbox_timeout: float) -> int:
+    """The hook timeout to register for a hook whose calls may wait `inbox_timeout` seconds in the inbox: that and
+    20 s more (the hook's own work, the fast client starting its server), whole seconds."""
+    return int(inbox_timeout + 0.999) + 20
+
+
+def settings_snippet(command: str, agent: Agent = CLAUDE_CODE, *, hook_seconds: int | None = None) -> dict[str, Any]:
+    """The `hooks` block of the agent's settings.json that runs `command` for its events (matcher `*`);
+    `hook_seconds` the hook's timeout, when the agent's default is not meant (Gemini CLI's `timeout` is in
+    milliseconds, Claude Code's and Codex's in seconds)."""
     hook: dict[str, Any] = {"type": "command", "command": command}
     if agent is GEMINI_CLI:
         hook = {"name": "toolreplay", **hook}  # the name Gemini CLI's /hooks commands enable and disable
+    if hook_seconds is not None:
+        hook["timeout"] = hook_seconds * 1000 if agent is GEMINI_CLI else hook_seconds
     entry = [{"matcher": "*", "hooks": [hook]}]
     return {"hooks": {event: entry for event in agent.events}}
 
@@ -157,11 +181,27 @@ def http_settings_snippet(url: str, token_variable: str, agent: Agent = CLAUDE_C
     return {"hooks": {event: entry for event in agent.events}}
 
 
+def inbox_timeout(text: str | None) -> float:
+    """The seconds of `--inbox-timeout` (DEFAULT_INBOX_TIMEOUT when not given); HookError when it is no number of
+    seconds more than 0 and at most a day."""
+    if text is None:
+        return DEFAULT_INBOX_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= 86400:
+        raise HookError(f"--inbox-timeout {json.dumps(text, ensure_ascii=True)[1:-1][:40]}: expected seconds, more "
+                        "than 0 and at most 86400")
+    return seconds
+
+
 def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | None = None,
-                agent: Agent = CLAUDE_CODE) -> HookAnswer:
+                agent: Agent = CLAUDE_CODE, *, inbox: str | None = None, timeout: float | None = None) -> HookAnswer:
     """Decide on and record one hook event (the bytes the agent wrote on stdin); HookError when it cannot.
     `redact_key` is the file of the key for the policy's `redact` section (as mcp-proxy's --redact-key):
-    secrets are replaced by a keyed hash before anything is written."""
+    secrets are replaced by a keyed hash before anything is written. `inbox` is a records folder whose
+    approvals inbox a call that needs a person waits in, `timeout` seconds at most (DEFAULT_INBOX_TIMEOUT)."""
     payload = _payload(data, agent)
     event = payload["hook_event_name"]
     session = payload["session_id"]
@@ -170,7 +210,9 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
         if event == agent.pre:
-            return _pre(payload, _guard(_load_policy(policy_path, payload), records, redact_key, agent), base, agent)
+            guard = _guard(_load_policy(policy_path, payload), records, redact_key, agent, inbox,
+                           DEFAULT_INBOX_TIMEOUT if timeout is None else timeout)
+            return _pre(payload, guard, base, agent)
         if event == agent.permission:
             guard = _guard(_load_policy(policy_path, payload), records, redact_key, agent)
             return _permission(payload, base, guard.redactor, agent)
@@ -235,15 +277,22 @@ def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
     return policy
 
 
-def _guard(policy: Policy, records: str, redact_key: str | None, agent: Agent) -> Guard:
+def _guard(policy: Policy, records: str, redact_key: str | None, agent: Agent, inbox: str | None = None,
+           timeout: float = DEFAULT_INBOX_TIMEOUT) -> Guard:
     """The hook's guard, assembled as mcp-proxy's (toolreplay.guard.assembly): the policy's redaction needs
     a key kept off the record (fail closed: without one nothing is recorded, the call is blocked); the
-    agent's built-in writes are repeatable."""
+    agent's built-in writes are repeatable; `inbox` the approvals inbox a call that needs a person waits in."""
     try:
-        return build_guard(GuardConfig(policy, records=records, redact_key=redact_key, repeatable=agent.writes))
+        return build_guard(GuardConfig(policy, records=records, redact_key=redact_key, repeatable=agent.writes,
+                                       inbox=inbox, inbox_timeout=timeout))
     except GuardConfigError as exc:
         raise HookError(str(exc)) from None
-    except ToolReplayError as exc:  # the key file cannot be read
+    except ToolReplayError as exc:  # the key file cannot be read, or the inbox cannot be kept
+        if inbox is not None:
+            from toolreplay.guard.inbox import InboxError  # loaded with an inbox only
+
+            if isinstance(exc, InboxError):
+                raise HookError(str(exc)) from None
         raise HookError(f"--redact-key {redact_key}: {exc}") from None
 
 
@@ -319,12 +368,14 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
 # -- the events -------------------------------------------------------------------------------------
 
 class _AgentHost:
-    """The gate's host: the agent runs the tool after the hook answers, and asks the person itself if it can."""
+    """The gate's host: the agent runs the tool after the hook answers, and asks the person itself if it can;
+    with an inbox, the person answers there, and the hook waits for the decision."""
 
     asked = False
 
-    def __init__(self, can_ask: bool) -> None:
+    def __init__(self, can_ask: bool, inbox: Confirm | None = None) -> None:
         self._can_ask = can_ask
+        self._inbox = inbox
 
     def refusal(self, tool: str) -> None:
         return None  # the policy's allowlist decides
@@ -332,8 +383,10 @@ class _AgentHost:
     def run(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         return {}  # the response comes with the post event; this record is held back
 
-    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+    def confirm(self, tool: str, args: dict[str, Any], context: Any) -> Any:
         self.asked = True
+        if self._inbox is not None:  # a Decided naming the person; a timeout or a malformed decision refuses
+            return self._inbox(tool, args)
         if not self._can_ask:  # Gemini CLI: no hook answer makes it ask; nobody said yes
             from toolreplay.guard.host import CannotConfirmError
 
@@ -360,7 +413,8 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
         if call_id is not None and call_id in pending:
             raise HookError(f"{agent.call_id} {json.dumps(call_id, ensure_ascii=True)[:80]} was already allowed "
                             "and has not completed")
-        host = _AgentHost(agent.can_ask)
+        inbox = guard.confirmation(f"hook {agent.name}", os.path.abspath(base + ".jsonl"))
+        host = _AgentHost(agent.can_ask, inbox)
         gate = guard.gate(host, recorder=recorder)
         try:
             answer = gate.handle(tool, args, key=call_id, call_id=call_id)
@@ -370,6 +424,10 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
             reason = answer.response.get("error") if answer.outcome != "cached" else None
             if not isinstance(reason, str):
                 reason = f"already ran: an identical {tool} call is on record and is not run again"
+            elif host.asked and inbox is not None:
+                timed_out = answer.refusal is not None and answer.refusal.reason == "timed_out"
+                reason += (f" (nobody decided in the approvals inbox within {guard.config.inbox_timeout:g} s)"
+                           if timed_out else " (asked in the approvals inbox)") + "; it did not run"
             elif host.asked and not agent.can_ask:
                 reason += (f": the policy asks a person to confirm this call, and {agent.title} hooks cannot ask; "
                            "it did not run")
@@ -387,6 +445,9 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
         _write_pending(base, pending)
     finally:
         recorder.close()
+    if host.asked and inbox is not None:
+        return HookAnswer("allow", "toolreplay: approved in the approvals inbox"
+                          + (f" by {meta['x-decided-by']}" if isinstance(meta.get("x-decided-by"), str) else ""))
     if host.asked:
         return HookAnswer("ask", "toolreplay: the policy asks a person to confirm this call")
     return HookAnswer("allow", "toolreplay: allowed by the policy")

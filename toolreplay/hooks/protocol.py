@@ -17,19 +17,23 @@ import posix
 
 from toolreplay import __version__
 
-__all__ = ["ANSWER_SECONDS", "MAX_SOCKET_PATH", "PROTOCOL", "SOCKET_NAME", "frame_answer", "frame_request", "identity",
-           "is_private_folder", "is_own_socket", "parse_answer", "parse_request", "plain_options", "socket_path"]
+__all__ = ["ANSWER_SECONDS", "MAX_SOCKET_PATH", "NOT_PATHS", "PROTOCOL", "SOCKET_NAME", "answer_seconds",
+           "frame_answer", "frame_request", "identity", "is_private_folder", "is_own_socket", "parse_answer",
+           "parse_request", "plain_options", "socket_path"]
 
 PROTOCOL = b"toolreplay-hook/1"
 SOCKET_NAME = ".toolreplay-hook.sock"
 # How long a client waits for the server's answer once the server has the event; then it blocks the call
 # (Claude Code's and Gemini CLI's own limit for a hook is 60 s: an answer must come before that, and a deny
-# is safer than a timeout, which neither counts as a refusal).
+# is safer than a timeout, which neither counts as a refusal). A call that waits in the approvals inbox
+# (`--inbox`) is given its inbox timeout more (`answer_seconds`).
 ANSWER_SECONDS = 50.0
 # The longest Unix socket path (sun_path holds 108 bytes on Linux, 104 on macOS, with its final NUL): a
 # records folder deeper than that has no server, and every event is handled in its own process.
 MAX_SOCKET_PATH = 103
-_OPTIONS = ("--policy", "--records", "--redact-key")
+_OPTIONS = ("--policy", "--records", "--redact-key", "--inbox", "--inbox-timeout")
+# The options that are not a file or folder (a server joins the others to its client's working folder).
+NOT_PATHS = ("--inbox-timeout",)
 # The package's folder's parent: this file is PARENT/toolreplay/hooks/protocol.py.
 _PACKAGE_PARENT = __file__.rsplit("/", 3)[0]
 _S_IFMT, _S_IFDIR, _S_IFSOCK = 0o170000, 0o040000, 0o140000
@@ -51,6 +55,19 @@ def plain_options(arguments: list[str]) -> dict[str, str] | None:
             return None
         options[name] = value
     return options if "--policy" in options and "--records" in options else None
+
+
+def answer_seconds(options: dict[str, str]) -> float:
+    """How long a client waits for its server's answer: ANSWER_SECONDS, and a call's longest wait in the approvals
+    inbox more (its `--inbox-timeout`, else the hooks' default of 40 s; a timeout that is no number is refused
+    by the server at once)."""
+    if "--inbox" not in options:
+        return ANSWER_SECONDS
+    try:
+        wait = float(options.get("--inbox-timeout", "40"))
+    except ValueError:
+        wait = 0.0
+    return ANSWER_SECONDS + (wait if 0 < wait <= 86400 else 0.0)
 
 
 def socket_path(records: str, cwd: str) -> str:

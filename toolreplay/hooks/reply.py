@@ -23,12 +23,17 @@ class Reply:
     stderr: str = ""
 
 
-def reply_to_event(data: bytes, policy: str, records: str, redact_key: str | None, agent: str) -> Reply:
+def reply_to_event(data: bytes, policy: str, records: str, redact_key: str | None, agent: str,
+                   inbox: str | None = None, inbox_timeout: str | None = None) -> Reply:
     """Decide on and record one event (the bytes the agent wrote on stdin) for `agent` (claude-code,
-    gemini-cli or codex): the decision, or the one line that blocks the call when it cannot be decided or recorded."""
+    gemini-cli or codex): the decision, or the one line that blocks the call when it cannot be decided or recorded.
+    `inbox` and `inbox_timeout` are the `--inbox DIR` and `--inbox-timeout SECONDS` options as given."""
     profile = core.AGENTS[agent]
     try:
-        answer = core.handle_hook(data, policy, records, redact_key, profile)
+        timeout = core.inbox_timeout(inbox_timeout)
+        if inbox_timeout is not None and inbox is None:
+            raise core.HookError("--inbox-timeout needs --inbox DIR")
+        answer = core.handle_hook(data, policy, records, redact_key, profile, inbox=inbox, timeout=timeout)
     except core.HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
         return Reply(2, "", f"error: toolreplay hook: {escape_text(str(exc))}\n")
     except Exception as exc:  # noqa: BLE001 - a fault of ours: any other exit status lets the agent run the tool

@@ -26,6 +26,7 @@ import threading
 import time
 
 from toolreplay.hooks.protocol import (
+    NOT_PATHS,
     SOCKET_NAME,
     frame_answer,
     identity,
@@ -150,9 +151,10 @@ class _Server:
                 connection.sendall(b"A")  # from here on the event may be recorded: the client never redoes it
                 if cwd != os.getcwd():  # the server's folder is its first client's: most events come from there
                     # the hook's file options as the client meant them: relative to the client's working folder
-                    options = {name: os.path.join(cwd, value) for name, value in options.items()}
+                    options = {name: value if name in NOT_PATHS else os.path.join(cwd, value)
+                               for name, value in options.items()}
                 reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"),
-                                       agent)
+                                       agent, options.get("--inbox"), options.get("--inbox-timeout"))
                 connection.sendall(frame_answer(reply.code, reply.stdout.encode("utf-8"),
                                                 reply.stderr.encode("utf-8", "surrogateescape")))
         except OSError:
