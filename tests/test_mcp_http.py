@@ -470,12 +470,12 @@ class ScriptedServerTest(HttpWorkspace):
                          ["unknown", "ran", "ran", "ran", "ran", "ran"])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
-    def test_an_expired_session_ends_the_proxy(self) -> None:
+    def test_an_expired_session_ends_the_proxy_with_no_restart(self) -> None:
         class Expiring(Script):
             def post(self, handler: _Scripted, body: dict[str, Any]) -> None:
                 handler.reply(404, b"session not found", "text/plain")
 
-        proxy = self.start(Expiring())
+        proxy = self.start(Expiring(), "--no-restart")  # else it is reconnected (test_a_lone_server_url_is_reconnected_...)
         reply = proxy.ask(call(1, "lookup"))
         self.assertEqual(reply["result"]["content"][0]["text"], "toolreplay: ConnectionError: the server's session "
                                                                 "expired (HTTP 404 for its session id)")

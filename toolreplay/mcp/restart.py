@@ -21,7 +21,6 @@ from the client.
 
 from __future__ import annotations
 
-import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
@@ -96,8 +95,8 @@ class RestartingServer:
         self._lock = threading.Lock()
         self._writing = threading.Lock()
         self._diag_lock = threading.Lock()
-        self._up: queue.SimpleQueue[bytes | tuple[str] | None] = queue.SimpleQueue()
-        self._deliverer: threading.Thread | None = None
+        self._on_line: LineHandler | None = None
+        self._on_ended: Callable[[str], None] | None = None
         self._server: ServerEnd | None = None
         self._generation = 0
         self._serving = False  # False from the server's end until a restart of it answered initialize
@@ -113,14 +112,12 @@ class RestartingServer:
 
     def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
         """Start the server; one that cannot be started is a UsageError (nothing is started again)."""
+        self._on_line, self._on_ended = on_line, on_ended
         server = self._make()
-        server.start(self._line_handler(0), self._end_handler(0))
         with self._lock:
             self._server = server
             self._serving = True
-        self._deliverer = threading.Thread(target=self._deliver, args=(on_line, on_ended), name="mcp-restart-up",
-                                           daemon=True)
-        self._deliverer.start()
+        server.start(self._line_handler(0), self._end_handler(0))
 
     def send(self, data: bytes) -> None:
         """Pass each line on to the server; while it is down, the proxy answers requests itself."""
@@ -135,8 +132,6 @@ class RestartingServer:
             server = self._server
         status = server.close() if server is not None else 0
         self._end("server exited")
-        if self._deliverer is not None and self._deliverer is not threading.current_thread():
-            self._deliverer.join(timeout=5)
         return status
 
     # -- client to server ---------------------------------------------------------------------------
@@ -168,7 +163,7 @@ class RestartingServer:
             return
         for item in items:  # the server is down: requests answered here, notifications and answers dropped
             if isinstance(item, dict) and isinstance(item.get("method"), str) and "id" in item:
-                self._up.put(dump_message(_while_down(item)))
+                self._deliver(dump_message(_while_down(item)))
 
     def _to_server(self, data: bytes) -> None:
         with self._writing:
@@ -193,7 +188,7 @@ class RestartingServer:
         try:
             message = parse_message(line)
         except (ValueError, RecursionError):
-            self._up.put(line)  # the router says so and answers the server
+            self._deliver(line)  # the router says so and answers the server
             return
         back: dict[str, Any] | None = None
         with self._lock:
@@ -215,7 +210,7 @@ class RestartingServer:
         if back is not None:
             self._restarted(back.get("result"))
             return
-        self._up.put(line)
+        self._deliver(line)
 
     def _server_gone(self, reason: str) -> None:
         """The server ended: its requests in flight are answered here; it is started again, or the session ends."""
@@ -230,7 +225,7 @@ class RestartingServer:
             delay = self._backoff.next_delay() if self._initialize is not None else None
             capabilities = self._capabilities
         for message_id, _ in waiting:  # a call may have run: the router records a write's outcome as unknown
-            self._up.put(dump_message(no_answer_error(message_id, "the server ended before it answered")))
+            self._deliver(dump_message(no_answer_error(message_id, "the server ended before it answered")))
         if delay is None:  # never initialized (as without restarts: nothing said), or every attempt made
             if self._initialize is not None:
                 self._say(f"the server ended ({escape_text(reason)}) and was not started again: the session ends")
@@ -239,7 +234,7 @@ class RestartingServer:
         if not reinitializing:
             self._say(f"the server ended ({escape_text(reason)}): it is started again")
             for data in list_changed(capabilities):
-                self._up.put(data)
+                self._deliver(data)
         if self._on_restart is not None:
             self._on_restart()
         start_later(delay, self._start_again)
@@ -304,27 +299,24 @@ class RestartingServer:
             self._backoff.reset()
         self._say("the server is back (started again): its tools are listed again")
         for data in list_changed(offered):
-            self._up.put(data)
+            self._deliver(data)
 
     # -- to the client ------------------------------------------------------------------------------
+
+    def _deliver(self, data: bytes) -> None:
+        """A line to the router, on the thread that has it: a server's lines in the order they came, the
+        proxy's own after the last line of the end they are about (no thread of its own: the router's
+        words on stderr come in the same order as without restarts)."""
+        assert self._on_line is not None
+        self._on_line(data)
 
     def _end(self, reason: str) -> None:
         with self._lock:
             if self._ended:
                 return
             self._ended = True
-        self._up.put((reason,))
-
-    def _deliver(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
-        """The one thread that hands lines to the router, in the order they came, then the end."""
-        while True:
-            item = self._up.get()
-            if item is None:
-                return
-            if isinstance(item, tuple):
-                on_ended(item[0])
-                return
-            on_line(item)
+        assert self._on_ended is not None
+        self._on_ended(reason)
 
     def _say(self, text: str) -> None:
         if self._diagnostics is not None:
