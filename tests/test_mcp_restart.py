@@ -205,10 +205,13 @@ class RestartingServerTest(unittest.TestCase):
         second.emit({"jsonrpc": "2.0", "id": second.got()["id"], "result": {}})
         self.assertEqual(second.got()["method"], "notifications/initialized")
         self.assertEqual(self.got(), CHANGED)
-        second.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})  # the new server's own, same id
-        self.got()
-        server.send(line({"jsonrpc": "2.0", "id": 0, "result": {"roots": []}}))
-        self.assertEqual(second.got(), {"jsonrpc": "2.0", "id": 0, "result": {"roots": []}})
+        answer = {"jsonrpc": "2.0", "id": 0, "result": {"roots": []}}
+        server.send(line(answer))  # late, to the server that ended: dropped
+        second.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})  # the new server's own, the same id
+        self.assertEqual(self.got()["method"], "roots/list")
+        server.send(line({"jsonrpc": "2.0", "id": 1, "result": {}}))  # to no request: passed on as without restarts
+        server.send(line(answer))
+        self.assertEqual([second.got(), second.got()], [{"jsonrpc": "2.0", "id": 1, "result": {}}, answer])
         self.assertTrue(second.nothing())
 
     def test_a_cancelled_call_is_not_answered_when_the_server_ends(self) -> None:

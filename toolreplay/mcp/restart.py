@@ -103,6 +103,7 @@ class RestartingServer:
         self._initialize: dict[str, Any] | None = None  # the client's, sent again to a restarted server
         self._inflight: dict[str, tuple[Any, str]] = {}  # the client's requests at the server -> (id, method)
         self._asked: set[str] = set()  # ids of the server's own requests to the client, not answered yet
+        self._stale: set[str] = set()  # those of an end that ended: the client's late answers are dropped
         self._restart_id: str | None = None  # the id of the proxy's initialize to a restarted server
         self._capabilities: dict[str, Any] = {}
         self._closing = False
@@ -142,6 +143,7 @@ class RestartingServer:
         except (ValueError, RecursionError):
             message = None  # not the proxy's to judge: the server answers it
         items = message if isinstance(message, list) else [message]
+        late = False
         with self._lock:
             serving = self._serving
             for item in items:
@@ -157,7 +159,12 @@ class RestartingServer:
                 if serving and isinstance(method, str):
                     self._inflight[id_key(item["id"])] = (item["id"], method)
                 elif serving and method is None:  # the client's answer to the server's own request
-                    self._asked.discard(id_key(item["id"]))
+                    key = id_key(item["id"])
+                    late = item is message and key in self._stale and key not in self._asked
+                    self._asked.discard(key)
+                    self._stale.discard(key)
+        if late:  # it answers a server that ended, not the one serving now (whose ids may be the same)
+            return
         if serving:
             self._to_server(line)
             return
@@ -220,6 +227,7 @@ class RestartingServer:
             reinitializing = self._restart_id is not None
             waiting = list(self._inflight.values())
             self._inflight.clear()
+            self._stale |= self._asked
             self._asked.clear()
             self._serving, self._restart_id = False, None
             delay = self._backoff.next_delay() if self._initialize is not None else None
@@ -282,11 +290,8 @@ class RestartingServer:
         if not isinstance(result, dict):
             self._say("the server failed to initialize again")
             with self._lock:
-                server = self._server
                 self._restart_id = None
-                self._generation += 1  # its end is not a new death
-            if server is not None:
-                server.close()
+                self._generation += 1  # its end is not a new death; the next attempt closes it (not its own thread)
             self._retry_or_give_up()
             return
         capabilities = result.get("capabilities")

@@ -825,10 +825,8 @@ class MultiServer:
         """The restarted server answered initialize: its tools (and prompts, resources) are back."""
         if not isinstance(result, dict):
             self._say(f"server {self._quoted(prefix)} failed to initialize again")
-            with self._lock:
-                server = self._servers[prefix]
-                self._generation[prefix] += 1  # its end is not a new death
-            server.close()
+            with self._lock:  # on the server's own reader thread, which closing it would wait for:
+                self._generation[prefix] += 1  # its end is not a new death; the next attempt closes it
             self._retry_or_give_up(prefix)
             return
         capabilities = result.get("capabilities")
