@@ -12,11 +12,14 @@ import json
 import os
 import queue
 import shutil
+import sys
 import tempfile
+import threading
 import time
 import unittest
 from typing import Any
 
+from tests.support import integration
 from tests.test_mcp_servers import INIT, FakeServer, line
 from toolreplay.errors import UsageError
 from toolreplay.guard.gate import Gate
@@ -222,6 +225,36 @@ class RestartingServerTest(unittest.TestCase):
         self.assertEqual([first.got()["id"], first.got()["method"]], [7, "notifications/cancelled"])
         first.end()
         self.assertEqual(self.got(), CHANGED)  # no error for 7: the client gave up on it
+
+
+@integration
+class ProcessTest(unittest.TestCase):
+    """Real processes: a server that exits after each initialize, until the attempts run out."""
+
+    def test_a_server_that_keeps_ending_is_given_up_and_the_proxy_returns_its_status(self) -> None:
+        from toolreplay.mcp.proxy import McpProxy
+        from toolreplay.mcp.transport import StdioServer
+
+        command = [sys.executable, "-c", "import sys; sys.stdin.readline(); sys.exit(4)"]
+        diagnostics = io.StringIO()
+        client_in, to_proxy = os.pipe()
+        from_proxy, client_out = os.pipe()
+        with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+            upstream = RestartingServer(lambda: StdioServer(command), diagnostics=diagnostics, backoff=(0.05, 0.05))
+            proxy = McpProxy(upstream, parse_policy({"agent": "a", "allowed_tools": []}), client_in=proxy_in,
+                             client_out=proxy_out, diagnostics=diagnostics)
+            status: list[int] = []
+            runner = threading.Thread(target=lambda: status.append(proxy.run()))
+            runner.start()
+            send.write(line(INIT))  # the input stays open: the session ends because the server did
+            send.flush()
+            replies = [json.loads(receive.readline()) for _ in range(2)]
+            runner.join(timeout=30)
+        self.assertEqual((status, proxy.exit_reason), ([4], "server exited"))
+        self.assertEqual(sorted(replies, key=str), sorted([CHANGED, {"jsonrpc": "2.0", "id": 0, "error": LOST}], key=str))
+        self.assertEqual(diagnostics.getvalue(), SAID_ENDED + "toolreplay mcp-proxy: the server ended (server "
+                                                              "exited) and was not started again: the session ends\n")
 
 
 class NotSentTest(unittest.TestCase):
