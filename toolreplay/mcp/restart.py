@@ -232,6 +232,8 @@ class RestartingServer:
             self._serving, self._restart_id = False, None
             delay = self._backoff.next_delay() if self._initialize is not None else None
             capabilities = self._capabilities
+        if delay is not None and self._on_restart is not None:  # before any answer lets the client call again
+            self._on_restart()
         for message_id, _ in waiting:  # a call may have run: the router records a write's outcome as unknown
             self._deliver(dump_message(no_answer_error(message_id, "the server ended before it answered")))
         if delay is None:  # never initialized (as without restarts: nothing said), or every attempt made
@@ -243,8 +245,6 @@ class RestartingServer:
             self._say(f"the server ended ({escape_text(reason)}): it is started again")
             for data in list_changed(capabilities):
                 self._deliver(data)
-        if self._on_restart is not None:
-            self._on_restart()
         start_later(delay, self._start_again)
 
     # -- restarts -----------------------------------------------------------------------------------

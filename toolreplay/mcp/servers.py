@@ -747,6 +747,8 @@ class MultiServer:
             self._restarting.discard(prefix)  # a restarted server that ended before it was back: the next attempt
             restarting = not closing and self._schedule_restart(prefix)
             everyone = all(other in self._gone for other in self._servers) and not self._restarting
+        if restarting and self._on_restart is not None:  # before any answer lets the client call again
+            self._on_restart(prefix)
         if not closing:
             if not was_gone:
                 self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): " + (
@@ -763,8 +765,6 @@ class MultiServer:
                     offered = self._capabilities.get(prefix, {})
                 for data in list_changed(offered):
                     self._up.put(data)
-            if restarting and self._on_restart is not None:
-                self._on_restart(prefix)
         if everyone:
             self._end()
 
