@@ -5,8 +5,10 @@
 
 The server is tests/mcp_servers/tiny_server.py (standard library, answers at once). The same calls
 (`echo` with distinct arguments, one at a time, each timed from the request's write to the reply's
-read) are made in the same run three ways: to the server directly, through the proxy, and through the
-proxy with `--record` (a sealed record, one line written per call). The added latency is the proxy's
+read) are made in the same run four ways: to the server directly, through the proxy, through the
+proxy with `--no-restart` (without the layer that starts a server that ended again, which reads each
+line to know the calls in flight), and through the proxy with `--record` (a sealed record, one line
+written per call). The added latency is the proxy's
 percentile minus the direct one. Memory is the proxy process's resident set (VmRSS) after the warm-up
 and after the memory run. `echo` is a read, and reads are not held (the read cache is off by
 default), so memory should not grow with distinct calls; a last run repeats one call, to show the
@@ -94,22 +96,24 @@ def main() -> None:
     with open(policy, "w", encoding="utf-8") as out:
         json.dump({"agent": "bench", "allowed_tools": ["echo"]}, out)
     proxy = [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy]
+    # --no-restart: what the restart layer (it reads each line to know the calls in flight) costs
     setups = {"direct": TINY, "proxy": [*proxy, "--", *TINY],
+              "proxy --no-restart": [*proxy, "--no-restart", "--", *TINY],
               "proxy --record": [*proxy, "--record", os.path.join(directory, "record.jsonl"), "--", *TINY]}
     clients = {name: Client(command) for name, command in setups.items()}
     for client in clients.values():
         client.timed_calls(200, 0)  # warm-up
-    # Rounds of 100 calls a setup, in turn, so the three see the same machine load.
+    # Rounds of 100 calls a setup, in turn, so they all see the same machine load.
     times: dict[str, list[float]] = {name: [] for name in clients}
     for round_start in range(200, 200 + args.calls, 100):
         for name, client in clients.items():
             times[name] += client.timed_calls(min(100, 200 + args.calls - round_start), round_start)
     direct50, direct99 = percentile(times["direct"], 0.5), percentile(times["direct"], 0.99)
     print(f"calls per setup: {args.calls} (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
-    print(f"{'setup':<16}{'p50 ms':>9}{'p99 ms':>9}{'added p50':>11}{'added p99':>11}")
+    print(f"{'setup':<20}{'p50 ms':>9}{'p99 ms':>9}{'added p50':>11}{'added p99':>11}")
     for name, measured in times.items():
         p50, p99 = percentile(measured, 0.5), percentile(measured, 0.99)
-        print(f"{name:<16}{p50 * 1e3:>9.3f}{p99 * 1e3:>9.3f}{(p50 - direct50) * 1e3:>11.3f}"
+        print(f"{name:<20}{p50 * 1e3:>9.3f}{p99 * 1e3:>9.3f}{(p50 - direct50) * 1e3:>11.3f}"
               f"{(p99 - direct99) * 1e3:>11.3f}")
     print("mean ms: " + ", ".join(f"{name} {statistics.fmean(t) * 1e3:.3f}" for name, t in times.items()))
     clients.pop("direct").close()

@@ -119,12 +119,13 @@ class PrintConfigTest(unittest.TestCase):
         os.chdir(self.directory)
         self.addCleanup(os.chdir, here)
         out = self.printed("vscode", "--record", "r.jsonl", "--pins", "pins.json", "--mutator", "commit",
-                           "--repeatable", "append", "--read-cache")
+                           "--repeatable", "append", "--read-cache", "--no-restart")
         server = json.loads(out)["servers"]["tiny"]  # the policy's agent names it
         self.assertEqual(server["args"], ["-m", "toolreplay", "mcp-proxy", "--policy", self.policy,
                                           "--record", os.path.join(self.directory, "r.jsonl"), "--pins",
                                           os.path.join(self.directory, "pins.json"), "--mutator", "commit",
-                                          "--repeatable", "append", "--read-cache", "--", sys.executable, TINY])
+                                          "--repeatable", "append", "--read-cache", "--no-restart", "--",
+                                          sys.executable, TINY])
         self.assertFalse(os.path.exists("r.jsonl"))  # nothing started, nothing written
 
     def test_several_servers_are_named_by_their_config_file(self) -> None:

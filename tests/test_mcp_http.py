@@ -470,12 +470,12 @@ class ScriptedServerTest(HttpWorkspace):
                          ["unknown", "ran", "ran", "ran", "ran", "ran"])
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
-    def test_an_expired_session_ends_the_proxy(self) -> None:
+    def test_an_expired_session_ends_the_proxy_with_no_restart(self) -> None:
         class Expiring(Script):
             def post(self, handler: _Scripted, body: dict[str, Any]) -> None:
                 handler.reply(404, b"session not found", "text/plain")
 
-        proxy = self.start(Expiring())
+        proxy = self.start(Expiring(), "--no-restart")  # else it is reconnected (test_a_lone_server_url_is_reconnected_...)
         reply = proxy.ask(call(1, "lookup"))
         self.assertEqual(reply["result"]["content"][0]["text"], "toolreplay: ConnectionError: the server's session "
                                                                 "expired (HTTP 404 for its session id)")
@@ -634,6 +634,38 @@ class HttpBothSidesTest(HttpWorkspace):
         self.assertEqual(stderr, (
             "toolreplay mcp-proxy: server 'remote' ended (server exited): it is started again\n"
             "toolreplay mcp-proxy: server 'remote' is back (started again): its tools are listed again\n"))
+
+    def test_a_lone_server_url_is_reconnected_when_its_session_is_gone(self) -> None:
+        """As among several servers, for the one server URL after --: the call in flight gets the proxy's
+        answer, the proxy opens a new session (the client's initialize) after 1 s, and the session goes on."""
+        url, server = start_http_server(self, "--notes", self.notes)
+        port = url.split(":")[2].split("/")[0]
+        policy = self.write_policy({"agent": "remote", "allowed_tools": ["lookup"]})
+
+        async def answer(session: Any, key: str) -> Any:
+            return texts(await session.call_tool("lookup", {"key": key}))
+
+        async def scenario(session: Any) -> Any:
+            before = await answer(session, "a")
+            stop(server)
+            start_http_server(self, "--notes", self.notes, "--port", port)
+            lost = await answer(session, "b")
+            for _ in range(100):
+                if [tool.name for tool in (await session.list_tools()).tools] == ["lookup"]:
+                    break
+                await asyncio.sleep(0.1)
+            return before, lost, await answer(session, "c")
+
+        value, stderr = run_client(["--policy", policy, "--record", self.record], [url], scenario)
+        self.assertEqual(value, ((False, ["value of a"]), (True, [
+            "toolreplay: ConnectionError: the server's session expired (HTTP 404 for its session id)"]),
+            (False, ["value of c"])))
+        self.assertEqual(stderr, (
+            "toolreplay mcp-proxy: the server's session expired (HTTP 404 for its session id)\n"
+            "toolreplay mcp-proxy: the server ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: the server is back (started again): its tools are listed again\n"))
+        self.assertEqual([(r["tool"], r["meta"]["outcome"]) for r in read_records(self.record)],
+                         [("lookup", "ran"), ("lookup", "ran"), ("lookup", "ran")])
 
     def test_a_server_url_among_several_servers(self) -> None:
         from tests.test_mcp_http_listen import Listener, session_run

@@ -143,7 +143,7 @@ class SeveralServersTest(Workspace):
             (True, ["toolreplay: outcome unknown: the server 'tiny-one' ended before it answered; whether the "
                     "write took effect is unknown"]),
             ["two__echo", "two__write_note", "two__ask_client", "git__git_status", "git__git_log"],
-            "Internal error: the server 'tiny-one' has ended",
+            (True, ["toolreplay: server unavailable: the server 'tiny-one' has ended"]),  # not sent: refused
             (False, ['echo {"text": "still here"}']),
             ["one__echo", "one__write_note"],
             (False, ['echo {"text": "back"}'])))
@@ -153,7 +153,7 @@ class SeveralServersTest(Workspace):
         with open(self.record, encoding="utf-8") as record:
             self.assertEqual([(row["tool"], row["meta"]["outcome"], row["meta"]["x-server"])
                               for row in map(json.loads, record)], [
-                ("one__crash", "unknown", "tiny-one"), ("one__echo", "ran", "tiny-one"),
+                ("one__crash", "unknown", "tiny-one"), ("one__echo", "refused", "tiny-one"),
                 ("two__echo", "ran", "tiny-two"), ("one__echo", "ran", "tiny-one")])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
 

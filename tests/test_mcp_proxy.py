@@ -51,6 +51,7 @@ class Proxy:
         with open(policy, "w", encoding="utf-8") as out:
             json.dump({**POLICY, **(rules or {})}, out)
         self.record = os.path.join(directory, "record.jsonl")
+        self.policy = policy
         self.stderr = open(os.path.join(directory, "stderr.txt"), "w+", encoding="utf-8")  # noqa: SIM115
         self.process = subprocess.Popen(
             [sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy, "--record", self.record, *extra,
@@ -494,8 +495,8 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(proxy.close(), (0, b"", ""))
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
-    def test_server_exit_ends_the_proxy(self) -> None:
-        proxy = self.start()
+    def test_server_exit_ends_the_proxy_with_no_restart(self) -> None:
+        proxy = self.start("--no-restart")
         self.assertEqual(proxy.ask(call(1, "crash")), text_result(
             1, "toolreplay: ConnectionError: the server ended before it answered", True))
         self.assertEqual(proxy.line(), b"")  # the proxy closed its output
@@ -503,7 +504,7 @@ class ProxyWireTest(unittest.TestCase):
         self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
 
     def test_server_exit_during_a_write_is_an_unknown_outcome(self) -> None:
-        proxy = self.start("--mutator", "crash")
+        proxy = self.start("--mutator", "crash", "--no-restart")
         self.assertEqual(proxy.ask(call(1, "crash")), text_result(
             1, "toolreplay: outcome unknown: the server ended before it answered; whether the write took effect "
                "is unknown", True))
@@ -512,6 +513,54 @@ class ProxyWireTest(unittest.TestCase):
             self.assertEqual(json.loads(record.readline())["meta"]["outcome"], "unknown")
         with open(proxy.record + ".intents", encoding="utf-8") as intents:
             self.assertIn("crash", intents.read())
+
+    def test_a_server_that_exits_is_started_again_and_the_session_goes_on(self) -> None:
+        """The tiny server exits during a write (`crash`, a mutator): the write is recorded `unknown`, the
+        client is told the tools changed, calls meanwhile are refused as not sent, and after 1 s the
+        server is back, sent the client's initialize: the same session goes on."""
+        proxy = self.start("--mutator", "crash", "--mutator", "write_note", rules={"write_tools": []})
+        proxy.send(call(1, "crash"))
+        replies = [proxy.recv(), proxy.recv()]  # the call's answer (recorded first) and the notification
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        self.assertEqual(sorted(replies, key=str), sorted([changed, text_result(
+            1, "toolreplay: outcome unknown: the server ended before it answered; whether the write took effect "
+               "is unknown", True)], key=str))
+        self.assertEqual(proxy.ask({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+                         {"jsonrpc": "2.0", "id": 2, "result": {"tools": []}})
+        unsent = "toolreplay: server unavailable: the server has ended; it is being started again"
+        self.assertEqual(proxy.ask(call(3, "write_note", text="n")), text_result(3, unsent, True))
+        self.assertEqual(proxy.ask(call(4, "crash")), text_result(  # its outcome is still unknown
+            4, "toolreplay: outcome unknown: an identical crash call started earlier and its result was never "
+               "recorded; a person must check whether it took effect, then delete its line from record.jsonl.intents",
+            True))
+        self.assertEqual(proxy.recv(), changed)  # back
+        listing = proxy.ask({"jsonrpc": "2.0", "id": 5, "method": "tools/list"})
+        self.assertEqual(len(listing["result"]["tools"]), 7)
+        self.assertEqual(proxy.ask(call(6, "write_note", text="n")),  # not sent before: it runs now
+                         text_result(6, 'write_note {"text": "n"}', False))
+        self.assertEqual(proxy.close(), (0, b"", "toolreplay mcp-proxy: the server ended (server exited): it is "
+                                                 "started again\ntoolreplay mcp-proxy: the server is back (started "
+                                                 "again): its tools are listed again\n"))
+        with open(proxy.record, encoding="utf-8") as record:
+            self.assertEqual([(row["tool"], row["meta"]["outcome"]) for row in map(json.loads, record)], [
+                ("crash", "unknown"), ("write_note", "refused"), ("crash", "refused"), ("write_note", "ran")])
+        self.assertEqual(run("verify", proxy.record), (0, "chain: intact\n", ""))
+        self.assertEqual(run("scope", proxy.record, proxy.policy), (1, (  # the write cut short is the finding
+            "calls: 4\nfindings: 1\ninformation: 2\n"
+            "index 0: unknown-outcome: tool 'crash' has an unknown outcome (it may have run): outcome unknown: the "
+            "server ended before it answered; whether the write took effect is unknown\n"
+            "index 1: blocked: tool 'write_note' was refused by the guard: server unavailable: the server has ended; "
+            "it is being started again\n"
+            "index 2: blocked: tool 'crash' was refused by the guard: outcome unknown: an identical crash call "
+            "started earlier and its result was never recorded; a person must check whether it took effect, then "
+            "delete its line from record.jsonl.intents\n"), ""))
+
+    def test_a_server_that_exits_before_initialize_ends_the_session(self) -> None:
+        proxy = Proxy(self.directory)  # nothing to initialize a new server with: it is not started again
+        self.addCleanup(proxy.kill)
+        self.assertEqual(proxy.ask(call(1, "crash"))["result"]["content"][0]["text"],
+                         "toolreplay: ConnectionError: the server ended before it answered")
+        self.assertEqual(proxy.close(), (1, b"", ""))
 
 
 if __name__ == "__main__":

@@ -504,6 +504,40 @@ class ProcessTest(unittest.TestCase):
             1, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
 
+    def test_with_no_restart_an_initialized_server_that_ends_ends_the_session(self) -> None:
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {"a": {"command": sys.executable, "args": [TINY]}}}, out)
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["a__crash"]}, out)
+        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
+            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
+                                      "--no-restart", "--servers", servers], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT,
+                                     env={**os.environ, "PYTHONPATH": ROOT})
+            assert proxy.stdin is not None and proxy.stdout is not None
+            try:
+                proxy.stdin.write(line(INIT))
+                proxy.stdin.flush()
+                initialized = json.loads(proxy.stdout.readline())
+                proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                        "params": {"name": "a__crash", "arguments": {}}}))
+                proxy.stdin.flush()
+                reply = json.loads(proxy.stdout.readline())
+                code = proxy.wait(timeout=30)
+            finally:
+                proxy.kill()
+                proxy.wait()
+                proxy.stdin.close()
+                proxy.stdout.close()
+            stderr.seek(0)
+            said = stderr.read().decode()
+        self.assertEqual((code, initialized["id"], reply["result"]["content"][0]["text"], said), (
+            1, 0, "toolreplay: ConnectionError: the server 'a' ended before it answered",
+            "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
+
     def test_env_is_set_over_the_proxys_environment(self) -> None:
         lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         server = StdioServer([sys.executable, "-c", "import os; print(os.environ['TOOLREPLAY_T'], "

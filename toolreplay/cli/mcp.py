@@ -18,7 +18,9 @@ from toolreplay.guard.assembly import GuardConfig, build_guard
 from toolreplay.mcp.config import CLIENTS, client_config
 from toolreplay.mcp.pins import ToolPins, accept_pending, pending_path, read_pins
 from toolreplay.mcp.proxy import McpProxy
-from toolreplay.mcp.servers import MultiServer, ServerConfig, read_servers, server_factories
+from toolreplay.mcp.restart import RestartingServer
+from toolreplay.mcp.servers import SEPARATOR, MultiServer, ServerConfig, read_servers, server_factories
+from toolreplay.mcp.transport import StdioServer
 
 if TYPE_CHECKING:
     import asyncio
@@ -31,7 +33,8 @@ _STOP_SIGNALS = ("SIGTERM", "SIGINT", "SIGHUP")
 _PROXY_EXIT_CODES = """exit codes:
   0  the session ended: the client closed the connection, or a signal (SIGTERM, SIGINT, SIGHUP);
      with --listen: a signal ended every session
-  1  the server ended on its own with a failure (a server URL: its session expired, the connection failed)
+  1  the server ended on its own with a failure and was not started again (--no-restart, or its restarts
+     failed; a server URL: its session expired, the connection failed)
   2  usage error (bad arguments, an unreadable policy, pins, approvals or record file, a server that cannot
      start)"""
 _PINS_EXIT_CODES = """exit codes:
@@ -66,9 +69,14 @@ def _run_proxy(args: argparse.Namespace, io: IO) -> int:
     pins = ToolPins(args.pins) if args.pins else None
     recorder = guard.open_record() if args.record else None
     try:
-        upstream: list[str] | ServerEnd = _upstream(command, headers, io)
+        upstream: list[str] | ServerEnd
         if configs is not None:  # started once every file given has been read and opened
-            upstream = _several(args.servers, configs, io)
+            upstream = _several(args.servers, configs, io, restart=not args.no_restart, pins=pins)
+        elif args.no_restart:
+            upstream = _upstream(command, headers, io)
+        else:  # a server that ends is started again, as a server of a servers file is
+            upstream = RestartingServer(lambda: _server_end(_upstream(command, headers, io)), diagnostics=io.stderr,
+                                        on_restart=None if pins is None else pins.forget)
         io.stdout.flush()
         proxy = McpProxy(upstream, guard, client_in=io.stdin, client_out=io.stdout.buffer,
                          diagnostics=io.stderr, recorder=recorder, pins=pins)
@@ -113,6 +121,8 @@ def _proxy_arguments(args: argparse.Namespace, command: list[str]) -> list[str]:
         found += ["--inbox-timeout", repr(args.inbox_timeout)]
     if args.read_cache and not args.no_read_cache:
         found.append("--read-cache")
+    if args.no_restart:
+        found.append("--no-restart")
     if args.servers is not None:
         return [*found, "--servers", os.path.abspath(args.servers)]
     return [*found, "--", *command]
@@ -129,7 +139,6 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
                   headers: list[tuple[str, str]], io: IO) -> int:
     from toolreplay.guard.hosts import is_loopback
     from toolreplay.mcp.http.listen import DEFAULT_HEAD_TIMEOUT, DEFAULT_MAX_CONNECTIONS, HttpListener
-    from toolreplay.mcp.transport import StdioServer
 
     host, port = _listen_address(args.listen)
     if args.record is not None:
@@ -169,7 +178,7 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         """Each client session's own server, or own set of servers. A server URL gets the client's
         `Authorization` header unchanged (unless --header gives one, or it is the proxy's own token)."""
         if configs is not None:
-            return _several(args.servers, configs, io)
+            return _several(args.servers, configs, io, restart=not args.no_restart, pins=pins)
         if not _is_url(command):
             return StdioServer(command)
         passed = [] if not passes_authorization else [
@@ -200,11 +209,19 @@ def _run_listener(args: argparse.Namespace, command: list[str], configs: list[Se
         for name, handler in previous.items():
             signal.signal(getattr(signal, name), handler)
     return 0
-def _several(path: str, configs: list[ServerConfig], io: IO) -> MultiServer:
-    """The servers of a servers file behind one end; a server that ends is started again (with backoff)."""
+def _several(path: str, configs: list[ServerConfig], io: IO, *, restart: bool = True,
+             pins: ToolPins | None = None) -> MultiServer:
+    """The servers of a servers file behind one end; a server that ends is started again (with backoff)
+    unless `restart` is False, and the pins verify its tools anew."""
     factories = server_factories(path, configs)
-    return MultiServer({prefix: make() for prefix, make in factories.items()}, restart=factories,
-                       names={config.prefix: config.name for config in configs}, diagnostics=io.stderr)
+    return MultiServer({prefix: make() for prefix, make in factories.items()}, restart=factories if restart else None,
+                       names={config.prefix: config.name for config in configs}, diagnostics=io.stderr,
+                       on_restart=None if pins is None else lambda prefix: pins.forget(prefix + SEPARATOR))
+
+
+def _server_end(server: list[str] | ServerEnd) -> ServerEnd:
+    """A server command as the end that runs it."""
+    return StdioServer(server) if isinstance(server, list) else server
 
 
 def _is_url(command: list[str]) -> bool:
@@ -288,7 +305,7 @@ def register(subparsers: Any) -> None:
                              "for any MCP client",
         usage="toolreplay mcp-proxy --policy POLICY [--record FILE | --listen [HOST:]PORT --records DIR] "
               "[--pins FILE] [--approvals FILE] [--approvers ALLOWED_SIGNERS --receipts DIR] [--mutator NAME] "
-              "[--repeatable NAME] [--read-cache] "
+              "[--repeatable NAME] [--read-cache] [--no-restart] "
               "[--print-config CLIENT [--name NAME]] [--header 'NAME: VALUE'] [--header-env NAME=ENVVAR] "
               "(-- SERVER_COMMAND [ARGS...] | -- URL | --servers FILE)",
         epilog=_PROXY_EXIT_CODES)
@@ -329,6 +346,9 @@ def register(subparsers: Any) -> None:
                              "(default: every read reaches the server)")
     # the default since the read cache became opt-in; still accepted so existing client configurations start
     parser.add_argument("--no-read-cache", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--no-restart", action="store_true",
+                        help="end the session when the server ends (by default a server that ends while the client "
+                             "is connected is started again, after 1, 2, 4, 8, 16 and 30 s)")
     parser.add_argument("--servers", metavar="FILE",
                         help="run the servers FILE names behind this one proxy, their tools named PREFIX__TOOL "
                              "(instead of a server command)")

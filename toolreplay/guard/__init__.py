@@ -23,12 +23,13 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "AnswerLost", "Approvals", "CallCancelled",
            "CannotConfirmError", "ConfirmationDeferred", "ConsoleApprover", "Decided", "Gate", "Guard", "GuardConfig",
-           "GuardConfigError", "Inbox", "Intent", "Outcome", "Refusal", "RecordingError", "Remember", "Screen",
-           "ScreenFlag", "SessionRecorder", "ToolHost", "build_guard", "scan_value"]
+           "GuardConfigError", "Inbox", "Intent", "NotSent", "Outcome", "Refusal", "RecordingError", "Remember",
+           "Screen", "ScreenFlag", "SessionRecorder", "ToolHost", "build_guard", "scan_value"]
 
 _HOMES = {"OUTCOMES": "outcomes", "STOP_REASONS": "outcomes", "Answer": "outcomes", "Outcome": "outcomes",
           "Refusal": "outcomes", "AnswerLost": "host", "CallCancelled": "host", "CannotConfirmError": "host",
-          "ConfirmationDeferred": "host", "ToolHost": "host", "ConsoleApprover": "console", "Gate": "gate",
+          "ConfirmationDeferred": "host", "NotSent": "host", "ToolHost": "host", "ConsoleApprover": "console",
+          "Gate": "gate",
           "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
           "DEFAULT_PATTERNS": "screen", "Screen": "screen", "ScreenFlag": "screen", "scan_value": "screen",
           "Approvals": "approvals", "Remember": "approvals", "Decided": "approvals", "Inbox": "inbox",

@@ -64,6 +64,7 @@ from toolreplay.guard.host import (
     Confirm,
     ConfirmationDeferred,
     FunctionHost,
+    NotSent,
     ToolHost,
 )
 from toolreplay.guard.idempotency import Earlier, IdempotencyStore, Pending
@@ -579,6 +580,12 @@ class Gate:
         """The tool raised: the agent sees an error (a cancelled or interrupted call goes on record as such;
         an interruption then goes on its way)."""
         self._after_write(call)
+        if isinstance(exc, NotSent):  # nothing ran: refused, its intent settled, and an identical call runs anew
+            unsent = Refusal("unavailable", f"server unavailable: {exc}")
+            pending.refusal, pending.response = unsent, unsent.response
+            answer = self._record(call, unsent.response, "refused", intent, refusal=unsent)
+            self._store.forget(call)
+            return answer
         if isinstance(exc, AnswerLost):
             if not call.write:  # a read simply failed
                 failure = _failure(f"ConnectionError: {exc}")

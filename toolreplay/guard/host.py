@@ -37,6 +37,12 @@ class AnswerLost(ConnectionError):
     so its outcome is unknown (refused until a person resolves it, as a write cut short)."""
 
 
+class NotSent(ConnectionError):
+    """Raised by a host's `run` when the call never reached the tool (its server ended and is being started
+    again): nothing ran, so the call is refused as such (`server unavailable: ...`) and not held to answer a
+    repeat: an identical call later runs anew."""
+
+
 class ConfirmationDeferred(ToolReplayError):
     """Raised by a `confirm` callback whose answer comes later, out of band (a framework's approval request or
     interrupt): the gate records nothing, does not count the request, and lets this propagate; the host asks,

@@ -132,6 +132,13 @@ class ToolPins:
                 self._add_pending(held)
         return checks
 
+    def forget(self, prefix: str = "") -> None:
+        """The server of the tools named `prefix...` (by default every tool) ended and is started again: none
+        of them is verified until a listing of the new one shows it."""
+        with self._lock:
+            for name in [name for name in self._verified if name.startswith(prefix)]:
+                del self._verified[name]
+
     def refusal(self, name: str) -> str | None:
         """Why a call to `name` is refused by the pins (the text), or None when its definition was verified."""
         refusal = self.refusal_of(name)

@@ -35,7 +35,7 @@ from typing import Any
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Decided, Remember
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, Confirm
+from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, Confirm, NotSent
 from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
@@ -52,6 +52,7 @@ from toolreplay.mcp.wire import (
     error_message,
     id_key,
     no_answer_reason,
+    not_sent_reason,
     parse_message,
     recordable,
     refusal_result,
@@ -195,6 +196,9 @@ class Router:
         lost = no_answer_reason(waiter.reply)
         if lost is not None:  # the transport's stand-in for an answer that will never come
             raise AnswerLost(lost)
+        unsent = not_sent_reason(waiter.reply)
+        if unsent is not None:  # the server end did not send it (its server is down): nothing ran
+            raise NotSent(unsent)
         context.reply, context.reply_line = waiter.reply, waiter.line
         response = _response_of(waiter.reply)
         if waiter.line is None or _MAYBE_UNRECORDABLE.search(waiter.line):

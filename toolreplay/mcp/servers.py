@@ -35,6 +35,14 @@ from toolreplay import __version__
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.strictjson import read_json_file
 from toolreplay.format.text import escape_text
+from toolreplay.mcp.restart import (
+    INITIALIZED,
+    RESTART_BACKOFF,
+    Backoff,
+    list_changed,
+    restart_request,
+    start_later,
+)
 from toolreplay.mcp.transport import LineHandler, ServerEnd, StdioServer, say_to
 from toolreplay.mcp.wire import (
     INVALID_PARAMS,
@@ -44,6 +52,7 @@ from toolreplay.mcp.wire import (
     error_message,
     id_key,
     no_answer_error,
+    not_sent_error,
     parse_message,
 )
 
@@ -57,7 +66,6 @@ PREFIX_RULE = 'letters, digits, "-" and "_", at most 32 characters, no "__", not
 _PREFIX = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}")
 _SERVER_KEYS = ("command", "args", "env", "url", "headers", "prefix", "type")
 _METHOD_NOT_FOUND, _INTERNAL_ERROR = -32601, -32603
-RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before each restart of a server that ended, in a row
 _FORGOTTEN = 1024  # ids of cancelled requests remembered, so that a late reply is dropped without a word
 # the listings that fan out: method -> (the result's array, the capability a server must offer to be asked,
 # the key of each item that gets the prefix)
@@ -308,11 +316,12 @@ class MultiServer:
 
     def __init__(self, servers: Mapping[str, ServerEnd], *, names: Mapping[str, str] | None = None,
                  diagnostics: TextIO | None = None, restart: Mapping[str, Callable[[], ServerEnd]] | None = None,
-                 backoff: Sequence[float] = RESTART_BACKOFF) -> None:
+                 backoff: Sequence[float] = RESTART_BACKOFF, on_restart: Callable[[str], None] | None = None) -> None:
         """`servers` by prefix, in the order listings show them; `names` gives each prefix the server's
         name (for the record and messages; default the prefix); `diagnostics` receives the lines said.
         `restart` makes a new end for a server that ended, started after `backoff[i]` seconds for the i-th
-        attempt in a row (then no more)."""
+        attempt in a row (then no more; toolreplay.mcp.restart); `on_restart(prefix)` is called when a server
+        ended and will be started again (the pins forget what its old listing verified)."""
         for prefix in servers:
             if not valid_prefix(prefix):
                 raise ValueError(f"not a valid prefix: {prefix!r}")
@@ -338,9 +347,9 @@ class MultiServer:
         self._long_said: set[str] = set()
         self._capabilities: dict[str, dict[str, Any]] = {}  # prefix -> what it offered at initialize
         self._restart = dict(restart or {})
-        self._backoff = tuple(backoff)
+        self._on_restart = on_restart
         self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
-        self._attempts = {prefix: 0 for prefix in servers}  # restarts in a row that did not come back
+        self._backoffs = {prefix: Backoff(backoff) for prefix in servers}  # its restarts in a row
         self._restarting: set[str] = set()
         self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
@@ -738,6 +747,8 @@ class MultiServer:
             self._restarting.discard(prefix)  # a restarted server that ended before it was back: the next attempt
             restarting = not closing and self._schedule_restart(prefix)
             everyone = all(other in self._gone for other in self._servers) and not self._restarting
+        if restarting and self._on_restart is not None:  # before any answer lets the client call again
+            self._on_restart(prefix)
         if not closing:
             if not was_gone:
                 self._say(f"server {self._quoted(prefix)} ended ({escape_text(reason)}): " + (
@@ -750,13 +761,10 @@ class MultiServer:
                 fan.items[prefix] = []
                 self._fan_done(fan, prefix)
             if not everyone and not was_gone:
-                self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
                 with self._lock:
                     offered = self._capabilities.get(prefix, {})
-                for capability in ("prompts", "resources"):
-                    if isinstance(offered.get(capability), dict):
-                        self._up.put(dump_message({"jsonrpc": "2.0",
-                                                   "method": f"notifications/{capability}/list_changed"}))
+                for data in list_changed(offered):
+                    self._up.put(data)
         if everyone:
             self._end()
 
@@ -766,14 +774,11 @@ class MultiServer:
         """Start the server again after its backoff (hold the lock); False when it is not restarted."""
         if prefix not in self._restart or prefix in self._restarting or self._initialize is None:
             return False
-        attempt = self._attempts[prefix]
-        if attempt >= len(self._backoff):
+        delay = self._backoffs[prefix].next_delay()
+        if delay is None:
             return False
-        self._attempts[prefix] = attempt + 1
         self._restarting.add(prefix)
-        timer = threading.Timer(self._backoff[attempt], self._start_again, args=(prefix,))
-        timer.daemon = True
-        timer.start()
+        start_later(delay, self._start_again, prefix)
         return True
 
     def _start_again(self, prefix: str) -> None:
@@ -801,10 +806,9 @@ class MultiServer:
             server.close()
             return
         with self._lock:
-            own = f"toolreplay-restart-{generation}"
+            own, data = restart_request(self._initialize or {}, generation)
             self._sent[(prefix, id_key(own))] = _Restart(generation)
-            initialize = dict(self._initialize or {})
-        self._to_server(prefix, dump_message({**initialize, "id": own}))
+        self._to_server(prefix, data)
 
     def _retry_or_give_up(self, prefix: str) -> None:
         with self._lock:
@@ -821,30 +825,25 @@ class MultiServer:
         """The restarted server answered initialize: its tools (and prompts, resources) are back."""
         if not isinstance(result, dict):
             self._say(f"server {self._quoted(prefix)} failed to initialize again")
-            with self._lock:
-                server = self._servers[prefix]
-                self._generation[prefix] += 1  # its end is not a new death
-            server.close()
+            with self._lock:  # on the server's own reader thread, which closing it would wait for:
+                self._generation[prefix] += 1  # its end is not a new death; the next attempt closes it
             self._retry_or_give_up(prefix)
             return
         capabilities = result.get("capabilities")
         with self._lock:
             self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
             offered = self._capabilities[prefix]
-        self._to_server(prefix, dump_message({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        self._to_server(prefix, dump_message(INITIALIZED))
         with self._lock:
             self._gone.discard(prefix)
             self._restarting.discard(prefix)
-            self._attempts[prefix] = 0
+            self._backoffs[prefix].reset()
         self._say(f"server {self._quoted(prefix)} is back (started again): its tools are listed again")
-        self._up.put(dump_message({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
-        for capability in ("prompts", "resources"):
-            if isinstance(offered.get(capability), dict):
-                self._up.put(dump_message({"jsonrpc": "2.0", "method": f"notifications/{capability}/list_changed"}))
+        for data in list_changed(offered):
+            self._up.put(data)
 
     def _gone_error(self, client_id: Any, prefix: str) -> dict[str, Any]:
-        return error_message(client_id, _INTERNAL_ERROR, f"Internal error: the server {self._quoted(prefix)} "
-                                                         "has ended")
+        return not_sent_error(client_id, f"the server {self._quoted(prefix)} has ended")
 
     # -- writing ----------------------------------------------------------------------------------------
 

@@ -14,7 +14,8 @@ from toolreplay.format.canonical import CanonicalError, canonical_bytes
 
 __all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "NO_ANSWER", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch",
            "BigNumber", "Waiter", "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key",
-           "no_answer_error", "no_answer_reason", "parse_message", "read_lines", "recordable", "refusal_result"]
+           "no_answer_error", "no_answer_reason", "not_sent_error", "not_sent_reason", "parse_message", "read_lines",
+           "recordable", "refusal_result"]
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
@@ -22,6 +23,9 @@ PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
 # error): an implementation-defined server error, marked in `data` so the router knows it is the proxy's.
 NO_ANSWER = -32000
 _NO_ANSWER_MARK = {"toolreplay": "no answer"}
+# The error the proxy gives a request it did not send, its server being down (restarts): marked likewise.
+_INTERNAL_ERROR = -32603
+_NOT_SENT_MARK = {"toolreplay": "not sent"}
 
 
 def _reject_constant(name: str) -> Any:
@@ -160,6 +164,21 @@ def no_answer_reason(reply: dict[str, Any]) -> str | None:
         return None
     message = error.get("message")
     return message.removeprefix("toolreplay: ") if isinstance(message, str) else "no answer"
+
+
+def not_sent_error(message_id: Any, reason: str) -> dict[str, Any]:
+    """The error the proxy answers a request with when it did not send it: its server ended (`reason`)."""
+    return {"jsonrpc": "2.0", "id": message_id,
+            "error": {"code": _INTERNAL_ERROR, "message": "Internal error: " + reason, "data": dict(_NOT_SENT_MARK)}}
+
+
+def not_sent_reason(reply: dict[str, Any]) -> str | None:
+    """Why the request was not sent, when `reply` is the proxy's `not_sent_error`; else None."""
+    error = reply.get("error")
+    if not isinstance(error, dict) or error.get("data") != _NOT_SENT_MARK or error.get("code") != _INTERNAL_ERROR:
+        return None
+    message = error.get("message")
+    return message.removeprefix("Internal error: ") if isinstance(message, str) else "not sent"
 
 
 def refusal_result(text: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -614,6 +614,8 @@ class HttpServer:
         parser = SseParser()
         failures = 0
         while failures < RESUME_ATTEMPTS:
+            if self._ended.is_set() or self._closed:  # the session expired meanwhile: no stream to open again
+                return
             headers = self._request_headers(post=False)
             if parser.last_id is not None:
                 headers["last-event-id"] = parser.last_id
