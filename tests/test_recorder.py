@@ -440,8 +440,12 @@ class IntentFileTest(RecorderCase):
             self.assertEqual(recorder.append("write_file", {"path": "a"}, {"ok": True}, intent=first), 1)
             self.assertTrue(self.read_bytes(intents).endswith(b'{"done":0,"index":1}\n'))
             recorder.append("write_file", {"path": "b"}, {"ok": True}, intent=second)
-            self.assertEqual(self.read_bytes(intents), b"")  # nothing open: emptied
-        self.assertFalse(os.path.exists(intents))  # and removed on close
+            self.assertFalse(os.path.exists(intents))  # nothing open: removed
+            third = recorder.announce("write_file", {"path": "c"})  # the next intent makes it anew
+            self.assertEqual(self.read_bytes(intents),
+                             b'{"args":{"path":"c"},"from":3,"intent":2,"key":null,"tool":"write_file"}\n')
+            recorder.append("write_file", {"path": "c"}, {"ok": True}, intent=third)
+        self.assertFalse(os.path.exists(intents))  # and none left on close
 
     def test_open_intent_survives_close_and_is_read_back(self) -> None:
         path = self.path()

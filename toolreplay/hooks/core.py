@@ -396,7 +396,10 @@ class _Locked:
 def _read_pending(base: str) -> dict[str, Any]:
     try:
         with open(base + ".pending", "rb") as handle:
-            pending = json.loads(handle.read().decode("utf-8"))
+            data = handle.read()
+        if not data:  # never written so (an empty one is removed): a replace the machine's crash cut short
+            return {}
+        pending = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -407,14 +410,23 @@ def _read_pending(base: str) -> dict[str, Any]:
 
 
 def _write_pending(base: str, pending: dict[str, Any]) -> None:
-    """Replace the pending file whole (synced), or remove it when nothing is pending."""
+    """Replace the pending file whole, or remove it when nothing is pending.
+
+    Not synced: what makes an allowed write safe is its intent, synced before the answer. A crash of the
+    machine can lose the pending file's last change (or leave it empty): a call allowed just before has no
+    held-back record then, and its Post (there is none when the agent died with the machine) is blocked; its
+    intent stays open, so an identical write is refused as of unknown outcome until a person resolves it,
+    as when the Post never came. A crash of the hook process alone loses nothing (the file is written whole
+    and renamed into place)."""
     path = base + ".pending"
     try:
         if not pending:
-            if os.path.exists(path):
+            try:
                 os.unlink(path)
+            except FileNotFoundError:
+                pass
             return
-        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")])
+        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
 
