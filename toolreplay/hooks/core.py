@@ -190,8 +190,10 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
             else:
                 _open(base).close()
                 state = None  # the session ended: nothing kept for it
+        except HookError:
+            raise  # the state is where the event's recorder left the file (or as it was: none was opened)
         except BaseException:
-            state = None  # whatever happened to the record, the next event reads it whole
+            state = None  # a fault of ours: the next event reads everything again
             raise
         finally:
             if cache is not None:
