@@ -28,7 +28,9 @@ if TYPE_CHECKING:
 __all__ = ["MAX_GUARDS", "MAX_SESSIONS", "HookCache", "SessionState"]
 
 MAX_GUARDS = 8  # policies (or roots, or keys) in use at once; a changed policy file makes one more
-MAX_SESSIONS = 64  # sessions whose state is kept; the least recently used one is read whole at its next event
+# sessions whose state is kept (each holds its gate's history: the responses of non-repeatable writes, up to the
+# gate's REMEMBER_BYTES); the least recently used one is read whole at its next event
+MAX_SESSIONS = 16
 
 
 @dataclass(slots=True)

@@ -367,12 +367,10 @@ def _closing(recorder: SessionRecorder, state: SessionState | None) -> None:
     if state is None or state.point is None:
         return
     start = state.point
-    state.point = recorder.resume_point()
-    if state.point is None or state.history is None or state.point.size == start.size:
-        return
     try:
-        appended = recorder.records_since(start)
-        state.history.add(appended, started=time.monotonic(), now=time.time_ns())
+        state.point = recorder.resume_point()
+        if state.point is not None and state.history is not None and state.point.size != start.size:
+            state.history.add(recorder.records_since(start), started=time.monotonic(), now=time.time_ns())
     except (OSError, ValueError, ToolReplayError):
         state.point = None  # read whole at the next event, which says what is wrong
 
