@@ -205,7 +205,8 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
-    disable_nagle_algorithm = True  # the headers and the body are two writes: no wait for the peer's ACK between
+    disable_nagle_algorithm = True  # a body written apart from its headers does not wait for the peer's ACK
+    wbufsize = -1  # the answer is buffered and sent whole by the server's flush after do_POST: one write, one packet
     timeout = 10.0  # seconds an idle keep-alive connection is kept
     server: _Server
 
