@@ -416,8 +416,9 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
     machine can lose the pending file's last change (or leave it empty): a call allowed just before has no
     held-back record then, and its Post (there is none when the agent died with the machine) is blocked; its
     intent stays open, so an identical write is refused as of unknown outcome until a person resolves it,
-    as when the Post never came. A crash of the hook process alone loses nothing (the file is written whole
-    and renamed into place)."""
+    as when the Post never came. The record's own lines are not synced either (docs/guard.md, The record):
+    the intent is the one thing on disk before the tool runs. A crash of the hook process alone loses
+    nothing (the file is written whole and renamed into place)."""
     path = base + ".pending"
     try:
         if not pending:
