@@ -14,14 +14,17 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import unittest
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
+from toolreplay.guard import gate
 from toolreplay.guard import recorder as recorder_module
 from toolreplay.guard.assembly import Guard
+from toolreplay.hooks import core
 from toolreplay.hooks.cache import HookCache
 from toolreplay.hooks.reply import Reply, reply_to_event
 
@@ -113,14 +116,33 @@ SCRIPT += [(28 + number, _pre("Bash", {"command": f"echo {number}"}, f"toolu_{40
 SCRIPT += [(40, {"hook_event_name": "SessionEnd", "reason": "other"})]
 
 
+class ScriptedTime:
+    """The `time` module as the hooks' core and the gate see it: every clock (wall, monotonic, perf_counter)
+    reads the script's second."""
+
+    def __init__(self) -> None:
+        self.second = 0.0
+
+    def time_ns(self) -> int:
+        return BASE_NS + round(self.second * 1e9)
+
+    def monotonic(self) -> float:
+        return 1000.0 + self.second
+
+    def perf_counter(self) -> float:
+        return 2000.0 + self.second
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
 @contextmanager
 def scripted_clock() -> Iterator[Callable[[float], None]]:
-    """Every clock the hook reads (wall, monotonic, perf_counter) at the second `set(second)` chose."""
-    now = [0.0]
-    with mock.patch("time.time_ns", lambda: BASE_NS + round(now[0] * 1e9)), \
-            mock.patch("time.monotonic", lambda: 1000.0 + now[0]), \
-            mock.patch("time.perf_counter", lambda: 2000.0 + now[0]):
-        yield lambda second: now.__setitem__(0, second)
+    """The hook's clocks at the second `set(second)` chose (only in the modules that read them for a record:
+    nothing else in the process sees another time)."""
+    scripted = ScriptedTime()
+    with mock.patch.object(core, "time", scripted), mock.patch.object(gate, "time", scripted):
+        yield lambda second: setattr(scripted, "second", second)
 
 
 class Folder:
