@@ -116,6 +116,42 @@ SCRIPT += [(28 + number, _pre("Bash", {"command": f"echo {number}"}, f"toolu_{40
 SCRIPT += [(40, {"hook_event_name": "SessionEnd", "reason": "other"})]
 
 
+def _gemini(event: str, tool: str, args: dict[str, Any], **more: Any) -> dict[str, Any]:
+    return {"hook_event_name": event, "tool_name": tool, "tool_input": args, **more}
+
+
+# Gemini CLI: no call ids (an AfterTool completes the oldest pending identical BeforeTool), no asking
+GEMINI_SCRIPT: list[Step] = [
+    (0, _gemini("BeforeTool", "run_shell_command", {"command": "make"})),
+    (0.25, _gemini("BeforeTool", "read_file", {"file_path": "/p/a.txt"})),
+    (0.5, _gemini("AfterTool", "read_file", {"file_path": "/p/a.txt"}, tool_response={"llmContent": "a"})),
+    (0.75, _gemini("BeforeTool", "run_shell_command", {"command": "make"})),  # unknown: the first still runs
+    (1, _gemini("AfterTool", "run_shell_command", {"command": "make"}, tool_response={"llmContent": "built"})),
+    (2, _gemini("BeforeTool", "run_shell_command", {"command": "git push"})),  # an ask: denied, it cannot ask
+    (3, _gemini("BeforeTool", "write_file", {"file_path": "/p/a.txt", "content": "x"})),
+    (3.5, _gemini("AfterTool", "write_file", {"file_path": "/p/a.txt", "content": "x"},
+                  tool_response={"llmContent": "ok"})),
+    (4, _gemini("BeforeTool", "mcp_db_insert", {"row": 1})),  # a write tool: denied, it cannot ask
+    (5, {"hook_event_name": "SessionEnd", "reason": "exit"}),
+]
+GEMINI_POLICY: dict[str, Any] = {
+    "agent": "gemini-cli", "allowed_tools": ["run_shell_command", "read_file", "write_file", "mcp_db_insert"],
+    "write_tools": ["mcp_db_insert"],
+    "rules": [{"id": "push-asks", "tools": ["run_shell_command"], "effect": "ask", "reason": "a person approves",
+               "when": [{"arg": "command", "glob": ["git push*"]}]}]}
+
+# Codex: PreToolUse and PostToolUse with a tool_use_id, a PermissionRequest, no session end
+CODEX_SCRIPT: list[Step] = [
+    (0, _pre("Bash", {"command": "cargo build"}, "call-1")),
+    (0.25, {"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo build"}}),
+    (0.5, _post("Bash", {"command": "cargo build"}, "call-1", "Finished")),
+    (1, {"hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo build"}}),
+    (2, _pre("Bash", {"command": "rm -rf target"}, "call-2")),
+    *_pair(3, "Bash", {"command": "cargo test"}, "call-3", "ok"),
+    (4, _pre("Bash", {"command": "cargo test"}, "call-4")),
+]
+
+
 class ScriptedTime:
     """The `time` module as the hooks' core and the gate see it: every clock (wall, monotonic, perf_counter)
     reads the script's second."""
@@ -166,10 +202,10 @@ class Folder:
     def record(self) -> str:
         return os.path.join(self.records, SESSION + ".jsonl")
 
-    def event(self, fields: dict[str, Any], cache: HookCache | None) -> Reply:
+    def event(self, fields: dict[str, Any], cache: HookCache | None, agent: str = "claude-code") -> Reply:
         payload = {"session_id": SESSION, "transcript_path": "/dev/null", "cwd": self.project,
                    "permission_mode": "default", **fields}
-        return reply_to_event(json.dumps(payload).encode(), self.policy, self.records, None, "claude-code", cache)
+        return reply_to_event(json.dumps(payload).encode(), self.policy, self.records, None, agent, cache)
 
     def files(self) -> dict[str, bytes]:
         """Every file the hook left in the records folder, by name."""
@@ -182,10 +218,11 @@ class Folder:
         return found
 
 
-def run_script(case: unittest.TestCase, script: list[Step],
-               cache_for: Callable[[int], HookCache | None]) -> tuple[list[Reply], dict[str, bytes]]:
+def run_script(case: unittest.TestCase, script: list[Step], cache_for: Callable[[int], HookCache | None],
+               agent: str = "claude-code", policy: dict[str, Any] = POLICY) -> tuple[list[Reply], dict[str, bytes]]:
     """The replies to the script's events (`cache_for(n)` is the cache event n is handled with) and the files."""
     folder = Folder(case)
+    folder.write_policy(policy)
     replies = []
     with scripted_clock() as set_second:
         for number, (second, step) in enumerate(script):
@@ -195,7 +232,7 @@ def run_script(case: unittest.TestCase, script: list[Step],
             elif callable(step):
                 step(folder)
             else:
-                reply = folder.event(step, cache_for(number))
+                reply = folder.event(step, cache_for(number), agent)
                 replies.append(Reply(reply.code, reply.stdout, reply.stderr.replace(folder.directory, "DIR")))
     return replies, folder.files()
 
@@ -309,6 +346,26 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
         script = [*SCRIPT[:10], (4.5, delete), *SCRIPT[10:20]]
         cache = HookCache()
         self.assertEqual(run_script(self, script, lambda number: cache), self.fresh(script))
+
+
+    def test_gemini_cli_and_codex_through_a_cache_as_through_a_process_per_event(self) -> None:
+        for agent, script, policy, decided in (
+                ("gemini-cli", GEMINI_SCRIPT, GEMINI_POLICY,
+                 ["allow", "allow", "", "deny", "", "deny", "allow", "", "deny", ""]),
+                # Codex's allow is no output; its PermissionRequest for a call a PreToolUse allowed too
+                ("codex", CODEX_SCRIPT, POLICY, ["", "", "", "deny", "deny", "", "", ""])):
+            with self.subTest(agent=agent):
+                expected = run_script(self, script, lambda number: None, agent, policy)
+                answers = []
+                for reply in expected[0]:
+                    out = json.loads(reply.stdout) if reply.stdout else {}
+                    specific = out.get("hookSpecificOutput", {})
+                    behaviour = specific.get("decision", {}).get("behavior") if "decision" in specific else None
+                    answers.append(out.get("decision") or specific.get("permissionDecision") or behaviour or "")
+                self.assertEqual(answers, decided)
+                self.assertEqual({reply.code for reply in expected[0]}, {0})
+                cache = HookCache()
+                self.assertEqual(run_script(self, script, lambda number, kept=cache: kept, agent, policy), expected)
 
 
 class HookCacheTest(unittest.TestCase):
