@@ -140,6 +140,16 @@ GEMINI_POLICY: dict[str, Any] = {
     "rules": [{"id": "push-asks", "tools": ["run_shell_command"], "effect": "ask", "reason": "a person approves",
                "when": [{"arg": "command", "glob": ["git push*"]}]}]}
 
+# A redacting policy: the record holds the tokens as keyed hashes; the key file changes mid-session
+REDACTING = dict(POLICY, redact={"fields": ["token"]})
+REDACT_SCRIPT: list[Step] = [
+    *_pair(0, "mcp__db__insert", {"row": 1, "token": "s3cret"}, "toolu_01", {"ok": True, "token": "t0ken"}),
+    (1, _pre("mcp__db__insert", {"row": 1, "token": "s3cret"}, "toolu_02")),  # ran, its answer held only redacted
+    *_pair(2, "Read", A, "toolu_03", {"content": "a", "token": "s3cret"}),
+    (3, lambda folder: folder.write_key(b"another key, also of 32 bytes..")),
+    (4, _pre("mcp__db__insert", {"row": 1, "token": "s3cret"}, "toolu_04")),  # another key: another call
+]
+
 # Codex: PreToolUse and PostToolUse with a tool_use_id, a PermissionRequest, no session end
 CODEX_SCRIPT: list[Step] = [
     (0, _pre("Bash", {"command": "cargo build"}, "call-1")),
@@ -205,7 +215,14 @@ class Folder:
     def event(self, fields: dict[str, Any], cache: HookCache | None, agent: str = "claude-code") -> Reply:
         payload = {"session_id": SESSION, "transcript_path": "/dev/null", "cwd": self.project,
                    "permission_mode": "default", **fields}
-        return reply_to_event(json.dumps(payload).encode(), self.policy, self.records, None, agent, cache)
+        return reply_to_event(json.dumps(payload).encode(), self.policy, self.records, self.key, agent, cache)
+
+    key: str | None = None
+
+    def write_key(self, secret: bytes) -> None:
+        self.key = os.path.join(self.directory, "redact.key")
+        with open(self.key, "wb") as out:
+            out.write(secret)
 
     def files(self) -> dict[str, bytes]:
         """Every file the hook left in the records folder, by name."""
@@ -223,6 +240,8 @@ def run_script(case: unittest.TestCase, script: list[Step], cache_for: Callable[
     """The replies to the script's events (`cache_for(n)` is the cache event n is handled with) and the files."""
     folder = Folder(case)
     folder.write_policy(policy)
+    if "redact" in policy:
+        folder.write_key(b"the first key, 32 bytes long....")
     replies = []
     with scripted_clock() as set_second:
         for number, (second, step) in enumerate(script):
@@ -366,6 +385,20 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
                 self.assertEqual({reply.code for reply in expected[0]}, {0})
                 cache = HookCache()
                 self.assertEqual(run_script(self, script, lambda number, kept=cache: kept, agent, policy), expected)
+
+
+    def test_a_redacting_policy_and_a_changed_key_through_a_cache_as_through_a_process_per_event(self) -> None:
+        expected = run_script(self, REDACT_SCRIPT, lambda number: None, policy=REDACTING)
+        reasons = [json.loads(reply.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+                   for reply in expected[0] if reply.stdout]
+        self.assertEqual(reasons[1], "toolreplay: already ran: an identical mcp__db__insert call ran earlier; its "
+                                     "answer is no longer held in memory, and the record holds it only redacted")
+        self.assertEqual(reasons[3], "toolreplay: the policy asks a person to confirm this call")
+        record = expected[1][SESSION + ".jsonl"]
+        self.assertNotIn(b"s3cret", record)
+        self.assertNotIn(b"t0ken", record)
+        cache = HookCache()
+        self.assertEqual(run_script(self, REDACT_SCRIPT, lambda number: cache, policy=REDACTING), expected)
 
 
 class HookCacheTest(unittest.TestCase):
