@@ -163,6 +163,31 @@ class SameAsTheCommandHookTest(ServeTestCase):
                 self.assertEqual((response.status, response.read().decode()), (200, expected))
         self.assertEqual(len(comparable(os.path.join(self.records, SESSION + ".jsonl"))), 3)
 
+    def test_what_the_server_keeps_follows_an_edited_policy_and_a_command_hook_beside_it(self) -> None:
+        """The server keeps the policy and the session's record between events: a policy edited between two
+        events decides the second, and a command hook's event in the same session is in the record it reads."""
+        record = os.path.join(self.records, SESSION + ".jsonl")
+        with open(self.policy, encoding="utf-8") as handle:
+            original = handle.read()
+        self.addCleanup(self.write, self.policy, original)
+        ls = {"command": "ls"}
+        self.assertEqual(self.post(payload(self.project, "PreToolUse", "Bash", ls, "toolu_k1")), (200, ALLOW))
+        self.assertEqual(self.command_hook(self.records, payload(self.project, "PostToolUse", "Bash", ls, "toolu_k1",
+                                                                 tool_response={"stdout": "a\n"})), (0, "", ""))
+        self.write(self.policy, json.dumps(dict(POLICY, allowed_tools=["Read", "Write"], rules=[])))
+        self.assertEqual(self.post(payload(self.project, "PreToolUse", "Bash", ls, "toolu_k2")),
+                         (200, decision("deny", "toolreplay: tool not allowed: Bash")))
+        self.write(self.policy, original)
+        self.assertEqual(self.post(payload(self.project, "PreToolUse", "Bash", ls, "toolu_k3")), (200, ALLOW))
+        self.assertEqual([(line["meta"]["call_id"], line["meta"]["outcome"]) for line in comparable(record)],
+                         [("toolu_k1", "ran"), ("toolu_k2", "refused")])
+        self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+    @staticmethod
+    def write(path: str, text: str) -> None:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(text)
+
 
 @integration
 class RefusedTest(ServeTestCase):

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import threading
 import unittest
+import unittest.mock
 from typing import Any
 
 from tests.faults import FullDiskHandle, fill, small_tmpfs
@@ -426,6 +427,66 @@ class FileModeTest(RecorderCase):
         self.assertEqual(self.mode(path), 0o640)
 
 
+class ResumePointTest(RecorderCase):
+    def test_a_recorder_opened_at_its_point_reads_nothing_while_the_file_is_unchanged(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            for call in CALLS[:2]:
+                recorder.append(*call)
+            point = recorder.resume_point()
+        assert point is not None
+        self.assertEqual((point.next_index, point.size, point.sealed), (2, os.path.getsize(path), True))
+        with unittest.mock.patch("toolreplay.guard.recorder._resume", side_effect=AssertionError("read")):
+            with SessionRecorder.open(path, sealed=True, at=point) as recorder:
+                self.assertTrue(recorder.opened_at_point)
+                self.assertEqual((recorder.next_index, recorder.last_digest), (2, point.prev))
+                self.assertEqual(recorder.append(*CALLS[2]), 2)
+                self.assertEqual([record.index for record in recorder.records_since(point)], [2])
+        self.assertEqual(cli("verify", path), (0, "chain: intact\n", ""))
+        # the file moved on without it: read whole
+        with SessionRecorder.open(path, sealed=True, at=point) as recorder:
+            self.assertFalse(recorder.opened_at_point)
+            self.assertEqual(recorder.next_index, 3)
+            point = recorder.resume_point()
+        with self.assertRaises(InputError):  # a sealed point does not open the file as a plain record
+            SessionRecorder.open(path, sealed=False, at=point)
+
+    def test_a_file_changed_in_place_is_read_whole_and_its_broken_chain_refused(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.append(*CALLS[0])
+            recorder.append(*CALLS[1])
+            point = recorder.resume_point()
+        assert point is not None
+        data = self.read_bytes(path)
+        self.write_bytes(path, data.replace(b'"intro.md"', b'"intro.mx"', 1))  # the same size
+        self.assertEqual(os.path.getsize(path), point.size)
+        os.utime(path, ns=(point.mtime_ns, point.mtime_ns + 1_000_000))
+        with self.assertRaises(InputError) as caught:
+            SessionRecorder.open(path, sealed=True, at=point)
+        self.assertIn("chain broken at link index 0", str(caught.exception))
+
+    def test_records_since_a_point_are_checked_against_its_chain(self) -> None:
+        path = self.path()
+        with SessionRecorder.open(path, sealed=True) as recorder:
+            recorder.append(*CALLS[0])
+            point = recorder.resume_point()
+            recorder.append(*CALLS[1])
+            recorder.append(*CALLS[2])
+            assert point is not None
+            self.assertEqual([(record.index, record.tool) for record in recorder.records_since(point)],
+                             [(1, "read_file"), (2, "search")])
+            later = recorder.resume_point()
+            assert later is not None
+            self.assertEqual(recorder.records_since(later), [])
+        lines = self.read_bytes(path).split(b"\n")
+        lines[2] = lines[2].replace(b'"install"', b'"uninstall"')
+        self.write_bytes(path, b"\n".join(lines))
+        with self.assertRaises(InputError) as caught:  # the size changed: read whole, the broken link found
+            SessionRecorder.open(path, sealed=True, at=later)
+        self.assertIn(":3: chain broken at link index 2", str(caught.exception))
+
+
 class IntentFileTest(RecorderCase):
     def test_announced_write_is_on_disk_until_its_record_lands(self) -> None:
         path = self.path()
@@ -440,8 +501,12 @@ class IntentFileTest(RecorderCase):
             self.assertEqual(recorder.append("write_file", {"path": "a"}, {"ok": True}, intent=first), 1)
             self.assertTrue(self.read_bytes(intents).endswith(b'{"done":0,"index":1}\n'))
             recorder.append("write_file", {"path": "b"}, {"ok": True}, intent=second)
-            self.assertEqual(self.read_bytes(intents), b"")  # nothing open: emptied
-        self.assertFalse(os.path.exists(intents))  # and removed on close
+            self.assertFalse(os.path.exists(intents))  # nothing open: removed
+            third = recorder.announce("write_file", {"path": "c"})  # the next intent makes it anew
+            self.assertEqual(self.read_bytes(intents),
+                             b'{"args":{"path":"c"},"from":3,"intent":2,"key":null,"tool":"write_file"}\n')
+            recorder.append("write_file", {"path": "c"}, {"ok": True}, intent=third)
+        self.assertFalse(os.path.exists(intents))  # and none left on close
 
     def test_open_intent_survives_close_and_is_read_back(self) -> None:
         path = self.path()

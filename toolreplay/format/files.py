@@ -24,9 +24,10 @@ def open_private(path: str, flags: int) -> int:
     return os.open(path, flags, 0o600)
 
 
-def replace_privately(path: str, chunks: Iterable[bytes]) -> None:
+def replace_privately(path: str, chunks: Iterable[bytes], *, sync: bool = True) -> None:
     """Replace `path` with the chunks, whole or not at all: written to `PATH.tmp` (created 0600; a leftover is
-    removed first, it would keep its own mode), synced, renamed over `path`. OSError when it cannot."""
+    removed first, it would keep its own mode), synced (unless `sync=False`: whole for every reader, but a
+    crash of the machine may leave the old file, or an empty one), renamed over `path`. OSError when it cannot."""
     temporary = path + ".tmp"
     try:
         os.unlink(temporary)
@@ -36,7 +37,8 @@ def replace_privately(path: str, chunks: Iterable[bytes]) -> None:
         for chunk in chunks:
             handle.write(chunk)
         handle.flush()
-        os.fsync(handle.fileno())
+        if sync:
+            os.fsync(handle.fileno())
     os.replace(temporary, path)
 
 

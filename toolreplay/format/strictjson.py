@@ -18,7 +18,8 @@ from typing import Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 
-__all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "MAX_NESTING",
+__all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "parse_json_bytes",
+           "MAX_NESTING",
            "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal", "has_astral_key", "encode_plain",
            "scan_canonical_numbers"]
 
@@ -138,6 +139,11 @@ def read_json_file(path: str) -> Any:
             data = handle.read()
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return parse_json_bytes(data, path)
+
+
+def parse_json_bytes(data: bytes, path: str) -> Any:
+    """One strict JSON document from the bytes of the file `path` (`read_json_file` once they are read)."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.inbox import Inbox
     from toolreplay.guard.receipts import Receipts
     from toolreplay.guard.recorder import SessionRecorder
+    from toolreplay.guard.resume import GateHistory
 
 __all__ = ["Guard", "GuardConfig", "GuardConfigError", "build_guard", "build_redactor"]
 
@@ -127,6 +128,16 @@ class Guard:
         return Gate(tools, self.policy, confirm=confirm if confirm is not None else self.confirm, recorder=recorder,
                     mutators=config.mutators, repeatable=config.repeatable, read_cache=config.read_cache,
                     approvals=approvals if approvals is not None else self.session_approvals(), **options)
+
+    def read_history(self, recorder: SessionRecorder, **options: Any) -> GateHistory:
+        """The recorder's record read back as this guard's gates resume it, kept by a long-lived process that
+        opens one record for one short gate after another (the hook server) and given to each as
+        `gate(..., history=...)`; `options` (clock, wall_clock, remember_bytes) as the gates get them."""
+        from toolreplay.guard.gate import read_history
+
+        config = self.config
+        return read_history(self.policy, recorder, mutators=config.mutators, repeatable=config.repeatable,
+                            read_cache=config.read_cache, **options)
 
     def receipts(self, recorder: SessionRecorder | None = None) -> Receipts:
         """The receipts folder as one session's gate sees it: the session is the record (its absolute path;

@@ -79,6 +79,7 @@ from toolreplay.policy.rules import COUNTED_OUTCOMES, RuleSet, RuleState, Ruling
 if TYPE_CHECKING:
     from toolreplay.guard.receipts import Receipted, Receipts
     from toolreplay.guard.recorder import SessionRecorder
+    from toolreplay.guard.resume import GateHistory
     from toolreplay.guard.screen import Screen
 
 __all__ = ["Answer", "AnswerLost", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate",
@@ -127,7 +128,7 @@ class Gate:
                  record_meta: Callable[[str], Mapping[str, Any] | None] | None = None,
                  approvals: Approvals | None = None,
                  host_asks: Callable[[str, dict[str, Any], Any], bool] | None = None,
-                 receipts: Receipts | None = None) -> None:
+                 receipts: Receipts | None = None, history: GateHistory | None = None) -> None:
         """Tools are called as `func(**args)`; the session's clock starts now.
 
         `mutators` are more tools that change state (like write tools, but asked for no confirmation);
@@ -147,11 +148,14 @@ class Gate:
         `needs_approval`; a `ToolHost` with an `asks` method gives it): a call it says True for needs a
         person's yes whatever the policy allows (at least an ask; a deny still denies).
         `receipts` (receipts.py) make a signed approval receipt the only yes: the host is not asked.
+        `history` is the recorder's record already read back for a gate like this one (resume.py, kept by a
+        long-lived process between short gates on one record): the gate starts from a copy of it instead of
+        reading the record (ValueError when it was read for another policy or other tools, or does not reach
+        the recorder's end). Its rules' times must be on this gate's `clock`.
         """
         self._host: ToolHost = FunctionHost(tools, confirm) if isinstance(tools, Mapping) else tools
         self._policy = policy
-        self._repeatable = frozenset(policy.repeatable_tools) | frozenset(repeatable)
-        self._writes = frozenset(policy.write_tools) | frozenset(mutators) | self._repeatable
+        self._writes, self._repeatable = _write_tools(policy, mutators, repeatable)
         self._read_cache = read_cache
         self._recorder = recorder
         self._clock = clock
@@ -169,6 +173,15 @@ class Gate:
         self._result_bytes = 0
         self._stop_reason: StopReason | None = None
         self._record_error: str | None = None
+        if history is not None:
+            if recorder is None or not self._fits(history, recorder, read_cache, remember_bytes):
+                raise ValueError("the history was read for another gate or another record")
+            started = history.start(recorder)
+            assert started.store is not None
+            self._store, self._rule_set, self._rules = started.store, history.rule_set, started.rules
+            self._steps, self._result_bytes = started.steps, started.result_bytes
+            self._check_resumed_budget()
+            return
         self._store = IdempotencyStore(read_cache=read_cache, remember_bytes=remember_bytes)
         self._rule_set = RuleSet(policy.rules)
         self._rules = RuleState(self._rule_set) if policy.rules else None
@@ -177,9 +190,19 @@ class Gate:
                              rules=self._rules, rule_set=self._rule_set, started=self._started,
                              now=self._wall_clock())
             self._steps, self._result_bytes = resumed.steps, resumed.result_bytes
-            limit = policy.limits.max_result_bytes
-            if limit is not None and self._result_bytes > limit:
-                self._stop_reason = "budget"
+            self._check_resumed_budget()
+
+    def _fits(self, history: GateHistory, recorder: SessionRecorder, read_cache: bool, remember_bytes: int) -> bool:
+        """Whether a kept history is this gate's own reading of the recorder's record."""
+        return (history.policy is self._policy and history.writes == self._writes
+                and history.repeatable == self._repeatable and history.redacting == (recorder.redactor is not None)
+                and history.store.read_cache == read_cache and history.store.remember_bytes == remember_bytes
+                and history.can_start(recorder))
+
+    def _check_resumed_budget(self) -> None:
+        limit = self._policy.limits.max_result_bytes
+        if limit is not None and self._result_bytes > limit:
+            self._stop_reason = "budget"
 
     @property
     def stop_reason(self) -> StopReason | None:
@@ -702,6 +725,28 @@ class Gate:
                 self._record_error = str(exc)
             if self._stop_reason is None:
                 self._stop_reason = "record"
+
+
+def read_history(policy: Policy, recorder: SessionRecorder, *, mutators: Iterable[str] = (),
+                 repeatable: Iterable[str] = (), read_cache: bool = False, remember_bytes: int = REMEMBER_BYTES,
+                 clock: Callable[[], float] = time.monotonic,
+                 wall_clock: Callable[[], int] = time.time_ns) -> GateHistory:
+    """The recorder's record read back (`recorder.history()`) as a gate with these options resumes it, to be
+    kept and given to such gates as `history=` (each starts from a copy); its rules' times are on `clock`."""
+    from toolreplay.guard.resume import GateHistory
+
+    writes, repeats = _write_tools(policy, mutators, repeatable)
+    history = GateHistory(policy, writes=writes, repeatable=repeats, redacting=recorder.redactor is not None,
+                          store=IdempotencyStore(read_cache=read_cache, remember_bytes=remember_bytes))
+    history.add(recorder.history(), started=clock(), now=wall_clock())
+    return history
+
+
+def _write_tools(policy: Policy, mutators: Iterable[str], repeatable: Iterable[str]) -> tuple[frozenset[str],
+                                                                                             frozenset[str]]:
+    """A gate's writes and its repeatable writes (the policy's, and those named to the gate)."""
+    repeats = frozenset(policy.repeatable_tools) | frozenset(repeatable)
+    return frozenset(policy.write_tools) | frozenset(mutators) | repeats, repeats
 
 
 def _failure(message: str) -> dict[str, Any]:

@@ -56,6 +56,24 @@ class IdempotencyStore:
         self._reads_bytes = 0
         self._unknown: dict[bytes, str] = {}
 
+    @property
+    def remember_bytes(self) -> int:
+        """The bound on the responses held, for the writes and for the read cache each."""
+        return self._remember_bytes
+
+    def copy(self) -> IdempotencyStore:
+        """A store of its own with what this one holds from a record (a continued record's writes, the
+        unknown outcomes); only for a store no gate has used (nothing running or run)."""
+        with self._lock:
+            if self._written or self._reads:
+                raise ValueError("only a store no gate has used can be copied")
+            other = IdempotencyStore(read_cache=self.read_cache, remember_bytes=self._remember_bytes)
+            other._recorded = dict(self._recorded)
+            other._held = OrderedDict(self._held)
+            other._held_bytes = self._held_bytes
+            other._unknown = dict(self._unknown)
+            return other
+
     def earlier(self, call: Request) -> Earlier | None:
         """The identical earlier call that answers this one (a recorded write's response), else None."""
         if call.fresh:

@@ -8,10 +8,10 @@ The session format has no room for "started, not finished", so the recorder keep
 
 An `intent` line is written and synced before the write runs (`from` is the record's next index at
 that moment: the write's own record can only come at or after it); a `done` line follows once the
-write's record has landed, naming its index. When no intent is open the file is emptied, and a
-recorder closed with nothing open removes it. After a crash, an intent whose record never landed is
-an outcome nobody knows: the gate refuses to run that call again until a person has checked the real
-state and deleted the intent's line (or the whole file).
+write's record has landed, naming its index. When no intent is open the file is removed (a shared
+file, below, is emptied; a recorder closed with nothing open removes it). After a crash, an intent
+whose record never landed is an outcome nobody knows: the gate refuses to run that call again until a
+person has checked the real state and deleted the intent's line (or the whole file).
 
 One intent file may also be shared by the records of one folder (the HTTP listener's sessions of one
 upstream: `recover_shared`): each intent line then names its record (`"record":"NAME.jsonl"`, the
@@ -71,6 +71,7 @@ class IntentFile:
         `hold` is a descriptor (of a lock held on the file's behalf) that `close` closes."""
         self.path = path
         self._hold = hold
+        self._shared = hold is not None  # the records of a folder share it: emptied, never removed, while open
         self._lock = threading.Lock()
         self._handle: Any = None
         self._open: set[int] = {intent.seq for intent in intents if intent.done is None}
@@ -99,6 +100,8 @@ class IntentFile:
         """Mark intent `seq` done by the record at `index`; empty the file when nothing is left open.
 
         Best effort: if the line cannot be written, the next start finds the record by the intent's call.
+        A file of one record with nothing left open is removed (as by `close`; the next intent makes it anew),
+        a shared one emptied.
         """
         with self._lock:
             self._open.discard(seq)
@@ -106,6 +109,11 @@ class IntentFile:
             try:
                 if self._open:
                     self._append((canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"), sync=False)
+                elif not self._shared:
+                    if self._handle is not None:
+                        self._handle.close()
+                        self._handle = None
+                    _remove(self.path)
                 else:
                     self._ensure_open().truncate(0)
             except OSError:

@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ from toolreplay.audit.chain import GENESIS, link_digest, link_line
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
 from toolreplay.format.files import lock_descriptor, open_private
-from toolreplay.format.records import Record, check_meta, format_record, format_ts, read_session
+from toolreplay.format.records import Record, check_meta, format_record, format_ts, iter_records, read_session
 from toolreplay.format.strictjson import JSONLineError
 from toolreplay.guard.intents import Intent, IntentFile, read_intents, unresolved
 from toolreplay.policy.redaction import Redactor
@@ -43,12 +44,32 @@ from toolreplay.policy.refusals import is_refusal
 if TYPE_CHECKING:  # a checkpoint writer is handed in: a recorder without one (a hook process) need not import it
     from toolreplay.audit.checkpoint import CheckpointWriter
 
-__all__ = ["RecordingError", "SessionRecorder", "open_shared_intents"]
+__all__ = ["RecordingError", "ResumePoint", "SessionRecorder", "open_shared_intents"]
 
 _TORN = ("invalid JSON", "invalid UTF-8")
 
 class RecordingError(ToolReplayError, OSError):
     """The record cannot be written (full disk, file deleted or replaced, recorder closed or stopped)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResumePoint:
+    """Where a closed recorder left its file: the file's identity (device, inode, size, modification time)
+    and the chain's state there. A recorder opened at it (`SessionRecorder.open(..., at=POINT)`) skips
+    reading the file while the file is exactly that one; any difference and it reads the whole file again."""
+
+    device: int
+    inode: int
+    size: int
+    mtime_ns: int
+    next_index: int
+    prev: str
+    sealed: bool
+
+    def matches(self, status: os.stat_result, sealed: bool) -> bool:
+        """Whether a file with this status is the one the point was taken on, unchanged since."""
+        return (self.sealed == sealed and status.st_dev == self.device and status.st_ino == self.inode
+                and status.st_size == self.size and status.st_mtime_ns == self.mtime_ns)
 
 
 class SessionRecorder:
@@ -84,12 +105,13 @@ class SessionRecorder:
             self._intents = IntentFile(path + ".intents", list(self.previous_intents))
         self._checkpoints = checkpoints
         self._history = history
+        self.opened_at_point = False  # True: opened at a ResumePoint, the file was not read
 
     @classmethod
     def open(cls, path: str, *, sealed: bool = False, checkpoints: CheckpointWriter | None = None,
              format_1_0: bool = False, redactor: Redactor | None = None,
              meta_keys: Collection[str] | None = None, keep_history: bool = False,
-             intents: IntentFile | None = None) -> SessionRecorder:
+             intents: IntentFile | None = None, at: ResumePoint | None = None) -> SessionRecorder:
         """Create the file, or continue an existing one (its index, chain and intents resume).
 
         `checkpoints` (sealed only) signs and writes a checkpoint every K links and when the recorder closes.
@@ -102,6 +124,9 @@ class SessionRecorder:
         `intents` is an intent file shared with other records of the folder (`open_shared_intents`), used
         instead of `PATH.intents`: its writes of unknown outcome are this recorder's `previous_intents`, and
         it stays open when the recorder closes.
+        `at` is where an earlier recorder of this process left the file (`resume_point()`): while the file is
+        unchanged since (same device, inode, size and modification time), it is not read again and the
+        index and chain resume from the point (`opened_at_point` is then True); else it is read whole.
         """
         if checkpoints is not None and not sealed:
             raise ValueError("checkpoints need a sealed recording")
@@ -111,13 +136,20 @@ class SessionRecorder:
             raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
         try:
             _lock(handle, path)
-            state = _resume(handle, path, sealed, [] if keep_history else None)
+            if at is not None and at.matches(os.fstat(handle.fileno()), sealed):
+                state: dict[str, Any] = {"next_index": at.next_index, "prev": at.prev, "truncated_bytes": 0,
+                                         "needs_newline": False, "history": None}
+            else:
+                at = None
+                state = _resume(handle, path, sealed, [] if keep_history else None)
             earlier = read_intents(path + ".intents") if intents is None else []
         except BaseException:
             handle.close()
             raise
-        return cls(path, handle, sealed=sealed, intents=earlier, checkpoints=checkpoints, format_1_0=format_1_0,
-                   redactor=redactor, meta_keys=meta_keys, shared_intents=intents, **state)
+        recorder = cls(path, handle, sealed=sealed, intents=earlier, checkpoints=checkpoints, format_1_0=format_1_0,
+                       redactor=redactor, meta_keys=meta_keys, shared_intents=intents, **state)
+        recorder.opened_at_point = at is not None
+        return recorder
 
     @property
     def next_index(self) -> int:
@@ -138,6 +170,35 @@ class SessionRecorder:
     def stopped(self) -> str | None:
         """None while the recorder can write; else why it stopped for good."""
         return self._stopped
+
+    def resume_point(self) -> ResumePoint | None:
+        """Where the file stands now, for a later recorder of this process to open at (`open(..., at=)`);
+        None when the recorder cannot vouch for it: closed, stopped, a final line without its newline, or a
+        file whose size is not what this recorder wrote (someone else wrote to it)."""
+        with self._lock:
+            if self._handle is None or self._stopped is not None or self._needs_newline:
+                return None
+            status = os.fstat(self._handle.fileno())
+            if status.st_size != self._size or _identity(status) != self._identity:
+                return None
+            return ResumePoint(status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, self._next_index,
+                               self._prev, self.sealed)
+
+    def records_since(self, point: ResumePoint) -> list[Record]:
+        """The records appended to the file after `point` (taken on this file), read back and checked: their
+        indexes follow the point's and, sealed, their links continue its chain. InputError when they do not."""
+        with open(self.path, "rb") as handle:
+            handle.seek(point.size)
+            records = []
+            prev = point.prev
+            for record in iter_records(handle, self.path, check_sequence=True, require_sealed=False,
+                                       first_chunk=False, resume=(point.sealed, point.next_index)):
+                if point.sealed:
+                    _check_link(record, prev, self.path)
+                    assert record.digest is not None
+                    prev = record.digest
+                records.append(record)
+        return records
 
     def check(self) -> None:
         """Raise unless the record can still be written: ValueError when closed, RecordingError when stopped."""

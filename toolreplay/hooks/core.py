@@ -48,14 +48,16 @@ from typing import TYPE_CHECKING, Any
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.files import locked, replace_privately
-from toolreplay.format.strictjson import read_json_file
+from toolreplay.format.strictjson import parse_json_bytes, read_json_file
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
-from toolreplay.guard.recorder import SessionRecorder
+from toolreplay.guard.recorder import ResumePoint, SessionRecorder
 from toolreplay.hooks import codex
+from toolreplay.hooks.cache import HookCache, SessionState
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor
 
 if TYPE_CHECKING:
+    from toolreplay.guard.gate import Gate
     from toolreplay.guard.host import Confirm
 
 __all__ = ["AGENTS", "CLAUDE_CODE", "CLAUDE_CODE_WRITES", "CODEX", "DEFAULT_INBOX_TIMEOUT", "EVENTS", "GEMINI_CLI",
@@ -197,10 +199,13 @@ def inbox_timeout(text: str | None) -> float:
 
 
 def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | None = None,
-                agent: Agent = CLAUDE_CODE, *, inbox: str | None = None, timeout: float | None = None) -> HookAnswer:
+                agent: Agent = CLAUDE_CODE, cache: HookCache | None = None, *, inbox: str | None = None,
+                timeout: float | None = None) -> HookAnswer:
     """Decide on and record one hook event (the bytes the agent wrote on stdin); HookError when it cannot.
     `redact_key` is the file of the key for the policy's `redact` section (as mcp-proxy's --redact-key):
-    secrets are replaced by a keyed hash before anything is written. `inbox` is a records folder whose
+    secrets are replaced by a keyed hash before anything is written. `cache` is a hook server's memory
+    between events (toolreplay/hooks/cache.py): the same decisions and the same record, without reading
+    the policy and the session's record again while they are unchanged. `inbox` is a records folder whose
     approvals inbox a call that needs a person waits in, `timeout` seconds at most (DEFAULT_INBOX_TIMEOUT)."""
     payload = _payload(data, agent)
     event = payload["hook_event_name"]
@@ -209,19 +214,33 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
     if not os.path.isdir(records):
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
-        if event == agent.pre:
-            guard = _guard(_load_policy(policy_path, payload), records, redact_key, agent, inbox,
-                           DEFAULT_INBOX_TIMEOUT if timeout is None else timeout)
-            return _pre(payload, guard, base, agent)
-        if event == agent.permission:
-            guard = _guard(_load_policy(policy_path, payload), records, redact_key, agent)
-            return _permission(payload, base, guard.redactor, agent)
-        if event != agent.end:
-            # the response goes on record: with the policy's redaction, if it has one
-            _post(payload, base, _guard(_load_policy(policy_path, payload), records, redact_key, agent).redactor,
-                  agent)
-        else:
-            _open(base).close()
+        state = cache.session(base) if cache is not None else None
+        try:
+            if event == agent.pre:
+                guard = _guard_for(policy_path, payload, records, redact_key, agent, cache, inbox,
+                                   DEFAULT_INBOX_TIMEOUT if timeout is None else timeout)
+                return _pre(payload, guard, base, agent, state)
+            if event == agent.permission:
+                guard = _guard_for(policy_path, payload, records, redact_key, agent, cache)
+                return _permission(payload, base, guard.redactor, agent)
+            if event != agent.end:
+                # the response goes on record: with the policy's redaction, if it has one
+                _post(payload, base, _guard_for(policy_path, payload, records, redact_key, agent, cache).redactor,
+                      agent, state)
+            else:
+                _open(base).close()
+                state = None  # the session ended: nothing kept for it
+        except HookError:
+            raise  # the state is where the event's recorder left the file (or as it was: none was opened)
+        except BaseException:
+            state = None  # a fault of ours: the next event reads everything again
+            raise
+        finally:
+            if cache is not None:
+                if state is not None and state.point is not None:
+                    cache.keep(base, state)
+                else:
+                    cache.forget(base)
         return HookAnswer()
 
 
@@ -265,16 +284,74 @@ def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
     there, without a cwd, any root does)."""
     try:
         obj = read_json_file(path)
-        cwd = payload.get("cwd")
-        if isinstance(obj, dict) and "root" not in obj:
-            obj = dict(obj, root=cwd if isinstance(cwd, str) and cwd.startswith("/") else "/")
-        try:
-            policy = parse_policy(obj, os.path.dirname(os.path.abspath(path)))
-        except ValueError as exc:
-            raise InputError(path, None, str(exc)) from None
     except ToolReplayError as exc:
         raise HookError(f"policy does not load: {exc}") from None
-    return policy
+    return _policy_from(obj, path, payload)
+
+
+def _policy_from(obj: Any, path: str, payload: dict[str, Any]) -> Policy:
+    """The policy of the file's JSON `obj`, its root the event's cwd when it names none."""
+    cwd = payload.get("cwd")
+    if isinstance(obj, dict) and "root" not in obj:
+        obj = dict(obj, root=cwd if isinstance(cwd, str) and cwd.startswith("/") else "/")
+    try:
+        return parse_policy(obj, os.path.dirname(os.path.abspath(path)))
+    except ValueError as exc:
+        raise HookError(f"policy does not load: {InputError(path, None, str(exc))}") from None
+
+
+def _guard_for(policy_path: str, payload: dict[str, Any], records: str, redact_key: str | None, agent: Agent,
+               cache: HookCache | None, inbox: str | None = None, timeout: float = DEFAULT_INBOX_TIMEOUT) -> Guard:
+    """The event's guard: built from the files (a process per event), or, with a cache, the one built
+    earlier from the same bytes of the policy file and of the key file (and the same root, for a policy that
+    takes it from the event's cwd)."""
+    if cache is None:
+        return _guard(_load_policy(policy_path, payload), records, redact_key, agent, inbox, timeout)
+    try:
+        policy_bytes = _read_bytes(policy_path)
+        key_bytes = None if redact_key is None else _read_bytes(redact_key)
+    except OSError:  # the error as the files' own readers word it
+        return _guard(_load_policy(policy_path, payload), records, redact_key, agent, inbox, timeout)
+    obj = cache.policy_object((policy_path, policy_bytes), lambda: _parse_policy_bytes(policy_path, policy_bytes))
+    cwd = payload.get("cwd")
+    root = None if isinstance(obj, dict) and "root" in obj else cwd if isinstance(cwd, str) and cwd.startswith("/") \
+        else "/"
+    key = (policy_path, policy_bytes, root, records, redact_key, key_bytes, agent.name, inbox, timeout)
+
+    def build() -> Guard:
+        guard = _guard(_policy_from(obj, policy_path, payload), records, redact_key, agent, inbox, timeout)
+        try:
+            unchanged = key_bytes is None or _read_bytes(redact_key or "") == key_bytes
+        except OSError:
+            unchanged = False
+        if not unchanged:  # the key file changed while the guard was built: nothing is kept of it
+            raise _Changed(guard)
+        return guard
+
+    try:
+        return cache.guard(key, build)
+    except _Changed as changed:
+        return changed.guard
+
+
+class _Changed(Exception):  # noqa: N818 - a signal, not an error
+    """A guard built from a file that changed meanwhile: used for this event, not kept."""
+
+    def __init__(self, guard: Guard) -> None:
+        super().__init__()
+        self.guard = guard
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _parse_policy_bytes(path: str, data: bytes) -> Any:
+    try:
+        return parse_json_bytes(data, path)
+    except ToolReplayError as exc:
+        raise HookError(f"policy does not load: {exc}") from None
 
 
 def _guard(policy: Policy, records: str, redact_key: str | None, agent: Agent, inbox: str | None = None,
@@ -314,11 +391,35 @@ class _HoldingRecorder(SessionRecorder):
 
 
 def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False,
-          redactor: Redactor | None = None) -> SessionRecorder:
+          redactor: Redactor | None = None, at: ResumePoint | None = None) -> SessionRecorder:
     try:
-        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor)
+        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor, at=at)
     except ToolReplayError as exc:
         raise HookError(f"cannot open the record: {exc}") from None
+
+
+def _opened(recorder: SessionRecorder, state: SessionState | None) -> None:
+    """A hook server's recorder is open: where its file stands (the point the records appended from now on are
+    read back from); a state whose point the file no longer matches is forgotten."""
+    if state is None:
+        return
+    if not recorder.opened_at_point:
+        state.guard = state.history = None
+    state.point = recorder.resume_point()
+
+
+def _closing(recorder: SessionRecorder, state: SessionState | None) -> None:
+    """Before a hook server's recorder closes: the records this event appended go into the kept history, and
+    the state moves to where the file now stands (unknown if the records cannot be read back)."""
+    if state is None or state.point is None:
+        return
+    start = state.point
+    try:
+        state.point = recorder.resume_point()
+        if state.point is not None and state.history is not None and state.point.size != start.size:
+            state.history.add(recorder.records_since(start), started=time.monotonic(), now=time.time_ns())
+    except (OSError, ValueError, ToolReplayError):
+        state.point = None  # read whole at the next event, which says what is wrong
 
 
 class _Locked:
@@ -342,7 +443,10 @@ class _Locked:
 def _read_pending(base: str) -> dict[str, Any]:
     try:
         with open(base + ".pending", "rb") as handle:
-            pending = json.loads(handle.read().decode("utf-8"))
+            data = handle.read()
+        if not data:  # never written so (an empty one is removed): a replace the machine's crash cut short
+            return {}
+        pending = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
@@ -353,14 +457,24 @@ def _read_pending(base: str) -> dict[str, Any]:
 
 
 def _write_pending(base: str, pending: dict[str, Any]) -> None:
-    """Replace the pending file whole (synced), or remove it when nothing is pending."""
+    """Replace the pending file whole, or remove it when nothing is pending.
+
+    Not synced: what makes an allowed write safe is its intent, synced before the answer. A crash of the
+    machine can lose the pending file's last change (or leave it empty): a call allowed just before has no
+    held-back record then, and its Post (there is none when the agent died with the machine) is blocked; its
+    intent stays open, so an identical write is refused as of unknown outcome until a person resolves it,
+    as when the Post never came. The record's own lines are not synced either (docs/guard.md, The record):
+    the intent is the one thing on disk before the tool runs. A crash of the hook process alone loses
+    nothing (the file is written whole and renamed into place)."""
     path = base + ".pending"
     try:
         if not pending:
-            if os.path.exists(path):
+            try:
                 os.unlink(path)
+            except FileNotFoundError:
+                pass
             return
-        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")])
+        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
 
@@ -394,7 +508,7 @@ class _AgentHost:
         return True  # answered `ask`: Claude Code puts the exact call to the person
 
 
-def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> HookAnswer:
+def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: SessionState | None) -> HookAnswer:
     redactor = guard.redactor
 
     tool, args = payload["tool_name"], payload["tool_input"]
@@ -407,15 +521,17 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
     pending = _read_pending(base)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
     # form (what the record holds), as in mcp-proxy
-    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor)
+    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor,
+                     at=None if state is None else state.point)
     assert isinstance(recorder, _HoldingRecorder)
     try:
+        _opened(recorder, state)
         if call_id is not None and call_id in pending:
             raise HookError(f"{agent.call_id} {json.dumps(call_id, ensure_ascii=True)[:80]} was already allowed "
                             "and has not completed")
         inbox = guard.confirmation(f"hook {agent.name}", os.path.abspath(base + ".jsonl"))
         host = _AgentHost(agent.can_ask, inbox)
-        gate = guard.gate(host, recorder=recorder)
+        gate = _gate(guard, host, recorder, state)
         try:
             answer = gate.handle(tool, args, key=call_id, call_id=call_id)
         except ValueError as exc:
@@ -444,6 +560,7 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent) -> Hook
         pending[call_id] = entry
         _write_pending(base, pending)
     finally:
+        _closing(recorder, state)
         recorder.close()
     if host.asked and inbox is not None:
         return HookAnswer("allow", "toolreplay: approved in the approvals inbox"
@@ -467,7 +584,19 @@ def _permission(payload: dict[str, Any], base: str, redactor: Redactor | None, a
     return HookAnswer("deny", reason, payload["hook_event_name"])
 
 
-def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent) -> None:
+def _gate(guard: Guard, host: _AgentHost, recorder: SessionRecorder, state: SessionState | None) -> Gate:
+    """The event's gate: with a hook server's state, started from the session's kept history (read once
+    more when there is none for this guard, or it does not cover the record's intents)."""
+    clock, wall_clock = time.monotonic, time.time_ns  # looked up at each event: a test sets the time
+    if state is None:
+        return guard.gate(host, recorder=recorder, clock=clock, wall_clock=wall_clock)
+    if state.guard is not guard or state.history is None or not state.history.can_start(recorder):
+        state.guard, state.history = guard, guard.read_history(recorder, clock=clock, wall_clock=wall_clock)
+    return guard.gate(host, recorder=recorder, history=state.history, clock=clock, wall_clock=wall_clock)
+
+
+def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent,
+          state: SessionState | None) -> None:
     event = payload["hook_event_name"]
     pending = _read_pending(base)
     if agent.call_id is not None:
@@ -492,8 +621,9 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         response = redactor.response(response)
     meta = dict(entry["meta"])
     meta["duration_ms"] = round(meta.get("duration_ms", 0) + (time.time_ns() - entry["started_ns"]) / 1e6, 3)
-    recorder = _open(base)
+    recorder = _open(base, at=None if state is None else state.point)
     try:
+        _opened(recorder, state)
         try:
             recorder.append(entry["tool"], entry["args"], response, intent=entry["intent"], meta=meta)
         except (OSError, ValueError) as exc:
@@ -501,6 +631,7 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         del pending[call_id]
         _write_pending(base, pending)
     finally:
+        _closing(recorder, state)
         recorder.close()
 
 

@@ -28,6 +28,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from toolreplay.hooks import core
+from toolreplay.hooks.cache import HookCache
 from toolreplay.hooks.protocol import is_private_folder
 from toolreplay.hooks.reply import reply_to_event
 
@@ -77,10 +78,12 @@ def read_token(records: str) -> str:
     return token
 
 
-def answer_event(agent: str, body: bytes, policy: str, records: str, redact_key: str | None) -> tuple[int, bytes]:
+def answer_event(agent: str, body: bytes, policy: str, records: str, redact_key: str | None,
+                 cache: HookCache | None = None) -> tuple[int, bytes]:
     """The HTTP status and body answering one event of `agent`: the command hook's decision, and a fault turned
-    into the answer that blocks the call (see the module's docstring)."""
-    reply = reply_to_event(body, policy, records, redact_key, agent)
+    into the answer that blocks the call (see the module's docstring); `cache` is the server's memory between
+    events (toolreplay/hooks/cache.py)."""
+    reply = reply_to_event(body, policy, records, redact_key, agent, cache=cache)
     if reply.code == 0:
         return 200, reply.stdout.encode("ascii")
     line = reply.stderr.strip().splitlines()[0] if reply.stderr.strip() else "toolreplay hook: the call is blocked"
@@ -121,6 +124,7 @@ class HookEndpoint:
         self.host, self.port = host, port
         self._lock = -1
         self._server: ThreadingHTTPServer | None = None
+        self.cache = HookCache()  # the guard and each session's record, kept between events
 
     @property
     def url(self) -> str:
@@ -201,7 +205,8 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
-    disable_nagle_algorithm = True  # the headers and the body are two writes: no wait for the peer's ACK between
+    disable_nagle_algorithm = True  # a body written apart from its headers does not wait for the peer's ACK
+    wbufsize = -1  # the answer is buffered and sent whole by the server's flush after do_POST: one write, one packet
     timeout = 10.0  # seconds an idle keep-alive connection is kept
     server: _Server
 
@@ -221,7 +226,8 @@ class _Handler(BaseHTTPRequestHandler):
                                    "the call is blocked\n".encode("ascii"), close=True)
         body = self.rfile.read(int(length))
         endpoint = self.server.endpoint
-        status, answer = answer_event(agent, body, endpoint.policy, endpoint.records, endpoint.redact_key)
+        status, answer = answer_event(agent, body, endpoint.policy, endpoint.records, endpoint.redact_key,
+                                      endpoint.cache)
         self._send(status, answer, json_body=status == 200)
 
     def do_GET(self) -> None:  # noqa: N802 - the name http.server calls

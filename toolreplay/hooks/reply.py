@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from toolreplay.format.text import escape_text
 from toolreplay.hooks import core
+from toolreplay.hooks.cache import HookCache
 
 __all__ = ["Reply", "fault_reply", "reply_to_event"]
 
@@ -24,16 +25,17 @@ class Reply:
 
 
 def reply_to_event(data: bytes, policy: str, records: str, redact_key: str | None, agent: str,
-                   inbox: str | None = None, inbox_timeout: str | None = None) -> Reply:
+                   inbox: str | None = None, inbox_timeout: str | None = None, cache: HookCache | None = None) -> Reply:
     """Decide on and record one event (the bytes the agent wrote on stdin) for `agent` (claude-code,
     gemini-cli or codex): the decision, or the one line that blocks the call when it cannot be decided or recorded.
-    `inbox` and `inbox_timeout` are the `--inbox DIR` and `--inbox-timeout SECONDS` options as given."""
+    `inbox` and `inbox_timeout` are the `--inbox DIR` and `--inbox-timeout SECONDS` options as given; `cache` is
+    a hook server's memory between events (the same answers)."""
     profile = core.AGENTS[agent]
     try:
         timeout = core.inbox_timeout(inbox_timeout)
         if inbox_timeout is not None and inbox is None:
             raise core.HookError("--inbox-timeout needs --inbox DIR")
-        answer = core.handle_hook(data, policy, records, redact_key, profile, inbox=inbox, timeout=timeout)
+        answer = core.handle_hook(data, policy, records, redact_key, profile, cache, inbox=inbox, timeout=timeout)
     except core.HookError as exc:  # fail closed: exit 2 blocks the call, and the model reads why
         return Reply(2, "", f"error: toolreplay hook: {escape_text(str(exc))}\n")
     except Exception as exc:  # noqa: BLE001 - a fault of ours: any other exit status lets the agent run the tool

@@ -25,6 +25,7 @@ import socket
 import threading
 import time
 
+from toolreplay.hooks.cache import HookCache
 from toolreplay.hooks.protocol import (
     NOT_PATHS,
     SOCKET_NAME,
@@ -82,6 +83,7 @@ class _Server:
         self.last = time.monotonic()
         self.state = threading.Lock()
         self.stop = threading.Event()
+        self.cache = HookCache()  # the guards and each session's record, kept between events
 
     def run(self) -> int:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -154,7 +156,7 @@ class _Server:
                     options = {name: value if name in NOT_PATHS else os.path.join(cwd, value)
                                for name, value in options.items()}
                 reply = reply_to_event(data, options["--policy"], options["--records"], options.get("--redact-key"),
-                                       agent, options.get("--inbox"), options.get("--inbox-timeout"))
+                                       agent, options.get("--inbox"), options.get("--inbox-timeout"), self.cache)
                 connection.sendall(frame_answer(reply.code, reply.stdout.encode("utf-8"),
                                                 reply.stderr.encode("utf-8", "surrogateescape")))
         except OSError:

@@ -439,6 +439,18 @@ class RuleState:
         self._identical_times: dict[bytes, deque[float]] = {}  # identity -> their times (with `seconds`)
         self._lock = threading.Lock()
 
+    def copy(self) -> RuleState:
+        """A state of its own with the same history (a gate that starts from a history kept for several)."""
+        with self._lock:
+            other = RuleState(self._rules, offline=self._offline)
+            other._seen = [dict(table) for table in self._seen]
+            other._counts = dict(self._counts)
+            other._total = self._total
+            other._times = [deque(times) for times in self._times]
+            other._identical = dict(self._identical)
+            other._identical_times = {identity: deque(times) for identity, times in self._identical_times.items()}
+            return other
+
     def note(self, tool: str, now: float | None = None) -> None:
         """Offline, the same as `check` for an executed call that `prepare` found nothing to say about."""
         with self._lock:
