@@ -58,6 +58,7 @@ from toolreplay.guard.console import ConsoleApprover
 from toolreplay.guard.host import (
     AnswerLost,
     CallCancelled,
+    CallRefused,
     CannotConfirmError,
     Confirm,
     ConfirmationDeferred,
@@ -78,7 +79,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.recorder import SessionRecorder
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Answer", "AnswerLost", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate",
+__all__ = ["Answer", "AnswerLost", "CallCancelled", "CallRefused", "CannotConfirmError", "ConfirmationDeferred", "Gate",
            "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES",
            "Confirm", "Outcome", "Refusal", "ToolHost", "is_refusal"]
 
@@ -580,6 +581,13 @@ class Gate:
             # on record before a retry is refused
             answer = self._record(call, pending.response, "unknown", refusal=lost)
             self._store.forget(call, unknown=True)
+            return answer
+        if isinstance(exc, CallRefused):  # the server refused it before it ran: nothing took effect, a write neither
+            refused = Refusal("server", f"refused by the server: {exc}")
+            pending.response = refused.response
+            pending.cancelled = True
+            answer = self._record(call, pending.response, "refused", intent, refusal=refused)
+            self._store.forget(call)
             return answer
         if isinstance(exc, CallCancelled):  # no answer comes; a write that started may or may not have taken effect
             unknown = call.write and exc.started

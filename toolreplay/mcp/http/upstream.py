@@ -204,9 +204,11 @@ def request_ids(message: Any) -> dict[str, Any]:
             if isinstance(item, dict) and isinstance(item.get("method"), str) and "id" in item}
 
 
-def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
-    """The proxy's error answers, one line each, for the requests still waiting (`id_key` -> id)."""
-    return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
+def lost_answers(waiting: Mapping[str, Any], reason: str, *, refused: bool = False) -> list[bytes]:
+    """The proxy's error answers, one line each, for the requests still waiting (`id_key` -> id); `refused`: the
+    server refused them before running them (a 401 or 403)."""
+    return [compact_line(dump_message(no_answer_error(message_id, reason, refused=refused)))
+            for message_id in waiting.values()]
 
 
 def _status_text(response: Answer) -> str:
@@ -475,14 +477,16 @@ class HttpServer:
 
     async def _error_status(self, response: Answer, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own. A 401 or
-        403 is kept for `challenge`, with its WWW-Authenticate."""
+        403 is kept for `challenge`, with its WWW-Authenticate, and its requests get the proxy's error saying the
+        server refused them before running them (whatever its body says: the status says they did not run)."""
         if response.status_code in AUTH_STATUSES:
             for key in post.waiting:
                 self._challenges[key] = (response.status_code, response.headers.get("www-authenticate", ""))
             while len(self._challenges) > _CHALLENGES_KEPT:
                 self._challenges.popitem(last=False)
         body = await response.aread()
-        if post.waiting and len(post.waiting) == 1:
+        refused = response.status_code in AUTH_STATUSES  # it came before the server acted: nothing ran
+        if post.waiting and len(post.waiting) == 1 and not refused:
             try:
                 message = parse_message(body)
             except (ValueError, RecursionError, UnicodeDecodeError):
@@ -493,7 +497,7 @@ class HttpServer:
                 self._on_line(dump_message(message))
                 return
         if post.waiting:
-            self._give_up(post, f"the server answered {_status_text(response)}")
+            self._give_up(post, f"the server answered {_status_text(response)}", refused=refused)
         else:
             self._say(f"the server answered {_status_text(response)} to a notification or response")
 
@@ -653,12 +657,13 @@ class HttpServer:
 
     # -- endings ------------------------------------------------------------------------------------------
 
-    def _give_up(self, post: _Post, reason: str) -> None:
-        """Answer every request still waiting on `post` with the proxy's error, and say why once."""
+    def _give_up(self, post: _Post, reason: str, *, refused: bool = False) -> None:
+        """Answer every request still waiting on `post` with the proxy's error, and say why once (`refused`: the
+        server refused them before running them)."""
         if not post.waiting:
             return
         self._say(reason)
-        lines = lost_answers(post.waiting, reason)
+        lines = lost_answers(post.waiting, reason, refused=refused)
         post.waiting.clear()
         for line in lines:
             self._on_line(line)
