@@ -86,7 +86,8 @@ class Relay:
         self.cut()
 
 
-async def steps_session(url: str, arguments: dict[str, Any], on_progress: Any = None) -> dict[str, Any]:
+async def steps_session(url: str, arguments: dict[str, Any], on_progress: Any = None,
+                        headers: dict[str, str] | None = None) -> dict[str, Any]:
     """One SDK client session calling `steps`: its result, and the progress and log lines it got."""
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
@@ -102,7 +103,7 @@ async def steps_session(url: str, arguments: dict[str, Any], on_progress: Any = 
         if on_progress is not None:
             on_progress(progress)
 
-    async with create_mcp_http_client() as http:
+    async with create_mcp_http_client(headers=headers) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(read, write, logging_callback=logged) as session:
                 await session.initialize()
@@ -119,10 +120,10 @@ class ResumeWorkspace(HttpWorkspace):
         self.records = os.path.join(self.directory, "records")
         self.resumes = os.path.join(self.directory, "resumes.txt")
 
-    def listen(self, url: str) -> Any:
+    def listen(self, url: str, policy: dict[str, Any] = POLICY) -> Any:
         from tests.test_mcp_http_listen import Listener
 
-        listener = Listener(self.write_policy(POLICY), self.records, [url])
+        listener = Listener(self.write_policy(policy), self.records, [url])
         self.addCleanup(lambda: listener.process.poll() is not None or listener.stop())  # a failed assertion too
         return listener
 
@@ -261,6 +262,34 @@ class TokenRevokedTest(ResumeWorkspace):
             ("write_note", "ran", None)])
         self.assertNotIn(TOKEN, stderr)
         for name in os.listdir(self.records):  # the records and the upstream's intents file
+            with open(os.path.join(self.records, name), encoding="utf-8") as kept:
+                self.assertNotIn(TOKEN, kept.read(), name)
+
+    def test_revoked_while_a_writes_stream_was_dropped(self) -> None:
+        """The token is revoked while the server's stream of a write is dropped: the resumption gets 401. The
+        write had reached the server, so its outcome is unknown (not refused); the proxy gives up at once rather
+        than trying again, and says why; the client, whose stream had begun, gets the answer on it."""
+        grants = os.path.join(self.directory, "grants")
+        self.grant("all", grants)
+        url, _ = start_http_server(self, "--oauth", "TOOLREPLAY_TEST_TOKEN", "--grants", grants, "--event-store",
+                                   "--retry", "100", "--resumes", self.resumes, env={"TOOLREPLAY_TEST_TOKEN": TOKEN})
+        listener = self.listen(url, {**POLICY, "write_tools": ["write_note", "steps"], "rules": [
+            {"id": "steps", "tools": ["steps"], "effect": "allow", "reason": "steps need no person"}]})
+        seen = asyncio.run(steps_session(listener.url, {"count": 2, "pause": 1.0, "drop": True},
+                                         lambda progress: self.grant("revoked", grants),
+                                         headers={"Authorization": f"Bearer {TOKEN}"}))
+        lost = ("outcome unknown: the server answered HTTP 401 Unauthorized when its event stream was resumed; "
+                "whether the write took effect is unknown")
+        self.assertEqual((seen["progress"], seen["result"]), ([1], (True, ["toolreplay: " + lost])))
+        self.assertIn(seen["logs"], ([], ["step 1"]))  # the first step's log line comes before the drop, or not
+        self.assertEqual(len(self.resumed_from()), 1)  # given up at the first 401, not tried again
+        code, stderr = listener.stop()
+        self.assertEqual(code, 0, stderr)
+        self.assertIn("the server answered HTTP 401 Unauthorized when its event stream was resumed\n", stderr)
+        self.assertNotIn(TOKEN, stderr)
+        self.assertEqual([(r["tool"], r["meta"]["outcome"], r["response"]) for r in self.records_of()],
+                         [("steps", "unknown", {"ok": False, "error": lost})])
+        for name in os.listdir(self.records):
             with open(os.path.join(self.records, name), encoding="utf-8") as kept:
                 self.assertNotIn(TOKEN, kept.read(), name)
 
