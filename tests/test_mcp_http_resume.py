@@ -156,6 +156,30 @@ class ResumeTest(ResumeWorkspace):
                          [("steps", {"count": 3, "pause": 0.3, "drop": True}, "ran")])
         self.assertEqual(self.records_of()[0]["response"]["content"], [{"type": "text", "text": "done after 3 steps"}])
 
+    def test_the_proxy_resumes_when_its_connection_to_the_server_is_cut(self) -> None:
+        """The proxy's connections to the server are cut (a TCP relay between them) as the first step's
+        progress reaches the client: the proxy resumes the call's stream with Last-Event-ID on a new
+        connection, from the server's event store; every step and the answer reach the client once."""
+        url, _ = start_http_server(self, "--event-store", "--retry", "100", "--resumes", self.resumes)
+        relay = Relay(int(url.split(":")[2].split("/")[0]))
+        self.addCleanup(relay.close)
+        listener = self.listen(f"http://127.0.0.1:{relay.port}/mcp")
+        cuts: list[int] = []
+
+        def on_progress(progress: float) -> None:
+            if progress == 1:
+                cuts.append(relay.cut())
+
+        seen = asyncio.run(steps_session(listener.url, {"count": 3, "pause": 1.0}, on_progress))
+        self.assertEqual((seen["progress"], sorted(seen["logs"]), seen["result"]),
+                         ([1, 2, 3], ["step 1", "step 2", "step 3"], (False, ["done after 3 steps"])))
+        self.assertEqual(len(cuts), 1)
+        self.assertGreaterEqual(cuts[0], 2)
+        self.assertEqual(len(self.resumed_from()), 1)  # the call's stream (the GET stream, with no events, is opened anew)
+        code, stderr = listener.stop()
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual([(r["tool"], r["meta"]["outcome"]) for r in self.records_of()], [("steps", "ran")])
+
     def test_the_sdk_client_resumes_its_dropped_stream_from_the_listeners_buffer(self) -> None:
         """The client's connections to the listener are cut as the first step's progress comes: the SDK client
         reconnects with the Last-Event-ID the listener gave, and gets what came meanwhile from the listener's
