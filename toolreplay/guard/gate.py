@@ -25,7 +25,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    of asking again, and the record's meta names it (`x-approval`); an answer wrapped in `Decided` (the
    approvals inbox's) names who gave it (`x-decided-by`);
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
-   response.
+   response; a host whose server refused the call before running it (`CallRefused`: an HTTP 401 or
+   403) gets it refused (`refused by the server: ...`), a write included, its intent settled.
 
 Every request, whatever happened to it, is appended to the recorder when one is given, before its
 answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
