@@ -170,7 +170,7 @@ class McpServerOverHttpTest(HttpWorkspace):
         self.addCleanup(proxy.kill)
         self.assertEqual(proxy.ask(initialize()), {"jsonrpc": "2.0", "id": 0, "error": {
             "code": -32000, "message": "toolreplay: the server answered HTTP 401 Unauthorized",
-            "data": {"toolreplay": "no answer"}}})
+            "data": {"toolreplay": "refused"}}})
         code, rest, stderr = proxy.close()
         self.assertEqual((code, rest, stderr), (0, b"", "toolreplay mcp-proxy: the server answered HTTP 401 "
                                                         "Unauthorized\n"))

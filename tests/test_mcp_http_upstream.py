@@ -1,5 +1,6 @@
 """The HTTP upstream's pieces without network: server-sent events, lines, the proxy's error answers, the
---header arguments, and what the gate records for a call whose answer was lost.
+--header arguments, and what the gate records for a call whose answer was lost, or that the server refused
+before running it (a 401 or 403).
 
 tests/test_mcp_http.py drives the whole proxy against real servers over HTTP.
 """
@@ -18,7 +19,7 @@ from unittest import mock
 from tests.test_cli import run
 from toolreplay.errors import UsageError
 from toolreplay.format.records import read_session
-from toolreplay.guard.gate import AnswerLost, Gate
+from toolreplay.guard.gate import AnswerLost, CallRefused, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.http.upstream import (
     SseEvent,
@@ -31,7 +32,7 @@ from toolreplay.mcp.http.upstream import (
     parse_header,
     request_ids,
 )
-from toolreplay.mcp.wire import id_key, no_answer_error, no_answer_reason
+from toolreplay.mcp.wire import id_key, no_answer_error, no_answer_reason, refused_unrun
 from toolreplay.policy.model import Policy
 
 
@@ -122,6 +123,19 @@ class LinesTest(unittest.TestCase):
         self.assertIsNone(no_answer_reason({"id": 1, "error": {"code": -32603, "message": "x",
                                                                "data": {"toolreplay": "no answer"}}}))
         self.assertEqual(no_answer_reason(no_answer_error(3, "why")), "why")
+
+    def test_a_request_the_server_refused_before_running_it(self) -> None:
+        [line] = lost_answers({id_key(7): 7}, "the server answered HTTP 401 Unauthorized", refused=True)
+        reply = json.loads(line)
+        self.assertEqual(reply, {"jsonrpc": "2.0", "id": 7, "error": {
+            "code": -32000, "data": {"toolreplay": "refused"},
+            "message": "toolreplay: the server answered HTTP 401 Unauthorized"}})
+        self.assertEqual((no_answer_reason(reply), refused_unrun(reply)),
+                         ("the server answered HTTP 401 Unauthorized", True))
+        self.assertFalse(refused_unrun(no_answer_error(7, "the connection dropped")))
+        self.assertFalse(refused_unrun({"id": 7, "error": {"code": -32603, "message": "x",
+                                                           "data": {"toolreplay": "refused"}}}))
+        self.assertFalse(refused_unrun({"id": 7, "result": {"data": {"toolreplay": "refused"}}}))
 
 
 class HeaderTest(unittest.TestCase):
@@ -238,6 +252,63 @@ class LostAnswerGateTest(unittest.TestCase):
                         confirm=lambda tool, args: True, recorder=recorder)
             self.assertEqual(gate.unknown_outcomes, ('send {"to":"x"}',))
             self.assertEqual(gate.handle("send", {"to": "x"}).outcome, "refused")
+
+
+class RefusedByServerGateTest(unittest.TestCase):
+    """What the gate records when a host's `run` raises CallRefused: the server refused the call before it ran
+    (its 401 or 403), so a write did not happen either: refused, its intent settled, and it may be made again."""
+
+    def setUp(self) -> None:
+        self.directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.directory)
+        self.path = os.path.join(self.directory, "record.jsonl")
+        self.runs: list[str] = []
+        self.authorized = False
+
+    def gate(self, recorder: SessionRecorder) -> Gate:
+        def tool(name: str) -> Any:
+            def run(**args: Any) -> Any:
+                self.runs.append(name)
+                if not self.authorized:
+                    raise CallRefused("the server answered HTTP 401 Unauthorized")
+                return {"done": name}
+            return run
+
+        policy = Policy(agent="a", allowed_tools=frozenset({"send", "lookup"}), write_tools=frozenset({"send"}))
+        return Gate({"send": tool("send"), "lookup": tool("lookup")}, policy, confirm=lambda tool, args: True,
+                    recorder=recorder)
+
+    def records(self) -> list[tuple[str, dict[str, Any], str]]:
+        with open(self.path, "rb") as handle:
+            return [(record.tool, record.response, (record.meta or {})["outcome"])
+                    for record in read_session(handle, self.path)]
+
+    def test_a_refused_write_and_read_did_not_run_and_may_be_made_again(self) -> None:
+        refused = {"ok": False, "error": "refused by the server: the server answered HTTP 401 Unauthorized"}
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = self.gate(recorder)
+            answers = [gate.handle("send", {"to": "x"}), gate.handle("lookup", {})]
+            self.assertEqual([(a.outcome, a.response, a.refusal and a.refusal.reason) for a in answers],
+                             [("refused", refused, "server"), ("refused", refused, "server")])
+            self.assertEqual(gate.unknown_outcomes, ())
+            self.authorized = True  # the client authorized again: the same write runs, once
+            self.assertEqual(gate.handle("send", {"to": "x"}).response, {"done": "send"})
+            self.assertEqual(gate.handle("send", {"to": "x"}).outcome, "cached")
+            intents = recorder.intents_path
+        self.assertFalse(os.path.exists(intents))  # every intent settled: nothing left for a person to check
+        self.assertEqual(self.records(), [("send", refused, "refused"), ("lookup", refused, "refused"),
+                                          ("send", {"done": "send"}, "ran"), ("send", {"done": "send"}, "cached")])
+        self.assertEqual(self.runs, ["send", "lookup", "send"])
+
+    def test_a_continued_record_does_not_hold_the_refused_write(self) -> None:
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            self.gate(recorder).handle("send", {"to": "x"})
+        self.authorized = True
+        with SessionRecorder.open(self.path, sealed=True) as recorder:
+            gate = self.gate(recorder)
+            self.assertEqual(gate.unknown_outcomes, ())
+            self.assertEqual(gate.handle("send", {"to": "x"}).outcome, "ran")
+        self.assertEqual(self.runs, ["send", "send"])
 
 
 if __name__ == "__main__":

@@ -5,9 +5,16 @@ of output (`port N`).
 Tools: `lookup` (a read), `write_note` (a write: appends to --notes FILE), `delete_all` (for a policy
 to deny), `fail` (raises: an error result), `chatty` (logs to the client before its result: an answer
 as an event stream), `write_and_die` (appends to --notes FILE, then the process exits before it answers:
-a write whose outcome the proxy cannot know) and `slow` (answers after `seconds`).
+a write whose outcome the proxy cannot know), `slow` (answers after `seconds`) and `steps` (reports
+progress and logs a line for each of its `count` steps, `pause` seconds apart, then answers; with `drop`
+it closes its event stream after the first step, as a server polling its client does: the client resumes
+it with Last-Event-ID, which needs `--event-store`).
 `--require-token VAR` answers 401 to every request whose `Authorization` is not `Bearer $VAR`;
-`--json` answers with JSON bodies instead of event streams.
+`--json` answers with JSON bodies instead of event streams; `--event-store` keeps the events of every
+stream in memory so that a stream dropped is resumed (with `--retry MS` in its priming event), and
+`--resumes FILE` appends the Last-Event-ID of each GET that resumes one;
+`--grants FILE` (with `--oauth`) reads what the one token is granted at each request: `all` (the scope
+`mcp:tools`, which every request needs), `narrow` (no scope: 403 insufficient_scope), else revoked (401).
 """
 
 from __future__ import annotations
@@ -21,6 +28,29 @@ from typing import Any
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.streamable_http import EventMessage, EventStore
+
+
+class _MemoryEvents(EventStore):
+    """Every event of every stream, in memory (a test server lives for one test): what a resumed stream replays."""
+
+    def __init__(self) -> None:
+        self._events: list[tuple[str, str, Any]] = []  # (event id, stream id, message or None for a priming event)
+
+    async def store_event(self, stream_id: str, message: Any) -> str:
+        event_id = str(len(self._events) + 1)
+        self._events.append((event_id, stream_id, message))
+        return event_id
+
+    async def replay_events_after(self, last_event_id: str, send_callback: Any) -> str | None:
+        found = [index for index, (event_id, _, _) in enumerate(self._events) if event_id == last_event_id]
+        if not found:
+            return None
+        stream = self._events[found[0]][1]
+        for event_id, stream_id, message in self._events[found[0] + 1:]:
+            if stream_id == stream and message is not None:
+                await send_callback(EventMessage(message, event_id))
+        return stream
 
 
 def main() -> None:
@@ -31,6 +61,10 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="the port (default: one the system picks)")
     parser.add_argument("--oauth", metavar="VAR", help="the SDK's own OAuth resource server: the bearer token in "
                         "environment variable VAR is valid, the server publishes its protected resource metadata")
+    parser.add_argument("--event-store", action="store_true")
+    parser.add_argument("--retry", type=int, metavar="MS")
+    parser.add_argument("--grants", metavar="FILE")
+    parser.add_argument("--resumes", metavar="FILE", help="append the Last-Event-ID of every GET that carries one")
     options = parser.parse_args()
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
     # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
@@ -48,11 +82,18 @@ def main() -> None:
             async def verify_token(self, token: str) -> AccessToken | None:
                 if token != os.environ[options.oauth]:
                     return None
-                return AccessToken(token=token, client_id="test-client", scopes=[])
+                if options.grants is None:
+                    return AccessToken(token=token, client_id="test-client", scopes=[])
+                with open(options.grants, encoding="utf-8") as grants:
+                    granted = grants.read().strip()
+                if granted not in ("all", "narrow"):  # revoked
+                    return None
+                return AccessToken(token=token, client_id="test-client",
+                                   scopes=["mcp:tools"] if granted == "all" else [])
 
         auth = {"token_verifier": OneToken(), "auth": AuthSettings(
             issuer_url="https://auth.example/", resource_server_url=f"http://127.0.0.1:{port}/mcp",
-            required_scopes=[], validate_token_resource=False)}
+            required_scopes=["mcp:tools"] if options.grants else [], validate_token_resource=False)}
     server = MCPServer("http-test", **auth)
 
     @server.tool()
@@ -96,7 +137,19 @@ def main() -> None:
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
 
-    app: Any = server.streamable_http_app(json_response=options.json)
+    @server.tool()
+    async def steps(count: int, pause: float, ctx: Context, drop: bool = False) -> str:
+        """Report each step, then answer."""
+        for step in range(1, count + 1):
+            await ctx.report_progress(step, count)
+            await ctx.info(f"step {step}")
+            if drop and step == 1:
+                await ctx.close_sse_stream()  # the client resumes the stream with Last-Event-ID
+            await asyncio.sleep(pause)
+        return f"done after {count} steps"
+
+    store = _MemoryEvents() if options.event_store else None
+    app: Any = server.streamable_http_app(json_response=options.json, event_store=store, retry_interval=options.retry)
     if options.require_token:
         expected = f"Bearer {os.environ[options.require_token]}".encode()
         inner = app
@@ -108,6 +161,16 @@ def main() -> None:
                 await send({"type": "http.response.body", "body": b"unauthorized"})
                 return
             await inner(scope, receive, send)
+
+    if options.resumes:
+        logged = app
+
+        async def app(scope: Any, receive: Any, send: Any) -> None:
+            last = dict(scope.get("headers", [])).get(b"last-event-id")
+            if scope["type"] == "http" and scope["method"] == "GET" and last is not None:
+                with open(options.resumes, "a", encoding="utf-8") as resumes:
+                    resumes.write(last.decode("latin-1") + "\n")
+            await logged(scope, receive, send)
 
     sock.listen(128)  # connections wait in the backlog until uvicorn accepts them
     print(f"port {port}", flush=True)

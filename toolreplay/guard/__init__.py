@@ -14,7 +14,14 @@ if TYPE_CHECKING:
     from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
     from toolreplay.guard.console import ConsoleApprover
     from toolreplay.guard.gate import Gate
-    from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, ConfirmationDeferred, ToolHost
+    from toolreplay.guard.host import (
+        AnswerLost,
+        CallCancelled,
+        CallRefused,
+        CannotConfirmError,
+        ConfirmationDeferred,
+        ToolHost,
+    )
     from toolreplay.guard.inbox import Inbox
     from toolreplay.guard.intents import Intent
     from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal
@@ -22,14 +29,14 @@ if TYPE_CHECKING:
     from toolreplay.guard.screen import DEFAULT_PATTERNS, Screen, ScreenFlag, scan_value
 
 __all__ = ["DEFAULT_PATTERNS", "OUTCOMES", "STOP_REASONS", "Answer", "AnswerLost", "Approvals", "CallCancelled",
-           "CannotConfirmError", "ConfirmationDeferred", "ConsoleApprover", "Decided", "Gate", "Guard", "GuardConfig",
-           "GuardConfigError", "Inbox", "Intent", "NotSent", "Outcome", "Refusal", "RecordingError", "Remember",
-           "Screen", "ScreenFlag", "SessionRecorder", "ToolHost", "build_guard", "scan_value"]
+           "CallRefused", "CannotConfirmError", "ConfirmationDeferred", "ConsoleApprover", "Decided", "Gate", "Guard",
+           "GuardConfig", "GuardConfigError", "Inbox", "Intent", "NotSent", "Outcome", "Refusal", "RecordingError",
+           "Remember", "Screen", "ScreenFlag", "SessionRecorder", "ToolHost", "build_guard", "scan_value"]
 
 _HOMES = {"OUTCOMES": "outcomes", "STOP_REASONS": "outcomes", "Answer": "outcomes", "Outcome": "outcomes",
-          "Refusal": "outcomes", "AnswerLost": "host", "CallCancelled": "host", "CannotConfirmError": "host",
-          "ConfirmationDeferred": "host", "NotSent": "host", "ToolHost": "host", "ConsoleApprover": "console",
-          "Gate": "gate",
+          "Refusal": "outcomes", "AnswerLost": "host", "CallCancelled": "host", "CallRefused": "host",
+          "CannotConfirmError": "host", "ConfirmationDeferred": "host", "NotSent": "host", "ToolHost": "host",
+          "ConsoleApprover": "console", "Gate": "gate",
           "Intent": "intents", "RecordingError": "recorder", "SessionRecorder": "recorder",
           "DEFAULT_PATTERNS": "screen", "Screen": "screen", "ScreenFlag": "screen", "scan_value": "screen",
           "Approvals": "approvals", "Remember": "approvals", "Decided": "approvals", "Inbox": "inbox",

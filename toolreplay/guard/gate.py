@@ -25,7 +25,8 @@ Each request goes through, in this order (one method each; docs/guard.md has the
    of asking again, and the record's meta names it (`x-approval`); an answer wrapped in `Decided` (the
    approvals inbox's) names who gave it (`x-decided-by`);
 7. the tool runs (a write only after its intent is on disk); what it returns (or raises) becomes the
-   response.
+   response; a host whose server refused the call before running it (`CallRefused`: an HTTP 401 or
+   403) gets it refused (`refused by the server: ...`), a write included, its intent settled.
 
 Every request, whatever happened to it, is appended to the recorder when one is given, before its
 answer is returned; its outcome (`ran`, `cached`, `refused`, `cancelled`, `unknown`) is known there.
@@ -60,6 +61,7 @@ from toolreplay.guard.console import ConsoleApprover
 from toolreplay.guard.host import (
     AnswerLost,
     CallCancelled,
+    CallRefused,
     CannotConfirmError,
     Confirm,
     ConfirmationDeferred,
@@ -82,7 +84,7 @@ if TYPE_CHECKING:
     from toolreplay.guard.resume import GateHistory
     from toolreplay.guard.screen import Screen
 
-__all__ = ["Answer", "AnswerLost", "CallCancelled", "CannotConfirmError", "ConfirmationDeferred", "Gate",
+__all__ = ["Answer", "AnswerLost", "CallCancelled", "CallRefused", "CannotConfirmError", "ConfirmationDeferred", "Gate",
            "ConsoleApprover", "OUTCOMES", "STOP_REASONS", "MAX_NESTING", "REMEMBER_BYTES", "REFUSAL_PREFIXES",
            "Confirm", "Outcome", "Refusal", "ToolHost", "is_refusal"]
 
@@ -620,6 +622,13 @@ class Gate:
             # on record before a retry is refused
             answer = self._record(call, pending.response, "unknown", refusal=lost)
             self._store.forget(call, unknown=True)
+            return answer
+        if isinstance(exc, CallRefused):  # the server refused it before it ran: nothing took effect, a write neither
+            refused = Refusal("server", f"refused by the server: {exc}")
+            pending.response = refused.response
+            pending.cancelled = True
+            answer = self._record(call, pending.response, "refused", intent, refusal=refused)
+            self._store.forget(call)
             return answer
         if isinstance(exc, CallCancelled):  # no answer comes; a write that started may or may not have taken effect
             unknown = call.write and exc.started

@@ -1,5 +1,6 @@
 """What a front end gives the gate: the tools to run and a way to ask a person (a `ToolHost`), and the
-signals a host raises back (`CallCancelled`, `AnswerLost`, `CannotConfirmError`, `ConfirmationDeferred`)."""
+signals a host raises back (`CallCancelled`, `AnswerLost`, `CallRefused`, `CannotConfirmError`,
+`ConfirmationDeferred`)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from toolreplay.errors import ToolReplayError
 from toolreplay.guard.approvals import Decided, Remember
 from toolreplay.guard.outcomes import Refusal
 
-__all__ = ["AnswerLost", "CallCancelled", "CannotConfirmError", "Confirm", "ConfirmationDeferred", "FunctionHost",
-           "ToolHost"]
+__all__ = ["AnswerLost", "CallCancelled", "CallRefused", "CannotConfirmError", "Confirm", "ConfirmationDeferred",
+           "FunctionHost", "ToolHost"]
 
 Confirm = Callable[[str, dict[str, Any]], bool | Remember | Decided]
 
@@ -41,6 +42,12 @@ class NotSent(ConnectionError):
     """Raised by a host's `run` when the call never reached the tool (its server ended and is being started
     again): nothing ran, so the call is refused as such (`server unavailable: ...`) and not held to answer a
     repeat: an identical call later runs anew."""
+
+
+class CallRefused(Exception):
+    """Raised by a host's `run` when the call was sent but the other side refused it before running it (a
+    remote server's 401 or 403: the client must authorize, or ask for more scope): it did not run, a write
+    included, so it is recorded `refused` (reason "server") and may be made again."""
 
 
 class ConfirmationDeferred(ToolReplayError):

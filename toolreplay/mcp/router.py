@@ -35,7 +35,7 @@ from typing import Any
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Decided, Remember
 from toolreplay.guard.gate import Gate
-from toolreplay.guard.host import AnswerLost, CallCancelled, CannotConfirmError, Confirm, NotSent
+from toolreplay.guard.host import AnswerLost, CallCancelled, CallRefused, CannotConfirmError, Confirm, NotSent
 from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
@@ -56,6 +56,7 @@ from toolreplay.mcp.wire import (
     parse_message,
     recordable,
     refusal_result,
+    refused_unrun,
 )
 from toolreplay.policy.model import Policy
 
@@ -195,7 +196,7 @@ class Router:
             raise AnswerLost("the server ended before it answered")
         lost = no_answer_reason(waiter.reply)
         if lost is not None:  # the transport's stand-in for an answer that will never come
-            raise AnswerLost(lost)
+            raise CallRefused(lost) if refused_unrun(waiter.reply) else AnswerLost(lost)
         unsent = not_sent_reason(waiter.reply)
         if unsent is not None:  # the server end did not send it (its server is down): nothing ran
             raise NotSent(unsent)

@@ -15,7 +15,7 @@ from toolreplay.format.canonical import CanonicalError, canonical_bytes
 __all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "NO_ANSWER", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch",
            "BigNumber", "Waiter", "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key",
            "no_answer_error", "no_answer_reason", "not_sent_error", "not_sent_reason", "parse_message", "read_lines",
-           "recordable", "refusal_result"]
+           "recordable", "refusal_result", "refused_unrun"]
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
@@ -26,6 +26,8 @@ _NO_ANSWER_MARK = {"toolreplay": "no answer"}
 # The error the proxy gives a request it did not send, its server being down (restarts): marked likewise.
 _INTERNAL_ERROR = -32603
 _NOT_SENT_MARK = {"toolreplay": "not sent"}
+# ... and of one the server refused before acting on it (HTTP 401 or 403): it did not run.
+_REFUSED_MARK = {"toolreplay": "refused"}
 
 
 def _reject_constant(name: str) -> Any:
@@ -150,17 +152,20 @@ def error_message(message_id: Any, code: int, text: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": message_id, "error": {"code": code, "message": text}}
 
 
-def no_answer_error(message_id: Any, reason: str) -> dict[str, Any]:
-    """The error the proxy answers a request with when the server's answer will never come."""
+def no_answer_error(message_id: Any, reason: str, *, refused: bool = False) -> dict[str, Any]:
+    """The error the proxy answers a request with when the server's answer will never come; `refused`: the
+    server refused the request before acting on it (HTTP 401 or 403), so it did not run."""
+    mark = _REFUSED_MARK if refused else _NO_ANSWER_MARK
     return {"jsonrpc": "2.0", "id": message_id,
-            "error": {"code": NO_ANSWER, "message": "toolreplay: " + reason, "data": dict(_NO_ANSWER_MARK)}}
+            "error": {"code": NO_ANSWER, "message": "toolreplay: " + reason, "data": dict(mark)}}
 
 
 def no_answer_reason(reply: dict[str, Any]) -> str | None:
     """Why no answer came, when `reply` is the proxy's `no_answer_error`; else None. A server that sent
     one itself only makes the proxy more careful: a write it answered so counts as of unknown outcome."""
     error = reply.get("error")
-    if not isinstance(error, dict) or error.get("data") != _NO_ANSWER_MARK or error.get("code") != NO_ANSWER:
+    if not isinstance(error, dict) or error.get("data") not in (_NO_ANSWER_MARK, _REFUSED_MARK) or (
+            error.get("code") != NO_ANSWER):
         return None
     message = error.get("message")
     return message.removeprefix("toolreplay: ") if isinstance(message, str) else "no answer"
@@ -179,6 +184,13 @@ def not_sent_reason(reply: dict[str, Any]) -> str | None:
         return None
     message = error.get("message")
     return message.removeprefix("Internal error: ") if isinstance(message, str) else "not sent"
+
+
+def refused_unrun(reply: dict[str, Any]) -> bool:
+    """Whether `reply` is the proxy's `no_answer_error` for a request the server refused before running it. A
+    server that sent one itself says it did not run the call, as it could in an error of its own."""
+    error = reply.get("error")
+    return isinstance(error, dict) and error.get("data") == _REFUSED_MARK and no_answer_reason(reply) is not None
 
 
 def refusal_result(text: str, message: dict[str, Any]) -> dict[str, Any]:

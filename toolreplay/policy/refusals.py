@@ -16,7 +16,7 @@ __all__ = ["REFUSAL_PREFIXES", "REFUSAL_WORDING", "RefusalReason", "is_refusal"]
 # own refusal (`ToolHost.refusal`), worded by it (read back as a refusal when it begins with one of these).
 RefusalReason = Literal["not_allowed", "not_asked", "budget", "recording", "unknown_outcome", "interrupted",
                         "reentrant", "rule", "cancelled", "unverified", "unpinned", "already_ran", "declined",
-                        "timed_out", "receipt", "unavailable", "host"]
+                        "timed_out", "receipt", "unavailable", "server", "host"]
 
 REFUSAL_WORDING: Mapping[RefusalReason, str] = {
     "not_allowed": "tool not allowed: ", "not_asked": "confirmation required", "budget": "budget exceeded: ",
@@ -24,7 +24,8 @@ REFUSAL_WORDING: Mapping[RefusalReason, str] = {
     "reentrant": "re-entrant call: ", "rule": "denied by rule ", "cancelled": "cancelled: ",
     "unverified": "tool definition not verified against its pin: ", "unpinned": "tool not pinned: ",
     "already_ran": "already ran: ", "declined": "confirmation declined", "timed_out": "confirmation timed out",
-    "receipt": "approval receipt refused: ", "unavailable": "server unavailable: "}
+    "receipt": "approval receipt refused: ", "unavailable": "server unavailable: ",
+    "server": "refused by the server: "}
 
 # How the gate's own refusals begin: a record with one of these never ran its tool.
 REFUSAL_PREFIXES = tuple(REFUSAL_WORDING.values())

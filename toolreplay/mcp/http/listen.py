@@ -20,8 +20,10 @@ router's lines back to where they belong:
 Sessions end by DELETE, when idle for `session_timeout` seconds, when their server exits, or when
 the listener closes; each then closes its proxy and server and seals its record. The sessions of
 one `upstream` share one intent file in the records folder (`intents_name`): a write cut short by a
-crash is refused, as an outcome unknown, by every later session of that upstream. SSE events carry
-no ids: resumability (Last-Event-ID) is not offered, which the transport allows.
+crash is refused, as an outcome unknown, by every later session of that upstream. Every SSE event has an
+id (`S-N`: the session's stream S, its event N); a client whose stream dropped resumes it with a GET
+carrying `Last-Event-ID`, from what is kept of it (REPLAY_EVENTS events of a stream, RESUMABLE_STREAMS
+streams of a session whose client went).
 
 uvicorn and httptools are optional dependencies (the `http` extra): imported when a listener starts.
 """
@@ -860,7 +862,8 @@ class HttpListener:
                         parts.append(data.rstrip(b"\n"))
                 if last:
                     break
-            if streaming:
+            if streaming:  # begun as 200: a 401 or 403 that came since is said only by the answer's text
+                self._challenged(session, stream)
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
                 return
             body = parts[0] if len(parts) == 1 else b"[" + b",".join(parts) + b"]"

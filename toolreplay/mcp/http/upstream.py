@@ -204,9 +204,11 @@ def request_ids(message: Any) -> dict[str, Any]:
             if isinstance(item, dict) and isinstance(item.get("method"), str) and "id" in item}
 
 
-def lost_answers(waiting: Mapping[str, Any], reason: str) -> list[bytes]:
-    """The proxy's error answers, one line each, for the requests still waiting (`id_key` -> id)."""
-    return [compact_line(dump_message(no_answer_error(message_id, reason))) for message_id in waiting.values()]
+def lost_answers(waiting: Mapping[str, Any], reason: str, *, refused: bool = False) -> list[bytes]:
+    """The proxy's error answers, one line each, for the requests still waiting (`id_key` -> id); `refused`: the
+    server refused them before running them (a 401 or 403)."""
+    return [compact_line(dump_message(no_answer_error(message_id, reason, refused=refused)))
+            for message_id in waiting.values()]
 
 
 def _status_text(response: Answer) -> str:
@@ -475,14 +477,13 @@ class HttpServer:
 
     async def _error_status(self, response: Answer, post: _Post) -> None:
         """An HTTP error: the JSON-RPC error in its body answers a lone request; else the proxy's own. A 401 or
-        403 is kept for `challenge`, with its WWW-Authenticate."""
+        403 is kept for `challenge`, with its WWW-Authenticate, and its requests get the proxy's error saying the
+        server refused them before running them (whatever its body says: the status says they did not run)."""
         if response.status_code in AUTH_STATUSES:
-            for key in post.waiting:
-                self._challenges[key] = (response.status_code, response.headers.get("www-authenticate", ""))
-            while len(self._challenges) > _CHALLENGES_KEPT:
-                self._challenges.popitem(last=False)
+            self._keep_challenge(post, response)
         body = await response.aread()
-        if post.waiting and len(post.waiting) == 1:
+        refused = response.status_code in AUTH_STATUSES  # it came before the server acted: nothing ran
+        if post.waiting and len(post.waiting) == 1 and not refused:
             try:
                 message = parse_message(body)
             except (ValueError, RecursionError, UnicodeDecodeError):
@@ -493,9 +494,16 @@ class HttpServer:
                 self._on_line(dump_message(message))
                 return
         if post.waiting:
-            self._give_up(post, f"the server answered {_status_text(response)}")
+            self._give_up(post, f"the server answered {_status_text(response)}", refused=refused)
         else:
             self._say(f"the server answered {_status_text(response)} to a notification or response")
+
+    def _keep_challenge(self, post: _Post, response: Answer) -> None:
+        """A 401 or 403 answered `post`'s requests: kept for `challenge`, with its WWW-Authenticate."""
+        for key in post.waiting:
+            self._challenges[key] = (response.status_code, response.headers.get("www-authenticate", ""))
+        while len(self._challenges) > _CHALLENGES_KEPT:
+            self._challenges.popitem(last=False)
 
     def _answer_json(self, body: bytes, post: _Post, initialize: bool) -> None:
         try:
@@ -546,6 +554,12 @@ class HttpServer:
             attempts += 1
             await asyncio.sleep(min(parser.retry if parser.retry is not None else _RETRY_DEFAULT, _RETRY_MOST))
             response = await self._resume(parser.last_id)
+            if response is not None and response.status_code in AUTH_STATUSES:  # trying again will not help
+                self._keep_challenge(post, response)
+                await response.aclose()
+                self._give_up(post, f"the server answered {_status_text(response)} when its event stream was "
+                                    "resumed")  # the requests reached the server: not refused before they ran
+                return
 
     async def _events(self, response: Answer, parser: SseParser, post: _Post | None,
                       initialize: bool = False) -> bool:
@@ -571,7 +585,8 @@ class HttpServer:
         return answered
 
     async def _resume(self, last_id: str) -> Answer | None:
-        """GET the stream again from after `last_id`; None when the server would not (tried again later)."""
+        """GET the stream again from after `last_id`; None when the server would not (tried again later), its
+        answer when that is a 401 or 403."""
         headers = self._request_headers(post=False)
         headers["last-event-id"] = last_id
         try:
@@ -581,6 +596,8 @@ class HttpServer:
         if response.status_code == 404 and self._session_id is not None:
             await response.aclose()
             raise _SessionExpired()
+        if response.status_code in AUTH_STATUSES:  # the caller gives up (and keeps the challenge)
+            return response
         if response.status_code != 200:
             await response.aclose()
             return None
@@ -655,12 +672,13 @@ class HttpServer:
 
     # -- endings ------------------------------------------------------------------------------------------
 
-    def _give_up(self, post: _Post, reason: str) -> None:
-        """Answer every request still waiting on `post` with the proxy's error, and say why once."""
+    def _give_up(self, post: _Post, reason: str, *, refused: bool = False) -> None:
+        """Answer every request still waiting on `post` with the proxy's error, and say why once (`refused`: the
+        server refused them before running them)."""
         if not post.waiting:
             return
         self._say(reason)
-        lines = lost_answers(post.waiting, reason)
+        lines = lost_answers(post.waiting, reason, refused=refused)
         post.waiting.clear()
         for line in lines:
             self._on_line(line)
