@@ -12,6 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import unittest
 from typing import Any
 from unittest import mock
@@ -19,6 +20,7 @@ from unittest import mock
 from tests.test_cli import run
 from toolreplay.errors import UsageError
 from toolreplay.format.records import read_session
+from toolreplay.guard import idempotency
 from toolreplay.guard.gate import AnswerLost, CallRefused, Gate
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.http.upstream import (
@@ -299,6 +301,43 @@ class RefusedByServerGateTest(unittest.TestCase):
         self.assertEqual(self.records(), [("send", refused, "refused"), ("lookup", refused, "refused"),
                                           ("send", {"done": "send"}, "ran"), ("send", {"done": "send"}, "cached")])
         self.assertEqual(self.runs, ["send", "lookup", "send"])
+
+    def test_an_identical_write_that_waited_gets_the_same_refusal(self) -> None:
+        """A second identical write made while the first is at the server waits for it; the server refuses
+        the first (401): the second is refused the same way (it was not run, nor called cancelled)."""
+        started, release = threading.Event(), threading.Event()
+
+        def send(**args: Any) -> Any:
+            self.runs.append("send")
+            started.set()
+            release.wait(10)
+            raise CallRefused("the server answered HTTP 401 Unauthorized")
+
+        waiting = threading.Event()
+
+        class Done(threading.Event):  # a call's completion, telling when an identical call waits for it
+            def wait(self, timeout: float | None = None) -> bool:
+                waiting.set()
+                return super().wait(timeout)
+
+        policy = Policy(agent="a", allowed_tools=frozenset({"send"}), write_tools=frozenset({"send"}))
+        refused = {"ok": False, "error": "refused by the server: the server answered HTTP 401 Unauthorized"}
+        with SessionRecorder.open(self.path, sealed=True) as recorder, \
+                mock.patch.object(idempotency.threading, "Event", Done):
+            gate = Gate({"send": send}, policy, confirm=lambda tool, args: True, recorder=recorder)
+            answers: list[Any] = []
+            first = threading.Thread(target=lambda: answers.append(gate.handle("send", {"to": "x"})))
+            first.start()
+            started.wait(10)
+            second = threading.Thread(target=lambda: answers.append(gate.handle("send", {"to": "x"})))
+            second.start()
+            self.assertTrue(waiting.wait(10))  # the second waits for the first's answer
+            release.set()
+            first.join(10)
+            second.join(10)
+        self.assertEqual([(a.outcome, a.response, a.refusal and a.refusal.reason) for a in answers],
+                         [("refused", refused, "server"), ("refused", refused, "server")])
+        self.assertEqual(self.runs, ["send"])
 
     def test_a_continued_record_does_not_hold_the_refused_write(self) -> None:
         with SessionRecorder.open(self.path, sealed=True) as recorder:

@@ -605,10 +605,10 @@ class Gate:
         """The tool raised: the agent sees an error (a cancelled or interrupted call goes on record as such;
         an interruption then goes on its way)."""
         self._after_write(call)
-        if isinstance(exc, NotSent):  # nothing ran: refused, its intent settled, and an identical call runs anew
-            unsent = Refusal("unavailable", f"server unavailable: {exc}")
-            pending.refusal, pending.response = unsent, unsent.response
-            answer = self._record(call, unsent.response, "refused", intent, refusal=unsent)
+        unrun = _not_run(exc)
+        if unrun is not None:  # nothing ran: refused, its intent settled, and an identical call runs anew
+            pending.refusal, pending.response = unrun, unrun.response
+            answer = self._record(call, unrun.response, "refused", intent, refusal=unrun)
             self._store.forget(call)
             return answer
         if isinstance(exc, AnswerLost):
@@ -622,13 +622,6 @@ class Gate:
             # on record before a retry is refused
             answer = self._record(call, pending.response, "unknown", refusal=lost)
             self._store.forget(call, unknown=True)
-            return answer
-        if isinstance(exc, CallRefused):  # the server refused it before it ran: nothing took effect, a write neither
-            refused = Refusal("server", f"refused by the server: {exc}")
-            pending.response = refused.response
-            pending.cancelled = True
-            answer = self._record(call, pending.response, "refused", intent, refusal=refused)
-            self._store.forget(call)
             return answer
         if isinstance(exc, CallCancelled):  # no answer comes; a write that started may or may not have taken effect
             unknown = call.write and exc.started
@@ -786,6 +779,16 @@ def _reentrant(call: Request) -> Refusal:
 
 def _interrupted(exc: BaseException) -> Refusal:
     return Refusal("interrupted", f"interrupted: {type(exc).__name__}")
+
+
+def _not_run(exc: BaseException) -> Refusal | None:
+    """The refusal of a call the host says never ran: not sent, its server being down (`NotSent`), or refused
+    by the server before it ran, as with HTTP 401 or 403 (`CallRefused`); None for any other failure."""
+    if isinstance(exc, NotSent):
+        return Refusal("unavailable", f"server unavailable: {exc}")
+    if isinstance(exc, CallRefused):
+        return Refusal("server", f"refused by the server: {exc}")
+    return None
 
 
 def _cancelled(exc: CallCancelled, unknown: bool) -> Refusal:
