@@ -40,7 +40,7 @@ from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.servers import SEPARATOR, split_name
-from toolreplay.mcp.transport import SessionLink
+from toolreplay.mcp.transport import UNPARSED, SessionLink
 from toolreplay.mcp.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -185,7 +185,7 @@ class Router:
                     raise CallCancelled("the client cancelled the call before it was sent", started=False)
                 self._calls[context.key] = waiter
                 context.sent = True
-            self._transport.to_server(context.line)
+            self._transport.to_server(context.line, context.message)
         self._turns.release(context.ticket)
         waiter.done.wait()
         with self._lock:
@@ -238,16 +238,17 @@ class Router:
         if isinstance(message, list):
             self._client_batch(message)
         elif self._client_message(message, None, line):
-            self._transport.to_server(line)
+            self._transport.to_server(line, message)
 
-    def from_server(self, line: bytes) -> None:
-        """One line the server wrote."""
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError) as exc:
-            self._transport.say(f"malformed JSON from the server: {exc}")
-            self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
-            return
+    def from_server(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """One line the server wrote; `message`: its JSON, when the server end parsed it already."""
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError) as exc:
+                self._transport.say(f"malformed JSON from the server: {exc}")
+                self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
+                return
         if isinstance(message, list):
             kept = [item for item in message if self._server_message(item, [False], None)]
             if kept:
@@ -332,7 +333,7 @@ class Router:
         batch = Batch(expected)
         forward = [item for item in messages if self._client_message(item, batch if expected else None)]
         if forward:
-            self._transport.to_server(dump_message(forward))
+            self._transport.to_server(dump_message(forward), forward)
 
     # -- server to client ---------------------------------------------------------------------------
 

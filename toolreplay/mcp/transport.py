@@ -18,15 +18,26 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import IO, Protocol, TextIO
+from typing import IO, Any, Protocol, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.mcp.wire import read_lines
 
-__all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer", "say_to"]
+__all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "ServerEnd", "SessionLink", "StdioClient",
+           "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
 Ended = Callable[[str], None]
+# What stands for "not parsed yet" where a line may come with its message already parsed: a layer that
+# parsed a line hands on the message too, so that a message is parsed once on its way through the proxy.
+UNPARSED: Any = object()
+
+
+class MessageHandler(Protocol):
+    """A line handler that may also be given the line's message, parsed already (or UNPARSED)."""
+
+    def __call__(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """Handle one whole line; `message` is its parsed JSON when the caller has it."""
 
 
 class ClientEnd(Protocol):
@@ -161,12 +172,17 @@ class StdioServer:
 
 
 class SessionLink:
-    """One proxied session's client end and server end; `stop` may be called from any thread."""
+    """One proxied session's client end and server end; `stop` may be called from any thread.
+
+    A server end that reads the messages itself (`RestartingServer`) may offer `send_parsed(line, message)`
+    and `start_parsed(on_message, on_ended)`: then a message the router parsed reaches it parsed, and one it
+    parsed reaches the router parsed (each line is parsed once, not twice, on its way)."""
 
     def __init__(self, client: ClientEnd, server: ServerEnd, *, diagnostics: TextIO) -> None:
         """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
         self._client = client
         self._server = server
+        self._send_parsed: Callable[[bytes, Any], None] | None = getattr(server, "send_parsed", None)
         self._diagnostics = diagnostics
         self._client_lock = threading.Lock()
         self._server_lock = threading.Lock()
@@ -175,7 +191,7 @@ class SessionLink:
         self.closing = False
         self.exit_reason = ""
 
-    def start(self, from_client: LineHandler, from_server: LineHandler, server_ended: Callable[[], None]) -> None:
+    def start(self, from_client: LineHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
         """Start the server end, then the client end; a server that cannot be started is a UsageError."""
 
         def client_ended(reason: str) -> None:
@@ -192,7 +208,11 @@ class SessionLink:
                 self.stop(reason)
             server_ended()
 
-        self._server.start(from_server, server_gone)
+        start_parsed = getattr(self._server, "start_parsed", None)
+        if start_parsed is not None:
+            start_parsed(from_server, server_gone)
+        else:
+            self._server.start(from_server, server_gone)
         self._client.start(from_client, client_ended)
 
     def wait(self) -> None:
@@ -220,11 +240,14 @@ class SessionLink:
             except OSError:
                 self.stop("client closed its output")
 
-    def to_server(self, data: bytes) -> None:
-        """Write one or more whole lines to the server."""
+    def to_server(self, data: bytes, message: Any = UNPARSED) -> None:
+        """Write one or more whole lines to the server; `message`: the one line's message, parsed (if it was)."""
         with self._server_lock:
             try:
-                self._server.send(data)
+                if message is not UNPARSED and self._send_parsed is not None:
+                    self._send_parsed(data, message)
+                else:
+                    self._server.send(data)
             except OSError:
                 self.say("the server no longer reads its input")
 
