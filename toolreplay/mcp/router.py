@@ -155,6 +155,8 @@ class Router:
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
         self._idle = 0
+        self._kept = 0  # calls run on the thread that read them (SessionLink.hand_over), not on a worker
+        self._kept_done = threading.Condition(self._lock)
         self._record_error_said = False
         self._version: str | None = None
         self._turns = _Turns()
@@ -277,6 +279,8 @@ class Router:
             self._jobs.put(None)  # after the calls already queued
         for worker in workers:
             worker.join(timeout=5)
+        with self._kept_done:
+            self._kept_done.wait_for(lambda: self._kept == 0, timeout=5)
 
     # -- client to server ---------------------------------------------------------------------------
 
@@ -309,7 +313,10 @@ class Router:
                 context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
                 with self._lock:
                     self._inflight[key] = context
-                self._start_call(context)
+                if batch is None and self._transport.hand_over():  # this thread runs it: no hand-off to a worker
+                    self._keep_call(context)
+                else:
+                    self._start_call(context)
             return False
         if method == "initialize":
             params = message.get("params")
@@ -424,23 +431,38 @@ class Router:
         if spawn:
             worker.start()
 
+    def _keep_call(self, context: CallContext) -> None:
+        """Run the call on this thread, which read it (the client end reads on with another)."""
+        with self._lock:
+            self._kept += 1
+        try:
+            self._call(context)
+        finally:
+            with self._kept_done:
+                self._kept -= 1
+                self._kept_done.notify_all()
+
     def _work(self) -> None:
         while (context := self._jobs.get()) is not None:
-            try:
-                reply = self._guarded(context)
-            finally:
-                self._turns.release(context.ticket)
-            with self._lock:
-                if self._inflight.get(context.key) is context:
-                    del self._inflight[context.key]
-            if reply is not None:
-                # the server's reply to the request as it came is passed on as the bytes it came as
-                raw = context.reply_line if reply is context.reply else None
-                self._reply(context.target, reply, raw)
-            else:
-                self._leave_batch(context.key)
+            self._call(context)
             with self._lock:
                 self._idle += 1
+
+    def _call(self, context: CallContext) -> None:
+        """One call through the gate, and its answer to the client."""
+        try:
+            reply = self._guarded(context)
+        finally:
+            self._turns.release(context.ticket)
+        with self._lock:
+            if self._inflight.get(context.key) is context:
+                del self._inflight[context.key]
+        if reply is not None:
+            # the server's reply to the request as it came is passed on as the bytes it came as
+            raw = context.reply_line if reply is context.reply else None
+            self._reply(context.target, reply, raw)
+        else:
+            self._leave_batch(context.key)
 
     def _guarded(self, context: CallContext) -> dict[str, Any] | None:
         """The call through the gate; the reply to send (None for a call the client cancelled)."""

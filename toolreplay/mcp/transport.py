@@ -69,25 +69,77 @@ class ServerEnd(Protocol):
 
 
 class StdioClient:
-    """The client on the proxy's own input and output."""
+    """The client on the proxy's own input and output.
+
+    One thread at a time reads and hands a line to `on_line`, so the lines are handled in order. A line
+    that will take long (a tools/call, which waits for the server) may be kept by its thread: `hand_over`,
+    called from `on_line`, lets another thread read on while this one goes on with the line, so the call
+    needs no hand-off to a worker thread (one thread switch less on its way), and the next line is read
+    meanwhile. A thread that kept a line reads again, in turn, when it is done."""
 
     def __init__(self, client_in: IO[bytes], client_out: IO[bytes]) -> None:
         self._in = client_in
         self._out = client_out
+        self._reading = threading.Lock()  # held by the thread that reads and hands on the next line
+        self._reader: int | None = None  # that thread's ident, None once it handed the reading over
+        self._counts = threading.Lock()
+        self._threads = 0  # reading threads, and of them those that kept a line
+        self._keeping = 0
+        self._ended = False
 
     def start(self, on_line: LineHandler, on_ended: Ended) -> None:
-        """One reader thread hands every non-blank line to `on_line`."""
-        threading.Thread(target=self._read, args=(on_line, on_ended), name="mcp-client-reader", daemon=True).start()
+        """A reader thread hands every non-blank line to `on_line`."""
+        self._lines = read_lines(self._in)
+        self._on_line, self._on_ended = on_line, on_ended
+        self._spawn()
 
-    def _read(self, on_line: LineHandler, on_ended: Ended) -> None:
-        reason = "client closed its input"
-        try:
-            for line in read_lines(self._in):
+    def _spawn(self) -> None:
+        with self._counts:
+            self._threads += 1
+        threading.Thread(target=self._read, name="mcp-client-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            self._reading.acquire()
+            if self._ended:
+                self._reading.release()
+                return
+            self._reader = threading.get_ident()
+            reason = None
+            try:
+                line = next(self._lines, None)
+                if line is None:
+                    reason = "client closed its input"
+            except (OSError, ValueError) as exc:
+                line, reason = None, f"client input failed: {exc}"
+            if line is None:
+                self._ended = True
+                self._reading.release()
+                self._on_ended(reason or "client closed its input")
+                return
+            try:
                 if line.strip():
-                    on_line(line)
-        except (OSError, ValueError) as exc:
-            reason = f"client input failed: {exc}"
-        on_ended(reason)
+                    self._on_line(line)
+            finally:
+                if self._reader == threading.get_ident():  # not handed over: the next line is read by this thread
+                    self._reading.release()
+                else:
+                    with self._counts:
+                        self._keeping -= 1
+
+    def hand_over(self) -> bool:
+        """From `on_line`: let another thread read on while this one keeps its line; False when the thread
+        is not the one reading (then it must not keep the line)."""
+        if self._reader != threading.get_ident():
+            return False
+        self._reader = None
+        with self._counts:
+            self._keeping += 1
+            spawn = self._threads == self._keeping  # none waits to read: one more thread
+        if spawn:
+            self._spawn()
+        self._reading.release()
+        return True
 
     def send(self, data: bytes) -> None:
         """Write and flush; a closed output is an OSError."""
@@ -183,6 +235,7 @@ class SessionLink:
         self._client = client
         self._server = server
         self._send_parsed: Callable[[bytes, Any], None] | None = getattr(server, "send_parsed", None)
+        self._hand_over: Callable[[], bool] | None = getattr(client, "hand_over", None)
         self._diagnostics = diagnostics
         self._client_lock = threading.Lock()
         self._server_lock = threading.Lock()
@@ -231,6 +284,11 @@ class SessionLink:
         status = self._server.close()
         self._client.close()
         return status
+
+    def hand_over(self) -> bool:
+        """From the handler of a client's line: whether its thread may keep the line (the client end reads
+        on with another thread); False for a client end that cannot, or from another thread."""
+        return self._hand_over is not None and self._hand_over()
 
     def to_client(self, data: bytes) -> None:
         """Write one or more whole lines to the client; a client that is gone ends the session."""
