@@ -87,6 +87,7 @@ class _Turns:
         self._changed = threading.Condition()
         self._next = 0
         self._open: set[int] = set()
+        self._waiting = 0  # calls waiting for their turn: a release with none wakes nobody (it costs on every call)
 
     def take(self) -> int:
         with self._changed:
@@ -98,13 +99,16 @@ class _Turns:
     def wait(self, ticket: int, context: CallContext) -> None:
         """Until every earlier ticket is released, or the call is cancelled."""
         with self._changed:
+            self._waiting += 1
             self._changed.wait_for(lambda: context.cancelled or not self._open or min(self._open) >= ticket)
+            self._waiting -= 1
 
     def release(self, ticket: int) -> None:
         with self._changed:
             if ticket in self._open:
                 self._open.discard(ticket)
-                self._changed.notify_all()
+                if self._waiting:
+                    self._changed.notify_all()
 
     def wake(self) -> None:
         with self._changed:
@@ -157,6 +161,7 @@ class Router:
         self._idle = 0
         self._kept = 0  # calls run on the thread that read them (SessionLink.hand_over), not on a worker
         self._kept_done = threading.Condition(self._lock)
+        self._stopping = False  # shutdown waits for the kept calls: the last one tells it
         self._record_error_said = False
         self._version: str | None = None
         self._turns = _Turns()
@@ -280,6 +285,7 @@ class Router:
         for worker in workers:
             worker.join(timeout=5)
         with self._kept_done:
+            self._stopping = True
             self._kept_done.wait_for(lambda: self._kept == 0, timeout=5)
 
     # -- client to server ---------------------------------------------------------------------------
@@ -440,7 +446,8 @@ class Router:
         finally:
             with self._kept_done:
                 self._kept -= 1
-                self._kept_done.notify_all()
+                if self._stopping:
+                    self._kept_done.notify_all()
 
     def _work(self) -> None:
         while (context := self._jobs.get()) is not None:
