@@ -128,6 +128,21 @@ class EncodingTest(unittest.TestCase):
         self.assertEqual(_strict_canonical(json.dumps(value)), want.encode())
         self.assertEqual(_strict_canonical(json.dumps(value, ensure_ascii=False)), want.encode())
 
+    def test_ascii_keys_and_subclasses(self) -> None:
+        class Text(str):
+            pass
+
+        class Number(int):
+            pass
+
+        for value, want in [
+            ({"b": 1, "B": 2, "_": 3, "a": 4, "": 5}, '{"":5,"B":2,"_":3,"a":4,"b":1}'),
+            ({Text("b"): Number(2), "a": Text("x"), "c": True, "d": [Number(1), Text("y"), 1.5]},
+             '{"a":"x","b":2,"c":true,"d":[1,"y",1.5]}'),
+        ]:
+            with self.subTest(want):
+                self.assertEqual(canonical_json(value), want)
+
     def test_string_escapes(self) -> None:
         value = '\x00\x01\x08\t\n\x0b\x0c\r\x1f "\\/\x7f\u2028\u00e9\U0001f600'
         want = '"\\u0000\\u0001\\b\\t\\n\\u000b\\f\\r\\u001f \\"\\\\/\x7f\u2028\u00e9\U0001f600"'
@@ -145,6 +160,7 @@ class EncodingTest(unittest.TestCase):
     def test_errors(self) -> None:
         for value, message in [
             ({1: 2}, "object key 1 is not a string"),
+            ({"a": 1, None: 2, 3: 4}, "object key None is not a string"),
             ({1.5}, "set is not a JSON value"),
             (b"x", "bytes is not a JSON value"),
         ]:

@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import unittest
+import unittest.mock
 from typing import Any
 
 from tests.support import integration
@@ -225,6 +226,55 @@ class RestartingServerTest(unittest.TestCase):
         self.assertEqual([first.got()["id"], first.got()["method"]], [7, "notifications/cancelled"])
         first.end()
         self.assertEqual(self.got(), CHANGED)  # no error for 7: the client gave up on it
+
+
+class ParsedOnceTest(unittest.TestCase):
+    """Behind the proxy's router, each line is parsed once on its way: the router hands the restart layer
+    the message it parsed (a tools/call's request included), and the restart layer hands the router the
+    server's; what reaches either side is unchanged."""
+
+    def test_each_line_is_parsed_once_and_passes_unchanged(self) -> None:
+        from toolreplay.mcp import restart, router
+        from toolreplay.mcp.proxy import McpProxy
+
+        parsed: list[bytes] = []
+
+        def counting(data: bytes) -> Any:
+            parsed.append(data)
+            return wire_parse(data)
+
+        wire_parse = router.parse_message
+        for module in (router, restart):
+            patcher = unittest.mock.patch.object(module, "parse_message", counting)
+            patcher.start()
+            self.addCleanup(patcher.stop)
+        made: list[FakeServer] = []
+        upstream = RestartingServer(lambda: made.append(FakeServer()) or made[-1], diagnostics=io.StringIO())
+        client_in, to_proxy = os.pipe()
+        from_proxy, client_out = os.pipe()
+        with open(client_in, "rb") as proxy_in, open(client_out, "wb") as proxy_out, \
+                open(to_proxy, "wb") as send, open(from_proxy, "rb") as receive:
+            proxy = McpProxy(upstream, parse_policy({"agent": "a", "allowed_tools": ["x"]}), client_in=proxy_in,
+                             client_out=proxy_out, diagnostics=io.StringIO())
+            runner = threading.Thread(target=proxy.run)
+            runner.start()
+            send.write(line(INIT))
+            send.flush()
+            server = made[0]
+            self.assertEqual(server.got(), INIT)
+            initialized = {"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {}}}
+            server.emit(initialized)
+            self.assertEqual(json.loads(receive.readline()), initialized)
+            send.write(line(call(1)))
+            send.flush()
+            self.assertEqual(server.got(), call(1))
+            answer = b'{"jsonrpc":"2.0","id":1,  "result":{"content":[]}}\n'
+            assert server.on_line is not None
+            server.on_line(answer)
+            self.assertEqual(receive.readline(), answer)  # byte for byte
+            send.close()
+            runner.join(timeout=30)
+        self.assertEqual(parsed, [line(INIT), line(initialized), line(call(1)), answer])
 
 
 @integration

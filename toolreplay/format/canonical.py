@@ -57,7 +57,17 @@ def _utf16_key(key: str) -> bytes:
 
 
 def _encode(value: Any, out: list[str]) -> None:
-    if isinstance(value, str):
+    # the exact types first (what parsed JSON holds), by identity: the isinstance chain is for subclasses
+    kind = type(value)
+    if kind is str:
+        out.append(encode_basestring(value))
+    elif kind is dict:
+        _encode_object(value, out)
+    elif kind is list or kind is tuple:
+        _encode_array(value, out)
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif isinstance(value, str):
         out.append(encode_basestring(value))
     elif value is None:
         out.append("null")
@@ -68,28 +78,44 @@ def _encode(value: Any, out: list[str]) -> None:
     elif isinstance(value, (int, float)):
         out.append(format_number(value))
     elif isinstance(value, dict):
-        for key in value:
-            if not isinstance(key, str):
-                raise CanonicalError(f"object key {key!r} is not a string")
-        out.append("{")
-        first = True
-        for key in sorted(value, key=_utf16_key):
-            if not first:
-                out.append(",")
-            first = False
-            out.append(encode_basestring(key))
-            out.append(":")
-            _encode(value[key], out)
-        out.append("}")
+        _encode_object(value, out)
     elif isinstance(value, (list, tuple)):
-        out.append("[")
-        for position, item in enumerate(value):
-            if position:
-                out.append(",")
-            _encode(item, out)
-        out.append("]")
+        _encode_array(value, out)
     else:
         raise CanonicalError(f"{type(value).__name__} is not a JSON value")
+
+
+def _encode_object(value: dict[Any, Any], out: list[str]) -> None:
+    keys = list(value)
+    try:
+        joined = "".join(keys)
+    except TypeError:  # a key that is not a string
+        joined = None
+    if joined is None:
+        for key in keys:
+            if not isinstance(key, str):
+                raise CanonicalError(f"object key {key!r} is not a string")
+    # code points order ASCII keys as UTF-16 code units do; only other keys need the slower sort key
+    ordered = sorted(keys) if joined is not None and joined.isascii() else sorted(keys, key=_utf16_key)
+    out.append("{")
+    first = True
+    for key in ordered:
+        if not first:
+            out.append(",")
+        first = False
+        out.append(encode_basestring(key))
+        out.append(":")
+        _encode(value[key], out)
+    out.append("}")
+
+
+def _encode_array(value: list[Any] | tuple[Any, ...], out: list[str]) -> None:
+    out.append("[")
+    for position, item in enumerate(value):
+        if position:
+            out.append(",")
+        _encode(item, out)
+    out.append("]")
 
 
 def canonical_json(value: Any) -> str:

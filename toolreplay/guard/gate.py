@@ -813,20 +813,19 @@ def _copy_json(value: Any) -> Any:
 
 
 def _too_deep(value: Any) -> bool:
-    """True when containers nest deeper than MAX_NESTING (walked without recursion)."""
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Iterable[Any] = item.values()
-        elif isinstance(item, (list, tuple)):
-            children = item
-        else:
-            continue
-        if depth > MAX_NESTING:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+    """True when containers nest deeper than MAX_NESTING (walked a level at a time, without recursion)."""
+    level: list[Any] = [value]  # the values at one depth, the top value's being 1
+    for _ in range(MAX_NESTING):
+        below: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                below.extend(item.values())
+            elif isinstance(item, (list, tuple)):
+                below.extend(item)
+        if not below:
+            return False
+        level = below
+    return any(isinstance(item, (dict, list, tuple)) for item in level)
 
 
 def _describe(exc: BaseException) -> str:

@@ -27,7 +27,7 @@ from typing import Any, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
-from toolreplay.mcp.transport import LineHandler, ServerEnd, say_to
+from toolreplay.mcp.transport import UNPARSED, LineHandler, MessageHandler, ServerEnd, say_to
 from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, not_sent_error, parse_message
 
 __all__ = ["RESTART_BACKOFF", "Backoff", "RestartingServer", "list_changed", "restart_request", "start_later"]
@@ -96,6 +96,7 @@ class RestartingServer:
         self._writing = threading.Lock()
         self._diag_lock = threading.Lock()
         self._on_line: LineHandler | None = None
+        self._on_message: MessageHandler | None = None  # start_parsed: the router, given what was parsed here
         self._on_ended: Callable[[str], None] | None = None
         self._server: ServerEnd | None = None
         self._generation = 0
@@ -120,6 +121,15 @@ class RestartingServer:
             self._serving = True
         server.start(self._line_handler(0), self._end_handler(0))
 
+    def start_parsed(self, on_message: MessageHandler, on_ended: Callable[[str], None]) -> None:
+        """`start`, each server line handed on with its message as parsed here (the router need not parse it)."""
+        self._on_message = on_message
+        self.start(on_message, on_ended)
+
+    def send_parsed(self, line: bytes, message: Any) -> None:
+        """`send` of one whole line whose message the caller parsed already (it is read, not changed)."""
+        self._from_client(line if line.endswith(b"\n") else line + b"\n", message)
+
     def send(self, data: bytes) -> None:
         """Pass each line on to the server; while it is down, the proxy answers requests itself."""
         for line in data.split(b"\n"):
@@ -137,11 +147,12 @@ class RestartingServer:
 
     # -- client to server ---------------------------------------------------------------------------
 
-    def _from_client(self, line: bytes) -> None:
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError):
-            message = None  # not the proxy's to judge: the server answers it
+    def _from_client(self, line: bytes, message: Any = UNPARSED) -> None:
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError):
+                message = None  # not the proxy's to judge: the server answers it
         items = message if isinstance(message, list) else [message]
         late = False
         with self._lock:
@@ -217,7 +228,7 @@ class RestartingServer:
         if back is not None:
             self._restarted(back.get("result"))
             return
-        self._deliver(line)
+        self._deliver(line, message)
 
     def _server_gone(self, reason: str) -> None:
         """The server ended: its requests in flight are answered here; it is started again, or the session ends."""
@@ -308,10 +319,13 @@ class RestartingServer:
 
     # -- to the client ------------------------------------------------------------------------------
 
-    def _deliver(self, data: bytes) -> None:
+    def _deliver(self, data: bytes, message: Any = UNPARSED) -> None:
         """A line to the router, on the thread that has it: a server's lines in the order they came, the
         proxy's own after the last line of the end they are about (no thread of its own: the router's
         words on stderr come in the same order as without restarts)."""
+        if self._on_message is not None:
+            self._on_message(data, message)
+            return
         assert self._on_line is not None
         self._on_line(data)
 

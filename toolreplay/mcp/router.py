@@ -40,7 +40,7 @@ from toolreplay.guard.outcomes import Answer, Refusal
 from toolreplay.mcp.confirm import ClientConfirmation, decision
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.servers import SEPARATOR, split_name
-from toolreplay.mcp.transport import SessionLink
+from toolreplay.mcp.transport import UNPARSED, SessionLink
 from toolreplay.mcp.wire import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -87,6 +87,7 @@ class _Turns:
         self._changed = threading.Condition()
         self._next = 0
         self._open: set[int] = set()
+        self._waiting = 0  # calls waiting for their turn: a release with none wakes nobody (it costs on every call)
 
     def take(self) -> int:
         with self._changed:
@@ -98,13 +99,16 @@ class _Turns:
     def wait(self, ticket: int, context: CallContext) -> None:
         """Until every earlier ticket is released, or the call is cancelled."""
         with self._changed:
+            self._waiting += 1
             self._changed.wait_for(lambda: context.cancelled or not self._open or min(self._open) >= ticket)
+            self._waiting -= 1
 
     def release(self, ticket: int) -> None:
         with self._changed:
             if ticket in self._open:
                 self._open.discard(ticket)
-                self._changed.notify_all()
+                if self._waiting:
+                    self._changed.notify_all()
 
     def wake(self) -> None:
         with self._changed:
@@ -155,6 +159,9 @@ class Router:
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
         self._idle = 0
+        self._kept = 0  # calls run on the thread that read them (SessionLink.hand_over), not on a worker
+        self._kept_done = threading.Condition(self._lock)
+        self._stopping = False  # shutdown waits for the kept calls: the last one tells it
         self._record_error_said = False
         self._version: str | None = None
         self._turns = _Turns()
@@ -185,7 +192,7 @@ class Router:
                     raise CallCancelled("the client cancelled the call before it was sent", started=False)
                 self._calls[context.key] = waiter
                 context.sent = True
-            self._transport.to_server(context.line)
+            self._transport.to_server(context.line, context.message)
         self._turns.release(context.ticket)
         waiter.done.wait()
         with self._lock:
@@ -238,16 +245,17 @@ class Router:
         if isinstance(message, list):
             self._client_batch(message)
         elif self._client_message(message, None, line):
-            self._transport.to_server(line)
+            self._transport.to_server(line, message)
 
-    def from_server(self, line: bytes) -> None:
-        """One line the server wrote."""
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError) as exc:
-            self._transport.say(f"malformed JSON from the server: {exc}")
-            self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
-            return
+    def from_server(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """One line the server wrote; `message`: its JSON, when the server end parsed it already."""
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError) as exc:
+                self._transport.say(f"malformed JSON from the server: {exc}")
+                self._transport.to_server(dump_message(error_message(None, PARSE_ERROR, "Parse error")))
+                return
         if isinstance(message, list):
             kept = [item for item in message if self._server_message(item, [False], None)]
             if kept:
@@ -276,6 +284,9 @@ class Router:
             self._jobs.put(None)  # after the calls already queued
         for worker in workers:
             worker.join(timeout=5)
+        with self._kept_done:
+            self._stopping = True
+            self._kept_done.wait_for(lambda: self._kept == 0, timeout=5)
 
     # -- client to server ---------------------------------------------------------------------------
 
@@ -308,7 +319,10 @@ class Router:
                 context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
                 with self._lock:
                     self._inflight[key] = context
-                self._start_call(context)
+                if batch is None and self._transport.hand_over():  # this thread runs it: no hand-off to a worker
+                    self._keep_call(context)
+                else:
+                    self._start_call(context)
             return False
         if method == "initialize":
             params = message.get("params")
@@ -332,7 +346,7 @@ class Router:
         batch = Batch(expected)
         forward = [item for item in messages if self._client_message(item, batch if expected else None)]
         if forward:
-            self._transport.to_server(dump_message(forward))
+            self._transport.to_server(dump_message(forward), forward)
 
     # -- server to client ---------------------------------------------------------------------------
 
@@ -423,23 +437,39 @@ class Router:
         if spawn:
             worker.start()
 
+    def _keep_call(self, context: CallContext) -> None:
+        """Run the call on this thread, which read it (the client end reads on with another)."""
+        with self._lock:
+            self._kept += 1
+        try:
+            self._call(context)
+        finally:
+            with self._kept_done:
+                self._kept -= 1
+                if self._stopping:
+                    self._kept_done.notify_all()
+
     def _work(self) -> None:
         while (context := self._jobs.get()) is not None:
-            try:
-                reply = self._guarded(context)
-            finally:
-                self._turns.release(context.ticket)
-            with self._lock:
-                if self._inflight.get(context.key) is context:
-                    del self._inflight[context.key]
-            if reply is not None:
-                # the server's reply to the request as it came is passed on as the bytes it came as
-                raw = context.reply_line if reply is context.reply else None
-                self._reply(context.target, reply, raw)
-            else:
-                self._leave_batch(context.key)
+            self._call(context)
             with self._lock:
                 self._idle += 1
+
+    def _call(self, context: CallContext) -> None:
+        """One call through the gate, and its answer to the client."""
+        try:
+            reply = self._guarded(context)
+        finally:
+            self._turns.release(context.ticket)
+        with self._lock:
+            if self._inflight.get(context.key) is context:
+                del self._inflight[context.key]
+        if reply is not None:
+            # the server's reply to the request as it came is passed on as the bytes it came as
+            raw = context.reply_line if reply is context.reply else None
+            self._reply(context.target, reply, raw)
+        else:
+            self._leave_batch(context.key)
 
     def _guarded(self, context: CallContext) -> dict[str, Any] | None:
         """The call through the gate; the reply to send (None for a call the client cancelled)."""

@@ -18,15 +18,26 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import IO, Protocol, TextIO
+from typing import IO, Any, Protocol, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.mcp.wire import read_lines
 
-__all__ = ["ClientEnd", "LineHandler", "ServerEnd", "SessionLink", "StdioClient", "StdioServer", "say_to"]
+__all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "ServerEnd", "SessionLink", "StdioClient",
+           "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
 Ended = Callable[[str], None]
+# What stands for "not parsed yet" where a line may come with its message already parsed: a layer that
+# parsed a line hands on the message too, so that a message is parsed once on its way through the proxy.
+UNPARSED: Any = object()
+
+
+class MessageHandler(Protocol):
+    """A line handler that may also be given the line's message, parsed already (or UNPARSED)."""
+
+    def __call__(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """Handle one whole line; `message` is its parsed JSON when the caller has it."""
 
 
 class ClientEnd(Protocol):
@@ -58,25 +69,77 @@ class ServerEnd(Protocol):
 
 
 class StdioClient:
-    """The client on the proxy's own input and output."""
+    """The client on the proxy's own input and output.
+
+    One thread at a time reads and hands a line to `on_line`, so the lines are handled in order. A line
+    that will take long (a tools/call, which waits for the server) may be kept by its thread: `hand_over`,
+    called from `on_line`, lets another thread read on while this one goes on with the line, so the call
+    needs no hand-off to a worker thread (one thread switch less on its way), and the next line is read
+    meanwhile. A thread that kept a line reads again, in turn, when it is done."""
 
     def __init__(self, client_in: IO[bytes], client_out: IO[bytes]) -> None:
         self._in = client_in
         self._out = client_out
+        self._reading = threading.Lock()  # held by the thread that reads and hands on the next line
+        self._reader: int | None = None  # that thread's ident, None once it handed the reading over
+        self._counts = threading.Lock()
+        self._threads = 0  # reading threads, and of them those that kept a line
+        self._keeping = 0
+        self._ended = False
 
     def start(self, on_line: LineHandler, on_ended: Ended) -> None:
-        """One reader thread hands every non-blank line to `on_line`."""
-        threading.Thread(target=self._read, args=(on_line, on_ended), name="mcp-client-reader", daemon=True).start()
+        """A reader thread hands every non-blank line to `on_line`."""
+        self._lines = read_lines(self._in)
+        self._on_line, self._on_ended = on_line, on_ended
+        self._spawn()
 
-    def _read(self, on_line: LineHandler, on_ended: Ended) -> None:
-        reason = "client closed its input"
-        try:
-            for line in read_lines(self._in):
+    def _spawn(self) -> None:
+        with self._counts:
+            self._threads += 1
+        threading.Thread(target=self._read, name="mcp-client-reader", daemon=True).start()
+
+    def _read(self) -> None:
+        while True:
+            self._reading.acquire()
+            if self._ended:
+                self._reading.release()
+                return
+            self._reader = threading.get_ident()
+            reason = None
+            try:
+                line = next(self._lines, None)
+                if line is None:
+                    reason = "client closed its input"
+            except (OSError, ValueError) as exc:
+                line, reason = None, f"client input failed: {exc}"
+            if line is None:
+                self._ended = True
+                self._reading.release()
+                self._on_ended(reason or "client closed its input")
+                return
+            try:
                 if line.strip():
-                    on_line(line)
-        except (OSError, ValueError) as exc:
-            reason = f"client input failed: {exc}"
-        on_ended(reason)
+                    self._on_line(line)
+            finally:
+                if self._reader == threading.get_ident():  # not handed over: the next line is read by this thread
+                    self._reading.release()
+                else:
+                    with self._counts:
+                        self._keeping -= 1
+
+    def hand_over(self) -> bool:
+        """From `on_line`: let another thread read on while this one keeps its line; False when the thread
+        is not the one reading (then it must not keep the line)."""
+        if self._reader != threading.get_ident():
+            return False
+        self._reader = None
+        with self._counts:
+            self._keeping += 1
+            spawn = self._threads == self._keeping  # none waits to read: one more thread
+        if spawn:
+            self._spawn()
+        self._reading.release()
+        return True
 
     def send(self, data: bytes) -> None:
         """Write and flush; a closed output is an OSError."""
@@ -161,12 +224,18 @@ class StdioServer:
 
 
 class SessionLink:
-    """One proxied session's client end and server end; `stop` may be called from any thread."""
+    """One proxied session's client end and server end; `stop` may be called from any thread.
+
+    A server end that reads the messages itself (`RestartingServer`) may offer `send_parsed(line, message)`
+    and `start_parsed(on_message, on_ended)`: then a message the router parsed reaches it parsed, and one it
+    parsed reaches the router parsed (each line is parsed once, not twice, on its way)."""
 
     def __init__(self, client: ClientEnd, server: ServerEnd, *, diagnostics: TextIO) -> None:
         """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
         self._client = client
         self._server = server
+        self._send_parsed: Callable[[bytes, Any], None] | None = getattr(server, "send_parsed", None)
+        self._hand_over: Callable[[], bool] | None = getattr(client, "hand_over", None)
         self._diagnostics = diagnostics
         self._client_lock = threading.Lock()
         self._server_lock = threading.Lock()
@@ -175,7 +244,7 @@ class SessionLink:
         self.closing = False
         self.exit_reason = ""
 
-    def start(self, from_client: LineHandler, from_server: LineHandler, server_ended: Callable[[], None]) -> None:
+    def start(self, from_client: LineHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
         """Start the server end, then the client end; a server that cannot be started is a UsageError."""
 
         def client_ended(reason: str) -> None:
@@ -192,7 +261,11 @@ class SessionLink:
                 self.stop(reason)
             server_ended()
 
-        self._server.start(from_server, server_gone)
+        start_parsed = getattr(self._server, "start_parsed", None)
+        if start_parsed is not None:
+            start_parsed(from_server, server_gone)
+        else:
+            self._server.start(from_server, server_gone)
         self._client.start(from_client, client_ended)
 
     def wait(self) -> None:
@@ -212,6 +285,11 @@ class SessionLink:
         self._client.close()
         return status
 
+    def hand_over(self) -> bool:
+        """From the handler of a client's line: whether its thread may keep the line (the client end reads
+        on with another thread); False for a client end that cannot, or from another thread."""
+        return self._hand_over is not None and self._hand_over()
+
     def to_client(self, data: bytes) -> None:
         """Write one or more whole lines to the client; a client that is gone ends the session."""
         with self._client_lock:
@@ -220,11 +298,14 @@ class SessionLink:
             except OSError:
                 self.stop("client closed its output")
 
-    def to_server(self, data: bytes) -> None:
-        """Write one or more whole lines to the server."""
+    def to_server(self, data: bytes, message: Any = UNPARSED) -> None:
+        """Write one or more whole lines to the server; `message`: the one line's message, parsed (if it was)."""
         with self._server_lock:
             try:
-                self._server.send(data)
+                if message is not UNPARSED and self._send_parsed is not None:
+                    self._send_parsed(data, message)
+                else:
+                    self._server.send(data)
             except OSError:
                 self.say("the server no longer reads its input")
 
