@@ -70,7 +70,17 @@ from toolreplay.guard.host import (
     ToolHost,
 )
 from toolreplay.guard.idempotency import Earlier, IdempotencyStore, Pending
-from toolreplay.guard.outcomes import OUTCOMES, STOP_REASONS, Answer, Outcome, Refusal, StopReason
+from toolreplay.guard.outcomes import (
+    DECLINED,
+    NOT_ASKED,
+    OUTCOMES,
+    STOP_REASONS,
+    TIMED_OUT,
+    Answer,
+    Outcome,
+    Refusal,
+    StopReason,
+)
 from toolreplay.guard.request import Request
 from toolreplay.guard.resume import resume
 from toolreplay.policy.model import Policy
@@ -95,10 +105,6 @@ MAX_NESTING = 256
 # cache each (docs/guard.md, Memory): past it the oldest write keeps only its record index.
 REMEMBER_BYTES = 16 * 1024 * 1024
 
-# The three ways a confirmation is refused, each its own text (the first is the SPEC's).
-NOT_ASKED = Refusal("not_asked", "confirmation required")
-DECLINED = Refusal("declined", "confirmation declined")
-TIMED_OUT = Refusal("timed_out", "confirmation timed out")
 _WAITED_FOR_CANCELLED = Refusal("cancelled", "cancelled: an identical call it waited for was cancelled")
 
 

@@ -7,7 +7,8 @@ from typing import Any, Literal, get_args
 
 from toolreplay.policy.refusals import REFUSAL_WORDING, RefusalReason
 
-__all__ = ["OUTCOMES", "STOP_REASONS", "Answer", "Outcome", "Refusal", "RefusalReason", "StopReason"]
+__all__ = ["DECLINED", "NOT_ASKED", "OUTCOMES", "STOP_REASONS", "TIMED_OUT", "Answer", "Outcome", "Refusal",
+           "RefusalReason", "StopReason"]
 
 # What happened to a request (the record format's meta.outcome): the tool ran; an earlier identical
 # call answered it; the gate refused it; the client cancelled it; nobody can know (a write cut short).
@@ -37,6 +38,14 @@ class Refusal:
     def response(self) -> dict[str, Any]:
         """The response the agent sees (a new dict each time: it is the caller's)."""
         return {"ok": False, "error": self.message}
+
+
+# How a call that needed a person's yes and did not get it is refused: nobody could be asked, the person said
+# no, nobody answered in time (the first is the SPEC's wording; the gate's, and the receipts' when the
+# person was asked in the inbox).
+NOT_ASKED = Refusal("not_asked", "confirmation required")
+DECLINED = Refusal("declined", "confirmation declined")
+TIMED_OUT = Refusal("timed_out", "confirmation timed out")
 
 
 @dataclass(frozen=True, slots=True)

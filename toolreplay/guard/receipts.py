@@ -32,17 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.output import write_atomically
-from toolreplay.guard.outcomes import Refusal
+from toolreplay.guard.outcomes import DECLINED, NOT_ASKED, TIMED_OUT, Refusal
 
 if TYPE_CHECKING:  # the gate imports this module; the receipts' format (and ssh-keygen's) loads with a Receipts
     from toolreplay.audit.checkpoint import Keys
     from toolreplay.format.records import Record
     from toolreplay.guard.inbox import Inbox
-
-# How a call asked in the inbox is refused (the gate's own wording of each, toolreplay.policy.refusals).
-_DECLINED = Refusal("declined", "confirmation declined")
-_TIMED_OUT = Refusal("timed_out", "confirmation timed out")
-_NOT_ASKED = Refusal("not_asked", "confirmation required")
 
 __all__ = ["Receipted", "Receipts", "new_session"]
 
@@ -90,7 +85,7 @@ class Receipts:
         from toolreplay.audit.receipts import check_receipt_signature, parse_receipt
 
         call = hashlib.sha256(identity).hexdigest()
-        name = call[:16]
+        name = _name(call)
         try:
             with open(os.path.join(self.folder, name + ".receipt"), "rb") as handle:
                 data = handle.read(1 << 20)
@@ -134,17 +129,17 @@ class Receipts:
             return answer, None
         from toolreplay.guard.inbox import InboxError
 
-        request = os.path.join(self.folder, hashlib.sha256(identity).hexdigest()[:16] + ".request")
+        request = os.path.join(self.folder, _name(hashlib.sha256(identity).hexdigest()) + ".request")
         if not os.path.isfile(request):  # it could not be written: nothing for a person to sign
             return answer, None
         try:
             decided = self.inbox.ask(tool, args, receipt=os.path.abspath(request))
         except TimeoutError:
-            return _TIMED_OUT, None
+            return TIMED_OUT, None
         except InboxError:  # a malformed decision: nobody said yes, nor no
-            return _NOT_ASKED, None
+            return NOT_ASKED, None
         if decided.answer is False:
-            return _DECLINED, decided.by
+            return DECLINED, decided.by
         return self.answer(identity), decided.by  # a yes counts only with the receipt it brought
 
     def _refused(self, identity: bytes, call: str, name: str, why: str, bare: bool = False) -> Refusal:
@@ -180,3 +175,8 @@ class Receipts:
 def new_session() -> str:
     """A session name for a gate that records nothing: unique to it."""
     return "gate-" + secrets.token_hex(8)
+
+
+def _name(call: str) -> str:
+    """The name of a call's request and receipt files in the folder: the first 16 hex of its digest."""
+    return call[:16]
