@@ -53,6 +53,7 @@ from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, buil
 from toolreplay.guard.recorder import ResumePoint, SessionRecorder
 from toolreplay.hooks import codex
 from toolreplay.hooks.cache import HookCache, SessionState
+from toolreplay.hooks.protocol import DEFAULT_INBOX_TIMEOUT, MAX_INBOX_TIMEOUT, inbox_seconds
 from toolreplay.policy.model import Policy, parse_policy
 from toolreplay.policy.redaction import Redactor
 
@@ -72,11 +73,6 @@ CLAUDE_CODE_WRITES = ("Bash", "Edit", "MultiEdit", "NotebookEdit", "Write")
 # Gemini CLI's built-in tools that change state (its tools reference: kind Execute or Edit, and the
 # memory tool), repeatable writes as Claude Code's.
 GEMINI_CLI_WRITES = ("replace", "run_shell_command", "save_memory", "write_file")
-
-# Seconds a call waits in the approvals inbox by default: under Gemini CLI's hook timeout (60 s, the shortest of
-# the three agents' defaults: Claude Code's and Codex's command hooks get 600 s) and the fast client's wait for
-# its server's answer (protocol.ANSWER_SECONDS, 50 s), with room for the hook's own work.
-DEFAULT_INBOX_TIMEOUT = 40.0
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 _REASON_CHARS = 2000
@@ -186,15 +182,10 @@ def http_settings_snippet(url: str, token_variable: str, agent: Agent = CLAUDE_C
 def inbox_timeout(text: str | None) -> float:
     """The seconds of `--inbox-timeout` (DEFAULT_INBOX_TIMEOUT when not given); HookError when it is no number of
     seconds more than 0 and at most a day."""
-    if text is None:
-        return DEFAULT_INBOX_TIMEOUT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = -1.0
-    if not 0 < seconds <= 86400:
+    seconds = inbox_seconds(text)
+    if seconds is None:
         raise HookError(f"--inbox-timeout {json.dumps(text, ensure_ascii=True)[1:-1][:40]}: expected seconds, more "
-                        "than 0 and at most 86400")
+                        f"than 0 and at most {MAX_INBOX_TIMEOUT:.0f}")
     return seconds
 
 

@@ -17,9 +17,9 @@ import posix
 
 from toolreplay import __version__
 
-__all__ = ["ANSWER_SECONDS", "MAX_SOCKET_PATH", "NOT_PATHS", "PROTOCOL", "SOCKET_NAME", "answer_seconds",
-           "frame_answer", "frame_request", "identity", "is_private_folder", "is_own_socket", "parse_answer",
-           "parse_request", "plain_options", "socket_path"]
+__all__ = ["ANSWER_SECONDS", "DEFAULT_INBOX_TIMEOUT", "MAX_INBOX_TIMEOUT", "MAX_SOCKET_PATH", "NOT_PATHS",
+           "PROTOCOL", "SOCKET_NAME", "answer_seconds", "frame_answer", "inbox_seconds", "frame_request", "identity",
+           "is_private_folder", "is_own_socket", "parse_answer", "parse_request", "plain_options", "socket_path"]
 
 PROTOCOL = b"toolreplay-hook/1"
 SOCKET_NAME = ".toolreplay-hook.sock"
@@ -28,6 +28,11 @@ SOCKET_NAME = ".toolreplay-hook.sock"
 # is safer than a timeout, which neither counts as a refusal). A call that waits in the approvals inbox
 # (`--inbox`) is given its inbox timeout more (`answer_seconds`).
 ANSWER_SECONDS = 50.0
+# Seconds a call waits in the approvals inbox by default: under Gemini CLI's hook timeout (60 s, the shortest of
+# the three agents' defaults: Claude Code's and Codex's command hooks get 600 s) and the fast client's wait for
+# its server's answer (ANSWER_SECONDS), with room for the hook's own work; at most a day.
+DEFAULT_INBOX_TIMEOUT = 40.0
+MAX_INBOX_TIMEOUT = 86400.0
 # The longest Unix socket path (sun_path holds 108 bytes on Linux, 104 on macOS, with its final NUL): a
 # records folder deeper than that has no server, and every event is handled in its own process.
 MAX_SOCKET_PATH = 103
@@ -59,15 +64,23 @@ def plain_options(arguments: list[str]) -> dict[str, str] | None:
 
 def answer_seconds(options: dict[str, str]) -> float:
     """How long a client waits for its server's answer: ANSWER_SECONDS, and a call's longest wait in the approvals
-    inbox more (its `--inbox-timeout`, else the hooks' default of 40 s; a timeout that is no number is refused
+    inbox more (its `--inbox-timeout`, else DEFAULT_INBOX_TIMEOUT; a timeout that is no number is refused
     by the server at once)."""
     if "--inbox" not in options:
         return ANSWER_SECONDS
+    return ANSWER_SECONDS + (inbox_seconds(options.get("--inbox-timeout")) or 0.0)
+
+
+def inbox_seconds(text: str | None) -> float | None:
+    """The seconds of an `--inbox-timeout` (DEFAULT_INBOX_TIMEOUT when not given); None when it is no number of
+    seconds more than 0 and at most MAX_INBOX_TIMEOUT."""
+    if text is None:
+        return DEFAULT_INBOX_TIMEOUT
     try:
-        wait = float(options.get("--inbox-timeout", "40"))
+        seconds = float(text)
     except ValueError:
-        wait = 0.0
-    return ANSWER_SECONDS + (wait if 0 < wait <= 86400 else 0.0)
+        return None
+    return seconds if 0 < seconds <= MAX_INBOX_TIMEOUT else None
 
 
 def socket_path(records: str, cwd: str) -> str:
