@@ -163,12 +163,7 @@ def no_answer_error(message_id: Any, reason: str, *, refused: bool = False) -> d
 def no_answer_reason(reply: dict[str, Any]) -> str | None:
     """Why no answer came, when `reply` is the proxy's `no_answer_error`; else None. A server that sent
     one itself only makes the proxy more careful: a write it answered so counts as of unknown outcome."""
-    error = reply.get("error")
-    if not isinstance(error, dict) or error.get("data") not in (_NO_ANSWER_MARK, _REFUSED_MARK) or (
-            error.get("code") != NO_ANSWER):
-        return None
-    message = error.get("message")
-    return message.removeprefix("toolreplay: ") if isinstance(message, str) else "no answer"
+    return _marked_reason(reply, NO_ANSWER, (_NO_ANSWER_MARK, _REFUSED_MARK), "toolreplay: ", "no answer")
 
 
 def not_sent_error(message_id: Any, reason: str) -> dict[str, Any]:
@@ -179,11 +174,18 @@ def not_sent_error(message_id: Any, reason: str) -> dict[str, Any]:
 
 def not_sent_reason(reply: dict[str, Any]) -> str | None:
     """Why the request was not sent, when `reply` is the proxy's `not_sent_error`; else None."""
+    return _marked_reason(reply, _INTERNAL_ERROR, (_NOT_SENT_MARK,), "Internal error: ", "not sent")
+
+
+def _marked_reason(reply: dict[str, Any], code: int, marks: tuple[dict[str, str], ...], prefix: str,
+                   default: str) -> str | None:
+    """The reason in one of the proxy's own errors (its `code` and one of its `marks` in `data`), without the
+    message's `prefix`; None when `reply` is not such an error."""
     error = reply.get("error")
-    if not isinstance(error, dict) or error.get("data") != _NOT_SENT_MARK or error.get("code") != _INTERNAL_ERROR:
+    if not isinstance(error, dict) or error.get("data") not in marks or error.get("code") != code:
         return None
     message = error.get("message")
-    return message.removeprefix("Internal error: ") if isinstance(message, str) else "not sent"
+    return message.removeprefix(prefix) if isinstance(message, str) else default
 
 
 def refused_unrun(reply: dict[str, Any]) -> bool:
