@@ -282,13 +282,22 @@ def _load_policy(path: str, payload: dict[str, Any]) -> Policy:
 
 def _policy_from(obj: Any, path: str, payload: dict[str, Any]) -> Policy:
     """The policy of the file's JSON `obj`, its root the event's cwd when it names none."""
-    cwd = payload.get("cwd")
-    if isinstance(obj, dict) and "root" not in obj:
-        obj = dict(obj, root=cwd if isinstance(cwd, str) and cwd.startswith("/") else "/")
+    root = _default_root(obj, payload)
+    if root is not None:
+        obj = dict(obj, root=root)
     try:
         return parse_policy(obj, os.path.dirname(os.path.abspath(path)))
     except ValueError as exc:
         raise HookError(f"policy does not load: {InputError(path, None, str(exc))}") from None
+
+
+def _default_root(obj: Any, payload: dict[str, Any]) -> str | None:
+    """The root a policy file's JSON `obj` gets when it names none: the event's cwd (any root, "/", for an event
+    without one); None when it names its own (or is no object: the parser says what is wrong)."""
+    if not isinstance(obj, dict) or "root" in obj:
+        return None
+    cwd = payload.get("cwd")
+    return cwd if isinstance(cwd, str) and cwd.startswith("/") else "/"
 
 
 def _guard_for(policy_path: str, payload: dict[str, Any], records: str, redact_key: str | None, agent: Agent,
@@ -304,10 +313,8 @@ def _guard_for(policy_path: str, payload: dict[str, Any], records: str, redact_k
     except OSError:  # the error as the files' own readers word it
         return _guard(_load_policy(policy_path, payload), records, redact_key, agent, inbox, timeout)
     obj = cache.policy_object((policy_path, policy_bytes), lambda: _parse_policy_bytes(policy_path, policy_bytes))
-    cwd = payload.get("cwd")
-    root = None if isinstance(obj, dict) and "root" in obj else cwd if isinstance(cwd, str) and cwd.startswith("/") \
-        else "/"
-    key = (policy_path, policy_bytes, root, records, redact_key, key_bytes, agent.name, inbox, timeout)
+    key = (policy_path, policy_bytes, _default_root(obj, payload), records, redact_key, key_bytes, agent.name, inbox,
+           timeout)
 
     def build() -> Guard:
         guard = _guard(_policy_from(obj, policy_path, payload), records, redact_key, agent, inbox, timeout)
