@@ -459,6 +459,62 @@ class MultiServerTest(unittest.TestCase):
             "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
             "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n"))
 
+    def test_a_server_started_again_is_sent_its_own_subscriptions_again(self) -> None:
+        made: list[FakeServer] = []
+
+        def make() -> FakeServer:
+            made.append(FakeServer())
+            return made[-1]
+
+        multi = MultiServer({"a": self.a, "bee": self.b}, names={"bee": "b"}, diagnostics=self.diagnostics,
+                            restart={"a": make}, backoff=(0.05, 0.05))
+        up: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        multi.start(lambda data: up.put(json.loads(data)), self.ended.put)
+        self.addCleanup(multi.close)
+        multi.send(line(INIT))
+        offered = {"protocolVersion": "2025-11-25", "capabilities": {"resources": {"subscribe": True}}}
+        for server in (self.a, self.b):
+            server.got()
+            server.emit({"jsonrpc": "2.0", "id": 0, "result": offered})
+        up.get(timeout=5)
+
+        def subscribe(message_id: int, uri: str, method: str = "resources/subscribe") -> None:
+            multi.send(line({"jsonrpc": "2.0", "id": message_id, "method": method, "params": {"uri": uri}}))
+
+        for number, uri in enumerate(("a__file:///x", "bee__file:///x", "a__file:///no", "a__file:///y"), 1):
+            subscribe(number, uri)
+        self.assertEqual([self.a.got()["params"]["uri"] for _ in range(3)], ["file:///x", "file:///no", "file:///y"])
+        self.assertEqual(self.b.got()["params"], {"uri": "file:///x"})
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.a.emit({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no such resource"}})
+        self.a.emit({"jsonrpc": "2.0", "id": 4, "result": {}})
+        self.b.emit({"jsonrpc": "2.0", "id": 2, "result": {}})
+        self.assertEqual(sorted(up.get(timeout=5)["id"] for _ in range(4)), [1, 2, 3, 4])
+        self.a.end()
+        self.assertEqual(up.get(timeout=5)["method"], "notifications/tools/list_changed")
+        self.assertEqual(up.get(timeout=5)["method"], "notifications/resources/list_changed")
+        subscribe(5, "a__file:///y", "resources/unsubscribe")  # while it is down: not subscribed again
+        self.assertEqual(up.get(timeout=5)["error"]["message"], "Internal error: the server 'a' has ended")
+        first = self.wait_for(made, 1)
+        self.assertEqual(first.got()["id"], "toolreplay-restart-1")
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1", "result": offered})
+        self.assertEqual([first.got(), first.got()], [
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "method": "resources/subscribe",
+             "params": {"uri": "file:///x"}}])
+        self.assertTrue(first.nothing() and self.b.nothing())  # b's own subscription is b's
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "error": {"code": -1, "message": "gone"}})
+        first.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///z"}})
+        self.assertEqual([up.get(timeout=5) for _ in range(3)], [  # the proxy's own answer is not the client's
+            {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a__file:///z"}}])
+        self.assertEqual(self.diagnostics.getvalue(), (
+            "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n"
+            "toolreplay mcp-proxy: server 'a' refused the subscription to 'file:///x' again (gone): its updates no "
+            "longer reach the client\n"))
+
     @staticmethod
     def wait_for(made: list[FakeServer], count: int) -> FakeServer:
         deadline = time.monotonic() + 5

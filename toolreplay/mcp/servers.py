@@ -13,8 +13,9 @@ file and one record cover them all. `MultiServer` speaks MCP to every server and
 the router: `initialize` and the listings fan out and are answered once, merged; a `tools/call`,
 `prompts/get`, `resources/read` or `completion/complete` goes to the server its prefix names, with the
 prefix stripped; a server's own requests to the client get ids of the proxy's, so that two servers'
-ids cannot collide, and the client's answers go back to the server that asked. A server that ends
-takes only its own tools with it.
+ids cannot collide, and the client's answers go back to the server that asked (an answer to a server
+that ended is dropped). A server that ends takes only its own tools with it; started again, it is sent
+the client's subscriptions to its resources again (toolreplay.mcp.restart.ClientSetup).
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ from toolreplay.format.strictjson import read_json_file
 from toolreplay.format.text import escape_text
 from toolreplay.mcp.restart import (
     INITIALIZED,
+    RESENT,
     RESTART_BACKOFF,
     Backoff,
+    ClientSetup,
     list_changed,
     restart_request,
     start_later,
@@ -351,6 +354,7 @@ class MultiServer:
         self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
         self._backoffs = {prefix: Backoff(backoff) for prefix in servers}  # its restarts in a row
         self._restarting: set[str] = set()
+        self._setups = {prefix: ClientSetup() for prefix in servers}  # each server's subscriptions, set up again
         self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
     # -- ServerEnd ----------------------------------------------------------------------------------
@@ -486,6 +490,8 @@ class MultiServer:
     def _send_one(self, message: dict[str, Any], prefix: str, params: dict[str, Any], read: bool = False) -> None:
         with self._lock:
             gone = prefix in self._gone
+            if message["method"] in RESENT:  # an unsubscribe counts even while the server is gone
+                self._setups[prefix].sent(id_key(message["id"]), message["method"], params)
             if not gone:
                 self._sent[(prefix, id_key(message["id"]))] = _Call(message["id"], prefix if read else None)
         if gone:
@@ -604,10 +610,17 @@ class MultiServer:
     def _server_answer(self, prefix: str, message: dict[str, Any], line: bytes | None) -> None:
         slot = (prefix, id_key(message["id"]))
         with self._lock:
-            entry = self._sent.pop(slot, None)
+            own = self._setups[prefix].own_answer(slot[1], message)
+            entry = self._sent.pop(slot, None) if own is None else None
             late = entry is None and slot in self._cancelled
             if late:
                 del self._cancelled[slot]
+            if isinstance(entry, _Call):
+                self._setups[prefix].answered(slot[1], message)
+        if own is not None:  # to a subscription sent again after a restart: the proxy's own
+            if own:
+                self._say(f"server {self._quoted(prefix)} {own}")
+            return
         if entry is None:
             if not late:
                 self._say(f"dropped a response from server {self._quoted(prefix)} to no request sent to it")
@@ -834,6 +847,10 @@ class MultiServer:
             self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
             offered = self._capabilities[prefix]
         self._to_server(prefix, dump_message(INITIALIZED))
+        with self._lock:
+            again = self._setups[prefix].again(entry.generation)
+        for data in again:  # the client's subscriptions to its resources: their answers are the proxy's
+            self._to_server(prefix, data)
         with self._lock:
             self._gone.discard(prefix)
             self._restarting.discard(prefix)
