@@ -594,6 +594,64 @@ class ProcessTest(unittest.TestCase):
             1, 0, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
 
+    def test_a_server_started_again_is_subscribed_again_and_its_updates_reach_the_client(self) -> None:
+        """Two tiny servers with `--resources`; `a` exits and is started again: its own subscription is sent
+        again (without the prefix), so its updates reach the client under their prefixed URIs."""
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {name: {"command": sys.executable, "args": [TINY, "--resources"]}
+                                   for name in ("a", "b")}}, out)
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["a__touch", "a__crash", "b__touch"]}, out)
+        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
+            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
+                                      "--servers", servers], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+            assert proxy.stdin is not None and proxy.stdout is not None
+            stdin, stdout = proxy.stdin, proxy.stdout
+
+            def ask(message: Any, replies: int = 1) -> list[Any]:
+                stdin.write(line(message))
+                stdin.flush()
+                return [json.loads(stdout.readline()) for _ in range(replies)]
+
+            def touch(message_id: int, prefix: str) -> dict[str, Any]:
+                return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
+                        "params": {"name": f"{prefix}__touch", "arguments": {}}}
+
+            try:
+                ask(INIT)
+                subscribed = [ask({"jsonrpc": "2.0", "id": number, "method": "resources/subscribe",
+                                   "params": {"uri": uri}})[0] for number, uri in ((1, "a__note://one"),
+                                                                                   (2, "b__note://two"))]
+                crashed = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                               "params": {"name": "a__crash", "arguments": {}}}, 3)
+                back = [json.loads(stdout.readline()) for _ in range(2)]  # after 1 s
+                touched = ask(touch(4, "a"), 2) + ask(touch(5, "b"), 2)
+            finally:
+                proxy.kill()
+                proxy.wait()
+                stdin.close()
+                stdout.close()
+            stderr.seek(0)
+            said = stderr.read().decode()
+        changed = [{"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"} for what in ("tools", "resources")]
+        self.assertEqual(subscribed, [{"jsonrpc": "2.0", "id": number, "result": {}} for number in (1, 2)])
+        self.assertEqual(sorted(str(reply.get("id", reply.get("method"))) for reply in crashed),
+                         ["3", *sorted(item["method"] for item in changed)])  # the answer is the router's
+        self.assertEqual(back, changed)
+        self.assertEqual(touched, [
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a__note://one"}},
+            {"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": (
+                'touch {"level": null, "subscribed": ["note://one"]}')}], "isError": False}},
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "b__note://two"}},
+            {"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": (
+                'touch {"level": null, "subscribed": ["note://two"]}')}], "isError": False}}])
+        self.assertEqual(said, "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
+                               "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n")
+
     def test_env_is_set_over_the_proxys_environment(self) -> None:
         lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()
         server = StdioServer([sys.executable, "-c", "import os; print(os.environ['TOOLREPLAY_T'], "
