@@ -359,6 +359,35 @@ class MultiServerTest(unittest.TestCase):
             {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"},
             {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}])
 
+    def test_a_logging_level_goes_to_every_server_that_offers_logging(self) -> None:
+        self.client(INIT)
+        self.a.got(), self.b.got()
+        for server in (self.a, self.b):
+            server.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+                "tools": {}, "logging": {}}}})
+        self.assertEqual(self.got()["result"]["capabilities"], {"tools": {"listChanged": True}, "logging": {}})
+        level = {"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}
+        self.client(level)
+        self.assertEqual((self.a.got(), self.b.got()), (level, level))
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.assertTrue(self.up.empty())  # answered once both answered
+        self.b.emit({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no\x1b[2J"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "result": {}})  # a took it
+        self.assertEqual(self.diagnostics.getvalue(),
+                         "toolreplay mcp-proxy: server 'b' refused the logging level: no\\x1b[2J\n")
+        self.client({**level, "id": 2})
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "not here"}})
+        self.b.emit({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "nor here"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "not here"}})
+        self.client({**level, "id": 3})
+        self.a.got(), self.b.got()
+        self.a.end()
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self.b.end()  # neither answered: the level was not set
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 3, "error": {
+            "code": -32603, "message": "Internal error: no server answered logging/setLevel"}})
+
     def test_servers_requests_get_ids_that_cannot_collide(self) -> None:
         self.a.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
         self.b.emit({"jsonrpc": "2.0", "id": 0, "method": "elicitation/create", "params": {"message": "?"}})
@@ -473,10 +502,15 @@ class MultiServerTest(unittest.TestCase):
         self.addCleanup(multi.close)
         multi.send(line(INIT))
         offered = {"protocolVersion": "2025-11-25", "capabilities": {"resources": {"subscribe": True}}}
-        for server in (self.a, self.b):
-            server.got()
-            server.emit({"jsonrpc": "2.0", "id": 0, "result": offered})
+        logs = {"protocolVersion": "2025-11-25", "capabilities": {"resources": {"subscribe": True}, "logging": {}}}
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "result": logs})
+        self.b.emit({"jsonrpc": "2.0", "id": 0, "result": offered})
         up.get(timeout=5)
+        multi.send(line({"jsonrpc": "2.0", "id": 9, "method": "logging/setLevel", "params": {"level": "error"}}))
+        self.assertEqual(self.a.got()["params"], {"level": "error"})  # b offers no logging
+        self.a.emit({"jsonrpc": "2.0", "id": 9, "result": {}})
+        self.assertEqual(up.get(timeout=5), {"jsonrpc": "2.0", "id": 9, "result": {}})
 
         def subscribe(message_id: int, uri: str, method: str = "resources/subscribe") -> None:
             multi.send(line({"jsonrpc": "2.0", "id": message_id, "method": method, "params": {"uri": uri}}))
@@ -497,13 +531,16 @@ class MultiServerTest(unittest.TestCase):
         self.assertEqual(up.get(timeout=5)["error"]["message"], "Internal error: the server 'a' has ended")
         first = self.wait_for(made, 1)
         self.assertEqual(first.got()["id"], "toolreplay-restart-1")
-        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1", "result": offered})
-        self.assertEqual([first.got(), first.got()], [
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1", "result": logs})
+        self.assertEqual([first.got(), first.got(), first.got()], [
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "method": "resources/subscribe",
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "method": "logging/setLevel",
+             "params": {"level": "error"}},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "method": "resources/subscribe",
              "params": {"uri": "file:///x"}}])
         self.assertTrue(first.nothing() and self.b.nothing())  # b's own subscription is b's
-        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "error": {"code": -1, "message": "gone"}})
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "result": {}})
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "error": {"code": -1, "message": "gone"}})
         first.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///z"}})
         self.assertEqual([up.get(timeout=5) for _ in range(3)], [  # the proxy's own answer is not the client's
             {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
@@ -596,7 +633,8 @@ class ProcessTest(unittest.TestCase):
 
     def test_a_server_started_again_is_subscribed_again_and_its_updates_reach_the_client(self) -> None:
         """Two tiny servers with `--resources`; `a` exits and is started again: its own subscription is sent
-        again (without the prefix), so its updates reach the client under their prefixed URIs."""
+        again (without the prefix), so its updates reach the client under their prefixed URIs, and the
+        client's logging level, which went to both, is sent to it again."""
         directory = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, directory)
         servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
@@ -626,6 +664,7 @@ class ProcessTest(unittest.TestCase):
                 subscribed = [ask({"jsonrpc": "2.0", "id": number, "method": "resources/subscribe",
                                    "params": {"uri": uri}})[0] for number, uri in ((1, "a__note://one"),
                                                                                    (2, "b__note://two"))]
+                subscribed += ask({"jsonrpc": "2.0", "id": 6, "method": "logging/setLevel", "params": {"level": "debug"}})
                 crashed = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                                "params": {"name": "a__crash", "arguments": {}}}, 3)
                 back = [json.loads(stdout.readline()) for _ in range(2)]  # after 1 s
@@ -638,17 +677,17 @@ class ProcessTest(unittest.TestCase):
             stderr.seek(0)
             said = stderr.read().decode()
         changed = [{"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"} for what in ("tools", "resources")]
-        self.assertEqual(subscribed, [{"jsonrpc": "2.0", "id": number, "result": {}} for number in (1, 2)])
+        self.assertEqual(subscribed, [{"jsonrpc": "2.0", "id": number, "result": {}} for number in (1, 2, 6)])
         self.assertEqual(sorted(str(reply.get("id", reply.get("method"))) for reply in crashed),
                          ["3", *sorted(item["method"] for item in changed)])  # the answer is the router's
         self.assertEqual(back, changed)
         self.assertEqual(touched, [
             {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a__note://one"}},
             {"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": (
-                'touch {"level": null, "subscribed": ["note://one"]}')}], "isError": False}},
+                'touch {"level": "debug", "subscribed": ["note://one"]}')}], "isError": False}},
             {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "b__note://two"}},
             {"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": (
-                'touch {"level": null, "subscribed": ["note://two"]}')}], "isError": False}}])
+                'touch {"level": "debug", "subscribed": ["note://two"]}')}], "isError": False}}])
         self.assertEqual(said, "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
                                "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n")
 
