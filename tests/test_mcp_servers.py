@@ -288,8 +288,7 @@ class MultiServerTest(unittest.TestCase):
                 f'Invalid params: no server has the tool "{name}"')}})
         self.client({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": (
-            "Method not found: logging/setLevel (the proxy offers the tools, prompts and resources of its several "
-            "servers)")}})
+            "Method not found: logging/setLevel (no server offers logging)")}})
         for method, params, text in [
                 ("resources/read", {"uri": "zed__file:///x"}, 'resource "zed__file:///x"'),
                 ("prompts/get", {"name": "greet"}, 'prompt "greet"'),

@@ -45,10 +45,10 @@ __all__ = ["RESENT", "RESTART_BACKOFF", "Backoff", "ClientSetup", "RestartingSer
 
 RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before each restart of a server that ended, in a row
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-# what a listing of a server that is down holds: method -> the result's array
 # the client's requests whose effect lives in the server's session, set up again on a restarted server
 RESENT = frozenset({"resources/subscribe", "resources/unsubscribe", "logging/setLevel"})
 _FORGOTTEN = 1024  # ids of requests of ended ends remembered, so that a late answer to one is dropped
+# what a listing of a server that is down holds: method -> the result's array
 _EMPTY_LISTINGS = {"tools/list": "tools", "prompts/list": "prompts", "resources/list": "resources",
                    "resources/templates/list": "resourceTemplates"}
 

@@ -356,7 +356,7 @@ class MultiServer:
         self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
         self._backoffs = {prefix: Backoff(backoff) for prefix in servers}  # its restarts in a row
         self._restarting: set[str] = set()
-        self._setups = {prefix: ClientSetup() for prefix in servers}  # each server's subscriptions, set up again
+        self._setups = {prefix: ClientSetup() for prefix in servers}  # the client's level and subscriptions, by server
         self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
     # -- ServerEnd ----------------------------------------------------------------------------------
@@ -475,8 +475,8 @@ class MultiServer:
                 self._sent[(prefix, key)] = fan
                 self._setups[prefix].sent(key, _SET_LEVEL, message.get("params"))
         if not live:
-            self._answer(error_message(message["id"], _METHOD_NOT_FOUND, f"Method not found: {_SET_LEVEL} (the "
-                                       "proxy offers the tools, prompts and resources of its several servers)"))
+            self._answer(error_message(message["id"], _METHOD_NOT_FOUND, f"Method not found: {_SET_LEVEL} (no "
+                                       "server offers logging)"))
             return
         data = line or dump_message(message)
         for prefix in live:
@@ -786,7 +786,7 @@ class MultiServer:
 
     def _merged_capabilities(self, answered: list[str]) -> dict[str, Any]:
         """Tools always (their listing changes as servers end); prompts, resources (with `subscribe` when one
-        server subscribes) and completions when one server offers them."""
+        server subscribes), completions and logging when one server offers them."""
         with self._lock:
             offered = [self._capabilities.get(prefix, {}) for prefix in answered]
         merged: dict[str, Any] = {"tools": {"listChanged": True}}
