@@ -36,6 +36,10 @@ def call(message_id: Any, tool: str, **args: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call", "params": {"name": tool, "arguments": args}}
 
 
+def subscribe(message_id: Any, uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": "resources/subscribe", "params": {"uri": uri}}
+
+
 def text_result(message_id: Any, text: str, error: bool) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": message_id, "result": {"content": [{"type": "text", "text": text}],
                                                            "isError": error}}
@@ -554,6 +558,52 @@ class ProxyWireTest(unittest.TestCase):
             "index 2: blocked: tool 'crash' was refused by the guard: outcome unknown: an identical crash call "
             "started earlier and its result was never recorded; a person must check whether it took effect, then "
             "delete its line from record.jsonl.intents\n"), ""))
+
+    def test_a_server_started_again_is_subscribed_again_at_the_clients_logging_level(self) -> None:
+        """The tiny server with `--resources`: the client subscribes and sets a level once; the server exits,
+        and the one started in its place is sent the accepted subscription and the level again, so its
+        updates reach the client; the answers to those are the proxy's, never the client's."""
+        proxy = self.start(server_args=("--resources",), rules={"allowed_tools": [*POLICY["allowed_tools"], "touch"]})
+        self.assertEqual(proxy.ask(subscribe(1, "note://one")), {"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.assertEqual(proxy.ask(subscribe(2, "note://nope")), {"jsonrpc": "2.0", "id": 2, "error": {
+            "code": -32602, "message": "Unknown resource: note://nope"}})
+        self.assertEqual(proxy.ask({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+                                    "params": {"level": "debug"}}), {"jsonrpc": "2.0", "id": 3, "result": {}})
+        updated = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://one"}}
+        touched = text_result(4, 'touch {"level": "debug", "subscribed": ["note://one"]}', False)
+        self.assertEqual([proxy.ask(call(4, "touch")), proxy.recv()], [updated, touched])
+        proxy.send(call(5, "crash"))
+        changed = [{"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"} for what in ("tools", "resources")]
+        self.assertEqual(sorted([proxy.recv() for _ in range(3)], key=str), sorted([*changed, text_result(
+            5, "toolreplay: ConnectionError: the server ended before it answered", True)], key=str))
+        self.assertEqual([proxy.recv(), proxy.recv()], changed)  # back, after 1 s
+        self.assertEqual([proxy.ask(call(6, "touch")), proxy.recv()], [updated, {**touched, "id": 6}])
+        self.assertEqual(proxy.close(), (0, b"", "toolreplay mcp-proxy: the server ended (server exited): it is "
+                                                 "started again\ntoolreplay mcp-proxy: the server is back (started "
+                                                 "again): its tools are listed again\n"))
+
+    def test_a_late_answer_to_the_server_that_exited_never_reaches_the_new_one(self) -> None:
+        """The tiny server asks the client (`ask-1`) and exits before the answer; the new one asks with the
+        same id: the client sees its request under an id of the proxy's, and the late answer is dropped."""
+        proxy = self.start()
+        proxy.send(call(1, "ask_client"))
+        self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
+        proxy.send(call(2, "crash"))
+        lost = "toolreplay: ConnectionError: the server ended before it answered"
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+        self.assertEqual(sorted([proxy.recv() for _ in range(3)], key=str),
+                         sorted([text_result(1, lost, True), text_result(2, lost, True), changed], key=str))
+        self.assertEqual(proxy.recv(), changed)  # back
+        proxy.send(call(3, "ask_client"))
+        renamed = "toolreplay-restart-1-asks-1"
+        self.assertEqual(proxy.recv(), {"jsonrpc": "2.0", "id": renamed, "method": "roots/list"})
+        proxy.send({"jsonrpc": "2.0", "id": "ask-1", "result": {"roots": [{"uri": "file:///late"}]}})
+        proxy.send({"jsonrpc": "2.0", "id": renamed, "result": {"roots": [{"uri": "file:///new"}]}})
+        self.assertEqual(proxy.recv(), text_result(3, 'ask_client {"roots": [{"uri": "file:///new"}]}', False))
+        self.assertEqual(proxy.close(), (0, b"", (
+            "toolreplay mcp-proxy: the server ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: the server is back (started again): its tools are listed again\n"
+            "toolreplay mcp-proxy: dropped a response from the client to a request of the server that ended\n")))
 
     def test_a_server_that_exits_before_initialize_ends_the_session(self) -> None:
         proxy = Proxy(self.directory)  # nothing to initialize a new server with: it is not started again

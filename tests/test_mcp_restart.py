@@ -28,8 +28,9 @@ from toolreplay.guard.host import NotSent
 from toolreplay.guard.outcomes import Refusal
 from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.mcp.pins import ToolPins
-from toolreplay.mcp.restart import Backoff, RestartingServer, list_changed, restart_request
+from toolreplay.mcp.restart import Backoff, ClientSetup, RestartingServer, list_changed, restart_request
 from toolreplay.mcp.transport import ServerEnd
+from toolreplay.mcp.wire import id_key
 from toolreplay.policy.model import parse_policy
 from toolreplay.policy.refusals import is_refusal
 
@@ -59,6 +60,66 @@ class PiecesTest(unittest.TestCase):
                          ["notifications/tools/list_changed", "notifications/prompts/list_changed",
                           "notifications/resources/list_changed"])
         self.assertEqual(list_changed({"prompts": True}), [line(CHANGED)])  # not an object: not offered
+
+
+def subscribe(message_id: Any, uri: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": "resources/subscribe", "params": {"uri": uri}}
+
+
+def level(message_id: Any, name: str) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": message_id, "method": "logging/setLevel", "params": {"level": name}}
+
+
+class ClientSetupTest(unittest.TestCase):
+    """What is set up again, as a table: the client's requests, the server's answers (True: a result), and
+    the requests the next end is sent."""
+
+    CASES = [
+        ("nothing set up", [], []),
+        ("an accepted subscription", [(subscribe(1, "a://x"), True)], [("resources/subscribe", {"uri": "a://x"})]),
+        ("a refused one", [(subscribe(1, "a://x"), False)], []),
+        ("unsubscribed", [(subscribe(1, "a://x"), True),
+                          ({"jsonrpc": "2.0", "id": 2, "method": "resources/unsubscribe", "params": {"uri": "a://x"}},
+                           False)], []),
+        ("unsubscribed before the subscription was accepted",
+         [(subscribe(1, "a://x"), True),
+          ({"jsonrpc": "2.0", "id": 2, "method": "resources/unsubscribe", "params": {"uri": "a://x"}}, None)], []),
+        ("the last level accepted, first", [(subscribe(1, "a://x"), True), (level(2, "info"), True),
+                                            (level(3, "debug"), True), (level(4, "nope"), False)],
+         [("logging/setLevel", {"level": "debug"}), ("resources/subscribe", {"uri": "a://x"})]),
+        ("a subscription twice is sent once", [(subscribe(1, "a://x"), True), (subscribe(2, "a://x"), True)],
+         [("resources/subscribe", {"uri": "a://x"})]),
+        ("params of the wrong shape", [({"jsonrpc": "2.0", "id": 1, "method": "resources/subscribe", "params": []},
+                                        True), (subscribe(2, 7), True)], []),  # type: ignore[arg-type]
+    ]
+
+    def test_what_is_set_up_again(self) -> None:
+        for name, exchanges, expected in self.CASES:
+            with self.subTest(name):
+                setup = ClientSetup()
+                for request, _ in exchanges:
+                    setup.sent(id_key(request["id"]), request["method"], request["params"])
+                for request, accepted in [exchange for exchange in exchanges if exchange[1] is not None]:
+                    setup.answered(id_key(request["id"]), {"jsonrpc": "2.0", "id": request["id"], **(
+                        {"result": {}} if accepted else {"error": {"code": -1, "message": "no"}})})
+                sent = [json.loads(data) for data in setup.again(4)]
+                self.assertEqual([(item["method"], item["params"]) for item in sent], expected)
+                self.assertEqual([item["id"] for item in sent],
+                                 [f"toolreplay-restart-4-{number}" for number in range(1, len(expected) + 1)])
+
+    def test_answers_to_what_was_sent_again_are_told_apart(self) -> None:
+        setup = ClientSetup()
+        setup.sent(id_key(1), "resources/subscribe", {"uri": "a://x"})
+        self.assertIsNone(setup.own_answer(id_key(1), {"result": {}}))  # the client's own: not the proxy's
+        setup.answered(id_key(1), {"result": {}})
+        setup.again(1)
+        self.assertIsNone(setup.own_answer(id_key("toolreplay-restart-1-2"), {"result": {}}))
+        self.assertEqual(setup.own_answer(id_key("toolreplay-restart-1-1"), {"result": {}}), "")
+        self.assertIsNone(setup.own_answer(id_key("toolreplay-restart-1-1"), {"result": {}}))  # answered once
+        setup.again(2)
+        self.assertEqual(setup.own_answer(id_key("toolreplay-restart-2-1"), {"error": "?"}),
+                         "refused the subscription to 'a://x' again (no result): its updates no longer reach the client")
+        self.assertEqual(setup.again(3), [])
 
 
 class RestartingServerTest(unittest.TestCase):
@@ -217,6 +278,140 @@ class RestartingServerTest(unittest.TestCase):
         server.send(line(answer))
         self.assertEqual([second.got(), second.got()], [{"jsonrpc": "2.0", "id": 1, "result": {}}, answer])
         self.assertTrue(second.nothing())
+        self.assertEqual(self.diagnostics.getvalue(), SAID_ENDED + SAID_BACK + (
+            "toolreplay mcp-proxy: dropped a response from the client to a request of the server that ended\n"))
+
+    def test_a_late_answer_is_dropped_and_a_new_request_of_the_same_id_gets_one_of_the_proxys(self) -> None:
+        server = self.start()
+        first = self.initialized(server)
+        first.emit({"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
+        first.end()
+        self.assertEqual(self.got(), CHANGED)
+        second = self.restarted()
+        # the new end asks with the id the ended one used, before the client's late answer to that one came
+        second.emit({"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
+        renamed = "toolreplay-restart-1-asks-1"
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": renamed, "method": "roots/list"})
+        second.emit({"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": 1}})
+        second.emit({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "ask-1"}})
+        self.assertEqual(self.got()["method"], "notifications/progress")  # not the proxy's to change
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": {"requestId": renamed}})
+        server.send(line({"jsonrpc": "2.0", "id": "ask-1", "result": {"roots": [{"uri": "file:///old"}]}}))
+        server.send(line({"jsonrpc": "2.0", "id": renamed, "result": {"roots": [{"uri": "file:///new"}]}}))
+        self.assertEqual(second.got(), {"jsonrpc": "2.0", "id": "ask-1", "result": {"roots": [{"uri": "file:///new"}]}})
+        server.send(line({"jsonrpc": "2.0", "id": renamed, "result": {}}))  # answered already: as without restarts
+        self.assertEqual(second.got(), {"jsonrpc": "2.0", "id": renamed, "result": {}})
+        self.assertTrue(second.nothing())
+        self.assertEqual(self.diagnostics.getvalue(), SAID_ENDED + SAID_BACK + (
+            "toolreplay mcp-proxy: dropped a response from the client to a request of the server that ended\n"))
+
+    def test_a_late_answer_in_a_batch_is_taken_out_of_it(self) -> None:
+        server = self.start()
+        first = self.initialized(server)
+        first.emit({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+        first.emit({"jsonrpc": "2.0", "id": 6, "method": "ping"})
+        self.got(), self.got()
+        first.end()
+        self.got()
+        second = self.restarted()
+        second.emit({"jsonrpc": "2.0", "id": 8, "method": "ping"})
+        self.assertEqual(self.got()["id"], 8)  # no id of the ended end: unchanged
+        late, fresh = {"jsonrpc": "2.0", "id": 7, "result": {}}, {"jsonrpc": "2.0", "id": 8, "result": {}}
+        server.send_parsed(line([late, fresh]), [late, fresh])
+        other = {"jsonrpc": "2.0", "id": 6, "result": {}}
+        server.send_parsed(line([other]), [other])  # nothing left of it: nothing sent
+        server.send(line(call(9)))
+        self.assertEqual([second.got(), second.got()], [[fresh], call(9)])
+        self.assertEqual(self.diagnostics.getvalue().count("dropped a response from the client"), 2)
+
+    def test_the_clients_subscriptions_and_logging_level_are_set_up_again(self) -> None:
+        server = self.start()
+        first = self.initialized(server, {"tools": {}, "resources": {"subscribe": True}, "logging": {}})
+        requests = [subscribe(1, "note://a"), subscribe(2, "note://refused"), subscribe(3, "note://b"),
+                    subscribe(4, "note://gone"), level(5, "info"), level(6, "bogus"), level(7, "debug"),
+                    subscribe(8, "note://c")]
+        for request in requests:
+            server.send(line(request))
+        self.assertEqual([first.got() for _ in requests], requests)
+        for request in requests:
+            refused = request["id"] in (2, 6)
+            first.emit({"jsonrpc": "2.0", "id": request["id"], **(
+                {"error": {"code": -32602, "message": "no"}} if refused else {"result": {}})})
+        self.assertEqual([self.got()["id"] for _ in requests], [1, 2, 3, 4, 5, 6, 7, 8])  # the client's own
+        server.send(line({"jsonrpc": "2.0", "id": 9, "method": "resources/unsubscribe",
+                          "params": {"uri": "note://gone"}}))
+        self.assertEqual(first.got()["method"], "resources/unsubscribe")
+        server.send(line(subscribe(10, "note://c")))  # in flight when the server ends: it got no answer
+        server.send(line({"jsonrpc": "2.0", "id": 11, "method": "resources/unsubscribe",
+                          "params": {"uri": "note://c"}}))  # not answered either: the client still wants it gone
+        first.got(), first.got()
+        first.end()
+        self.assertEqual({self.got()["id"] for _ in range(3)}, {9, 10, 11})
+        self.got(), self.got()  # tools and resources list_changed
+        second = self.wait_for(2)
+        second.emit({"jsonrpc": "2.0", "id": second.got()["id"], "result": {"capabilities": {"resources": {}}}})
+        self.assertEqual(second.got(), {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        again = [second.got() for _ in range(3)]
+        self.assertEqual(again, [
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "method": "logging/setLevel", "params": {"level": "debug"}},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "method": "resources/subscribe",
+             "params": {"uri": "note://a"}},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-3", "method": "resources/subscribe",
+             "params": {"uri": "note://b"}}])
+        self.assertTrue(second.nothing())
+        second.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "result": {}})
+        second.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-3", "error": {"code": -32602,
+                                                                                "message": "unknown\x1b[2J"}})
+        second.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "result": {}})
+        second.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a"}})
+        self.assertEqual([self.got() for _ in range(3)], [  # the proxy's answers kept from the client
+            CHANGED, {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "note://a"}}])
+        self.assertEqual(self.diagnostics.getvalue(), SAID_ENDED + SAID_BACK + (
+            "toolreplay mcp-proxy: the server refused the subscription to 'note://b' again (unknown\\x1b[2J): its "
+            "updates no longer reach the client\n"))
+        second.end()  # once more: what the new end refused is not asked again
+        self.got(), self.got()
+        third = self.wait_for(3)
+        third.emit({"jsonrpc": "2.0", "id": third.got()["id"], "result": {"capabilities": {}}})
+        self.assertEqual([third.got().get("params") for _ in range(3)], [None, {"level": "debug"}, {"uri": "note://a"}])
+        self.assertTrue(third.nothing())
+
+    def test_a_level_refused_again_is_said_and_not_kept(self) -> None:
+        server = self.start()
+        first = self.initialized(server, {"logging": {}})
+        server.send(line(level(1, "warning")))
+        first.got()
+        first.emit({"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.got()
+        first.end()
+        self.got()
+        second = self.wait_for(2)
+        second.emit({"jsonrpc": "2.0", "id": second.got()["id"], "result": {"capabilities": {}}})
+        self.assertEqual([second.got()["method"], second.got()["id"]],
+                         ["notifications/initialized", "toolreplay-restart-1-1"])
+        second.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "error": {"code": -32601,
+                                                                                "message": "Method not found"}})
+        self.assertEqual(self.got(), CHANGED)
+        second.end()
+        self.got()
+        third = self.wait_for(3)
+        third.emit({"jsonrpc": "2.0", "id": third.got()["id"], "result": {"capabilities": {}}})
+        self.assertEqual(third.got()["method"], "notifications/initialized")
+        self.assertEqual(self.got(), CHANGED)
+        self.assertTrue(third.nothing())
+        self.assertIn("toolreplay mcp-proxy: the server refused the logging level 'warning' again (Method not "
+                      "found)\n", self.diagnostics.getvalue())
+
+    def restarted(self) -> FakeServer:
+        """The second end, initialized: the client has been told its tools changed."""
+        second = self.wait_for(2)
+        second.emit({"jsonrpc": "2.0", "id": second.got()["id"], "result": {}})
+        self.assertEqual(second.got()["method"], "notifications/initialized")
+        self.assertEqual(self.got(), CHANGED)
+        return second
 
     def test_a_cancelled_call_is_not_answered_when_the_server_ends(self) -> None:
         server = self.start()

@@ -288,8 +288,7 @@ class MultiServerTest(unittest.TestCase):
                 f'Invalid params: no server has the tool "{name}"')}})
         self.client({"jsonrpc": "2.0", "id": 2, "method": "logging/setLevel", "params": {"level": "info"}})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32601, "message": (
-            "Method not found: logging/setLevel (the proxy offers the tools, prompts and resources of its several "
-            "servers)")}})
+            "Method not found: logging/setLevel (no server offers logging)")}})
         for method, params, text in [
                 ("resources/read", {"uri": "zed__file:///x"}, 'resource "zed__file:///x"'),
                 ("prompts/get", {"name": "greet"}, 'prompt "greet"'),
@@ -358,6 +357,35 @@ class MultiServerTest(unittest.TestCase):
         self.assertEqual([self.got() for _ in range(2)], [
             {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"},
             {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"}])
+
+    def test_a_logging_level_goes_to_every_server_that_offers_logging(self) -> None:
+        self.client(INIT)
+        self.a.got(), self.b.got()
+        for server in (self.a, self.b):
+            server.emit({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": "2025-11-25", "capabilities": {
+                "tools": {}, "logging": {}}}})
+        self.assertEqual(self.got()["result"]["capabilities"], {"tools": {"listChanged": True}, "logging": {}})
+        level = {"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": "debug"}}
+        self.client(level)
+        self.assertEqual((self.a.got(), self.b.got()), (level, level))
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.assertTrue(self.up.empty())  # answered once both answered
+        self.b.emit({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "no\x1b[2J"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 1, "result": {}})  # a took it
+        self.assertEqual(self.diagnostics.getvalue(),
+                         "toolreplay mcp-proxy: server 'b' refused the logging level: no\\x1b[2J\n")
+        self.client({**level, "id": 2})
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "not here"}})
+        self.b.emit({"jsonrpc": "2.0", "id": 2, "error": {"code": -32000, "message": "nor here"}})
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "not here"}})
+        self.client({**level, "id": 3})
+        self.a.got(), self.b.got()
+        self.a.end()
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self.b.end()  # neither answered: the level was not set
+        self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": 3, "error": {
+            "code": -32603, "message": "Internal error: no server answered logging/setLevel"}})
 
     def test_servers_requests_get_ids_that_cannot_collide(self) -> None:
         self.a.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
@@ -459,6 +487,70 @@ class MultiServerTest(unittest.TestCase):
             "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
             "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n"))
 
+    def test_a_server_started_again_is_sent_its_own_subscriptions_again(self) -> None:
+        made: list[FakeServer] = []
+
+        def make() -> FakeServer:
+            made.append(FakeServer())
+            return made[-1]
+
+        multi = MultiServer({"a": self.a, "bee": self.b}, names={"bee": "b"}, diagnostics=self.diagnostics,
+                            restart={"a": make}, backoff=(0.05, 0.05))
+        up: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        multi.start(lambda data: up.put(json.loads(data)), self.ended.put)
+        self.addCleanup(multi.close)
+        multi.send(line(INIT))
+        offered = {"protocolVersion": "2025-11-25", "capabilities": {"resources": {"subscribe": True}}}
+        logs = {"protocolVersion": "2025-11-25", "capabilities": {"resources": {"subscribe": True}, "logging": {}}}
+        self.a.got(), self.b.got()
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "result": logs})
+        self.b.emit({"jsonrpc": "2.0", "id": 0, "result": offered})
+        up.get(timeout=5)
+        multi.send(line({"jsonrpc": "2.0", "id": 9, "method": "logging/setLevel", "params": {"level": "error"}}))
+        self.assertEqual(self.a.got()["params"], {"level": "error"})  # b offers no logging
+        self.a.emit({"jsonrpc": "2.0", "id": 9, "result": {}})
+        self.assertEqual(up.get(timeout=5), {"jsonrpc": "2.0", "id": 9, "result": {}})
+
+        def subscribe(message_id: int, uri: str, method: str = "resources/subscribe") -> None:
+            multi.send(line({"jsonrpc": "2.0", "id": message_id, "method": method, "params": {"uri": uri}}))
+
+        for number, uri in enumerate(("a__file:///x", "bee__file:///x", "a__file:///no", "a__file:///y"), 1):
+            subscribe(number, uri)
+        self.assertEqual([self.a.got()["params"]["uri"] for _ in range(3)], ["file:///x", "file:///no", "file:///y"])
+        self.assertEqual(self.b.got()["params"], {"uri": "file:///x"})
+        self.a.emit({"jsonrpc": "2.0", "id": 1, "result": {}})
+        self.a.emit({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "no such resource"}})
+        self.a.emit({"jsonrpc": "2.0", "id": 4, "result": {}})
+        self.b.emit({"jsonrpc": "2.0", "id": 2, "result": {}})
+        self.assertEqual(sorted(up.get(timeout=5)["id"] for _ in range(4)), [1, 2, 3, 4])
+        self.a.end()
+        self.assertEqual(up.get(timeout=5)["method"], "notifications/tools/list_changed")
+        self.assertEqual(up.get(timeout=5)["method"], "notifications/resources/list_changed")
+        subscribe(5, "a__file:///y", "resources/unsubscribe")  # while it is down: not subscribed again
+        self.assertEqual(up.get(timeout=5)["error"]["message"], "Internal error: the server 'a' has ended")
+        first = self.wait_for(made, 1)
+        self.assertEqual(first.got()["id"], "toolreplay-restart-1")
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1", "result": logs})
+        self.assertEqual([first.got(), first.got(), first.got()], [
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "method": "logging/setLevel",
+             "params": {"level": "error"}},
+            {"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "method": "resources/subscribe",
+             "params": {"uri": "file:///x"}}])
+        self.assertTrue(first.nothing() and self.b.nothing())  # b's own subscription is b's
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-1", "result": {}})
+        first.emit({"jsonrpc": "2.0", "id": "toolreplay-restart-1-2", "error": {"code": -1, "message": "gone"}})
+        first.emit({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///z"}})
+        self.assertEqual([up.get(timeout=5) for _ in range(3)], [  # the proxy's own answer is not the client's
+            {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/list_changed"},
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a__file:///z"}}])
+        self.assertEqual(self.diagnostics.getvalue(), (
+            "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
+            "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n"
+            "toolreplay mcp-proxy: server 'a' refused the subscription to 'file:///x' again (gone): its updates no "
+            "longer reach the client\n"))
+
     @staticmethod
     def wait_for(made: list[FakeServer], count: int) -> FakeServer:
         deadline = time.monotonic() + 5
@@ -537,6 +629,66 @@ class ProcessTest(unittest.TestCase):
         self.assertEqual((code, initialized["id"], reply["result"]["content"][0]["text"], said), (
             1, 0, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
+
+    def test_a_server_started_again_is_subscribed_again_and_its_updates_reach_the_client(self) -> None:
+        """Two tiny servers with `--resources`; `a` exits and is started again: its own subscription is sent
+        again (without the prefix), so its updates reach the client under their prefixed URIs, and the
+        client's logging level, which went to both, is sent to it again."""
+        directory = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, directory)
+        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
+        with open(servers, "w", encoding="utf-8") as out:
+            json.dump({"servers": {name: {"command": sys.executable, "args": [TINY, "--resources"]}
+                                   for name in ("a", "b")}}, out)
+        with open(policy, "w", encoding="utf-8") as out:
+            json.dump({"agent": "a", "allowed_tools": ["a__touch", "a__crash", "b__touch"]}, out)
+        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
+            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
+                                      "--servers", servers], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+            assert proxy.stdin is not None and proxy.stdout is not None
+            stdin, stdout = proxy.stdin, proxy.stdout
+
+            def ask(message: Any, replies: int = 1) -> list[Any]:
+                stdin.write(line(message))
+                stdin.flush()
+                return [json.loads(stdout.readline()) for _ in range(replies)]
+
+            def touch(message_id: int, prefix: str) -> dict[str, Any]:
+                return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
+                        "params": {"name": f"{prefix}__touch", "arguments": {}}}
+
+            try:
+                ask(INIT)
+                subscribed = [ask({"jsonrpc": "2.0", "id": number, "method": "resources/subscribe",
+                                   "params": {"uri": uri}})[0] for number, uri in ((1, "a__note://one"),
+                                                                                   (2, "b__note://two"))]
+                subscribed += ask({"jsonrpc": "2.0", "id": 6, "method": "logging/setLevel", "params": {"level": "debug"}})
+                crashed = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                               "params": {"name": "a__crash", "arguments": {}}}, 3)
+                back = [json.loads(stdout.readline()) for _ in range(2)]  # after 1 s
+                touched = ask(touch(4, "a"), 2) + ask(touch(5, "b"), 2)
+            finally:
+                proxy.kill()
+                proxy.wait()
+                stdin.close()
+                stdout.close()
+            stderr.seek(0)
+            said = stderr.read().decode()
+        changed = [{"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"} for what in ("tools", "resources")]
+        self.assertEqual(subscribed, [{"jsonrpc": "2.0", "id": number, "result": {}} for number in (1, 2, 6)])
+        self.assertEqual(sorted(str(reply.get("id", reply.get("method"))) for reply in crashed),
+                         ["3", *sorted(item["method"] for item in changed)])  # the answer is the router's
+        self.assertEqual(back, changed)
+        self.assertEqual(touched, [
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "a__note://one"}},
+            {"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": (
+                'touch {"level": "debug", "subscribed": ["note://one"]}')}], "isError": False}},
+            {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "b__note://two"}},
+            {"jsonrpc": "2.0", "id": 5, "result": {"content": [{"type": "text", "text": (
+                'touch {"level": "debug", "subscribed": ["note://two"]}')}], "isError": False}}])
+        self.assertEqual(said, "toolreplay mcp-proxy: server 'a' ended (server exited): it is started again\n"
+                               "toolreplay mcp-proxy: server 'a' is back (started again): its tools are listed again\n")
 
     def test_env_is_set_over_the_proxys_environment(self) -> None:
         lines: queue.SimpleQueue[bytes] = queue.SimpleQueue()

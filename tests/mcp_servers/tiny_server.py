@@ -2,12 +2,16 @@
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
 `tick` (a read whose answer changes: `tick N` on its Nth call), `blob` (a result of `size` bytes), `hold` (never answers; it serves other
-requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request and returns its answer) and `noisy` (writes a
+requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request
+`ask-N`, serves other requests meanwhile, and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
 until it is called again with `inputResponses`, the multi-round-trip flow of protocol 2026-07-28). `--description TEXT` changes `echo`'s
 description (a rug pull between two runs). A call with `params.task` gets a task handle (`task-N`) as its result. `--odd` puts valid JSON that Python cannot write back as such
-into the listing (a lone surrogate escape, the number 1e400) and adds the tool `odd`, whose result holds both. Batches are answered with a batch.
+into the listing (a lone surrogate escape, the number 1e400) and adds the tool `odd`, whose result holds both. `--resources` offers
+the resources `note://one` and `note://two` with subscriptions (another URI's subscription is refused) and logging levels, and adds
+the tool `touch`: it sends `notifications/resources/updated` for each resource subscribed to, then answers with the logging level
+and the subscriptions. Batches are answered with a batch.
 """
 
 from __future__ import annotations
@@ -41,9 +45,15 @@ def _tools(description: str) -> list[dict[str, object]]:
     ]
 
 
+NOTES = ("note://one", "note://two")
+
+
 class TinyServer:
-    def __init__(self, description: str, notes: str | None, odd: bool = False) -> None:
+    def __init__(self, description: str, notes: str | None, odd: bool = False, resources: bool = False) -> None:
         self.odd = odd
+        self.resources = resources
+        self.subscribed: list[str] = []
+        self.level: str | None = None
         self.description = description
         self.notes = notes
         self.asked = 0
@@ -63,12 +73,19 @@ class TinyServer:
         if method == "initialize":
             wanted = params.get("protocolVersion")
             result = {"protocolVersion": wanted if wanted in VERSIONS else VERSIONS[-1],
-                      "capabilities": {"tools": {"listChanged": True}},
+                      "capabilities": {"tools": {"listChanged": True}, **({
+                          "resources": {"subscribe": True}, "logging": {}} if self.resources else {})},
                       "serverInfo": {"name": "tiny", "version": "1.0"}}
         elif method == "ping":
             result = {}
+        elif self.resources and method in ("resources/subscribe", "resources/unsubscribe", "logging/setLevel",
+                                           "resources/list"):
+            return self.resource_request(request["id"], str(method), params)
         elif method == "tools/list":
             result = {"tools": _tools(self.description)}
+            if self.resources:
+                result["tools"].append({"name": "touch", "description": "Touch the notes subscribed to.",
+                                        "inputSchema": {"type": "object"}})
             if self.odd:
                 result["tools"][0]["description"] += " \ud800"
                 result["tools"][0]["inputSchema"]["properties"]["text"]["maxLength"] = "__BIG__"
@@ -111,11 +128,16 @@ class TinyServer:
             self.asked += 1
             ask_id = f"ask-{self.asked}"
             self.send({"jsonrpc": "2.0", "id": ask_id, "method": "roots/list"})
-            for line in sys.stdin:  # wait for the client's answer (this server handles one thing at a time)
-                reply = json.loads(line)
-                if isinstance(reply, dict) and reply.get("id") == ask_id:
+            for line in sys.stdin:  # wait for the client's answer, serving the rest meanwhile
+                reply = json.loads(line) if line.strip() else None
+                if isinstance(reply, dict) and reply.get("id") == ask_id and "method" not in reply:
                     text = json.dumps(reply.get("result"), sort_keys=True)
                     break
+                self.handle(line)
+        elif name == "touch":
+            for uri in self.subscribed:
+                self.send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}})
+            text = json.dumps({"level": self.level, "subscribed": self.subscribed}, sort_keys=True)
         elif name == "blob" and isinstance(args, dict):  # a large result: `size` bytes of text
             text = "x" * int(args.get("size", 0))
         elif name == "tick":
@@ -131,6 +153,22 @@ class TinyServer:
             self.send({"jsonrpc": "2.0", "method": "notifications/message",
                        "params": {"level": "info", "data": "noisy was called"}})
         return {"content": [{"type": "text", "text": f"{name} {text}"}], "isError": False}
+
+    def resource_request(self, request_id: object, method: str, params: dict[str, object]) -> dict[str, object]:
+        """--resources: the notes' listing, a subscription (to a note only), an unsubscribe, a logging level."""
+        if method == "resources/list":
+            return {"jsonrpc": "2.0", "id": request_id, "result": {"resources": [
+                {"uri": uri, "name": uri[7:], "mimeType": "text/plain"} for uri in NOTES]}}
+        if method == "logging/setLevel":
+            self.level = str(params.get("level"))
+        elif method == "resources/unsubscribe":
+            self.subscribed = [uri for uri in self.subscribed if uri != params.get("uri")]
+        elif params.get("uri") not in NOTES:
+            return {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602,
+                                                                  "message": f"Unknown resource: {params.get('uri')}"}}
+        elif params["uri"] not in self.subscribed:
+            self.subscribed.append(str(params["uri"]))
+        return {"jsonrpc": "2.0", "id": request_id, "result": {}}
 
     def serve(self) -> None:
         for line in sys.stdin:
@@ -168,8 +206,9 @@ def main() -> None:
     parser.add_argument("--description", default="Echo the text back.")
     parser.add_argument("--notes")
     parser.add_argument("--odd", action="store_true")
+    parser.add_argument("--resources", action="store_true")
     args = parser.parse_args()
-    TinyServer(args.description, args.notes, args.odd).serve()
+    TinyServer(args.description, args.notes, args.odd, args.resources).serve()
 
 
 if __name__ == "__main__":

@@ -12,9 +12,11 @@ templates as `PREFIX__URI` (the prefix is the server's name unless it gives one)
 file and one record cover them all. `MultiServer` speaks MCP to every server and looks like one server to
 the router: `initialize` and the listings fan out and are answered once, merged; a `tools/call`,
 `prompts/get`, `resources/read` or `completion/complete` goes to the server its prefix names, with the
-prefix stripped; a server's own requests to the client get ids of the proxy's, so that two servers'
-ids cannot collide, and the client's answers go back to the server that asked. A server that ends
-takes only its own tools with it.
+prefix stripped; `logging/setLevel` goes to every server that offers logging; a server's own requests
+to the client get ids of the proxy's, so that two servers' ids cannot collide, and the client's answers
+go back to the server that asked (an answer to a server that ended is dropped). A server that ends takes
+only its own tools with it; started again, it is sent the client's logging level and subscriptions to
+its resources again (toolreplay.mcp.restart.ClientSetup).
 """
 
 from __future__ import annotations
@@ -37,8 +39,10 @@ from toolreplay.format.strictjson import read_json_file
 from toolreplay.format.text import escape_text
 from toolreplay.mcp.restart import (
     INITIALIZED,
+    RESENT,
     RESTART_BACKOFF,
     Backoff,
+    ClientSetup,
     list_changed,
     restart_request,
     start_later,
@@ -66,6 +70,7 @@ PREFIX_RULE = 'letters, digits, "-" and "_", at most 32 characters, no "__", not
 _PREFIX = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]|_(?!_)){0,31}")
 _SERVER_KEYS = ("command", "args", "env", "url", "headers", "prefix", "type")
 _METHOD_NOT_FOUND, _INTERNAL_ERROR = -32601, -32603
+_SET_LEVEL = "logging/setLevel"  # to every server that offers logging
 _FORGOTTEN = 1024  # ids of cancelled requests remembered, so that a late reply is dropped without a word
 # the listings that fan out: method -> (the result's array, the capability a server must offer to be asked,
 # the key of each item that gets the prefix)
@@ -351,6 +356,7 @@ class MultiServer:
         self._generation = {prefix: 0 for prefix in servers}  # a restarted server's end is the next generation
         self._backoffs = {prefix: Backoff(backoff) for prefix in servers}  # its restarts in a row
         self._restarting: set[str] = set()
+        self._setups = {prefix: ClientSetup() for prefix in servers}  # the client's level and subscriptions, by server
         self._initialize: dict[str, Any] | None = None  # the client's initialize, sent again to a restarted server
 
     # -- ServerEnd ----------------------------------------------------------------------------------
@@ -422,6 +428,8 @@ class MultiServer:
             self._client_notification(method, message, line)
         elif method == "initialize" or method in _LISTINGS:
             self._fan_out(message, line)
+        elif method == _SET_LEVEL:
+            self._set_level(message, line)
         elif method in _ROUTED:
             self._call(message)
         elif method == "completion/complete":
@@ -455,6 +463,25 @@ class MultiServer:
         if not live:
             self._finish(fan)
 
+    def _set_level(self, message: dict[str, Any], line: bytes | None) -> None:
+        """logging/setLevel: to every server that offers logging, answered once all answered (Method not
+        found when none does)."""
+        key = id_key(message["id"])
+        with self._lock:
+            live = [prefix for prefix in self._servers if prefix not in self._gone
+                    and isinstance(self._capabilities.get(prefix, {}).get("logging"), dict)]
+            fan = _Fan(message, live)
+            for prefix in live:
+                self._sent[(prefix, key)] = fan
+                self._setups[prefix].sent(key, _SET_LEVEL, message.get("params"))
+        if not live:
+            self._answer(error_message(message["id"], _METHOD_NOT_FOUND, f"Method not found: {_SET_LEVEL} (no "
+                                       "server offers logging)"))
+            return
+        data = line or dump_message(message)
+        for prefix in live:
+            self._to_server(prefix, data)
+
     def _call(self, message: dict[str, Any]) -> None:
         """A request about one tool, prompt or resource: to the server its prefix names, the prefix taken off."""
         kind, (key,) = _ROUTED[message["method"]]
@@ -486,6 +513,8 @@ class MultiServer:
     def _send_one(self, message: dict[str, Any], prefix: str, params: dict[str, Any], read: bool = False) -> None:
         with self._lock:
             gone = prefix in self._gone
+            if message["method"] in RESENT:  # an unsubscribe counts even while the server is gone
+                self._setups[prefix].sent(id_key(message["id"]), message["method"], params)
             if not gone:
                 self._sent[(prefix, id_key(message["id"]))] = _Call(message["id"], prefix if read else None)
         if gone:
@@ -604,10 +633,17 @@ class MultiServer:
     def _server_answer(self, prefix: str, message: dict[str, Any], line: bytes | None) -> None:
         slot = (prefix, id_key(message["id"]))
         with self._lock:
-            entry = self._sent.pop(slot, None)
+            own = self._setups[prefix].own_answer(slot[1], message)
+            entry = self._sent.pop(slot, None) if own is None else None
             late = entry is None and slot in self._cancelled
             if late:
                 del self._cancelled[slot]
+            if isinstance(entry, _Call) or (isinstance(entry, _Fan) and entry.message["method"] == _SET_LEVEL):
+                self._setups[prefix].answered(slot[1], message)
+        if own is not None:  # to a level or subscription sent again after a restart: the proxy's own
+            if own:
+                self._say(f"server {self._quoted(prefix)} {own}")
+            return
         if entry is None:
             if not late:
                 self._say(f"dropped a response from server {self._quoted(prefix)} to no request sent to it")
@@ -622,7 +658,9 @@ class MultiServer:
             self._up.put(line if line is not None else dump_message(message))
             return
         result = message.get("result")
-        if not isinstance(result, dict):
+        if entry.message["method"] == _SET_LEVEL:
+            self._level_set(entry, prefix, message)
+        elif not isinstance(result, dict):
             error = message.get("error")
             text = error.get("message") if isinstance(error, dict) else None
             self._fan_failed(entry, prefix, str(text) if text is not None else "no result")
@@ -634,6 +672,15 @@ class MultiServer:
             self._fan_done(entry, prefix)
         else:
             self._listed(entry, prefix, result)
+
+    def _level_set(self, fan: _Fan, prefix: str, message: dict[str, Any]) -> None:
+        """One server's answer to the client's logging level: a refusal is kept, to answer with if all refused."""
+        if isinstance(message.get("result"), dict):
+            fan.results[prefix] = message["result"]
+        else:
+            error = message.get("error")
+            fan.items[prefix] = [error if isinstance(error, dict) else {"message": "no result"}]
+        self._fan_done(fan, prefix)
 
     def _listed(self, fan: _Fan, prefix: str, result: dict[str, Any]) -> None:
         """One page of a server's listing: kept under their prefixed names or URIs; the next page asked for."""
@@ -688,6 +735,9 @@ class MultiServer:
     def _finish(self, fan: _Fan) -> None:
         """Answer the client's request with what every server answered."""
         client_id = fan.message["id"]
+        if fan.message["method"] == _SET_LEVEL:
+            self._answer_level(fan)
+            return
         if fan.message["method"] in _LISTINGS:
             items = [item for prefix in fan.order for item in fan.items[prefix]]
             for tool in items if fan.message["method"] == "tools/list" else ():
@@ -718,9 +768,25 @@ class MultiServer:
             result["instructions"] = "\n\n".join(instructions)
         self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": result}))
 
+    def _answer_level(self, fan: _Fan) -> None:
+        """Set, when one server took the level (each refusal said); else the first server's refusal."""
+        client_id = fan.message["id"]
+        refusals = [(prefix, fan.items[prefix][0]) for prefix in fan.order
+                    if prefix not in fan.results and fan.items[prefix]]
+        if not fan.results:
+            first = refusals[0][1] if refusals else {"message": f"Internal error: no server answered {_SET_LEVEL}"}
+            code = first.get("code")
+            self._up.put(dump_message(error_message(client_id, code if isinstance(code, int) else _INTERNAL_ERROR,
+                                                    str(first.get("message")))))
+            return
+        for prefix, error in refusals:
+            self._say(f"server {self._quoted(prefix)} refused the logging level: "
+                      f"{escape_text(str(error.get('message')))}")
+        self._up.put(dump_message({"jsonrpc": "2.0", "id": client_id, "result": {}}))
+
     def _merged_capabilities(self, answered: list[str]) -> dict[str, Any]:
         """Tools always (their listing changes as servers end); prompts, resources (with `subscribe` when one
-        server subscribes) and completions when one server offers them."""
+        server subscribes), completions and logging when one server offers them."""
         with self._lock:
             offered = [self._capabilities.get(prefix, {}) for prefix in answered]
         merged: dict[str, Any] = {"tools": {"listChanged": True}}
@@ -732,6 +798,8 @@ class MultiServer:
                 item.get("subscribe") is True for item in resources) else {})}
         if any(isinstance(caps.get("completions"), dict) for caps in offered):
             merged["completions"] = {}
+        if any(isinstance(caps.get("logging"), dict) for caps in offered):
+            merged["logging"] = {}
         return merged
 
     def _server_gone(self, prefix: str, reason: str) -> None:
@@ -834,6 +902,10 @@ class MultiServer:
             self._capabilities[prefix] = capabilities if isinstance(capabilities, dict) else {}
             offered = self._capabilities[prefix]
         self._to_server(prefix, dump_message(INITIALIZED))
+        with self._lock:
+            again = self._setups[prefix].again(entry.generation)
+        for data in again:  # the client's level and subscriptions to its resources: their answers are the proxy's
+            self._to_server(prefix, data)
         with self._lock:
             self._gone.discard(prefix)
             self._restarting.discard(prefix)
