@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.checks import Check
-from toolreplay.format.records import Record, canonical_record_bytes
+from toolreplay.format.records import LinkFact, Record, canonical_record_bytes, link_fact
 
 if TYPE_CHECKING:
     from toolreplay.audit.merkle import MerkleBuilder
@@ -47,7 +47,7 @@ def _openssl_sha256() -> Callable[..., Any]:
     return hashlib.sha256
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
-           "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
+           "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "LinkFact", "ChainWalk", "walk_link_facts",
            "line_digest", "ChainWalker", "seal_check", "verify_check"]
 
 GENESIS = "0" * 64
@@ -86,18 +86,12 @@ def line_digest(line: bytes) -> str:
 
 
 SealFact = tuple[int, bytes, bytes, bytes, "bytes | None"]
-LinkFact = tuple[bytes, "str | None", "str | None"]
 
 
 def seal_fact(record: Record) -> SealFact:
     """What sealing needs of a record: its index and the canonical tool, args, response and meta."""
     return (record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
             None if record.meta is None else record.canonical_meta)
-
-
-def link_fact(record: Record) -> LinkFact:
-    """What verifying needs of a link: the canonical record, and the stated prev and digest."""
-    return record.canonical_record, record.prev, record.digest
 
 
 def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:

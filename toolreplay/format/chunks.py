@@ -32,7 +32,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError, ToolReplayError
-from toolreplay.format.records import MAX_LINE_BYTES, STDIN_NAME, Record, TornLineError, iter_records, open_input
+from toolreplay.format.records import (
+    MAX_LINE_BYTES,
+    STDIN_NAME,
+    Record,
+    TornLineError,
+    iter_link_facts,
+    iter_records,
+    link_fact,
+    open_input,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -98,6 +107,13 @@ def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, lin
     first: Record | None = None
     last_index: int | None = None
     error = False
+    if links and extract is link_fact:  # a sealed file's facts without a Record a line: only links are checked
+        try:
+            facts.extend(iter_link_facts(io.BytesIO(data), path, first_chunk=first_chunk, max_line=max_line))
+        except InputError:
+            error = True
+        found = 1 if facts else None
+        return _Chunk(facts, _count_lines(data), found, None, None, True if facts else None, error, False)
     try:
         for record in iter_records(io.BytesIO(data), path, check_sequence=not links, require_sealed=links,
                                    first_chunk=first_chunk, max_line=max_line):
@@ -165,6 +181,9 @@ def _start_worker(parent: int) -> None:
 
 def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Record], T],
             max_line: int = MAX_LINE_BYTES) -> Iterator[T]:
+    if links and extract is link_fact:
+        facts: Iterator[T] = iter_link_facts(handle, display, max_line=max_line)  # type: ignore[assignment]
+        return facts
     # map, not a generator of our own: one Python frame less to resume a record
     return map(extract, iter_records(handle, display, check_sequence=not links, require_sealed=links,
                                      max_line=max_line))
@@ -241,6 +260,10 @@ def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: 
     """Read a chunk in this process, knowing what the lines before established: the serial reader's
     facts and first error, at its absolute line."""
     try:
+        if links and extract is link_fact:
+            yield from iter_link_facts(io.BytesIO(_pread(fd, start, end)), path,  # type: ignore[misc]
+                                       first_chunk=first_chunk, resume=state, max_line=max_line)
+            return
         for record in iter_records(io.BytesIO(_pread(fd, start, end)), path, check_sequence=not links,
                                    require_sealed=links, first_chunk=first_chunk, resume=state, max_line=max_line):
             yield extract(record)

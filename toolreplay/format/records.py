@@ -29,7 +29,8 @@ from toolreplay.format.strictjson import (
     scan_canonical_numbers,
 )
 
-__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
+__all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "link_fact", "LinkFact",
+           "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
            "format_ts", "RECORD_FIELDS", "LINK_FIELDS", "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED",
            "LINK_IN_PLAIN", "NOT_SEALED", "MAX_LINE_BYTES", "line_too_long", "TornLineError", "index_out_of_order"]
@@ -335,12 +336,21 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 _LINK_EXTRA = len(',"prev":""') + 64 + len(',"digest":""') + 64
 
 
-def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
-    """The link on a line as `seal` writes it (compact, each float in its canonical text), its canonical record
-    taken from one encoding of the parsed line; None for any other line, which the careful path then reads
-    (and names what is wrong with it). The record equals the careful path's: see `scan_canonical_numbers`
-    for why a line whose canonical record is exactly as long as the line without prev and digest has no
-    duplicate key; every other rule is checked here as there, or the line goes there."""
+LinkFact = tuple[bytes, "str | None", "str | None"]
+
+
+def link_fact(record: Record) -> LinkFact:
+    """What verifying needs of a link: the canonical record, and the stated prev and digest."""
+    return record.canonical_record, record.prev, record.digest
+
+
+def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
+    """The link on a line as `seal` writes it (compact, each float in its canonical text): its fact (canonical
+    record, prev, digest), taken from one encoding of the parsed line, and the parsed record without prev and
+    digest; None for any other line, which the careful path then reads (and names what is wrong with it).
+    The record equals the careful path's: see `scan_canonical_numbers` for why a line whose canonical record
+    is exactly as long as the line without prev and digest has no duplicate key; every other rule is checked
+    here as there, or the line goes there."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -352,33 +362,41 @@ def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
     if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
         return None
     keys = obj.keys()
-    meta = None
     if keys == _LINK_META_SET:
-        meta = obj["meta"]
         try:
-            check_meta(meta)
+            check_meta(obj["meta"])
         except JSONLineError:
             return None
     elif keys != _LINK_SET:
         return None
-    index, tool, args, response, prev, digest = (obj["index"], obj["tool"], obj["args"], obj["response"],
-                                                 obj.pop("prev"), obj.pop("digest"))
-    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
-            or type(response) is not dict or type(prev) is not str or type(digest) is not str
+    index, tool, prev, digest = obj["index"], obj["tool"], obj.pop("prev"), obj.pop("digest")
+    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(obj["args"]) is not dict
+            or type(obj["response"]) is not dict or type(prev) is not str or type(digest) is not str
             or len(prev) != 64 or len(digest) != 64 or prev.strip(_HEX_DIGITS) or digest.strip(_HEX_DIGITS)):
         return None
     canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
     if len(canonical) + _LINK_EXTRA != end:
         return None
-    # A key beyond U+FFFF sorts otherwise in UTF-16: a literal one makes the text 4 bytes a character (which
-    # getsizeof tells at once), an escaped one needs a backslash (one memchr over the bytes, usually none).
-    if (b"\\" in raw or may_hold_astral_literal(text)) and has_astral_key(obj):
+    # A key beyond U+FFFF sorts otherwise in UTF-16. Written as itself, it makes the text 4 bytes a character
+    # (which getsizeof tells at once); escaped, it cannot be here: a surrogate pair's 12 characters are longer
+    # than the one of its canonical text, and the lengths are equal.
+    if may_hold_astral_literal(text) and has_astral_key(obj):
         return None
     try:
         record = canonical.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
         return None
-    return Record(index, tool, args, response, lineno, prev, digest, True, meta, record)
+    return (record, prev, digest), obj
+
+
+def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
+    """`_canonical_link` as a Record (a link line as `seal` writes it), or None for any other line."""
+    found = _canonical_link(raw)
+    if found is None:
+        return None
+    (record, prev, digest), obj = found
+    return Record(obj["index"], obj["tool"], obj["args"], obj["response"], lineno, prev, digest, True,
+                  obj.get("meta"), record)
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
@@ -388,6 +406,23 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     sequence starts at the first record's index (the caller checks it against the chunk before), unless
     `resume` gives what the lines before established: (sealed or not or None, the next expected index).
     A line longer than `max_line` bytes is an input error, found before more than that is held in memory."""
+    records: Iterator[Record] = _read_lines(handle, path, check_sequence, require_sealed, first_chunk, resume,
+                                            max_line, False)
+    return records
+
+
+def iter_link_facts(handle: IO[bytes], path: str, *, first_chunk: bool = True,
+                    resume: tuple[bool | None, int | None] | None = None,
+                    max_line: int = MAX_LINE_BYTES) -> Iterator[LinkFact]:
+    """`map(link_fact, iter_records(...))` over the links of a sealed file, the same facts and errors, made
+    without a Record for each line `seal` wrote (what `verify` reads)."""
+    facts: Iterator[LinkFact] = _read_lines(handle, path, False, True, first_chunk, resume, max_line, True)
+    return facts
+
+
+def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool, first_chunk: bool,
+                resume: tuple[bool | None, int | None] | None, max_line: int, facts: bool) -> Iterator[Any]:
+    """`iter_records`, or with `facts` (links only) `iter_link_facts`: one loop, so that both read alike."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
@@ -404,11 +439,18 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     while raw := readline(bound):
         lineno += 1
         if fast_links and raw[-1:] == b"\n":
-            link = _read_canonical_link(raw, lineno)
-            if link is not None:
-                records += 1
-                yield link
-                continue
+            if facts:
+                found = _canonical_link(raw)
+                if found is not None:
+                    records += 1
+                    yield found[0]
+                    continue
+            else:
+                link = _read_canonical_link(raw, lineno)
+                if link is not None:
+                    records += 1
+                    yield link
+                    continue
         unparsed = False  # True while a JSON error would mean a last line cut short
         try:
             if len(raw) == bound and raw[-1:] != b"\n":
@@ -471,7 +513,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                 raise TornLineError(path, lineno, message, len(raw)) from None
             raise InputError(path, lineno, message) from None
         records += 1
-        yield record
+        yield (record.canonical_record, record.prev, record.digest) if facts else record
 
 
 def read_session(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
