@@ -101,7 +101,7 @@ def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[byt
 
 def seal_check(prev: str = GENESIS) -> Check[SealFact, Iterator[bytes]]:
     """Sealing as a check: `seal_fact` per record, `seal_facts` chained from `prev` (its result is the link lines)."""
-    return Check(seal_fact, partial(seal_facts, prev=prev))
+    return Check(seal_fact, partial(seal_facts, prev=prev), encodes=True)
 
 
 def verify_check() -> Check[LinkFact, ChainReport]:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
@@ -99,6 +100,7 @@ class Record:
     fast_canonical: bool = False
     meta: dict[str, Any] | None = None
     record_bytes: bytes | None = None
+    texts: tuple[str, str, str | None] | None = None  # canonical args, response, meta (`_encoded_record`)
 
     @property
     def outcome(self) -> str:
@@ -113,6 +115,8 @@ class Record:
     @property
     def canonical_args(self) -> bytes:
         """Canonical bytes of the arguments object."""
+        if self.texts is not None:
+            return self.texts[0].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.args).encode("utf-8")
         return canonical_value(self.args, False)
@@ -120,6 +124,8 @@ class Record:
     @property
     def canonical_response(self) -> bytes:
         """Canonical bytes of the response object."""
+        if self.texts is not None:
+            return self.texts[1].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.response).encode("utf-8")
         return canonical_value(self.response, False)
@@ -128,6 +134,8 @@ class Record:
     def canonical_response_text(self) -> str:
         """The canonical text of the response (its bytes, decoded): for a digest compared within one run,
         which need not pay for encoding."""
+        if self.texts is not None:
+            return self.texts[1]
         if self.fast_canonical:
             return encode_plain(self.response)
         return canonical_json(self.response)
@@ -135,6 +143,8 @@ class Record:
     @property
     def canonical_call(self) -> bytes:
         """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
+        if self.texts is not None:
+            return ('{"args":' + self.texts[0] + ',"tool":' + encode_basestring(self.tool) + "}").encode("utf-8")
         if self.fast_canonical:  # one encoding of the pair, not two joined
             return encode_plain({"args": self.args, "tool": self.tool}).encode("utf-8")
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
@@ -144,6 +154,8 @@ class Record:
         """Canonical bytes of `meta`, or None for a format-1.0 record."""
         if self.meta is None:
             return None
+        if self.texts is not None and self.texts[2] is not None:
+            return self.texts[2].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.meta).encode("utf-8")
         return canonical_value(self.meta, False)
@@ -399,15 +411,72 @@ def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
                   obj.get("meta"), record)
 
 
+# An escape the fast reading of a plain line leaves to the careful one: \\uD800-\\uDFFF (a surrogate, lone or
+# paired) and \\u003a (a colon, which would spoil the count of colons in `_encoded_record`).
+_ESCAPE_TO_CHECK = re.compile(rb"\\u(?:[dD]|003[aA])")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
+
+
+def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | None:
+    """A plain record read without a Python call per object, for a reader whose caller encodes its parts
+    anyway (replay, seal): the record with its canonical args, response and meta texts, or None for any line
+    the careful path must read (anything unusual, and every error: that path names it).
+
+    No duplicate key, proven by counting colons. When the line holds no \\u003a escape, every colon in a
+    string's value is a colon written in its token, and the canonical text writes it as itself (the encoder
+    escapes only quotes, backslashes and control characters); outside strings the line has one colon a
+    member, and no number, literal or white space holds one. So a line has, object by object, as many colons
+    as the canonical text of what it parses to plus one or more for each member that a later duplicate
+    replaced (its own colon, and those of its key and value): the counts are equal exactly when no object
+    anywhere in the line repeats a key. Every other rule is the careful path's: the same parser (its float
+    hook, the nesting limit), the same field and type checks, `check_meta`."""
+    if _ESCAPE_TO_CHECK.search(raw) is not None:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    obj = loader.loads_without_key_check(text)
+    if type(obj) is not dict or loader.exotic:
+        return None
+    keys = obj.keys()
+    meta = None
+    if keys == _RECORD_META_SET:
+        meta = obj["meta"]
+        try:
+            check_meta(meta)
+        except JSONLineError:
+            return None
+    elif keys != _RECORD_SET:
+        return None
+    index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
+            or type(response) is not dict or (may_hold_astral_literal(text) and has_astral_key(obj))):
+        return None
+    args_text = encode_plain(args)
+    response_text = encode_plain(response)
+    colons = 4 + tool.count(":") + args_text.count(":") + response_text.count(":")  # index, tool, args, response
+    meta_text = None
+    if meta is not None:
+        meta_text = encode_plain(meta)
+        colons += 1 + meta_text.count(":")
+    if raw.count(b":") != colons:
+        return None
+    return Record(index, tool, args, response, lineno, None, None, True, meta, None, (args_text, response_text,
+                                                                                   meta_text))
+
+
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
                  first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
-                 max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
+                 max_line: int = MAX_LINE_BYTES, encodes: bool = False) -> Iterator[Record]:
     """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
     sequence starts at the first record's index (the caller checks it against the chunk before), unless
     `resume` gives what the lines before established: (sealed or not or None, the next expected index).
-    A line longer than `max_line` bytes is an input error, found before more than that is held in memory."""
+    A line longer than `max_line` bytes is an input error, found before more than that is held in memory.
+    `encodes`: the caller encodes each record's parts (replay, seal), so a plain record comes with their
+    canonical texts, and its line is checked for duplicate keys from them (`_encoded_record`)."""
     records: Iterator[Record] = _read_lines(handle, path, check_sequence, require_sealed, first_chunk, resume,
-                                            max_line, False)
+                                            max_line, False, encodes)
     return records
 
 
@@ -416,12 +485,13 @@ def iter_link_facts(handle: IO[bytes], path: str, *, first_chunk: bool = True,
                     max_line: int = MAX_LINE_BYTES) -> Iterator[LinkFact]:
     """`map(link_fact, iter_records(...))` over the links of a sealed file, the same facts and errors, made
     without a Record for each line `seal` wrote (what `verify` reads)."""
-    facts: Iterator[LinkFact] = _read_lines(handle, path, False, True, first_chunk, resume, max_line, True)
+    facts: Iterator[LinkFact] = _read_lines(handle, path, False, True, first_chunk, resume, max_line, True, False)
     return facts
 
 
 def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool, first_chunk: bool,
-                resume: tuple[bool | None, int | None] | None, max_line: int, facts: bool) -> Iterator[Any]:
+                resume: tuple[bool | None, int | None] | None, max_line: int, facts: bool,
+                encodes: bool) -> Iterator[Any]:
     """`iter_records`, or with `facts` (links only) `iter_link_facts`: one loop, so that both read alike."""
     loader = StrictLoader()
     loads = loader.loads
@@ -436,8 +506,18 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
     fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
+    fast_plain = encodes and not require_sealed  # plain records for a caller that encodes: `_encoded_record`
     while raw := readline(bound):
         lineno += 1
+        if fast_plain and sealed is not True and raw[-1:] == b"\n":
+            record = _encoded_record(raw, lineno, loader)
+            if record is not None and (record.index == expected_index or not check_sequence
+                                       or expected_index is None):
+                sealed = False  # as the careful path decides at a plain record
+                expected_index = record.index + 1
+                records += 1
+                yield record
+                continue
         if fast_links and raw[-1:] == b"\n":
             if facts:
                 found = _canonical_link(raw)
@@ -497,7 +577,7 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
             if check_sequence and index != expected_index and expected_index is not None:
                 raise JSONLineError(index_out_of_order(index, expected_index))
             expected_index = index + 1
-            surrogate_escape = "\\ud" in text or "\\uD" in text
+            surrogate_escape = _SURROGATE_ESCAPE.search(text) is not None
             if surrogate_escape:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             # One look at the line decides for all its parts whether the C encoder's key order is canonical.
