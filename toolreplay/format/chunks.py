@@ -239,6 +239,7 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
 def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extract: Callable[[Record], T],
                     links: bool, jobs: int | None, chunk_bytes: int, min_parallel_bytes: int,
                     max_line: int, encodes: bool = False) -> Iterator[T]:
+    # Not a generator itself: the serial reader's facts reach the caller with one Python frame less each.
     size = before.st_size
     workers = default_jobs() if jobs is None else jobs
     # Bounded by the work (one worker a chunk) and the cores (at least two, so that a machine with
@@ -247,12 +248,20 @@ def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extrac
     if workers > 1 and stat.S_ISREG(before.st_mode) and size >= min_parallel_bytes:
         context = _fork_context()
         if context is not None:
-            try:
-                yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context,
-                                     max_line, encodes)
-                return
-            except _ForkFailed:
-                pass
+            return _parallel_or_serial(path, handle, size, extract, links, workers, chunk_bytes, context, max_line,
+                                       encodes)
+    return _serial(handle, path, links, extract, max_line, encodes)
+
+
+def _parallel_or_serial(path: str, handle: IO[bytes], size: int, extract: Callable[[Record], T], links: bool,
+                        workers: int, chunk_bytes: int, context: Any, max_line: int, encodes: bool) -> Iterator[T]:
+    """The parallel reader, or the serial one when its workers cannot be started."""
+    try:
+        yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context, max_line,
+                             encodes)
+        return
+    except _ForkFailed:
+        pass
     yield from _serial(handle, path, links, extract, max_line, encodes)
 
 
