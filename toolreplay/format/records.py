@@ -374,13 +374,13 @@ def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
     if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
         return None
     keys = obj.keys()
-    if keys == _LINK_META_SET:
+    if keys != _LINK_SET:
+        if keys != _LINK_META_SET:
+            return None
         try:
             check_meta(obj["meta"])
         except JSONLineError:
             return None
-    elif keys != _LINK_SET:
-        return None
     index, tool, prev, digest = obj["index"], obj["tool"], obj.pop("prev"), obj.pop("digest")
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(obj["args"]) is not dict
             or type(obj["response"]) is not dict or type(prev) is not str or type(digest) is not str
@@ -441,14 +441,14 @@ def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | N
         return None
     keys = obj.keys()
     meta = None
-    if keys == _RECORD_META_SET:
+    if keys != _RECORD_SET:  # most records have no meta
+        if keys != _RECORD_META_SET:
+            return None
         meta = obj["meta"]
         try:
             check_meta(meta)
         except JSONLineError:
             return None
-    elif keys != _RECORD_SET:
-        return None
     index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
             or type(response) is not dict or (may_hold_astral_literal(text) and has_astral_key(obj))):

@@ -298,6 +298,8 @@ class StrictLoader:
     def _make_float(self, text: str) -> Any:
         value = float(text)
         magnitude = abs(value)
+        if 1e-4 <= magnitude < 1e16 and not value.is_integer() and not self._keep_floats:
+            return value  # the usual float, first: its repr is its canonical text
         if magnitude == _INFINITY:
             raise JSONLineError(f"number {text[:40]} overflows a double")
         if self._keep_floats:
