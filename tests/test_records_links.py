@@ -149,6 +149,18 @@ class NotFastTest(unittest.TestCase):
             with self.subTest(name):
                 self.assertIsNone(_read_canonical_link(_link(body), 1))
 
+    def test_a_prev_or_digest_not_of_64_lower_case_hex_digits(self) -> None:
+        body = '"index":0,"tool":"t","args":{},"response":{}'
+        for bad in ("A" * 64, "a" * 63, "a" * 65, "g" * 64, "é" * 64, "\\ud800" + "a" * 63, "a" * 63 + " ", 64 * "-",
+                    "0x" + "a" * 62):
+            for line in (_link(body, prev=bad), _link(body, digest=bad)):
+                with self.subTest(line=line):
+                    self.assertIsNone(_read_canonical_link(line, 1))
+                    with self.assertRaises(InputError) as caught:
+                        list(read_links(io.BytesIO(line), "s"))
+                    self.assertEqual(caught.exception.message, _careful(line))
+                    self.assertIn("must be 64 lower-case hex characters", caught.exception.message)
+
     def test_duplicates_are_the_careful_error_through_the_reader(self) -> None:
         for name in ("duplicate key", "duplicate key with a short float", "duplicate key offset by exponents"):
             with self.subTest(name), self.assertRaises(InputError) as caught:

