@@ -109,8 +109,8 @@ class Record:
 
     @property
     def canonical_tool(self) -> bytes:
-        """Canonical bytes of the tool name (a JSON string)."""
-        return canonical_value(self.tool, self.fast_canonical)
+        """Canonical bytes of the tool name (a JSON string: the C encoder's text of any string is canonical)."""
+        return encode_basestring(self.tool).encode("utf-8")
 
     @property
     def canonical_args(self) -> bytes:

@@ -358,7 +358,7 @@ class StrictLoader:
             value, end = self._scan_unhooked(text, 0)
         except (StopIteration, ValueError, RecursionError):  # JSONLineError and JSONDecodeError are ValueErrors
             return None
-        if end != len(text) and text[end:].strip(_JSON_WHITESPACE):
+        if end != len(text) and text[end:] != "\n" and text[end:].strip(_JSON_WHITESPACE):
             return None
         return value
 
