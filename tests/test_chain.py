@@ -9,7 +9,15 @@ import os
 import unittest
 from typing import Any
 
-from toolreplay.audit.chain import GENESIS, ChainReport, format_link, link_digest, seal_records, verify_chain
+from toolreplay.audit.chain import (
+    GENESIS,
+    ChainReport,
+    format_link,
+    link_digest,
+    link_line,
+    seal_records,
+    verify_chain,
+)
 from toolreplay.audit.render import chain_text, replay_text
 from toolreplay.audit.replay import audit_replay
 from toolreplay.audit.scope import audit_scope
@@ -82,6 +90,22 @@ class SealTest(unittest.TestCase):
                 f'"digest":"{digest}"}}\n'
             ).encode(),
         )
+
+    def test_seal_writes_the_guards_link_lines(self) -> None:
+        # `seal` builds its lines itself (one join a line); the guard's recorder uses `link_line`: the same bytes.
+        lines = ['{"index": 0, "tool": "t", "args": {"b": 1.0, "a": "é"}, "response": {"x": [1, "😀"]}}',
+                 '{"index": 1, "tool": "w", "args": {}, "response": {}, "meta": {"turn": 2, "outcome": "ran"}}',
+                 '{"index": 2, "tool": "t", "args": {"q": "a:b"}, "response": {"ok": true}}']
+        records = list(read_session(io.BytesIO(("\n".join(lines) + "\n").encode()), "x"))
+        prev = GENESIS
+        expected = []
+        for record in records:
+            line, prev = link_line(record.index, record.canonical_tool, record.canonical_args,
+                                   record.canonical_response, prev, record.canonical_meta)
+            expected.append(line)
+        self.assertEqual(list(seal_records(records)), expected)
+        self.assertEqual(json.loads(expected[1])["meta"], {"turn": 2, "outcome": "ran"})
+        self.assertTrue(verify_chain(read_links(io.BytesIO(b"".join(expected)), "s")).intact)
 
     def test_seal_continues_from_prev(self) -> None:
         with open(DIRTY, "rb") as handle:

@@ -59,6 +59,15 @@ class ParallelMatchesSerialTest(unittest.TestCase):
     def assert_same(self, data: bytes, extract: object = call_fact, links: bool = False) -> object:
         serial, parallel = self.both(data, extract, links)
         self.assertEqual(serial, parallel)
+        if not links:  # and the same when the reader is told the facts encode the records (replay, seal)
+            path = self.write(data)
+            for jobs in (1, 2):
+                try:
+                    encoded: object = list(read_facts(path, extract, jobs=jobs, chunk_bytes=150,  # type: ignore
+                                                      min_parallel_bytes=0, encodes=True))
+                except InputError as exc:
+                    encoded = str(exc)
+                self.assertEqual(encoded, serial)
         return serial
 
     def test_valid_sessions_give_the_same_facts_in_order(self) -> None:

@@ -4,6 +4,7 @@ to write is one `error:` line and exit 2 (a closed pipe: exit 141, quietly)."""
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import signal
@@ -13,13 +14,14 @@ import sys
 import tempfile
 import time
 import unittest
+from typing import Any
 from unittest import mock
 
 from tests.support import integration, require
 from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import UsageError
-from toolreplay.format.output import replace_atomically, umask, write_atomically
+from toolreplay.format.output import Output, replace_atomically, umask, write_atomically
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SAMPLES = os.path.join(ROOT, "samples")
@@ -41,6 +43,37 @@ def _sealed_clean() -> bytes:
     io = IO.memory()
     main(["seal", CLEAN], io)
     return io.out().encode()
+
+
+class _Recording(io.BytesIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[int] = []
+
+    def write(self, data: Any) -> int:
+        self.writes.append(len(data))
+        return super().write(data)
+
+
+class WriteAllTest(unittest.TestCase):
+    def test_the_bytes_of_write_in_batches_of_a_mebibyte(self) -> None:
+        chunks = [bytes([65 + i % 26]) * (1000 + i) for i in range(3000)]  # about 7.5 MB
+        for first in (b"", b"head"):
+            with self.subTest(first=first):
+                by_one, all_at_once = _Recording(), _Recording()
+                for handle, many in ((by_one, False), (all_at_once, True)):
+                    output = Output(handle, "x")
+                    output.write(first)
+                    if many:
+                        output.write_all(iter(chunks))
+                    else:
+                        for chunk in chunks:
+                            output.write(chunk)
+                    output.write(b"tail")
+                    output.flush()
+                self.assertEqual(all_at_once.getvalue(), first + b"".join(chunks) + b"tail")
+                self.assertEqual(all_at_once.writes, by_one.writes)
+                self.assertEqual(len(all_at_once.writes), 8)
 
 
 class ModesTest(unittest.TestCase):

@@ -1,4 +1,4 @@
-"""The fast path for link lines (`records._read_canonical_link`) against the careful path, value by value.
+"""The fast path for link lines (`records._read_canonical_link`, `iter_link_facts`) against the careful path.
 
 A line that the fast path takes must give the careful path's record and canonical bytes exactly; any
 line the careful path rejects, or that the fast path cannot prove equal, must go to the careful path.
@@ -15,7 +15,15 @@ from typing import Any
 from toolreplay.audit.chain import GENESIS, seal_records, verify_chain
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
-from toolreplay.format.records import Record, _read_canonical_link, iter_records, read_links
+from toolreplay.format.records import (
+    Record,
+    TornLineError,
+    _read_canonical_link,
+    iter_link_facts,
+    iter_records,
+    link_fact,
+    read_links,
+)
 
 # Values with every hard case of canonical form: escapes, non-ASCII and astral text and keys, numbers.
 VALUES: list[Any] = [
@@ -141,6 +149,18 @@ class NotFastTest(unittest.TestCase):
             with self.subTest(name):
                 self.assertIsNone(_read_canonical_link(_link(body), 1))
 
+    def test_a_prev_or_digest_not_of_64_lower_case_hex_digits(self) -> None:
+        body = '"index":0,"tool":"t","args":{},"response":{}'
+        for bad in ("A" * 64, "a" * 63, "a" * 65, "g" * 64, "é" * 64, "\\ud800" + "a" * 63, "a" * 63 + " ", 64 * "-",
+                    "0x" + "a" * 62):
+            for line in (_link(body, prev=bad), _link(body, digest=bad)):
+                with self.subTest(line=line):
+                    self.assertIsNone(_read_canonical_link(line, 1))
+                    with self.assertRaises(InputError) as caught:
+                        list(read_links(io.BytesIO(line), "s"))
+                    self.assertEqual(caught.exception.message, _careful(line))
+                    self.assertIn("must be 64 lower-case hex characters", caught.exception.message)
+
     def test_duplicates_are_the_careful_error_through_the_reader(self) -> None:
         for name in ("duplicate key", "duplicate key with a short float", "duplicate key offset by exponents"):
             with self.subTest(name), self.assertRaises(InputError) as caught:
@@ -169,6 +189,87 @@ class NotFastTest(unittest.TestCase):
         self.assertEqual(fast, careful)
         self.assertEqual((fast.broken_at, fast.field), (3, "digest"))
 
+
+
+def _facts_or_error(read: Any, data: bytes) -> tuple[list[Any], str | None, type | None]:
+    """The facts read before the first error, the error's text and its class (None, None at the end)."""
+    facts: list[Any] = []
+    try:
+        for fact in read(io.BytesIO(data), "s"):
+            facts.append(fact)
+    except InputError as exc:
+        return facts, str(exc), type(exc)
+    return facts, None, None
+
+
+def _careful_facts(handle: Any, path: str) -> Any:
+    """What `verify` read before `iter_link_facts`: a Record a line, then its fact."""
+    return map(link_fact, iter_records(handle, path, check_sequence=False, require_sealed=True))
+
+
+class LinkFactsTest(unittest.TestCase):
+    """`iter_link_facts` gives `map(link_fact, read_links(...))`'s facts and errors, byte for byte."""
+
+    def assert_same(self, data: bytes) -> tuple[list[Any], str | None, type | None]:
+        fast = _facts_or_error(lambda handle, path: iter_link_facts(handle, path), data)
+        self.assertEqual(fast, _facts_or_error(_careful_facts, data))
+        return fast
+
+    def _sealed(self) -> list[bytes]:
+        records = [_record(i, value, {"echo": value, "n": i}) for i, value in enumerate(VALUES)]
+        return list(seal_records(records))
+
+    def test_a_sealed_file_of_every_hard_value(self) -> None:
+        facts, error, _ = self.assert_same(b"".join(self._sealed()))
+        self.assertIsNone(error)
+        self.assertEqual(len(facts), len(VALUES))
+        self.assertTrue(verify_chain(read_links(io.BytesIO(b"".join(self._sealed())), "s")).intact)
+
+    def test_errors_and_the_lines_around_them(self) -> None:
+        lines = self._sealed()
+        plain = b'{"index":0,"tool":"t","args":{},"response":{}}\n'
+        cases = {
+            "a plain first record": [plain] + lines[1:],
+            "a plain first record after blank lines": [b"\n", b"  \n", plain] + lines[1:],
+            "a plain record later": lines[:3] + [plain] + lines[4:],
+            "a byte-order mark": [b"\xef\xbb\xbf" + lines[0]] + lines[1:],
+            "a byte-order mark on line 2": lines[:1] + [b"\xef\xbb\xbf" + lines[1]] + lines[2:],
+            "a torn last line": lines[:-1] + [lines[-1][:-9]],
+            "a last line without its line break": lines[:-1] + [lines[-1][:-1]],
+            "a duplicate key": lines[:2] + [_link(NOT_FAST["duplicate key"])] + lines[2:],
+            "CRLF line breaks": [line[:-1] + b"\r\n" for line in lines],
+            "invalid UTF-8": lines[:5] + [lines[5].replace(b"n", b"\xff", 1)] + lines[6:],
+        }
+        for name, case in cases.items():
+            with self.subTest(name):
+                facts, error, kind = self.assert_same(b"".join(case))
+                if name in ("CRLF line breaks", "a last line without its line break"):
+                    self.assertEqual((len(facts), error), (len(lines), None))
+                    continue
+                self.assertIsNotNone(error)
+                if name.startswith("a plain first record"):
+                    self.assertIn("not sealed", str(error))
+                if name == "a torn last line":
+                    self.assertIs(kind, TornLineError)
+                    self.assertEqual(len(facts), len(lines) - 1)
+
+    def test_random_damage_gives_the_careful_outcome(self) -> None:
+        import random
+
+        rng = random.Random(37)
+        pristine = b"".join(self._sealed())
+        for _ in range(200):
+            data = bytearray(pristine)
+            for _ in range(rng.randint(1, 3)):
+                position = rng.randrange(len(data))
+                action = rng.randrange(3)
+                if action == 0:
+                    data[position] = rng.choice(b'{}[]",:\n 0e.\\x\xff')
+                elif action == 1:
+                    del data[position]
+                else:
+                    data[position:position] = rng.choice([b"\n", b'"a":1,', b"\r", b"\\u0022", b".0"])
+            self.assert_same(bytes(data))
 
 
 class OneLookALineTest(unittest.TestCase):

@@ -72,10 +72,11 @@ _END = object()
 
 
 def session_facts(path: str, extract: Callable[[Any], T], *, links: bool = False, jobs: int | None = None,
-           stdin: IO[bytes] | None = None, max_line: int = MAX_LINE_BYTES, hint: bool = True) -> Iterator[T]:
+           stdin: IO[bytes] | None = None, max_line: int = MAX_LINE_BYTES, hint: bool = True,
+           encodes: bool = False) -> Iterator[T]:
     """`read_facts` with the commands' options. An input error before the first record, in a file that looks
     like a log `import` reads, ends with a hint to import it (unless `hint` is False)."""
-    facts = read_facts(path, extract, links=links, jobs=jobs, stdin=stdin, max_line=max_line)
+    facts = read_facts(path, extract, links=links, jobs=jobs, stdin=stdin, max_line=max_line, encodes=encodes)
     try:
         first = next(facts, _END)
     except InputError as exc:
@@ -109,7 +110,7 @@ def check_session(path: str, check: Check[Any, T], *, jobs: int | None = None, s
     """Run one check (`toolreplay.audit.checks.Check`) over one session: its facts read by `session_facts`
     (by the parallel reader's workers for a large file), then its pass over them in order."""
     return check.run(session_facts(path, check.facts, links=check.links, jobs=jobs, stdin=stdin, max_line=max_line,
-                                   hint=hint))
+                                   hint=hint, encodes=check.encodes))
 
 
 def replay_session(path: str, *, mutators: Iterable[str] = DEFAULT_MUTATORS, state_aware: bool = False,

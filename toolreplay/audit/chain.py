@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.checks import Check
-from toolreplay.format.records import Record, canonical_record_bytes
+from toolreplay.format.records import LinkFact, Record, canonical_record_bytes, link_fact
 
 if TYPE_CHECKING:
     from toolreplay.audit.merkle import MerkleBuilder
@@ -47,7 +47,7 @@ def _openssl_sha256() -> Callable[..., Any]:
     return hashlib.sha256
 
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
-           "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "ChainWalk", "walk_link_facts",
+           "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "LinkFact", "ChainWalk", "walk_link_facts",
            "line_digest", "ChainWalker", "seal_check", "verify_check"]
 
 GENESIS = "0" * 64
@@ -86,18 +86,12 @@ def line_digest(line: bytes) -> str:
 
 
 SealFact = tuple[int, bytes, bytes, bytes, "bytes | None"]
-LinkFact = tuple[bytes, "str | None", "str | None"]
 
 
 def seal_fact(record: Record) -> SealFact:
     """What sealing needs of a record: its index and the canonical tool, args, response and meta."""
     return (record.index, record.canonical_tool, record.canonical_args, record.canonical_response,
             None if record.meta is None else record.canonical_meta)
-
-
-def link_fact(record: Record) -> LinkFact:
-    """What verifying needs of a link: the canonical record, and the stated prev and digest."""
-    return record.canonical_record, record.prev, record.digest
 
 
 def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[bytes]:
@@ -107,7 +101,7 @@ def seal_records(records: Iterable[Record], prev: str = GENESIS) -> Iterator[byt
 
 def seal_check(prev: str = GENESIS) -> Check[SealFact, Iterator[bytes]]:
     """Sealing as a check: `seal_fact` per record, `seal_facts` chained from `prev` (its result is the link lines)."""
-    return Check(seal_fact, partial(seal_facts, prev=prev))
+    return Check(seal_fact, partial(seal_facts, prev=prev), encodes=True)
 
 
 def verify_check() -> Check[LinkFact, ChainReport]:
@@ -116,11 +110,26 @@ def verify_check() -> Check[LinkFact, ChainReport]:
 
 
 def seal_facts(facts: Iterable[SealFact], prev: str = GENESIS) -> Iterator[bytes]:
-    """`seal_records` over facts already extracted from the records (see `seal_fact`)."""
+    """`seal_records` over facts already extracted from the records (see `seal_fact`).
+
+    The bytes of `link_line`, made here in one join each for the record hashed and the line written (no
+    intermediate byte strings, no call a link): this loop is most of `seal`'s own time."""
     sha256 = _openssl_sha256()
+    join = b"".join
+    before = prev.encode("ascii")
     for index, tool, args, response, meta in facts:
-        line, prev = link_line(index, tool, args, response, prev, meta, sha256)
-        yield line
+        number = b"%d" % index
+        if meta is None:
+            digest = sha256(join((before, b'{"args":', args, b',"index":', number, b',"response":', response,
+                                  b',"tool":', tool, b"}"))).hexdigest().encode("ascii")
+            yield join((b'{"index":', number, b',"tool":', tool, b',"args":', args, b',"response":', response,
+                        b',"prev":"', before, b'","digest":"', digest, b'"}\n'))
+        else:
+            digest = sha256(join((before, b'{"args":', args, b',"index":', number, b',"meta":', meta,
+                                  b',"response":', response, b',"tool":', tool, b"}"))).hexdigest().encode("ascii")
+            yield join((b'{"index":', number, b',"tool":', tool, b',"args":', args, b',"response":', response,
+                        b',"meta":', meta, b',"prev":"', before, b'","digest":"', digest, b'"}\n'))
+        before = digest
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,6 +35,7 @@ class Check(Generic[F, R]):
     facts: Callable[[Record], F]
     run: Callable[[Iterable[F]], R]
     links: bool = False  # the check reads the links of a sealed file (`verify`), not a session's records
+    encodes: bool = False  # `facts` encodes each record's parts (`toolreplay.format.records.iter_records`)
 
     def over(self, records: Iterable[Record]) -> R:
         """The check of records already read, in this process."""

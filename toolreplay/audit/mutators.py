@@ -112,7 +112,7 @@ def collect_evidence(facts: Iterable[StateFact], evidence: MutatorEvidence) -> N
 
 def evidence_check(evidence: MutatorEvidence) -> Check[StateFact, None]:
     """The evidence of one session as a check: `state_fact` per record, `collect_evidence` into `evidence`."""
-    return Check(state_fact, partial(collect_evidence, evidence=evidence))
+    return Check(state_fact, partial(collect_evidence, evidence=evidence), encodes=True)
 
 
 @dataclass(frozen=True)

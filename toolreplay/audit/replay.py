@@ -182,8 +182,8 @@ def replay_check(mutators: Iterable[str] = DEFAULT_MUTATORS, state_aware: bool =
     `state_fact` and `audit_state_facts`."""
     mutator_set = frozenset(mutators)
     if state_aware:
-        return Check(state_fact, partial(audit_state_facts, mutators=mutator_set))
-    return Check(call_fact, partial(audit_call_facts, mutators=mutator_set))
+        return Check(state_fact, partial(audit_state_facts, mutators=mutator_set), encodes=True)
+    return Check(call_fact, partial(audit_call_facts, mutators=mutator_set), encodes=True)
 
 
 def audit_call_facts(facts: Iterable[CallFact], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:

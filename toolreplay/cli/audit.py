@@ -130,8 +130,7 @@ def _run_seal(args: argparse.Namespace, io: IO) -> int:
         return checkpoint_cli.seal_report(args, signers)
     chain = seal_session(args.session, origin=args.origin, signers=signers, tlog=args.tlog, **_reading(args, io))
     with output_whole(args.output, io) as output:
-        for line in chain:
-            output.write(line)
+        output.write_all(chain)
         checkpoint = chain.checkpoint()
     if checkpoint is not None:
         from toolreplay.audit.checkpoint import write_atomically as write_checkpoint

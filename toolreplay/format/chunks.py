@@ -32,7 +32,16 @@ from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 from toolreplay.errors import InputError, ToolReplayError
-from toolreplay.format.records import MAX_LINE_BYTES, STDIN_NAME, Record, TornLineError, iter_records, open_input
+from toolreplay.format.records import (
+    MAX_LINE_BYTES,
+    STDIN_NAME,
+    Record,
+    TornLineError,
+    iter_link_facts,
+    iter_records,
+    link_fact,
+    open_input,
+)
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -90,7 +99,7 @@ def _count_lines(data: bytes) -> int:
 
 
 def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
-                extract: Callable[[Record], object], max_line: int = MAX_LINE_BYTES) -> _Chunk:
+                extract: Callable[[Record], object], max_line: int = MAX_LINE_BYTES, encodes: bool = False) -> _Chunk:
     data = _pread(fd, start, end)
     if len(data) != end - start:
         return _Chunk([], 0, None, None, None, None, False, True)
@@ -98,9 +107,16 @@ def _read_chunk(fd: int, path: str, start: int, end: int, first_chunk: bool, lin
     first: Record | None = None
     last_index: int | None = None
     error = False
+    if links and extract is link_fact:  # a sealed file's facts without a Record a line: only links are checked
+        try:
+            facts.extend(iter_link_facts(io.BytesIO(data), path, first_chunk=first_chunk, max_line=max_line))
+        except InputError:
+            error = True
+        found = 1 if facts else None
+        return _Chunk(facts, _count_lines(data), found, None, None, True if facts else None, error, False)
     try:
         for record in iter_records(io.BytesIO(data), path, check_sequence=not links, require_sealed=links,
-                                   first_chunk=first_chunk, max_line=max_line):
+                                   first_chunk=first_chunk, max_line=max_line, encodes=encodes):
             if first is None:
                 first = record
             last_index = record.index
@@ -164,10 +180,13 @@ def _start_worker(parent: int) -> None:
 
 
 def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Record], T],
-            max_line: int = MAX_LINE_BYTES) -> Iterator[T]:
+            max_line: int = MAX_LINE_BYTES, encodes: bool = False) -> Iterator[T]:
+    if links and extract is link_fact:
+        facts: Iterator[T] = iter_link_facts(handle, display, max_line=max_line)  # type: ignore[assignment]
+        return facts
     # map, not a generator of our own: one Python frame less to resume a record
     return map(extract, iter_records(handle, display, check_sequence=not links, require_sealed=links,
-                                     max_line=max_line))
+                                     max_line=max_line, encodes=encodes))
 
 
 class _ForkFailed(Exception):
@@ -188,8 +207,10 @@ def _unchanged(path: str, fd: int, before: os.stat_result) -> bool:
 
 def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False, jobs: int | None = None,
                stdin: IO[bytes] | None = None, chunk_bytes: int = CHUNK_BYTES,
-               min_parallel_bytes: int = PARALLEL_MIN_BYTES, max_line: int = MAX_LINE_BYTES) -> Iterator[T]:
+               min_parallel_bytes: int = PARALLEL_MIN_BYTES, max_line: int = MAX_LINE_BYTES,
+               encodes: bool = False) -> Iterator[T]:
     """Yield extract(record) for each record of a session (`links`: of a sealed file), in file order.
+    `encodes`: `extract` encodes the records' parts (see `iter_records`).
 
     `extract` must be a module-level function (workers receive it by name). Errors are those of
     `read_session` / `read_links`, raised once every fact before the bad line has been yielded; a
@@ -198,7 +219,7 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
     """
     if path == "-":
         with open_input(path, stdin) as handle:
-            yield from _serial(handle, STDIN_NAME, links, extract, max_line)
+            yield from _serial(handle, STDIN_NAME, links, extract, max_line, encodes)
         return
     with open_input(path) as handle:
         fd = handle.fileno()
@@ -206,7 +227,7 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
         regular = stat.S_ISREG(before.st_mode)
         try:
             yield from _read_open_file(path, handle, before, extract, links, jobs, chunk_bytes, min_parallel_bytes,
-                                       max_line)
+                                       max_line, encodes)
         except InputError:
             if regular and not _unchanged(path, fd, before):
                 raise InputError(path, None, CHANGED_MESSAGE) from None
@@ -217,7 +238,8 @@ def read_facts(path: str, extract: Callable[[Record], T], *, links: bool = False
 
 def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extract: Callable[[Record], T],
                     links: bool, jobs: int | None, chunk_bytes: int, min_parallel_bytes: int,
-                    max_line: int) -> Iterator[T]:
+                    max_line: int, encodes: bool = False) -> Iterator[T]:
+    # Not a generator itself: the serial reader's facts reach the caller with one Python frame less each.
     size = before.st_size
     workers = default_jobs() if jobs is None else jobs
     # Bounded by the work (one worker a chunk) and the cores (at least two, so that a machine with
@@ -226,23 +248,36 @@ def _read_open_file(path: str, handle: IO[bytes], before: os.stat_result, extrac
     if workers > 1 and stat.S_ISREG(before.st_mode) and size >= min_parallel_bytes:
         context = _fork_context()
         if context is not None:
-            try:
-                yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context,
-                                     max_line)
-                return
-            except _ForkFailed:
-                pass
-    yield from _serial(handle, path, links, extract, max_line)
+            return _parallel_or_serial(path, handle, size, extract, links, workers, chunk_bytes, context, max_line,
+                                       encodes)
+    return _serial(handle, path, links, extract, max_line, encodes)
+
+
+def _parallel_or_serial(path: str, handle: IO[bytes], size: int, extract: Callable[[Record], T], links: bool,
+                        workers: int, chunk_bytes: int, context: Any, max_line: int, encodes: bool) -> Iterator[T]:
+    """The parallel reader, or the serial one when its workers cannot be started."""
+    try:
+        yield from _parallel(handle.fileno(), path, size, extract, links, workers, chunk_bytes, context, max_line,
+                             encodes)
+        return
+    except _ForkFailed:
+        pass
+    yield from _serial(handle, path, links, extract, max_line, encodes)
 
 
 def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: bool,
             extract: Callable[[Record], T], state: tuple[bool | None, int | None], line_offset: int,
-            max_line: int) -> Iterator[T]:
+            max_line: int, encodes: bool = False) -> Iterator[T]:
     """Read a chunk in this process, knowing what the lines before established: the serial reader's
     facts and first error, at its absolute line."""
     try:
+        if links and extract is link_fact:
+            yield from iter_link_facts(io.BytesIO(_pread(fd, start, end)), path,  # type: ignore[misc]
+                                       first_chunk=first_chunk, resume=state, max_line=max_line)
+            return
         for record in iter_records(io.BytesIO(_pread(fd, start, end)), path, check_sequence=not links,
-                                   require_sealed=links, first_chunk=first_chunk, resume=state, max_line=max_line):
+                                   require_sealed=links, first_chunk=first_chunk, resume=state, max_line=max_line,
+                                   encodes=encodes):
             yield extract(record)
     except TornLineError as exc:
         raise TornLineError(path, None if exc.line is None else line_offset + exc.line, exc.message, exc.size) from None
@@ -251,7 +286,7 @@ def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: 
 
 
 def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], links: bool, jobs: int,
-              chunk_bytes: int, context: Any, max_line: int) -> Iterator[T]:
+              chunk_bytes: int, context: Any, max_line: int, encodes: bool = False) -> Iterator[T]:
     from concurrent.futures import ProcessPoolExecutor
 
     executor = ProcessPoolExecutor(max_workers=jobs, mp_context=context, initializer=_start_worker,
@@ -263,7 +298,7 @@ def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], lin
         def submit() -> None:
             nonlocal first
             for start, end in ranges:
-                future = executor.submit(_read_chunk, fd, path, start, end, first, links, extract, max_line)
+                future = executor.submit(_read_chunk, fd, path, start, end, first, links, extract, max_line, encodes)
                 pending.append((start, end, first, future))
                 first = False
                 return
@@ -290,7 +325,7 @@ def _parallel(fd: int, path: str, size: int, extract: Callable[[Record], T], lin
                     (sealed is not None and chunk.sealed != sealed)
                     or (expected is not None and chunk.first_index != expected))):
                 yield from _reread(fd, path, start, end, first_chunk, links, extract, (sealed, expected), line_offset,
-                                   max_line)
+                                   max_line, encodes)
                 raise AssertionError("a chunk read again gave no error")  # pragma: no cover
             if chunk.first_line is not None:
                 sealed = chunk.sealed

@@ -24,7 +24,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO
 
@@ -66,6 +66,19 @@ class Output:
         self._size += len(data)
         if self._size >= _BATCH:
             self.flush()
+
+    def write_all(self, chunks: Iterable[bytes]) -> None:
+        """`write` each of `chunks`, in one call (a sealed file is written a line at a time)."""
+        parts = self._parts
+        size = self._size
+        for data in chunks:
+            parts.append(data)
+            size += len(data)
+            if size >= _BATCH:
+                self._size = size
+                self.flush()  # empties `parts` in place
+                size = 0
+        self._size = size
 
     def flush(self) -> None:
         """Hand what is batched to the operating system."""

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from json.encoder import encode_basestring
 from typing import IO, Any
 
 from toolreplay.errors import InputError, UsageError
@@ -29,7 +30,8 @@ from toolreplay.format.strictjson import (
     scan_canonical_numbers,
 )
 
-__all__ = ["Record", "read_session", "read_links", "iter_records", "open_input", "format_record",
+__all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "link_fact", "LinkFact",
+           "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
            "format_ts", "RECORD_FIELDS", "LINK_FIELDS", "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED",
            "LINK_IN_PLAIN", "NOT_SEALED", "MAX_LINE_BYTES", "line_too_long", "TornLineError", "index_out_of_order"]
@@ -46,7 +48,7 @@ _OUTCOME_SET = frozenset(OUTCOMES)
 _TIMESTAMP = re.compile(r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?Z")
 _DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_HEX_DIGITS = "0123456789abcdef"
+_HEX_BYTES = b"0123456789abcdef"
 _JSON_WHITESPACE = " \t\r\n"
 STDIN_NAME = "<stdin>"
 PLAIN_IN_SEALED = "plain record in a sealed file (every line must be a link with prev and digest)"
@@ -98,6 +100,7 @@ class Record:
     fast_canonical: bool = False
     meta: dict[str, Any] | None = None
     record_bytes: bytes | None = None
+    texts: tuple[str, str, str | None] | None = None  # canonical args, response, meta (`_encoded_record`)
 
     @property
     def outcome(self) -> str:
@@ -106,12 +109,14 @@ class Record:
 
     @property
     def canonical_tool(self) -> bytes:
-        """Canonical bytes of the tool name (a JSON string)."""
-        return canonical_value(self.tool, self.fast_canonical)
+        """Canonical bytes of the tool name (a JSON string: the C encoder's text of any string is canonical)."""
+        return encode_basestring(self.tool).encode("utf-8")
 
     @property
     def canonical_args(self) -> bytes:
         """Canonical bytes of the arguments object."""
+        if self.texts is not None:
+            return self.texts[0].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.args).encode("utf-8")
         return canonical_value(self.args, False)
@@ -119,6 +124,8 @@ class Record:
     @property
     def canonical_response(self) -> bytes:
         """Canonical bytes of the response object."""
+        if self.texts is not None:
+            return self.texts[1].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.response).encode("utf-8")
         return canonical_value(self.response, False)
@@ -127,6 +134,8 @@ class Record:
     def canonical_response_text(self) -> str:
         """The canonical text of the response (its bytes, decoded): for a digest compared within one run,
         which need not pay for encoding."""
+        if self.texts is not None:
+            return self.texts[1]
         if self.fast_canonical:
             return encode_plain(self.response)
         return canonical_json(self.response)
@@ -134,6 +143,8 @@ class Record:
     @property
     def canonical_call(self) -> bytes:
         """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
+        if self.texts is not None:
+            return ('{"args":' + self.texts[0] + ',"tool":' + encode_basestring(self.tool) + "}").encode("utf-8")
         if self.fast_canonical:  # one encoding of the pair, not two joined
             return encode_plain({"args": self.args, "tool": self.tool}).encode("utf-8")
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
@@ -143,6 +154,8 @@ class Record:
         """Canonical bytes of `meta`, or None for a format-1.0 record."""
         if self.meta is None:
             return None
+        if self.texts is not None and self.texts[2] is not None:
+            return self.texts[2].encode("utf-8")
         if self.fast_canonical:
             return encode_plain(self.meta).encode("utf-8")
         return canonical_value(self.meta, False)
@@ -335,12 +348,21 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
 _LINK_EXTRA = len(',"prev":""') + 64 + len(',"digest":""') + 64
 
 
-def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
-    """The link on a line as `seal` writes it (compact, each float in its canonical text), its canonical record
-    taken from one encoding of the parsed line; None for any other line, which the careful path then reads
-    (and names what is wrong with it). The record equals the careful path's: see `scan_canonical_numbers`
-    for why a line whose canonical record is exactly as long as the line without prev and digest has no
-    duplicate key; every other rule is checked here as there, or the line goes there."""
+LinkFact = tuple[bytes, "str | None", "str | None"]
+
+
+def link_fact(record: Record) -> LinkFact:
+    """What verifying needs of a link: the canonical record, and the stated prev and digest."""
+    return record.canonical_record, record.prev, record.digest
+
+
+def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
+    """The link on a line as `seal` writes it (compact, each float in its canonical text): its fact (canonical
+    record, prev, digest), taken from one encoding of the parsed line, and the parsed record without prev and
+    digest; None for any other line, which the careful path then reads (and names what is wrong with it).
+    The record equals the careful path's: see `scan_canonical_numbers` for why a line whose canonical record
+    is exactly as long as the line without prev and digest has no duplicate key; every other rule is checked
+    here as there, or the line goes there."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -352,42 +374,126 @@ def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
     if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
         return None
     keys = obj.keys()
-    meta = None
-    if keys == _LINK_META_SET:
-        meta = obj["meta"]
+    if keys != _LINK_SET:
+        if keys != _LINK_META_SET:
+            return None
         try:
-            check_meta(meta)
+            check_meta(obj["meta"])
         except JSONLineError:
             return None
-    elif keys != _LINK_SET:
-        return None
-    index, tool, args, response, prev, digest = (obj["index"], obj["tool"], obj["args"], obj["response"],
-                                                 obj.pop("prev"), obj.pop("digest"))
-    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
-            or type(response) is not dict or type(prev) is not str or type(digest) is not str
-            or len(prev) != 64 or len(digest) != 64 or prev.strip(_HEX_DIGITS) or digest.strip(_HEX_DIGITS)):
-        return None
+    index, tool, prev, digest = obj["index"], obj["tool"], obj.pop("prev"), obj.pop("digest")
+    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(obj["args"]) is not dict
+            or type(obj["response"]) is not dict or type(prev) is not str or type(digest) is not str
+            or len(prev) != 64 or len(digest) != 64 or not prev.isascii() or not digest.isascii()
+            or prev.encode("ascii").translate(None, _HEX_BYTES) or digest.encode("ascii").translate(None, _HEX_BYTES)):
+        return None  # (the hex digits deleted from a byte string leave nothing: a third of str.strip's time)
     canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
     if len(canonical) + _LINK_EXTRA != end:
         return None
-    # A key beyond U+FFFF sorts otherwise in UTF-16: a literal one makes the text 4 bytes a character (which
-    # getsizeof tells at once), an escaped one needs a backslash (one memchr over the bytes, usually none).
-    if (b"\\" in raw or may_hold_astral_literal(text)) and has_astral_key(obj):
+    # A key beyond U+FFFF sorts otherwise in UTF-16. Written as itself, it makes the text 4 bytes a character
+    # (which getsizeof tells at once); escaped, it cannot be here: a surrogate pair's 12 characters are longer
+    # than the one of its canonical text, and the lengths are equal.
+    if may_hold_astral_literal(text) and has_astral_key(obj):
         return None
     try:
         record = canonical.encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate
         return None
-    return Record(index, tool, args, response, lineno, prev, digest, True, meta, record)
+    return (record, prev, digest), obj
+
+
+def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
+    """`_canonical_link` as a Record (a link line as `seal` writes it), or None for any other line."""
+    found = _canonical_link(raw)
+    if found is None:
+        return None
+    (record, prev, digest), obj = found
+    return Record(obj["index"], obj["tool"], obj["args"], obj["response"], lineno, prev, digest, True,
+                  obj.get("meta"), record)
+
+
+# An escape the fast reading of a plain line leaves to the careful one: \\uD800-\\uDFFF (a surrogate, lone or
+# paired) and \\u003a (a colon, which would spoil the count of colons in `_encoded_record`).
+_ESCAPE_TO_CHECK = re.compile(rb"\\u(?:[dD]|003[aA])")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
+
+
+def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | None:
+    """A plain record read without a Python call per object, for a reader whose caller encodes its parts
+    anyway (replay, seal): the record with its canonical args, response and meta texts, or None for any line
+    the careful path must read (anything unusual, and every error: that path names it).
+
+    No duplicate key, proven by counting colons. When the line holds no \\u003a escape, every colon in a
+    string's value is a colon written in its token, and the canonical text writes it as itself (the encoder
+    escapes only quotes, backslashes and control characters); outside strings the line has one colon a
+    member, and no number, literal or white space holds one. So a line has, object by object, as many colons
+    as the canonical text of what it parses to plus one or more for each member that a later duplicate
+    replaced (its own colon, and those of its key and value): the counts are equal exactly when no object
+    anywhere in the line repeats a key. Every other rule is the careful path's: the same parser (its float
+    hook, the nesting limit), the same field and type checks, `check_meta`."""
+    if _ESCAPE_TO_CHECK.search(raw) is not None:
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    obj = loader.loads_without_key_check(text)
+    if type(obj) is not dict or loader.exotic:
+        return None
+    keys = obj.keys()
+    meta = None
+    if keys != _RECORD_SET:  # most records have no meta
+        if keys != _RECORD_META_SET:
+            return None
+        meta = obj["meta"]
+        try:
+            check_meta(meta)
+        except JSONLineError:
+            return None
+    index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
+    if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
+            or type(response) is not dict or (may_hold_astral_literal(text) and has_astral_key(obj))):
+        return None
+    args_text = encode_plain(args)
+    response_text = encode_plain(response)
+    colons = 4 + tool.count(":") + args_text.count(":") + response_text.count(":")  # index, tool, args, response
+    meta_text = None
+    if meta is not None:
+        meta_text = encode_plain(meta)
+        colons += 1 + meta_text.count(":")
+    if raw.count(b":") != colons:
+        return None
+    return Record(index, tool, args, response, lineno, None, None, True, meta, None, (args_text, response_text,
+                                                                                   meta_text))
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
                  first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
-                 max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
+                 max_line: int = MAX_LINE_BYTES, encodes: bool = False) -> Iterator[Record]:
     """Stream records from lines of bytes. Not the first chunk of a file: no BOM check, and the index
     sequence starts at the first record's index (the caller checks it against the chunk before), unless
     `resume` gives what the lines before established: (sealed or not or None, the next expected index).
-    A line longer than `max_line` bytes is an input error, found before more than that is held in memory."""
+    A line longer than `max_line` bytes is an input error, found before more than that is held in memory.
+    `encodes`: the caller encodes each record's parts (replay, seal), so a plain record comes with their
+    canonical texts, and its line is checked for duplicate keys from them (`_encoded_record`)."""
+    records: Iterator[Record] = _read_lines(handle, path, check_sequence, require_sealed, first_chunk, resume,
+                                            max_line, False, encodes)
+    return records
+
+
+def iter_link_facts(handle: IO[bytes], path: str, *, first_chunk: bool = True,
+                    resume: tuple[bool | None, int | None] | None = None,
+                    max_line: int = MAX_LINE_BYTES) -> Iterator[LinkFact]:
+    """`map(link_fact, iter_records(...))` over the links of a sealed file, the same facts and errors, made
+    without a Record for each line `seal` wrote (what `verify` reads)."""
+    facts: Iterator[LinkFact] = _read_lines(handle, path, False, True, first_chunk, resume, max_line, True, False)
+    return facts
+
+
+def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool, first_chunk: bool,
+                resume: tuple[bool | None, int | None] | None, max_line: int, facts: bool,
+                encodes: bool) -> Iterator[Any]:
+    """`iter_records`, or with `facts` (links only) `iter_link_facts`: one loop, so that both read alike."""
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
@@ -401,14 +507,31 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
     fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
+    fast_plain = encodes and not require_sealed  # plain records for a caller that encodes: `_encoded_record`
     while raw := readline(bound):
         lineno += 1
-        if fast_links and raw[-1:] == b"\n":
-            link = _read_canonical_link(raw, lineno)
-            if link is not None:
+        if fast_plain and sealed is not True and raw[-1:] == b"\n":
+            record = _encoded_record(raw, lineno, loader)
+            if record is not None and (record.index == expected_index or not check_sequence
+                                       or expected_index is None):
+                sealed = False  # as the careful path decides at a plain record
+                expected_index = record.index + 1
                 records += 1
-                yield link
+                yield record
                 continue
+        if fast_links and raw[-1:] == b"\n":
+            if facts:
+                found = _canonical_link(raw)
+                if found is not None:
+                    records += 1
+                    yield found[0]
+                    continue
+            else:
+                link = _read_canonical_link(raw, lineno)
+                if link is not None:
+                    records += 1
+                    yield link
+                    continue
         unparsed = False  # True while a JSON error would mean a last line cut short
         try:
             if len(raw) == bound and raw[-1:] != b"\n":
@@ -455,7 +578,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
             if check_sequence and index != expected_index and expected_index is not None:
                 raise JSONLineError(index_out_of_order(index, expected_index))
             expected_index = index + 1
-            surrogate_escape = "\\ud" in text or "\\uD" in text
+            surrogate_escape = _SURROGATE_ESCAPE.search(text) is not None
             if surrogate_escape:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             # One look at the line decides for all its parts whether the C encoder's key order is canonical.
@@ -471,7 +594,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
                 raise TornLineError(path, lineno, message, len(raw)) from None
             raise InputError(path, lineno, message) from None
         records += 1
-        yield record
+        yield (record.canonical_record, record.prev, record.digest) if facts else record
 
 
 def read_session(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:

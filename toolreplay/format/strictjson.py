@@ -281,6 +281,8 @@ class StrictLoader:
         decoder = json.JSONDecoder(
             object_pairs_hook=self._make_object, parse_float=self._make_float, parse_constant=_reject_constant)
         self._scan: Any = getattr(decoder, "scan_once")  # noqa: B009 - set in __init__, not in the type stubs
+        unhooked = json.JSONDecoder(parse_float=self._make_float, parse_constant=_reject_constant)
+        self._scan_unhooked: Any = getattr(unhooked, "scan_once")  # noqa: B009 - as above
 
     @staticmethod
     def _make_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -296,6 +298,8 @@ class StrictLoader:
     def _make_float(self, text: str) -> Any:
         value = float(text)
         magnitude = abs(value)
+        if 1e-4 <= magnitude < 1e16 and not value.is_integer() and not self._keep_floats:
+            return value  # the usual float, first: its repr is its canonical text
         if magnitude == _INFINITY:
             raise JSONLineError(f"number {text[:40]} overflows a double")
         if self._keep_floats:
@@ -341,6 +345,22 @@ class StrictLoader:
                 raise JSONLineError(message) from None
             lineno, column = _position(text, found.start(1))
             raise JSONLineError(f"{message} (column {column})", lineno) from None
+
+    def loads_without_key_check(self, text: str) -> Any:
+        """`loads` without its duplicate-key check (a Python call per object), for a caller that proves there
+        was none another way: the value, or None for any text `loads` rejects or that starts with white space
+        (the caller then reads the text with `loads`, which names the error). `exotic` is set as by `loads`.
+        Of duplicate keys the C scanner keeps the last value, as `dict` does."""
+        self.exotic = False
+        if len(text) > 2 * MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
+            return None
+        try:
+            value, end = self._scan_unhooked(text, 0)
+        except (StopIteration, ValueError, RecursionError):  # JSONLineError and JSONDecodeError are ValueErrors
+            return None
+        if end != len(text) and text[end:] != "\n" and text[end:].strip(_JSON_WHITESPACE):
+            return None
+        return value
 
     def canonical(self, value: Any) -> bytes:
         """Canonical UTF-8 bytes of a value parsed by the last `loads` call; a lone surrogate is an error."""
