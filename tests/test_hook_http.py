@@ -28,6 +28,7 @@ from typing import Any
 from tests.support import integration
 from tests.test_cli import run
 from tests.test_hook_claude_code import ALLOW, ASK, POLICY, ROOT, TRANSCRIPT, decision
+from toolreplay.guard.intents import read_intents
 from toolreplay.hooks.http import MAX_BODY_BYTES, TOKEN_NAME
 
 INTEGRATION_TIER = True  # a server process per test class
@@ -183,6 +184,40 @@ class SameAsTheCommandHookTest(ServeTestCase):
         self.assertEqual([(line["meta"]["call_id"], line["meta"]["outcome"]) for line in comparable(record)],
                          [("toolu_k1", "ran"), ("toolu_k2", "refused")])
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
+
+    def test_a_killed_servers_open_intent_is_an_unknown_outcome_for_the_command_hook(self) -> None:
+        """The server keeps the session's intent file open between events; killed between a PreToolUse and its
+        PostToolUse, it leaves the synced intent in the file, which a command hook then reads."""
+        records = self.folder("killed")
+        server = self.serve(records)
+        self.addCleanup(server.communicate, timeout=PATIENCE)
+        self.addCleanup(server.kill)
+        assert server.stdout is not None
+        port = int(server.stdout.readline().decode().split("127.0.0.1:", 1)[1].split("/", 1)[0])
+        with open(os.path.join(records, TOKEN_NAME), encoding="ascii") as handle:
+            headers = {"Authorization": f"Bearer {handle.read().strip()}"}
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
+        self.addCleanup(connection.close)
+        make, ls = {"command": "make"}, {"command": "ls"}
+        for event, expected in ((payload(self.project, "PreToolUse", "Bash", ls, "toolu_1"), ALLOW),
+                                (payload(self.project, "PostToolUse", "Bash", ls, "toolu_1", tool_response={}), ""),
+                                (payload(self.project, "PreToolUse", "Bash", make, "toolu_2"), ALLOW)):
+            connection.request("POST", "/hook/claude-code", json.dumps(event), headers)
+            response = connection.getresponse()
+            self.assertEqual((response.status, response.read().decode()), (200, expected))
+        server.kill()
+        server.wait(PATIENCE)
+        intents = os.path.join(records, SESSION + ".jsonl.intents")
+        self.assertEqual([(intent.args, intent.done) for intent in read_intents(intents)],
+                         [(ls, 0), (make, None)])  # a settled line stays in the kept file
+        code, out, err = self.command_hook(records, payload(self.project, "PreToolUse", "Bash", make, "toolu_3"))
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn("outcome unknown", json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"])
+        self.assertEqual(self.command_hook(records, payload(self.project, "PostToolUse", "Bash", make, "toolu_2",
+                                                            tool_response={"stdout": "built"})), (0, "", ""))
+        self.assertFalse(os.path.exists(intents))
+        self.assertEqual([line["meta"]["outcome"] for line in comparable(os.path.join(records, SESSION + ".jsonl"))],
+                         ["ran", "refused", "ran"])
 
     @staticmethod
     def write(path: str, text: str) -> None:

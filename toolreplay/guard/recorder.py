@@ -98,9 +98,12 @@ class SessionRecorder:
         self._identity = _identity(os.fstat(handle.fileno()))
         self._stopped: str | None = None
         self._record_name: str | None = None  # set when the intent file is shared: this record's file name
+        self._owns_intents = shared_intents is None  # else whoever opened the file closes it
         if shared_intents is not None:  # the earlier records' writes of unknown outcome, and this one's intents
             self.previous_intents = shared_intents.earlier
-            self._intents, self._record_name = shared_intents, os.path.basename(path)
+            self._intents = shared_intents
+            if shared_intents.shared:
+                self._record_name = os.path.basename(path)
         else:
             self._intents = IntentFile(path + ".intents", list(self.previous_intents))
         self._checkpoints = checkpoints
@@ -121,9 +124,10 @@ class SessionRecorder:
         replaces secrets in every record's args and response, and in the intents, before they are written.
         `keep_history` keeps the records read to continue the file, so that `history()` need not read it
         again (one pass for a short-lived process, a hook, that continues a record and resumes a gate).
-        `intents` is an intent file shared with other records of the folder (`open_shared_intents`), used
-        instead of `PATH.intents`: its writes of unknown outcome are this recorder's `previous_intents`, and
-        it stays open when the recorder closes.
+        `intents` is an intent file shared with other records of the folder (`open_shared_intents`), or this
+        record's own `PATH.intents` kept open by a long-lived owner (`IntentFile(..., lasting=True)`), used
+        instead of opening `PATH.intents`: its open intents are this recorder's `previous_intents`, and it
+        stays open when the recorder closes.
         `at` is where an earlier recorder of this process left the file (`resume_point()`): while the file is
         unchanged since (same device, inode, size and modification time), it is not read again and the
         index and chain resume from the point (`opened_at_point` is then True); else it is read whole.
@@ -294,7 +298,7 @@ class SessionRecorder:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
-                if self._record_name is None:  # a shared intent file is closed by whoever opened it
+                if self._owns_intents:  # a shared or lasting intent file is closed by whoever opened it
                     self._intents.close()
                 if self._checkpoints is not None:
                     self._checkpoints.closed(self._next_index, self._prev)

@@ -50,7 +50,8 @@ from toolreplay.format.canonical import canonical_json
 from toolreplay.format.files import locked, replace_privately
 from toolreplay.format.strictjson import parse_json_bytes, read_json_file
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
-from toolreplay.guard.recorder import ResumePoint, SessionRecorder
+from toolreplay.guard.intents import IntentFile, read_intents
+from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.hooks import codex
 from toolreplay.hooks.cache import HookCache, SessionState
 from toolreplay.hooks.protocol import DEFAULT_INBOX_TIMEOUT, MAX_INBOX_TIMEOUT, inbox_seconds
@@ -206,6 +207,7 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
         state = cache.session(base) if cache is not None else None
+        kept = state
         try:
             if event == agent.pre:
                 guard = _guard_for(policy_path, payload, records, redact_key, agent, cache, inbox,
@@ -219,6 +221,8 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
                 _post(payload, base, _guard_for(policy_path, payload, records, redact_key, agent, cache).redactor,
                       agent, state)
             else:
+                if state is not None:
+                    state.release()
                 _open(base).close()
                 state = None  # the session ended: nothing kept for it
         except HookError:
@@ -232,6 +236,8 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
                     cache.keep(base, state)
                 else:
                     cache.forget(base)
+                    if kept is not None:
+                        kept.release()
         return HookAnswer()
 
 
@@ -389,11 +395,37 @@ class _HoldingRecorder(SessionRecorder):
 
 
 def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False,
-          redactor: Redactor | None = None, at: ResumePoint | None = None) -> SessionRecorder:
+          redactor: Redactor | None = None, state: SessionState | None = None) -> SessionRecorder:
+    """The session's recorder; with a hook server's state, opened where the server left the record, with the
+    intent file it keeps open."""
+    at = None if state is None else state.point
     try:
-        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor, at=at)
+        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor, at=at,
+                        intents=_lasting_intents(base, state))
     except ToolReplayError as exc:
         raise HookError(f"cannot open the record: {exc}") from None
+
+
+def _lasting_intents(base: str, state: SessionState | None) -> IntentFile | None:
+    """The intent file a hook server keeps open for the session, if it is still the one it left (or none is
+    there); else it is read now, and kept from now on when it holds no settled intent (one that does is left to
+    the recorder to read and cut down, as a hook process does: None)."""
+    if state is None:
+        return None
+    if state.intents is not None:
+        if state.intents.unchanged():
+            state.intents.rebase()
+            return state.intents
+        state.release()
+    path = base + ".jsonl.intents"
+    try:
+        intents = read_intents(path)
+    except ToolReplayError:
+        return None  # the recorder reads it again and says what is wrong
+    if any(intent.done is not None for intent in intents):
+        return None
+    state.intents = IntentFile(path, intents, lasting=True)
+    return state.intents
 
 
 def _opened(recorder: SessionRecorder, state: SessionState | None) -> None:
@@ -519,8 +551,7 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: 
     pending = _read_pending(base)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
     # form (what the record holds), as in mcp-proxy
-    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor,
-                     at=None if state is None else state.point)
+    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor, state=state)
     assert isinstance(recorder, _HoldingRecorder)
     try:
         _opened(recorder, state)
@@ -619,7 +650,7 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         response = redactor.response(response)
     meta = dict(entry["meta"])
     meta["duration_ms"] = round(meta.get("duration_ms", 0) + (time.time_ns() - entry["started_ns"]) / 1e6, 3)
-    recorder = _open(base, at=None if state is None else state.point)
+    recorder = _open(base, state=state)
     try:
         _opened(recorder, state)
         try:

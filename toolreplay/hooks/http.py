@@ -182,6 +182,7 @@ class HookEndpoint:
     def close(self) -> None:
         if self._server is not None:
             self._server.server_close()
+        self.cache.close()
         if self._lock >= 0:
             os.close(self._lock)
             self._lock = -1
