@@ -23,6 +23,7 @@ stopped, `check`, `announce` and `append` raise `RecordingError` (an OSError).
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import time
@@ -190,9 +191,17 @@ class SessionRecorder:
 
     def records_since(self, point: ResumePoint) -> list[Record]:
         """The records appended to the file after `point` (taken on this file), read back and checked: their
-        indexes follow the point's and, sealed, their links continue its chain. InputError when they do not."""
-        with open(self.path, "rb") as handle:
+        indexes follow the point's and, sealed, their links continue its chain. InputError when they do not.
+        Read through the recorder's own open file while it is the one the point was taken on (else from the path)."""
+        with self._lock:
+            mine = self._handle is not None and (point.device, point.inode) == self._identity
+            size = self._size
+        if mine:
+            handle: Any = io.BytesIO(_read_at(self._handle.fileno(), point.size, size - point.size))
+        else:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed below
             handle.seek(point.size)
+        with handle:
             records = []
             prev = point.prev
             for record in iter_records(handle, self.path, check_sequence=True, require_sealed=False,
@@ -405,6 +414,16 @@ def _hold(lock: str, path: str) -> int:
 
 def _identity(status: os.stat_result) -> tuple[int, int]:
     return status.st_dev, status.st_ino
+
+
+def _read_at(descriptor: int, offset: int, count: int) -> bytes:
+    """`count` bytes from `offset` (fewer if the file ends before)."""
+    chunks = []
+    while count > 0 and (chunk := os.pread(descriptor, min(count, 1 << 20), offset)):
+        chunks.append(chunk)
+        offset += len(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
 
 
 def _write_all(handle: Any, data: bytes) -> None:

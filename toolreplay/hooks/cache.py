@@ -8,6 +8,8 @@ need not load the policy and read its session's whole record again.
   for the guard it was read with). The next event opens the record at that point without reading it, if
   the file is unchanged; the records this process appended are read back and folded into the history.
   Anything else (another process wrote to it, the policy changed) and the record is read whole again.
+- Per session, its pending calls (SESSION.pending) as the server last wrote or read them, used while the file is
+  that one (device, inode, size, times; or still absent) instead of reading it again.
 - Per session, its intent file (RECORD.intents) kept open (`IntentFile(..., lasting=True)`): a write's intent
   is appended and synced, its settling appends a line, and the file is emptied once it has grown with nothing
   open, instead of a file made and removed at each write. While the file is the one left (same device, inode,
@@ -47,6 +49,8 @@ class SessionState:
     guard: Guard | None = None
     history: GateHistory | None = None
     intents: IntentFile | None = None  # the record's intent file, kept open (None: read it at the next event)
+    # the pending calls as this process last wrote or read them, and the file's identity then (None: no file)
+    pending: tuple[tuple[int, ...] | None, dict[str, Any]] | None = None
 
     def release(self) -> None:
         """Close the kept intent file, leaving it as it is on disk."""

@@ -477,23 +477,42 @@ class _Locked:
         self._hold.__exit__(None, None, None)  # closing releases the lock
 
 
-def _read_pending(base: str) -> dict[str, Any]:
+def _read_pending(base: str, state: SessionState | None = None) -> dict[str, Any]:
+    """The pending calls; with a hook server's state, those it wrote last while the file is still that one (or
+    still absent), without reading it."""
+    path = base + ".pending"
+    if state is not None and state.pending is not None:
+        try:
+            now: tuple[int, ...] | None = _file_identity(os.stat(path))
+        except FileNotFoundError:
+            now = None
+        except OSError:
+            now = ()
+        if now == state.pending[0]:
+            return dict(state.pending[1])
     try:
-        with open(base + ".pending", "rb") as handle:
+        with open(path, "rb") as handle:
+            identity: tuple[int, ...] | None = _file_identity(os.fstat(handle.fileno()))
             data = handle.read()
-        if not data:  # never written so (an empty one is removed): a replace the machine's crash cut short
-            return {}
-        pending = json.loads(data.decode("utf-8"))
+        # empty: never written so (an empty one is removed), a replace the machine's crash cut short
+        pending = json.loads(data.decode("utf-8")) if data else {}
     except FileNotFoundError:
-        return {}
+        identity, pending = None, {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HookError(f"cannot read {base}.pending: {exc}") from None
     if not isinstance(pending, dict):
         raise HookError(f"cannot read {base}.pending: not a JSON object")
+    if state is not None:
+        state.pending = (identity, dict(pending))
     return pending
 
 
-def _write_pending(base: str, pending: dict[str, Any]) -> None:
+def _file_identity(status: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of a small file from another (a replace makes a new inode; times change)."""
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def _write_pending(base: str, pending: dict[str, Any], state: SessionState | None = None) -> None:
     """Replace the pending file whole, or remove it when nothing is pending.
 
     Not synced: what makes an allowed write safe is its intent, synced before the answer. A crash of the
@@ -504,16 +523,22 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
     the intent is the one thing on disk before the tool runs. A crash of the hook process alone loses
     nothing (the file is written whole and renamed into place)."""
     path = base + ".pending"
+    if state is not None:
+        state.pending = None  # unknown until written
     try:
         if not pending:
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-            return
-        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
+            identity = None
+        else:
+            replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
+            identity = _file_identity(os.stat(path))
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if state is not None:
+        state.pending = (identity, dict(pending))
 
 
 # -- the events -------------------------------------------------------------------------------------
@@ -555,7 +580,7 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: 
         except ValueError as exc:
             raise HookError(str(exc)) from None
     call_id = payload[agent.call_id] if agent.call_id else None
-    pending = _read_pending(base)
+    pending = _read_pending(base, state)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
     # form (what the record holds), as in mcp-proxy
     recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor, state=state)
@@ -594,7 +619,7 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: 
                                default=0) + 1
             call_id = str(entry["seq"])
         pending[call_id] = entry
-        _write_pending(base, pending)
+        _write_pending(base, pending, state)
     finally:
         _closing(recorder, state)
         recorder.close()
@@ -634,7 +659,7 @@ def _gate(guard: Guard, host: _AgentHost, recorder: SessionRecorder, state: Sess
 def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent,
           state: SessionState | None) -> None:
     event = payload["hook_event_name"]
-    pending = _read_pending(base)
+    pending = _read_pending(base, state)
     if agent.call_id is not None:
         call_id = payload[agent.call_id]
         entry = pending.get(call_id)
@@ -665,7 +690,7 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         except (OSError, ValueError) as exc:
             raise HookError(f"cannot record {entry['tool']}: {exc}") from None
         del pending[call_id]
-        _write_pending(base, pending)
+        _write_pending(base, pending, state)
     finally:
         _closing(recorder, state)
         recorder.close()
