@@ -313,6 +313,11 @@ class RefusedTest(ServeTestCase):
                  answer("411 Length Required", "the request has no Content-Length")),
                 (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: 1, 2\r\n\r\n",
                  answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: \xb2\r\n\r\n",  # latin-1 '2'
+                 answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n",
+                 answer("413 Content Too Large", f"the event is larger than {MAX_BODY_BYTES:,} bytes; the call is "
+                                                 "blocked")),
                 (b"POST /hook/claude-code HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
                  answer("401 Unauthorized", "a wrong or missing bearer token; nothing recorded").replace(
                      b"Connection", b"WWW-Authenticate: Bearer\r\nConnection")),

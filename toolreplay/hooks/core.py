@@ -419,10 +419,11 @@ def _lasting_intents(base: str, state: SessionState | None) -> IntentFile | None
     the recorder to read and cut down, as a hook process does: None)."""
     if state is None:
         return None
-    if state.intents is not None:
-        if state.intents.unchanged():
-            state.intents.rebase()
-            return state.intents
+    kept = state.intents  # once: a server short of room may release it from another thread
+    if kept is not None:
+        if kept.unchanged():
+            kept.rebase()
+            return kept
         state.release()
     path = base + ".jsonl.intents"
     try:

@@ -213,6 +213,11 @@ _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found"
             411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large"}
 
 
+def _is_length(text: str) -> bool:
+    """A Content-Length as RFC 9110 writes it: ASCII digits."""
+    return text.isascii() and text.isdigit()
+
+
 class _Handler(socketserver.StreamRequestHandler):
     """One connection: its requests, one at a time (keep-alive), each head read by format/http1.py's strict
     reader and answered whole in one write."""
@@ -237,8 +242,8 @@ class _Handler(socketserver.StreamRequestHandler):
         """Answer one request; whether the connection can carry another (a body not read cannot)."""
         headers = request.headers
         length = headers.get("content-length")
-        framed = "transfer-encoding" not in headers and (length is None or length.isdigit())
-        bodiless = framed and (length is None or int(length) == 0)
+        framed = "transfer-encoding" not in headers and (length is None or _is_length(length))
+        bodiless = framed and (length is None or not length.strip("0"))
         if request.method != "POST":
             return self._send(405, b"error: toolreplay hook: POST the event\n", keep=request.keep_alive and bodiless)
         agent = request.target[len(_PREFIX):] if request.target.startswith(_PREFIX) else ""
@@ -251,7 +256,7 @@ class _Handler(socketserver.StreamRequestHandler):
                               keep=False)
         if not framed or length is None:  # chunked (or a length that is no number): not read here
             return self._send(411, b"error: toolreplay hook: the request has no Content-Length\n", keep=False)
-        if int(length) > MAX_BODY_BYTES:
+        if len(length) > 18 or int(length) > MAX_BODY_BYTES:  # 18 digits at most: not read as a number
             return self._send(413, f"error: toolreplay hook: the event is larger than {MAX_BODY_BYTES:,} bytes; "
                                    "the call is blocked\n".encode("ascii"), keep=False)
         if headers.get("expect", "").lower() == "100-continue":
