@@ -164,8 +164,8 @@ class IntentFile:
                 status = None
             except OSError:
                 return False
-            if self._handle is None:
-                return status is None
+            if self._handle is None:  # none open here: the file must not be there (nor an intent kept)
+                return status is None and not self._open
             opened = os.fstat(self._handle.fileno())
             return status is not None and os.path.samestat(opened, status) and opened.st_size == self._size
 
