@@ -88,7 +88,9 @@ def _run(directory: str, count: int, new_connection: bool) -> int:
             headers = {"Authorization": f"Bearer {handle.read().strip()}", "Content-Type": "application/json"}
         events = _events(directory, count)
         http_ms = _post_all(port, headers, events, new_connection)
-        kept_ms = _core(events, policy, kept, HookCache())
+        cache = HookCache()
+        kept_ms = _core(events, policy, kept, cache)
+        cache.close()  # the sessions' intent files it kept open
         core_ms = _core(events, policy, baseline, None)
     finally:
         server.terminate()

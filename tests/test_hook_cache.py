@@ -5,7 +5,9 @@ behind the server's back.
 Each scenario runs the same events twice on fresh folders, on the same clock (every time function reads the
 event's scripted second): once as the command hook does (no cache, everything read at every event), once
 through one `HookCache` as `hook serve` and the socket server do. The answers (stdout, stderr, exit code) and
-the files left in the records folder must be the same bytes.
+the files left in the records folder must be the same bytes, but for the intent file, compared by the intents it
+holds open (the server keeps the file between events, with a line for each settled intent, where a process per
+event removes it once nothing is open: see `Folder.files`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from unittest import mock
 from toolreplay.guard import gate
 from toolreplay.guard import recorder as recorder_module
 from toolreplay.guard.assembly import Guard
+from toolreplay.guard.intents import LASTING_BYTES, Intent, read_intents
 from toolreplay.hooks import core
 from toolreplay.hooks.cache import HookCache
 from toolreplay.hooks.reply import Reply, reply_to_event
@@ -225,13 +228,27 @@ class Folder:
             out.write(secret)
 
     def files(self) -> dict[str, bytes]:
-        """Every file the hook left in the records folder, by name."""
+        """Every file the hook left in the records folder, by name; the intent file as the intents it holds
+        open, in order and without their numbers (none open: as no file), and the pending calls' intents as
+        their places in that list."""
         found = {}
         for name in sorted(os.listdir(self.records)):
             if name.endswith(".lock"):
                 continue
             with open(os.path.join(self.records, name), "rb") as handle:
                 found[name] = handle.read()
+        intents = os.path.join(self.records, SESSION + ".jsonl.intents")
+        opened = [intent for intent in read_intents(intents) if intent.done is None]
+        places = {intent.seq: place for place, intent in enumerate(opened)}
+        found.pop(SESSION + ".jsonl.intents", None)
+        if opened:
+            found[SESSION + ".jsonl.intents"] = b"".join(
+                Intent(0, intent.start, intent.tool, intent.args, intent.key).line() for intent in opened)
+        if SESSION + ".pending" in found and found[SESSION + ".pending"]:
+            pending = json.loads(found[SESSION + ".pending"])
+            for entry in pending.values():
+                entry["intent"] = places.get(entry["intent"], f"not open: {entry['intent']}")
+            found[SESSION + ".pending"] = json.dumps(pending, sort_keys=True).encode()
         return found
 
 
@@ -315,6 +332,7 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
     def test_a_cache_gives_the_same_answers_and_bytes_and_reads_the_record_once(self) -> None:
         expected = self.fresh()
         cache = HookCache()
+        self.addCleanup(cache.close)
         with CountedReads().counting() as reads:
             got = run_script(self, SCRIPT, lambda number: cache)
         self.assertEqual(got, expected)
@@ -327,6 +345,7 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
         state no longer matches the file, so it reads the record whole, and nothing differs."""
         expected = self.fresh()
         cache = HookCache()
+        self.addCleanup(cache.close)
         with CountedReads().counting() as reads:
             got = run_script(self, SCRIPT, lambda number: None if number % 3 == 2 else cache)
         self.assertEqual(got, expected)
@@ -346,6 +365,7 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
         script = [*SCRIPT[:10], (4.5, tamper), *SCRIPT[10:14]]
         expected = self.fresh(script)
         cache = HookCache()
+        self.addCleanup(cache.close)
         got = run_script(self, script, lambda number: cache)
         self.assertEqual(got, expected)
         after = got[0][10:]
@@ -364,6 +384,7 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
 
         script = [*SCRIPT[:10], (4.5, delete), *SCRIPT[10:20]]
         cache = HookCache()
+        self.addCleanup(cache.close)
         self.assertEqual(run_script(self, script, lambda number: cache), self.fresh(script))
 
 
@@ -384,6 +405,7 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
                 self.assertEqual(answers, decided)
                 self.assertEqual({reply.code for reply in expected[0]}, {0})
                 cache = HookCache()
+                self.addCleanup(cache.close)
                 self.assertEqual(run_script(self, script, lambda number, kept=cache: kept, agent, policy), expected)
 
 
@@ -398,7 +420,107 @@ class SameAsAProcessPerEventTest(unittest.TestCase):
         self.assertNotIn(b"s3cret", record)
         self.assertNotIn(b"t0ken", record)
         cache = HookCache()
+        self.addCleanup(cache.close)
         self.assertEqual(run_script(self, REDACT_SCRIPT, lambda number: cache, policy=REDACTING), expected)
+
+
+class KeptIntentFileTest(unittest.TestCase):
+    """The intent file a server keeps open between events: durable before the answer, read as it is by a fresh
+    process, and never written where no reader would look when a hook process beside it changes the file."""
+
+    def setUp(self) -> None:
+        self.folder = Folder(self)
+        self.folder.write_policy({key: value for key, value in POLICY.items() if key != "limits"})  # no budget
+        self.cache = HookCache()
+        self.addCleanup(self.cache.close)
+        self.intents = self.folder.record + ".intents"
+
+    def event(self, fields: dict[str, Any], cache: HookCache | None = None) -> str:
+        reply = self.folder.event(fields, cache)
+        self.assertEqual((reply.code, reply.stderr), (0, ""))
+        return reply.stdout
+
+    def open_intents(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(intent.tool, intent.args) for intent in read_intents(self.intents) if intent.done is None]
+
+    def test_an_allowed_writes_intent_is_synced_before_the_answer_and_no_file_is_made_per_write(self) -> None:
+        synced: list[bytes] = []
+        fsync = os.fsync
+
+        def watched(descriptor: int) -> None:
+            fsync(descriptor)
+            if os.path.samestat(os.fstat(descriptor), os.stat(self.intents)):
+                with open(self.intents, "rb") as handle:
+                    synced.append(handle.read())
+
+        made = []
+        with mock.patch.object(os, "fsync", watched):
+            for number in range(3):
+                args = {"command": f"make {number}"}
+                self.assertIn('"allow"', self.event(_pre("Bash", args, f"toolu_{number}"), self.cache))
+                self.assertTrue(synced[-1].endswith(Intent(number, number, "Bash", args, f"toolu_{number}").line()))
+                self.assertEqual(self.open_intents(), [("Bash", args)])  # on disk when the answer is given
+                made.append(os.stat(self.intents).st_ino)
+                self.assertEqual(self.event(_post("Bash", args, f"toolu_{number}", "ok"), self.cache), "")
+                self.assertEqual(self.open_intents(), [])
+        self.assertEqual(len(synced), 3)  # one sync per write, none for a settling
+        self.assertEqual(len(set(made)), 1)  # one file, kept: none made and removed per write
+
+    def test_a_kept_file_that_has_grown_is_emptied_when_nothing_is_open(self) -> None:
+        sizes = []
+        for number in range(100):  # each pair leaves an intent line of about 260 bytes and a settled line
+            args = {"command": f"echo {number:04d} " + "x" * 200}
+            self.event(_pre("Bash", args, f"toolu_{number}"), self.cache)
+            self.event(_post("Bash", args, f"toolu_{number}", "ok"), self.cache)
+            sizes.append(os.path.getsize(self.intents))
+        emptied = sizes.index(0)
+        self.assertEqual(sizes[:emptied], sorted(set(sizes[:emptied])))  # it grew until then
+        self.assertGreater(sizes[emptied - 1], LASTING_BYTES - 300)
+        self.assertLessEqual(max(sizes), LASTING_BYTES)
+        self.assertEqual([size < 400 for size in sizes[emptied + 1:emptied + 3]], [True, False])  # from nothing again
+
+    def test_the_kept_files_open_intent_is_an_unknown_outcome_for_a_fresh_process(self) -> None:
+        """The server is gone between a PreToolUse and its PostToolUse (its cache with it, the file left as it
+        is): a hook process refuses the identical write, then settles the first from its Post."""
+        make = {"command": "make"}
+        self.event(_pre("Bash", {"command": "ls"}, "toolu_1"), self.cache)
+        self.event(_post("Bash", {"command": "ls"}, "toolu_1", "ok"), self.cache)  # a settled line stays
+        self.event(_pre("Bash", make, "toolu_2"), self.cache)
+        self.cache.close()
+        self.assertIn("outcome unknown", self.event(_pre("Bash", make, "toolu_3")))
+        self.assertEqual(self.open_intents(), [("Bash", make)])
+        self.assertEqual(self.event(_post("Bash", make, "toolu_2", "built")), "")
+        self.assertFalse(os.path.exists(self.intents))  # a process per event removes it once nothing is open
+        with open(self.folder.record, encoding="utf-8") as handle:
+            self.assertEqual([json.loads(line)["meta"]["outcome"] for line in handle], ["ran", "refused", "ran"])
+
+    def test_a_hook_process_beside_the_server_appending_replacing_or_removing_the_file(self) -> None:
+        """Between the server's events a hook process appends an intent to the kept file, settles it (which
+        removes the file), and cuts it down (a new file): the server's next intent is always in the file at
+        the path, and every intent is settled by the record of its own call."""
+        calls = [{"command": f"step {number}"} for number in range(6)]
+        self.event(_pre("Bash", calls[0], "toolu_0"), self.cache)
+        self.event(_pre("Bash", calls[1], "toolu_1"))  # appended to the server's open file
+        self.event(_post("Bash", calls[0], "toolu_0", "0"), self.cache)  # the file grew: read again
+        self.event(_post("Bash", calls[1], "toolu_1", "1"))  # nothing open: removed
+        self.assertFalse(os.path.exists(self.intents))
+        self.event(_pre("Bash", calls[2], "toolu_2"), self.cache)  # a new file, not the removed one
+        self.assertEqual(self.open_intents(), [("Bash", calls[2])])
+        self.event(_post("Bash", calls[2], "toolu_2", "2"), self.cache)
+        self.event(_pre("Bash", calls[3], "toolu_3"))  # reads the server's settled lines, writes the file anew
+        self.event(_pre("Bash", calls[4], "toolu_4"), self.cache)
+        self.assertEqual(self.open_intents(), [("Bash", calls[3]), ("Bash", calls[4])])
+        self.event(_post("Bash", calls[3], "toolu_3", "3"), self.cache)
+        self.event(_post("Bash", calls[4], "toolu_4", "4"))
+        self.event(_pre("Bash", calls[5], "toolu_5"), self.cache)
+        self.assertEqual(self.open_intents(), [("Bash", calls[5])])
+        self.event(_post("Bash", calls[5], "toolu_5", "5"), self.cache)
+        self.assertEqual(self.open_intents(), [])
+        with open(self.folder.record, encoding="utf-8") as handle:
+            lines = [json.loads(line) for line in handle]
+        self.assertEqual(sorted((line["args"]["command"], line["response"]["result"]) for line in lines),
+                         [(f"step {number}", str(number)) for number in range(6)])
+        self.assertEqual({line["meta"]["outcome"] for line in lines}, {"ran"})
 
 
 class HookCacheTest(unittest.TestCase):

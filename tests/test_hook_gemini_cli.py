@@ -32,6 +32,7 @@ from typing import Any
 
 from tests.support import integration
 from tests.test_cli import run
+from toolreplay.guard.intents import read_intents
 from toolreplay.hooks import client as hook_client
 from toolreplay.hooks.core import GEMINI_CLI, HookAnswer, settings_snippet
 
@@ -136,7 +137,11 @@ class GeminiHookTestCase(unittest.TestCase):
         self.assertEqual([line["meta"]["outcome"] for line in lines], ["ran"] * 8)
         self.assertNotIn("call_id", lines[0]["meta"])
         self.assertEqual(run("verify", self.record), (0, "chain: intact\n", ""))
-        self.assertEqual(sorted(os.listdir(self.records))[-2:], [SESSION + ".jsonl", SESSION + ".lock"])
+        # nothing is left pending; a hook server keeps the intent file, every intent in it settled
+        names = sorted(os.listdir(self.records))
+        self.assertEqual([name for name in names if name.startswith(SESSION) and not name.endswith(".intents")],
+                         [SESSION + ".jsonl", SESSION + ".lock"])
+        self.assertEqual([intent for intent in read_intents(self.record + ".intents") if intent.done is None], [])
 
 
 class OutputTest(unittest.TestCase):

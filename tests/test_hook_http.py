@@ -16,6 +16,7 @@ import http.client
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +28,7 @@ from typing import Any
 from tests.support import integration
 from tests.test_cli import run
 from tests.test_hook_claude_code import ALLOW, ASK, POLICY, ROOT, TRANSCRIPT, decision
+from toolreplay.guard.intents import read_intents
 from toolreplay.hooks.http import MAX_BODY_BYTES, TOKEN_NAME
 
 INTEGRATION_TIER = True  # a server process per test class
@@ -183,6 +185,40 @@ class SameAsTheCommandHookTest(ServeTestCase):
                          [("toolu_k1", "ran"), ("toolu_k2", "refused")])
         self.assertEqual(run("verify", record), (0, "chain: intact\n", ""))
 
+    def test_a_killed_servers_open_intent_is_an_unknown_outcome_for_the_command_hook(self) -> None:
+        """The server keeps the session's intent file open between events; killed between a PreToolUse and its
+        PostToolUse, it leaves the synced intent in the file, which a command hook then reads."""
+        records = self.folder("killed")
+        server = self.serve(records)
+        self.addCleanup(server.communicate, timeout=PATIENCE)
+        self.addCleanup(server.kill)
+        assert server.stdout is not None
+        port = int(server.stdout.readline().decode().split("127.0.0.1:", 1)[1].split("/", 1)[0])
+        with open(os.path.join(records, TOKEN_NAME), encoding="ascii") as handle:
+            headers = {"Authorization": f"Bearer {handle.read().strip()}"}
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=PATIENCE)
+        self.addCleanup(connection.close)
+        make, ls = {"command": "make"}, {"command": "ls"}
+        for event, expected in ((payload(self.project, "PreToolUse", "Bash", ls, "toolu_1"), ALLOW),
+                                (payload(self.project, "PostToolUse", "Bash", ls, "toolu_1", tool_response={}), ""),
+                                (payload(self.project, "PreToolUse", "Bash", make, "toolu_2"), ALLOW)):
+            connection.request("POST", "/hook/claude-code", json.dumps(event), headers)
+            response = connection.getresponse()
+            self.assertEqual((response.status, response.read().decode()), (200, expected))
+        server.kill()
+        server.wait(PATIENCE)
+        intents = os.path.join(records, SESSION + ".jsonl.intents")
+        self.assertEqual([(intent.args, intent.done) for intent in read_intents(intents)],
+                         [(ls, 0), (make, None)])  # a settled line stays in the kept file
+        code, out, err = self.command_hook(records, payload(self.project, "PreToolUse", "Bash", make, "toolu_3"))
+        self.assertEqual((code, err), (0, ""))
+        self.assertIn("outcome unknown", json.loads(out)["hookSpecificOutput"]["permissionDecisionReason"])
+        self.assertEqual(self.command_hook(records, payload(self.project, "PostToolUse", "Bash", make, "toolu_2",
+                                                            tool_response={"stdout": "built"})), (0, "", ""))
+        self.assertFalse(os.path.exists(intents))
+        self.assertEqual([line["meta"]["outcome"] for line in comparable(os.path.join(records, SESSION + ".jsonl"))],
+                         ["ran", "refused", "ran"])
+
     @staticmethod
     def write(path: str, text: str) -> None:
         with open(path, "w", encoding="utf-8") as out:
@@ -242,6 +278,81 @@ class RefusedTest(ServeTestCase):
         connection.request("GET", "/hook/claude-code")
         response = connection.getresponse()
         self.assertEqual((response.status, response.read().decode()), (405, "error: toolreplay hook: POST the event\n"))
+
+    def raw(self, data: bytes) -> bytes:
+        """What the server sends back for these bytes, up to its closing the connection."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=PATIENCE) as sock:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)  # all it sends: a request cut short ends there
+            answer = b""
+            while part := sock.recv(65536):
+                answer += part
+        return answer
+
+    def test_a_malformed_head_is_400_or_431_and_the_connection_closed(self) -> None:
+        auth = f"Authorization: Bearer {self.token}\r\n".encode()
+        event = json.dumps(payload(self.project, "PreToolUse", "Bash", {"command": "ls"}, "toolu_w")).encode()
+
+        def answer(status: str, line: str) -> bytes:
+            body = f"error: toolreplay hook: {line}\n".encode()
+            return (f"HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}"
+                    "\r\nConnection: close\r\n\r\n").encode() + body
+
+        for data, expected in (
+                (b"GARBAGE\r\n\r\n", answer("400 Bad Request", "a malformed request line")),
+                (b"POST /hook/claude-code HTTP/2.0\r\n\r\n", answer("400 Bad Request", "a malformed request line")),
+                (b"POST /hook/claude-code HTTP/1.1\r\nNo colon here\r\n\r\n",
+                 answer("400 Bad Request", "a malformed header line")),
+                (b"POST /hook/claude-code HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
+                 answer("400 Bad Request", "a malformed header line")),
+                (b"POST /hook/claude-code HTTP/1.1\r\nX-A: " + b"a" * 70000 + b"\r\n\r\n",
+                 answer("431 Request Header Fields Too Large", "the request head exceeds 65536 bytes")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                 answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: -1\r\n\r\n",
+                 answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: 1, 2\r\n\r\n",
+                 answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: \xb2\r\n\r\n",  # latin-1 '2'
+                 answer("411 Length Required", "the request has no Content-Length")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: " + b"9" * 5000 + b"\r\n\r\n",
+                 answer("413 Content Too Large", f"the event is larger than {MAX_BODY_BYTES:,} bytes; the call is "
+                                                 "blocked")),
+                (b"POST /hook/claude-code HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",
+                 answer("401 Unauthorized", "a wrong or missing bearer token; nothing recorded").replace(
+                     b"Connection", b"WWW-Authenticate: Bearer\r\nConnection")),
+                (b"POST /hook/other HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}",  # a body not read: closed
+                 answer("404 Not Found", "no such hook endpoint (POST /hook/AGENT)")),
+                (b"POST /hook/claude-code HTTP/1.1\r\n" + auth + b"Content-Length: 100\r\n\r\n{",  # cut short
+                 b"")):
+            with self.subTest(data=data[:60]):
+                self.assertEqual(self.raw(data), expected)
+        self.assertEqual(self.raw(b"POST /hook/claude-code HTTP/1.1\r\nConnection: close\r\n" + auth
+                                  + f"Content-Length: {len(event)}\r\n\r\n".encode() + event),
+                         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(ALLOW)}\r\nConnection: close\r\n\r\n{ALLOW}".encode())
+        self.assertEqual(len(comparable(os.path.join(self.records, SESSION + ".jsonl"))), 0)  # held back: allowed
+
+    def test_keep_alive_pipelined_requests_http_1_0_and_expect(self) -> None:
+        auth = f"Authorization: Bearer {self.token}\r\n".encode()
+        events = [json.dumps(payload(self.project, event, "Bash", {"command": "ls"}, "toolu_k", tool_response={}))
+                  .encode() for event in ("PreToolUse", "PostToolUse")]
+        two = b"".join(b"POST /hook/claude-code HTTP/1.1\r\n" + auth + f"Content-Length: {len(body)}\r\n\r\n"
+                       .encode() + body for body in events)
+        # both answered on one connection, in order; the server closes it on the third request's Connection: close
+        answer = self.raw(two + b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+        self.assertEqual(answer.count(b"HTTP/1.1 "), 3)
+        self.assertIn(ALLOW.encode(), answer.split(b"HTTP/1.1 ")[1])
+        self.assertTrue(answer.split(b"HTTP/1.1 ")[2].startswith(b"200 OK\r\nContent-Type: text/plain; charset=utf-8"
+                                                                 b"\r\nContent-Length: 0\r\n\r\n"))
+        self.assertTrue(answer.split(b"HTTP/1.1 ")[3].startswith(b"405 Method Not Allowed\r\n"))
+        self.assertTrue(answer.endswith(b"Connection: close\r\n\r\nerror: toolreplay hook: POST the event\n"))
+        # HTTP/1.0 closes after its answer; Expect: 100-continue gets its 100 first
+        answer = self.raw(b"POST /hook/claude-code HTTP/1.0\r\nExpect: 100-continue\r\n" + auth
+                          + f"Content-Length: {len(events[0])}\r\n\r\n".encode() + events[0].replace(b"toolu_k",
+                                                                                                    b"toolu_j"))
+        self.assertTrue(answer.startswith(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"), answer[:80])
+        self.assertTrue(answer.endswith(b"Connection: close\r\n\r\n" + ALLOW.encode()), answer[-80:])
 
     def test_a_policy_that_does_not_load_denies(self) -> None:
         os.rename(self.policy, self.policy + ".moved")

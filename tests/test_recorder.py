@@ -19,7 +19,7 @@ from toolreplay.cli import main
 from toolreplay.cli._io import IO
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import format_record, read_session
-from toolreplay.guard.intents import Intent, read_intents
+from toolreplay.guard.intents import Intent, IntentFile, read_intents
 from toolreplay.guard.recorder import RecordingError, SessionRecorder, open_shared_intents
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -547,6 +547,48 @@ class IntentFileTest(RecorderCase):
             with self.assertRaises(RecordingError) as caught:
                 recorder.announce("write_file", {})
             self.assertEqual(str(caught.exception), f"cannot write {path}.intents: No space left on device")
+
+
+class LastingIntentsTest(RecorderCase):
+    """An intent file a long-lived owner keeps open across recorders of one record (the hook server's)."""
+
+    def test_kept_across_recorders_settled_by_lines_and_checked_against_the_path(self) -> None:
+        path = self.path()
+        intents = path + ".intents"
+        kept = IntentFile(intents, [], lasting=True)
+        self.addCleanup(kept.release)
+        self.assertTrue(kept.unchanged())  # no file, none open
+        with SessionRecorder.open(path, intents=kept) as recorder:
+            first = recorder.announce("write_file", {"path": "a"}, "call_1")
+        self.assertEqual(read_intents(intents), [Intent(0, 0, "write_file", {"path": "a"}, "call_1")])  # stays
+        self.assertTrue(kept.unchanged())
+        kept.rebase()
+        with SessionRecorder.open(path, intents=kept) as recorder:
+            self.assertEqual(recorder.previous_intents, (Intent(0, 0, "write_file", {"path": "a"}, "call_1"),))
+            recorder.keep_intents(list(recorder.previous_intents))  # nothing to cut: the file is left as it is
+            recorder.append("write_file", {"path": "a"}, {"ok": True}, intent=first)
+        self.assertEqual(self.read_bytes(intents), b'{"args":{"path":"a"},"from":0,"intent":0,"key":"call_1",'
+                                                   b'"tool":"write_file"}\n{"done":0,"index":0}\n')
+        self.assertTrue(kept.unchanged())
+        kept.rebase()
+        with SessionRecorder.open(path, intents=kept) as recorder:
+            self.assertEqual(recorder.previous_intents, ())
+            self.assertEqual(recorder.announce("write_file", {"path": "b"}), 1)  # numbers go on in one file
+        with open(intents, "ab") as other:  # another process appends: no longer the file it left
+            other.write(b'{"args":{},"from":2,"intent":2,"key":null,"tool":"t"}\n')
+        self.assertFalse(kept.unchanged())
+        kept.release()
+        os.unlink(intents)
+        self.assertFalse(kept.unchanged())  # closed, and no file: still not the one it left (that one had an intent)
+        fresh = IntentFile(intents, [], lasting=True)
+        self.addCleanup(fresh.release)
+        self.assertTrue(fresh.unchanged())
+        with SessionRecorder.open(path, intents=fresh) as recorder:
+            recorder.announce("t", {})
+        os.replace(path, path + ".moved")
+        self.write_bytes(intents + ".new", b"")
+        os.replace(intents + ".new", intents)  # replaced: another inode
+        self.assertFalse(fresh.unchanged())
 
 
 class SharedIntentsTest(RecorderCase):

@@ -30,10 +30,11 @@ def replace_privately(path: str, chunks: Iterable[bytes], *, sync: bool = True) 
     crash of the machine may leave the old file, or an empty one), renamed over `path`. OSError when it cannot."""
     temporary = path + ".tmp"
     try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:  # a leftover: removed, not reused
         os.unlink(temporary)
-    except FileNotFoundError:
-        pass
-    with open(temporary, "wb", opener=open_private) as handle:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    with open(descriptor, "wb") as handle:
         for chunk in chunks:
             handle.write(chunk)
         handle.flush()

@@ -13,6 +13,13 @@ file, below, is emptied; a recorder closed with nothing open removes it). After 
 whose record never landed is an outcome nobody knows: the gate refuses to run that call again until a
 person has checked the real state and deleted the intent's line (or the whole file).
 
+A long-lived process that writes one record event after event (the hook server) may keep its intent file
+open between recorders instead (`IntentFile(..., lasting=True)`, handed to each `SessionRecorder.open` as
+`intents=`): a settled intent then leaves a `done` line (not synced) rather than removing the file, and the
+file is emptied when nothing is open and it has grown past LASTING_BYTES; no file is created and removed at
+each write. `unchanged()` tells whether the file at the path is still the one it left (same device, inode and
+size): another process that wrote to it, replaced or removed it makes the owner read it again.
+
 One intent file may also be shared by the records of one folder (the HTTP listener's sessions of one
 upstream: `recover_shared`): each intent line then names its record (`"record":"NAME.jsonl"`, the
 record's file name in the same folder), and the intents of records that were not closed are resolved
@@ -31,7 +38,9 @@ from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
 from toolreplay.format.files import open_private, replace_privately
 
-__all__ = ["Intent", "IntentFile", "open_private", "read_intents", "unresolved"]
+__all__ = ["LASTING_BYTES", "Intent", "IntentFile", "open_private", "read_intents", "unresolved"]
+
+LASTING_BYTES = 16 * 1024  # a lasting intent file with nothing open is emptied once it holds more
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,14 +75,17 @@ class IntentFile:
     Several recorders may share one (each naming its record in `announce`): `keep` then replaces only
     the earlier intents, those read from the file, and leaves the ones announced since."""
 
-    def __init__(self, path: str, intents: list[Intent], *, hold: int | None = None) -> None:
+    def __init__(self, path: str, intents: list[Intent], *, hold: int | None = None, lasting: bool = False) -> None:
         """`intents` are those read from an existing file (see `read_intents`); nothing is opened yet.
-        `hold` is a descriptor (of a lock held on the file's behalf) that `close` closes."""
+        `hold` is a descriptor (of a lock held on the file's behalf) that `close` closes. `lasting`: kept
+        open by its owner across recorders of one record (see the module's docstring)."""
         self.path = path
         self._hold = hold
-        self._shared = hold is not None  # the records of a folder share it: emptied, never removed, while open
+        self.shared = hold is not None  # the records of a folder share it: emptied, never removed, while open
+        self.lasting = lasting
         self._lock = threading.Lock()
         self._handle: Any = None
+        self._size = 0  # the open file's size as this object left it
         self._open: set[int] = {intent.seq for intent in intents if intent.done is None}
         self._next_seq = max((intent.seq for intent in intents), default=-1) + 1
         self._earlier = tuple(intent for intent in intents if intent.done is None)
@@ -107,22 +119,29 @@ class IntentFile:
             self._open.discard(seq)
             self._announced.pop(seq, None)
             try:
-                if self._open:
+                if self._open or (self.lasting and self._handle is not None and self._size <= LASTING_BYTES):
                     self._append((canonical_json({"done": seq, "index": index}) + "\n").encode("ascii"), sync=False)
-                elif not self._shared:
+                elif self.lasting:
+                    self._empty()
+                elif not self.shared:
                     if self._handle is not None:
                         self._handle.close()
                         self._handle = None
                     _remove(self.path)
                 else:
                     self._ensure_open().truncate(0)
+                    self._size = 0
             except OSError:
                 pass
 
     def keep(self, intents: list[Intent]) -> None:
         """Replace the earlier intents with just `intents` (outcomes still unknown), the file written whole
-        with them and those announced since; none at all: remove it."""
+        with them and those announced since; none at all: remove it. A lasting file that would keep just what
+        it holds open already is left as it is."""
         with self._lock:
+            if self.lasting and not self._announced and ({intent.seq for intent in intents}
+                                                         == {intent.seq for intent in self._earlier}):
+                return
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
@@ -134,6 +153,35 @@ class IntentFile:
                 _remove(self.path)
                 return
             replace_privately(self.path, (intent.line() for intent in kept))
+
+    def unchanged(self) -> bool:
+        """Whether the file at the path is the one this object left: the same file, of the size it wrote (or
+        none, when it has none open)."""
+        with self._lock:
+            try:
+                status: os.stat_result | None = os.stat(self.path)
+            except FileNotFoundError:
+                status = None
+            except OSError:
+                return False
+            if self._handle is None:  # none open here: the file must not be there (nor an intent kept)
+                return status is None and not self._open
+            opened = os.fstat(self._handle.fileno())
+            return status is not None and os.path.samestat(opened, status) and opened.st_size == self._size
+
+    def rebase(self) -> None:
+        """A new recorder takes the file over: what is open now is its earlier intents (`earlier`)."""
+        with self._lock:
+            self._earlier = tuple(intent for intent in (*self._earlier, *self._announced.values())
+                                  if intent.seq in self._open)
+            self._announced = {}
+
+    def release(self) -> None:
+        """Close the file, leaving it as it is (its owner no longer vouches for it, or cannot take its lock)."""
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     def close(self) -> None:
         """Close the file; remove it when no intent is open (every write ended in a record)."""
@@ -168,10 +216,23 @@ class IntentFile:
             except OSError:
                 pass
             raise
+        self._size = size + len(data)
+
+    def _empty(self) -> None:
+        """Empty a lasting file with nothing open (if it is still the one at the path; else leave it be)."""
+        handle = self._ensure_open()
+        try:
+            same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.path))
+        except OSError:
+            same = False
+        if same:
+            handle.truncate(0)
+            self._size = 0
 
     def _ensure_open(self) -> Any:
         if self._handle is None:
             self._handle = open(self.path, "ab", buffering=0, opener=open_private)  # noqa: SIM115 - closed by close()
+            self._size = os.fstat(self._handle.fileno()).st_size
         return self._handle
 
 

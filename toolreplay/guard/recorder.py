@@ -23,6 +23,7 @@ stopped, `check`, `announce` and `append` raise `RecordingError` (an OSError).
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 import time
@@ -98,9 +99,12 @@ class SessionRecorder:
         self._identity = _identity(os.fstat(handle.fileno()))
         self._stopped: str | None = None
         self._record_name: str | None = None  # set when the intent file is shared: this record's file name
+        self._owns_intents = shared_intents is None  # else whoever opened the file closes it
         if shared_intents is not None:  # the earlier records' writes of unknown outcome, and this one's intents
             self.previous_intents = shared_intents.earlier
-            self._intents, self._record_name = shared_intents, os.path.basename(path)
+            self._intents = shared_intents
+            if shared_intents.shared:
+                self._record_name = os.path.basename(path)
         else:
             self._intents = IntentFile(path + ".intents", list(self.previous_intents))
         self._checkpoints = checkpoints
@@ -121,9 +125,10 @@ class SessionRecorder:
         replaces secrets in every record's args and response, and in the intents, before they are written.
         `keep_history` keeps the records read to continue the file, so that `history()` need not read it
         again (one pass for a short-lived process, a hook, that continues a record and resumes a gate).
-        `intents` is an intent file shared with other records of the folder (`open_shared_intents`), used
-        instead of `PATH.intents`: its writes of unknown outcome are this recorder's `previous_intents`, and
-        it stays open when the recorder closes.
+        `intents` is an intent file shared with other records of the folder (`open_shared_intents`), or this
+        record's own `PATH.intents` kept open by a long-lived owner (`IntentFile(..., lasting=True)`), used
+        instead of opening `PATH.intents`: its open intents are this recorder's `previous_intents`, and it
+        stays open when the recorder closes.
         `at` is where an earlier recorder of this process left the file (`resume_point()`): while the file is
         unchanged since (same device, inode, size and modification time), it is not read again and the
         index and chain resume from the point (`opened_at_point` is then True); else it is read whole.
@@ -186,9 +191,17 @@ class SessionRecorder:
 
     def records_since(self, point: ResumePoint) -> list[Record]:
         """The records appended to the file after `point` (taken on this file), read back and checked: their
-        indexes follow the point's and, sealed, their links continue its chain. InputError when they do not."""
-        with open(self.path, "rb") as handle:
+        indexes follow the point's and, sealed, their links continue its chain. InputError when they do not.
+        Read through the recorder's own open file while it is the one the point was taken on (else from the path)."""
+        with self._lock:
+            mine = self._handle is not None and (point.device, point.inode) == self._identity
+            size = self._size
+        if mine:
+            handle: Any = io.BytesIO(_read_at(self._handle.fileno(), point.size, size - point.size))
+        else:
+            handle = open(self.path, "rb")  # noqa: SIM115 - closed below
             handle.seek(point.size)
+        with handle:
             records = []
             prev = point.prev
             for record in iter_records(handle, self.path, check_sequence=True, require_sealed=False,
@@ -294,7 +307,7 @@ class SessionRecorder:
             if self._handle is not None:
                 self._handle.close()
                 self._handle = None
-                if self._record_name is None:  # a shared intent file is closed by whoever opened it
+                if self._owns_intents:  # a shared or lasting intent file is closed by whoever opened it
                     self._intents.close()
                 if self._checkpoints is not None:
                     self._checkpoints.closed(self._next_index, self._prev)
@@ -401,6 +414,16 @@ def _hold(lock: str, path: str) -> int:
 
 def _identity(status: os.stat_result) -> tuple[int, int]:
     return status.st_dev, status.st_ino
+
+
+def _read_at(descriptor: int, offset: int, count: int) -> bytes:
+    """`count` bytes from `offset` (fewer if the file ends before)."""
+    chunks = []
+    while count > 0 and (chunk := os.pread(descriptor, min(count, 1 << 20), offset)):
+        chunks.append(chunk)
+        offset += len(chunk)
+        count -= len(chunk)
+    return b"".join(chunks)
 
 
 def _write_all(handle: Any, data: bytes) -> None:

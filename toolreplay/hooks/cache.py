@@ -8,6 +8,12 @@ need not load the policy and read its session's whole record again.
   for the guard it was read with). The next event opens the record at that point without reading it, if
   the file is unchanged; the records this process appended are read back and folded into the history.
   Anything else (another process wrote to it, the policy changed) and the record is read whole again.
+- Per session, its pending calls (SESSION.pending) as the server last wrote or read them, used while the file is
+  that one (device, inode, size, times; or still absent) instead of reading it again.
+- Per session, its intent file (RECORD.intents) kept open (`IntentFile(..., lasting=True)`): a write's intent
+  is appended and synced, its settling appends a line, and the file is emptied once it has grown with nothing
+  open, instead of a file made and removed at each write. While the file is the one left (same device, inode,
+  size) it is not read again; else (a command hook wrote to it) it is read as a hook process reads it.
 
 A hook process without a server (the plain command) keeps nothing: every event reads everything.
 """
@@ -22,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from toolreplay.guard.assembly import Guard
+    from toolreplay.guard.intents import IntentFile
     from toolreplay.guard.recorder import ResumePoint
     from toolreplay.guard.resume import GateHistory
 
@@ -41,6 +48,15 @@ class SessionState:
     point: ResumePoint | None = None
     guard: Guard | None = None
     history: GateHistory | None = None
+    intents: IntentFile | None = None  # the record's intent file, kept open (None: read it at the next event)
+    # the pending calls as this process last wrote or read them, and the file's identity then (None: no file)
+    pending: tuple[tuple[int, ...] | None, dict[str, Any]] | None = None
+
+    def release(self) -> None:
+        """Close the kept intent file, leaving it as it is on disk."""
+        if self.intents is not None:
+            self.intents.release()
+            self.intents = None
 
 
 class HookCache:
@@ -78,12 +94,21 @@ class HookCache:
             self._sessions[base] = state
             self._sessions.move_to_end(base)
             while len(self._sessions) > self._max_sessions:
-                self._sessions.popitem(last=False)
+                self._sessions.popitem(last=False)[1].release()  # never removed: its session's lock is not held
 
     def forget(self, base: str) -> None:
         """Drop the session's state: its next event reads the record whole."""
         with self._lock:
-            self._sessions.pop(base, None)
+            state = self._sessions.pop(base, None)
+        if state is not None:
+            state.release()
+
+    def close(self) -> None:
+        """Close the sessions' kept intent files (left as they are on disk) and forget every session."""
+        with self._lock:
+            states, self._sessions = list(self._sessions.values()), OrderedDict()
+        for state in states:
+            state.release()
 
     def _get(self, table: OrderedDict[Hashable, Any], key: Hashable, make: Callable[[], Any], limit: int) -> Any:
         with self._lock:

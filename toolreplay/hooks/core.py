@@ -50,7 +50,8 @@ from toolreplay.format.canonical import canonical_json
 from toolreplay.format.files import locked, replace_privately
 from toolreplay.format.strictjson import parse_json_bytes, read_json_file
 from toolreplay.guard.assembly import Guard, GuardConfig, GuardConfigError, build_guard
-from toolreplay.guard.recorder import ResumePoint, SessionRecorder
+from toolreplay.guard.intents import IntentFile, read_intents
+from toolreplay.guard.recorder import SessionRecorder
 from toolreplay.hooks import codex
 from toolreplay.hooks.cache import HookCache, SessionState
 from toolreplay.hooks.protocol import DEFAULT_INBOX_TIMEOUT, MAX_INBOX_TIMEOUT, inbox_seconds
@@ -206,6 +207,7 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
         raise HookError(f"records folder {records} does not exist")
     with _Locked(base + ".lock"):
         state = cache.session(base) if cache is not None else None
+        kept = state
         try:
             if event == agent.pre:
                 guard = _guard_for(policy_path, payload, records, redact_key, agent, cache, inbox,
@@ -219,6 +221,8 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
                 _post(payload, base, _guard_for(policy_path, payload, records, redact_key, agent, cache).redactor,
                       agent, state)
             else:
+                if state is not None:
+                    state.release()
                 _open(base).close()
                 state = None  # the session ended: nothing kept for it
         except HookError:
@@ -232,6 +236,8 @@ def handle_hook(data: bytes, policy_path: str, records: str, redact_key: str | N
                     cache.keep(base, state)
                 else:
                     cache.forget(base)
+                    if kept is not None:
+                        kept.release()
         return HookAnswer()
 
 
@@ -341,8 +347,15 @@ class _Changed(Exception):  # noqa: N818 - a signal, not an error
 
 
 def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as handle:
-        return handle.read()
+    """The file's bytes, in as few system calls as can be (the server reads the policy at every event)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(descriptor, 1 << 16):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(descriptor)
 
 
 def _parse_policy_bytes(path: str, data: bytes) -> Any:
@@ -389,11 +402,38 @@ class _HoldingRecorder(SessionRecorder):
 
 
 def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False,
-          redactor: Redactor | None = None, at: ResumePoint | None = None) -> SessionRecorder:
+          redactor: Redactor | None = None, state: SessionState | None = None) -> SessionRecorder:
+    """The session's recorder; with a hook server's state, opened where the server left the record, with the
+    intent file it keeps open."""
+    at = None if state is None else state.point
     try:
-        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor, at=at)
+        return cls.open(base + ".jsonl", sealed=True, keep_history=keep_history, redactor=redactor, at=at,
+                        intents=_lasting_intents(base, state))
     except ToolReplayError as exc:
         raise HookError(f"cannot open the record: {exc}") from None
+
+
+def _lasting_intents(base: str, state: SessionState | None) -> IntentFile | None:
+    """The intent file a hook server keeps open for the session, if it is still the one it left (or none is
+    there); else it is read now, and kept from now on when it holds no settled intent (one that does is left to
+    the recorder to read and cut down, as a hook process does: None)."""
+    if state is None:
+        return None
+    kept = state.intents  # once: a server short of room may release it from another thread
+    if kept is not None:
+        if kept.unchanged():
+            kept.rebase()
+            return kept
+        state.release()
+    path = base + ".jsonl.intents"
+    try:
+        intents = read_intents(path)
+    except ToolReplayError:
+        return None  # the recorder reads it again and says what is wrong
+    if any(intent.done is not None for intent in intents):
+        return None
+    state.intents = IntentFile(path, intents, lasting=True)
+    return state.intents
 
 
 def _opened(recorder: SessionRecorder, state: SessionState | None) -> None:
@@ -438,23 +478,42 @@ class _Locked:
         self._hold.__exit__(None, None, None)  # closing releases the lock
 
 
-def _read_pending(base: str) -> dict[str, Any]:
+def _read_pending(base: str, state: SessionState | None = None) -> dict[str, Any]:
+    """The pending calls; with a hook server's state, those it wrote last while the file is still that one (or
+    still absent), without reading it."""
+    path = base + ".pending"
+    if state is not None and state.pending is not None:
+        try:
+            now: tuple[int, ...] | None = _file_identity(os.stat(path))
+        except FileNotFoundError:
+            now = None
+        except OSError:
+            now = ()
+        if now == state.pending[0]:
+            return dict(state.pending[1])
     try:
-        with open(base + ".pending", "rb") as handle:
+        with open(path, "rb") as handle:
+            identity: tuple[int, ...] | None = _file_identity(os.fstat(handle.fileno()))
             data = handle.read()
-        if not data:  # never written so (an empty one is removed): a replace the machine's crash cut short
-            return {}
-        pending = json.loads(data.decode("utf-8"))
+        # empty: never written so (an empty one is removed), a replace the machine's crash cut short
+        pending = json.loads(data.decode("utf-8")) if data else {}
     except FileNotFoundError:
-        return {}
+        identity, pending = None, {}
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise HookError(f"cannot read {base}.pending: {exc}") from None
     if not isinstance(pending, dict):
         raise HookError(f"cannot read {base}.pending: not a JSON object")
+    if state is not None:
+        state.pending = (identity, dict(pending))
     return pending
 
 
-def _write_pending(base: str, pending: dict[str, Any]) -> None:
+def _file_identity(status: os.stat_result) -> tuple[int, ...]:
+    """What tells one version of a small file from another (a replace makes a new inode; times change)."""
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns
+
+
+def _write_pending(base: str, pending: dict[str, Any], state: SessionState | None = None) -> None:
     """Replace the pending file whole, or remove it when nothing is pending.
 
     Not synced: what makes an allowed write safe is its intent, synced before the answer. A crash of the
@@ -465,16 +524,22 @@ def _write_pending(base: str, pending: dict[str, Any]) -> None:
     the intent is the one thing on disk before the tool runs. A crash of the hook process alone loses
     nothing (the file is written whole and renamed into place)."""
     path = base + ".pending"
+    if state is not None:
+        state.pending = None  # unknown until written
     try:
         if not pending:
             try:
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-            return
-        replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
+            identity = None
+        else:
+            replace_privately(path, [(canonical_json(pending) + "\n").encode("utf-8")], sync=False)
+            identity = _file_identity(os.stat(path))
     except OSError as exc:
         raise HookError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if state is not None:
+        state.pending = (identity, dict(pending))
 
 
 # -- the events -------------------------------------------------------------------------------------
@@ -516,11 +581,10 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: 
         except ValueError as exc:
             raise HookError(str(exc)) from None
     call_id = payload[agent.call_id] if agent.call_id else None
-    pending = _read_pending(base)
+    pending = _read_pending(base, state)
     # one read: the chain and the gate's history; with a redactor, the gate matches calls by their redacted
     # form (what the record holds), as in mcp-proxy
-    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor,
-                     at=None if state is None else state.point)
+    recorder = _open(base, _HoldingRecorder, keep_history=True, redactor=redactor, state=state)
     assert isinstance(recorder, _HoldingRecorder)
     try:
         _opened(recorder, state)
@@ -556,7 +620,7 @@ def _pre(payload: dict[str, Any], guard: Guard, base: str, agent: Agent, state: 
                                default=0) + 1
             call_id = str(entry["seq"])
         pending[call_id] = entry
-        _write_pending(base, pending)
+        _write_pending(base, pending, state)
     finally:
         _closing(recorder, state)
         recorder.close()
@@ -596,7 +660,7 @@ def _gate(guard: Guard, host: _AgentHost, recorder: SessionRecorder, state: Sess
 def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: Agent,
           state: SessionState | None) -> None:
     event = payload["hook_event_name"]
-    pending = _read_pending(base)
+    pending = _read_pending(base, state)
     if agent.call_id is not None:
         call_id = payload[agent.call_id]
         entry = pending.get(call_id)
@@ -619,7 +683,7 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         response = redactor.response(response)
     meta = dict(entry["meta"])
     meta["duration_ms"] = round(meta.get("duration_ms", 0) + (time.time_ns() - entry["started_ns"]) / 1e6, 3)
-    recorder = _open(base, at=None if state is None else state.point)
+    recorder = _open(base, state=state)
     try:
         _opened(recorder, state)
         try:
@@ -627,7 +691,7 @@ def _post(payload: dict[str, Any], base: str, redactor: Redactor | None, agent: 
         except (OSError, ValueError) as exc:
             raise HookError(f"cannot record {entry['tool']}: {exc}") from None
         del pending[call_id]
-        _write_pending(base, pending)
+        _write_pending(base, pending, state)
     finally:
         _closing(recorder, state)
         recorder.close()

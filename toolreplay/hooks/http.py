@@ -8,7 +8,11 @@ as `toolreplay hook AGENT` does: the same decision and the same record.
 
 - POST /hook/AGENT (claude-code, gemini-cli, codex) with `Authorization: Bearer TOKEN`; the token is
   DIR/.toolreplay-hook.token (made on first use, the owner's only). A wrong or missing token is 401, a body
-  over MAX_BODY_BYTES 413 (not read), a request without a length 411: nothing is decided or recorded.
+  over MAX_BODY_BYTES 413 (not read), a request without a length 411 (a chunked one included), a malformed
+  head 400, a head over 64 KiB 431: nothing is decided or recorded, and the connection is closed.
+- One connection carries a session's events (keep-alive; `Connection: close` ends it, and an idle one is closed
+  after 10 s). Each request's head is read by the strict reader of toolreplay/format/http1.py (not the email
+  package's header parser), each answer written whole in one send.
 - Decided: 200 with the agent's JSON (or an empty body). Not decided (bad input, a policy that does not load,
   a record that cannot be written) on the pre-tool event: 200 with a deny that names the fault; on a post
   event: 200 with `{"decision": "block", "reason": ...}`; on anything else (not JSON, an unknown event):
@@ -23,10 +27,13 @@ import hmac
 import json
 import os
 import secrets
+import socket
+import socketserver
+import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from toolreplay.format.http1 import HeadError, Request, read_request
 from toolreplay.hooks import core
 from toolreplay.hooks.cache import HookCache
 from toolreplay.hooks.protocol import is_private_folder
@@ -123,7 +130,7 @@ class HookEndpoint:
         self.redact_key = None if redact_key is None else os.path.abspath(redact_key)
         self.host, self.port = host, port
         self._lock = -1
-        self._server: ThreadingHTTPServer | None = None
+        self._server: _Server | None = None
         self.cache = HookCache()  # the guard and each session's record, kept between events
 
     @property
@@ -175,75 +182,100 @@ class HookEndpoint:
     def close(self) -> None:
         if self._server is not None:
             self._server.server_close()
+        self.cache.close()
         if self._lock >= 0:
             os.close(self._lock)
             self._lock = -1
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(socketserver.ThreadingTCPServer):
     # stopping waits for the events in hand (an event is never cut off halfway through its record); an idle
     # keep-alive connection is closed after _Handler.timeout, so the wait is short
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler], endpoint: HookEndpoint,
-                 authorization: bytes) -> None:
+    def __init__(self, address: tuple[str, int], handler: type[socketserver.BaseRequestHandler],
+                 endpoint: HookEndpoint, authorization: bytes) -> None:
         if ":" in address[0]:
-            self.address_family = __import__("socket").AF_INET6
+            self.address_family = socket.AF_INET6
         super().__init__(address, handler)
         self.endpoint = endpoint
         self.authorization = authorization
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A connection that failed (the client went away): one line, no traceback."""
-        import sys
-
         error = sys.exc_info()[1]
         sys.stderr.write(f"toolreplay hook serve: a connection failed ({type(error).__name__})\n")
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: one connection for a session's events
-    disable_nagle_algorithm = True  # a body written apart from its headers does not wait for the peer's ACK
-    wbufsize = -1  # the answer is buffered and sent whole by the server's flush after do_POST: one write, one packet
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
+            411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large"}
+
+
+def _is_length(text: str) -> bool:
+    """A Content-Length as RFC 9110 writes it: ASCII digits."""
+    return text.isascii() and text.isdigit()
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    """One connection: its requests, one at a time (keep-alive), each head read by format/http1.py's strict
+    reader and answered whole in one write."""
+
     timeout = 10.0  # seconds an idle keep-alive connection is kept
+    disable_nagle_algorithm = True  # an answer is one write: it does not wait for the peer's ACK
     server: _Server
 
-    def do_POST(self) -> None:  # noqa: N802 - the name http.server calls
-        agent = self.path[len(_PREFIX):] if self.path.startswith(_PREFIX) else ""
+    def handle(self) -> None:
+        while True:
+            try:
+                request = read_request(self.rfile)
+                if request is None or not self._answer(request):
+                    return
+            except HeadError as exc:
+                self._send(exc.status, f"error: toolreplay hook: {exc}\n".encode("ascii"), keep=False)
+                return
+            except (TimeoutError, ConnectionError):
+                return  # idle past the timeout, or the client went away: it is not waiting for an answer
+
+    def _answer(self, request: Request) -> bool:
+        """Answer one request; whether the connection can carry another (a body not read cannot)."""
+        headers = request.headers
+        length = headers.get("content-length")
+        framed = "transfer-encoding" not in headers and (length is None or _is_length(length))
+        bodiless = framed and (length is None or not length.strip("0"))
+        if request.method != "POST":
+            return self._send(405, b"error: toolreplay hook: POST the event\n", keep=request.keep_alive and bodiless)
+        agent = request.target[len(_PREFIX):] if request.target.startswith(_PREFIX) else ""
         if agent not in core.AGENTS:
-            return self._send(404, b"error: toolreplay hook: no such hook endpoint (POST /hook/AGENT)\n")
-        given = (self.headers.get("Authorization") or "").encode("latin-1", "replace")
+            return self._send(404, b"error: toolreplay hook: no such hook endpoint (POST /hook/AGENT)\n",
+                              keep=request.keep_alive and bodiless)
+        given = headers.get("authorization", "").encode("latin-1", "replace")
         if not hmac.compare_digest(given, self.server.authorization):
             return self._send(401, b"error: toolreplay hook: a wrong or missing bearer token; nothing recorded\n",
-                              close=True)
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            return self._send(411, b"error: toolreplay hook: the request has no Content-Length\n", close=True)
-        if int(length) > MAX_BODY_BYTES:
+                              keep=False)
+        if not framed or length is None:  # chunked (or a length that is no number): not read here
+            return self._send(411, b"error: toolreplay hook: the request has no Content-Length\n", keep=False)
+        if len(length) > 18 or int(length) > MAX_BODY_BYTES:  # 18 digits at most: not read as a number
             return self._send(413, f"error: toolreplay hook: the event is larger than {MAX_BODY_BYTES:,} bytes; "
-                                   "the call is blocked\n".encode("ascii"), close=True)
+                                   "the call is blocked\n".encode("ascii"), keep=False)
+        if headers.get("expect", "").lower() == "100-continue":
+            self.wfile.write(b"HTTP/1.1 100 Continue\r\n\r\n")
         body = self.rfile.read(int(length))
+        if len(body) < int(length):
+            return False  # the client went away mid-body: nothing to answer
         endpoint = self.server.endpoint
         status, answer = answer_event(agent, body, endpoint.policy, endpoint.records, endpoint.redact_key,
                                       endpoint.cache)
-        self._send(status, answer, json_body=status == 200)
+        return self._send(status, answer, keep=request.keep_alive, json_body=status == 200)
 
-    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
-        self._send(405, b"error: toolreplay hook: POST the event\n")
-
-    def _send(self, status: int, body: bytes, json_body: bool = False, close: bool = False) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json" if json_body and body else "text/plain; charset=utf-8")
-        self.send_header("Content-Length", str(len(body)))
+    def _send(self, status: int, body: bytes, *, keep: bool, json_body: bool = False) -> bool:
+        """Write the whole answer at once; `keep` False closes the connection after it."""
+        kind = "application/json" if json_body and body else "text/plain; charset=utf-8"
+        head = f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\n"
         if status == 401:
-            self.send_header("WWW-Authenticate", "Bearer")
-        if close:  # a body not read stays in the connection: it cannot carry another request
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's signature
-        pass  # the record is the log; the model-given path is not echoed to a terminal
+            head += "WWW-Authenticate: Bearer\r\n"
+        if not keep:
+            head += "Connection: close\r\n"
+        self.wfile.write(head.encode("ascii") + b"\r\n" + body)
+        return keep

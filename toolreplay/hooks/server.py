@@ -123,6 +123,7 @@ class _Server:
         while True:
             with self.state:
                 if not self.busy:
+                    self.cache.close()
                     return 0
             time.sleep(0.01)
 

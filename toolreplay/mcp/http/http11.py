@@ -31,15 +31,14 @@ from collections.abc import AsyncIterator, Awaitable, Mapping
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from toolreplay.format.http1 import MAX_HEAD, HeadError, keeps_alive, parse_fields
 from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure, Later
 
 __all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "LeanClient", "Pool", "ReadError", "ReadTimeout",
            "RemoteProtocolError", "Response", "Sent"]
 
-MAX_HEAD = 64 * 1024  # bytes of a response's status line and headers, at most
 _READ = 64 * 1024  # bytes read at a time from a body
 _STATUS = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
-_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
 
 
@@ -405,16 +404,11 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple
     match = _STATUS.fullmatch(lines[0])
     if match is None:
         raise RemoteProtocolError("the server sent a malformed status line")
-    headers = []
-    for text in lines[1:]:
-        name, colon, value = text.partition(":")
-        if not colon or not _NAME.fullmatch(name):  # obsolete line folding included: refused
-            raise RemoteProtocolError("the server sent a malformed header line")
-        headers.append((name.lower(), value.strip(" \t")))
-    connection = {token.strip().lower() for name, value in headers if name == "connection"
-                  for token in value.split(",")}
-    keep = "keep-alive" in connection if match.group(1) == "0" else "close" not in connection
-    return int(match.group(2)), match.group(3) or "", headers, keep
+    try:
+        headers = parse_fields(lines[1:])
+    except HeadError:
+        raise RemoteProtocolError("the server sent a malformed header line") from None
+    return int(match.group(2)), match.group(3) or "", headers, keeps_alive(match.group(1), headers)
 
 
 def _os_error(exc: OSError) -> str:
