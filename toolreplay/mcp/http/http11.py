@@ -61,12 +61,17 @@ class ReadTimeout(HttpFailure):
 
 
 def _idle_and_open(sock: socket.socket) -> bool:
-    """Whether an idle blocking connection is still open, nothing having come on it since its last answer."""
-    if not hasattr(select, "poll"):
+    """Whether an idle blocking connection is still open, nothing having come on it since its last answer
+    (its end, or anything else, would be there to read)."""
+    if not hasattr(socket, "MSG_DONTWAIT"):
         return True
-    poller = select.poll()
-    poller.register(sock.fileno(), select.POLLIN)
-    return not poller.poll(0)
+    try:
+        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class _Connection:

@@ -958,11 +958,41 @@ def _http_protocol() -> str:
     return "httptools"
 
 
+class _JoinedWrites:
+    """A connection's transport whose writes within one turn of the loop leave in one send: uvicorn writes a
+    response's head and its body apart, two segments (TCP_NODELAY), each a system call that wakes the client."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if data:
+            if not self._pending:
+                self._loop.call_soon(self._flush)
+            self._pending.append(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
-    """uvicorn's protocol `name`, closing a connection whose request head is not complete within `seconds`
-    (uvicorn times out only an idle keep-alive connection, not a head sent slowly or never). The deadline
-    starts when the connection opens and when data comes while no request is being served; it is armed
-    only when a head is still incomplete, so a request whose head comes in one piece sets no timer."""
+    """uvicorn's protocol `name` over `_JoinedWrites`, closing a connection whose request head is not complete
+    within `seconds` (uvicorn times out only an idle keep-alive connection, not a head sent slowly or never).
+    The deadline starts when the connection opens and when data comes while no request is being served; it
+    is armed only when a head is still incomplete, so a request whose head comes in one piece sets no timer."""
     if name == "httptools":
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
     else:
@@ -972,7 +1002,7 @@ def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
+            super().connection_made(cast(asyncio.Transport, _JoinedWrites(transport, self.loop)))
             self._deadline = self.loop.call_later(seconds, self._head_too_slow)
 
         def data_received(self, data: bytes) -> None:
