@@ -131,10 +131,26 @@ class _Stream:
         self.items: deque[tuple[bytes | None, bool]] = deque()  # what came and is not written yet
         self.waiter: asyncio.Future[None] | None = None  # the response's task, waiting for an item
         self.open = True  # False once its client went or it ended
+        self._staged: deque[tuple[bytes | None, bool]] = deque()  # put from other threads, not yet on the loop
 
     def put(self, data: bytes | None, last: bool = False) -> None:
         """One message for the response (`last`: nothing follows it), or None: the response ends."""
-        self.loop.call_soon_threadsafe(self._push, (data, last or data is None))
+        self.stage(data, last)
+        self.send_staged()
+
+    def stage(self, data: bytes | None, last: bool = False) -> None:
+        """`put`, but the loop learns of it only at `send_staged`: staged under a lock, the messages keep its
+        order, and the system call that wakes the loop is made after the lock is let go (the loop, woken, would
+        wait for it)."""
+        self._staged.append((data, last or data is None))
+
+    def send_staged(self) -> None:
+        """Hand what was staged to the loop."""
+        self.loop.call_soon_threadsafe(self._take_staged)
+
+    def _take_staged(self) -> None:
+        while self._staged:
+            self._push(self._staged.popleft())
 
     def _push(self, item: tuple[bytes | None, bool]) -> None:
         if self.parked and len(self.items) >= REPLAY_EVENTS:
@@ -358,7 +374,8 @@ class HttpClient:
                 return
             if message.get("method") == "elicitation/create" and "id" in message:
                 self._asked[id_key(message["id"])] = target
-            target.put(data)  # under the lock: the messages of one stream keep their order
+            target.stage(data)  # under the lock: the messages of one stream keep their order
+        target.send_staged()
 
     def _note_version(self, message: dict[str, Any]) -> None:
         if self._initialize_key is not None and id_key(message["id"]) == self._initialize_key:
@@ -376,8 +393,10 @@ class HttpClient:
                 if self._pending.get(key) is stream:
                     del self._pending[key]
                 stream.ids.discard(key)
-            if stream.open:
-                stream.put(data, last=not stream.ids)
+            if not stream.open:
+                return
+            stream.stage(data, last=not stream.ids)  # (as in `_route`)
+        stream.send_staged()
 
     def _target(self, message: dict[str, Any]) -> _Stream | None:
         """Where a message of the proxy's or the server's goes (called under the lock): the open SSE POST of
