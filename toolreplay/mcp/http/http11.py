@@ -60,13 +60,16 @@ class ReadTimeout(HttpFailure):
     """No answer within the request's deadline."""
 
 
+_PEEK_NOW = int(socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0))  # (an int: or-ing the flags costs a call)
+
+
 def _idle_and_open(sock: socket.socket) -> bool:
     """Whether an idle blocking connection is still open, nothing having come on it since its last answer
     (its end, or anything else, would be there to read)."""
     if not hasattr(socket, "MSG_DONTWAIT"):
         return True
     try:
-        sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        sock.recv(1, _PEEK_NOW)
     except BlockingIOError:
         return True
     except OSError:
