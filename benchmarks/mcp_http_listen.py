@@ -192,8 +192,17 @@ class RawHttp:
 TARGET_P50_MS, TARGET_P99_MS = 0.4, 3.0  # added by HTTP on both sides of the proxy (issue 39)
 
 
-async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str) -> list[tuple[float, float]]:
-    """Time the setups and print the table; the p50 and p99 added by http-http (SDK client, then httpx), in ms."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (its threads included)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str,
+                  both_pid: int) -> list[tuple[float, float]]:
+    """Time the setups and print the table; the p50 and p99 added by http-http (SDK client, then httpx), in ms.
+    Also the http-http listener's CPU time a call (`both_pid`), over the timed calls of its two setups."""
     from contextlib import AsyncExitStack
 
     from mcp import ClientSession, StdioServerParameters
@@ -228,6 +237,7 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
         for call in setups.values():  # warm-up
             for index in range(50):
                 await call(f"warm-{index}")
+        cpu_before = cpu_seconds(both_pid)
         for start in range(0, calls, 100):
             for name, call in setups.items():
                 for index in range(start, min(calls, start + 100)):
@@ -237,6 +247,7 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
                     times[name].append(time.perf_counter() - began)
                     if answer != f'echo {{"text": "{text}"}}':
                         raise SystemExit(f"wrong answer {answer!r} to {text!r}")
+        cpu_spent = cpu_seconds(both_pid) - cpu_before
         for raw in (raw_direct, raw_http, raw_both):
             await raw.close()
     print(f"latency: {calls} calls a setup, ms")
@@ -253,6 +264,7 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
         added50 = (percentile(times[measured], 0.5) - percentile(times[baseline], 0.5)) * 1000
         added99 = (percentile(times[measured], 0.99) - percentile(times[baseline], 0.99)) * 1000
         print(f"added by {measured!r} over {baseline!r}: p50 {added50:.3f} ms, p99 {added99:.3f} ms")
+    print(f"http-http listener CPU (user+system) a call: {cpu_spent / (2 * calls) * 1000:.3f} ms")
     def added(measured: str, baseline: str, fraction: float) -> float:
         return (percentile(times[measured], fraction) - percentile(times[baseline], fraction)) * 1000
 
@@ -315,7 +327,7 @@ def main() -> None:
                 tiny, tiny_url = start_tiny_http()
                 both, both_url = start_listener(policy, os.path.join(folder, "records-http"), [tiny_url])
                 try:
-                    added = asyncio.run(latency(args.calls, url, tiny_url, both_url, policy))
+                    added = asyncio.run(latency(args.calls, url, tiny_url, both_url, policy, both.pid))
                 finally:
                     stop(both)
                     tiny.kill()
