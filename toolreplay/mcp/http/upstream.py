@@ -518,12 +518,15 @@ class HttpServer:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-        try:
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(start)
-        except RuntimeError:  # the loop stopped: the session is over
-            exchange.abandon()
-            self._give_up(post, "the proxy closed the connection before the server answered")
+        if not self._closed:  # (closing, its connection was closed with the client's: as one the loop was reading)
+            try:
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(start)
+                return
+            except RuntimeError:  # the loop stopped: the session is over
+                pass
+        exchange.abandon()
+        self._give_up(post, "the proxy closed the connection before the server answered")
 
     @property
     def _http(self) -> HttpClient:
