@@ -238,14 +238,15 @@ class Router:
 
     # -- lines from either side ---------------------------------------------------------------------------
 
-    def from_client(self, line: bytes) -> None:
-        """One line the client wrote."""
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError) as exc:
-            self._transport.say(f"malformed JSON from the client: {exc}")
-            self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
-            return
+    def from_client(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """One line the client wrote; `message`: its JSON, when the client end parsed it already."""
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError) as exc:
+                self._transport.say(f"malformed JSON from the client: {exc}")
+                self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
+                return
         if isinstance(message, list):
             self._client_batch(message)
         elif self._client_message(message, None, line):

@@ -260,8 +260,9 @@ class SessionLink:
         self.closing = False
         self.exit_reason = ""
 
-    def start(self, from_client: LineHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
-        """Start the server end, then the client end; a server that cannot be started is a UsageError."""
+    def start(self, from_client: MessageHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
+        """Start the server end, then the client end; a server that cannot be started is a UsageError. A client
+        end that parsed a line already (`start_parsed`, as the HTTP listener's does) hands the message on too."""
 
         def client_ended(reason: str) -> None:
             if reason.startswith("client input failed"):
@@ -282,7 +283,11 @@ class SessionLink:
             start_parsed(from_server, server_gone)
         else:
             self._server.start(from_server, server_gone)
-        self._client.start(from_client, client_ended)
+        client_parsed = getattr(self._client, "start_parsed", None)
+        if client_parsed is not None:
+            client_parsed(from_client, client_ended)
+        else:
+            self._client.start(from_client, client_ended)
 
     def wait(self) -> None:
         """Block until either side ended or `stop` was called."""

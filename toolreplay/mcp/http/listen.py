@@ -58,7 +58,7 @@ from toolreplay.mcp.http.oauth import METADATA_PREFIX, MetadataError, fetch_meta
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
-from toolreplay.mcp.transport import Ended, LineHandler, ServerEnd, say_to
+from toolreplay.mcp.transport import UNPARSED, Ended, LineHandler, MessageHandler, ServerEnd, say_to
 from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.policy.model import Policy
 
@@ -191,7 +191,7 @@ class HttpClient:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._on_line: LineHandler | None = None
+        self._on_line: MessageHandler | None = None
         self._on_ended: Ended | None = None
         self._started = threading.Event()
         self._feed: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -210,7 +210,12 @@ class HttpClient:
 
     def start(self, on_line: LineHandler, on_ended: Ended) -> None:
         """One feeder thread hands the POSTed lines to `on_line` in the order they came."""
-        self._on_line, self._on_ended = on_line, on_ended
+        self.start_parsed(lambda line, message=UNPARSED, /: on_line(line), on_ended)
+
+    def start_parsed(self, on_message: MessageHandler, on_ended: Ended) -> None:
+        """`start`; a lone tools/call handed on at once (`submit(direct=True)`) goes with its message, parsed
+        already (the router parses it once, not twice)."""
+        self._on_line, self._on_ended = on_message, on_ended
         threading.Thread(target=self._run_feed, name="mcp-http-feed", daemon=True).start()
         self._started.set()
 
@@ -247,7 +252,7 @@ class HttpClient:
         if self._on_ended is not None:
             self._on_ended(reason)
 
-    def submit(self, line: bytes, stream: _Stream | None, direct: bool = False) -> None:
+    def submit(self, line: bytes, stream: _Stream | None, direct: bool = False, message: Any = UNPARSED) -> None:
         """Hand one POSTed message (or batch) to the router; `stream` awaits the responses to its requests.
 
         The feeder thread hands it on, since the router may write to the server, which can block; a lone
@@ -280,7 +285,7 @@ class HttpClient:
                 self._feeding += 1
         if direct:
             assert self._on_line is not None
-            self._on_line(line)
+            self._on_line(line, message)
         else:
             self._feed.put(line)
 
@@ -843,7 +848,8 @@ class HttpListener:
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
         session.streams += 1
         stream = _Stream(asyncio.get_running_loop(), sse, keys, requests, session.streams)
-        client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
+        client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call",
+                      message=message)
         await self._stream_out(session, stream, receive, send)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
