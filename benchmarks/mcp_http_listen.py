@@ -14,16 +14,17 @@ call to its result, the setups interleaved in rounds of 100 in the same run:
   server (one session; the listener starts the server on the session's initialize);
 - `sdk http, http-http`: the same client through a second listener whose upstream is the minimal HTTP
   server's URL (`--listen ... -- http://...`): HTTP on both sides of the proxy, on loopback, the
-  setup of the target (p50 at most 2 ms added over `sdk http, direct`);
+  setup of the target (at most 0.4 ms added at p50 and 3 ms at p99 over `sdk http, direct`);
 - `raw http, direct`, `raw http, listener` and `raw http, http-http`: the same three with httpx
   (keep-alive, JSON answers), a much thinner client, so the difference is less hidden by the client's
   own time;
 - `sdk stdio, direct` and `sdk stdio, stdio proxy`: the SDK's stdio client straight to the tiny stdio server
   and through the stdio proxy, for comparison.
 
-Added latency is a setup's percentile minus its baseline's. The target (issue 31): at most 2 ms added at p50
-by `sdk http, http-http` over `sdk http, direct` and by `raw http, http-http` over `raw http, direct`; the
-last line says whether it was met, and the exit status is 1 when it was not (or when an answer was wrong).
+Added latency is a setup's percentile minus its baseline's. The target (issue 39): at most 0.4 ms added at
+p50 and 3 ms at p99 by `sdk http, http-http` over `sdk http, direct` and by `raw http, http-http` over `raw
+http, direct` (issue 31's was 2 ms at p50); the last line says whether it was met, and the exit status is 1
+when it was not (or when an answer was wrong).
 The SDK's HTTP client costs more per call than its stdio client, so `sdk http, listener` minus `sdk stdio,
 direct` (also printed) counts the HTTP client's own time as the proxy's; the HTTP baseline does not.
 
@@ -188,11 +189,20 @@ class RawHttp:
         await self.client.aclose()
 
 
-TARGET_MS = 2.0  # added at p50 by HTTP on both sides of the proxy (issue 31)
+TARGET_P50_MS, TARGET_P99_MS = 0.4, 3.0  # added by HTTP on both sides of the proxy (issue 39)
 
 
-async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str) -> list[float]:
-    """Time the setups and print the table; the p50 added by http-http (SDK client, then httpx), in ms."""
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of a process so far (its threads included)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: str,
+                  both_pid: int) -> list[tuple[float, float]]:
+    """Time the setups and print the table; the p50 and p99 added by http-http (SDK client, then httpx), in ms.
+    Also the http-http listener's CPU time a call (`both_pid`), over the timed calls of its two setups."""
     from contextlib import AsyncExitStack
 
     from mcp import ClientSession, StdioServerParameters
@@ -227,6 +237,7 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
         for call in setups.values():  # warm-up
             for index in range(50):
                 await call(f"warm-{index}")
+        cpu_before = cpu_seconds(both_pid)
         for start in range(0, calls, 100):
             for name, call in setups.items():
                 for index in range(start, min(calls, start + 100)):
@@ -236,6 +247,7 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
                     times[name].append(time.perf_counter() - began)
                     if answer != f'echo {{"text": "{text}"}}':
                         raise SystemExit(f"wrong answer {answer!r} to {text!r}")
+        cpu_spent = cpu_seconds(both_pid) - cpu_before
         for raw in (raw_direct, raw_http, raw_both):
             await raw.close()
     print(f"latency: {calls} calls a setup, ms")
@@ -252,7 +264,11 @@ async def latency(calls: int, url: str, tiny_url: str, both_url: str, policy: st
         added50 = (percentile(times[measured], 0.5) - percentile(times[baseline], 0.5)) * 1000
         added99 = (percentile(times[measured], 0.99) - percentile(times[baseline], 0.99)) * 1000
         print(f"added by {measured!r} over {baseline!r}: p50 {added50:.3f} ms, p99 {added99:.3f} ms")
-    return [(percentile(times[measured], 0.5) - percentile(times[baseline], 0.5)) * 1000
+    print(f"http-http listener CPU (user+system) a call: {cpu_spent / (2 * calls) * 1000:.3f} ms")
+    def added(measured: str, baseline: str, fraction: float) -> float:
+        return (percentile(times[measured], fraction) - percentile(times[baseline], fraction)) * 1000
+
+    return [(added(measured, baseline, 0.5), added(measured, baseline, 0.99))
             for measured, baseline in (("sdk http, http-http", "sdk http, direct"),
                                        ("raw http, http-http", "raw http, direct"))]
 
@@ -305,13 +321,13 @@ def main() -> None:
             json.dump({"agent": "bench", "allowed_tools": ["echo"]}, out)
         records = os.path.join(folder, "records")
         process, url = start_listener(policy, records)
-        added: list[float] = []
+        added: list[tuple[float, float]] = []
         try:
             if args.calls:
                 tiny, tiny_url = start_tiny_http()
                 both, both_url = start_listener(policy, os.path.join(folder, "records-http"), [tiny_url])
                 try:
-                    added = asyncio.run(latency(args.calls, url, tiny_url, both_url, policy))
+                    added = asyncio.run(latency(args.calls, url, tiny_url, both_url, policy, both.pid))
                 finally:
                     stop(both)
                     tiny.kill()
@@ -329,9 +345,10 @@ def main() -> None:
     finally:
         shutil.rmtree(folder)
     if added:
-        met = all(value <= TARGET_MS for value in added)
-        print(f"target: http-http adds at most {TARGET_MS:g} ms at p50 (SDK client {added[0]:.3f} ms, httpx "
-              f"{added[1]:.3f} ms): {'met' if met else 'missed'}")
+        met = all(p50 <= TARGET_P50_MS and p99 <= TARGET_P99_MS for p50, p99 in added)
+        (sdk50, sdk99), (raw50, raw99) = added
+        print(f"target: http-http adds at most {TARGET_P50_MS:g} ms at p50 and {TARGET_P99_MS:g} ms at p99 (SDK "
+              f"client {sdk50:.3f} / {sdk99:.3f} ms, httpx {raw50:.3f} / {raw99:.3f} ms): {'met' if met else 'missed'}")
         if not met:
             sys.exit(1)
 

@@ -184,6 +184,123 @@ class ExchangeTest(unittest.TestCase):
         self.assertEqual(got, (204, "No Content", {"x-a": "1"}, b""))
 
 
+def blocking(answers: list[bytes | None], client: Callable[[http11.LeanClient], Awaitable[Any]]) -> tuple[Any, Scripted]:
+    """Run `client` on a LeanClient to a scripted server (whose loop runs here: a blocking read goes to a thread)."""
+    script = Scripted(answers)
+
+    async def main() -> Any:
+        server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+        lean = http11.LeanClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/mcp", connect_timeout=5)
+        try:
+            return await client(lean)
+        finally:
+            await lean.aclose()
+            server.close()
+            await server.wait_closed()
+
+    return asyncio.run(main()), script
+
+
+async def blocking_post(lean: http11.LeanClient) -> tuple[str, Any]:
+    """POST from another thread: ("thread", body) when that thread read the answer, else ("loop", (status, headers,
+    body)) as the loop read it, or ("loop", "Failure: message")."""
+    exchange = lean.exchange("POST", {"x-call": "1"}, b"{}")
+    assert exchange is not None
+    body = await asyncio.to_thread(exchange.read_json)
+    if body is not None:
+        return "thread", body
+    try:
+        response = await exchange.resume()
+        return "loop", (response.status_code, dict(response.headers), await response.aread())
+    except http11.HttpFailure as exc:
+        return "loop", f"{type(exc).__name__}: {exc}"
+
+
+class BlockingExchangeTest(unittest.TestCase):
+    """`LeanClient.exchange`: a request written from another thread than the loop's, on a blocking keep-alive
+    connection; that thread reads a plain JSON answer, the loop every other one (from what came of it)."""
+
+    def test_a_json_answer_is_read_by_the_sending_thread_on_one_kept_connection(self) -> None:
+        answer = OK_HEAD + b"content-length: 7\r\n\r\n{\"a\":1}"
+
+        async def two(lean: http11.LeanClient) -> list[tuple[str, Any]]:
+            return [await blocking_post(lean), await blocking_post(lean)]
+
+        got, script = blocking([answer, answer], two)
+        self.assertEqual((got, script.connections), ([("thread", b'{"a":1}')] * 2, 1))
+        self.assertEqual(script.requests[0], b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1:" + script.requests[0].split(
+            b"host: 127.0.0.1:")[1].split(b"\r\n")[0] + b"\r\naccept: */*\r\naccept-encoding: gzip, deflate\r\n"
+            b"connection: keep-alive\r\nx-call: 1\r\ncontent-length: 2\r\n\r\n{}")
+
+    def test_every_other_answer_is_read_by_the_loop_as_it_would_be(self) -> None:
+        sse = (b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+               b"5\r\ndata:\r\n0\r\n\r\n")
+        zipped = gzip.compress(b"{}")
+        cases = [
+            (sse, (200, {"content-type": "text/event-stream", "transfer-encoding": "chunked"}, b"data:")),
+            (b"HTTP/1.1 404 Not Found\r\ncontent-length: 2\r\n\r\nno", (404, {"content-length": "2"}, b"no")),
+            (b"HTTP/1.1 401 Unauthorized\r\nwww-authenticate: Bearer\r\ncontent-length: 0\r\n\r\n",
+             (401, {"www-authenticate": "Bearer", "content-length": "0"}, b"")),
+            (OK_HEAD + b"content-encoding: gzip\r\ncontent-length: %d\r\n\r\n" % len(zipped) + zipped,
+             (200, {"content-type": "application/json", "content-encoding": "gzip",
+                    "content-length": str(len(zipped))}, b"{}")),
+            (b"HTTP/1.1 200 OK\ncontent-type: application/json\ncontent-length: 2\n\n{}",
+             (200, {"content-type": "application/json", "content-length": "2"}, b"{}")),
+            (b"HTTP/1.1 100 Continue\r\n\r\n" + OK_HEAD + b"content-length: 2\r\n\r\n{}",
+             (200, {"content-type": "application/json", "content-length": "2"}, b"{}")),
+            (OK_HEAD + b"connection: close\r\ncontent-length: 2\r\n\r\n{}",
+             (200, {"content-type": "application/json", "connection": "close", "content-length": "2"}, b"{}")),
+        ]
+        for answer, expected in cases:
+            self.assertEqual(blocking([answer], blocking_post)[0], ("loop", expected), answer)
+
+    def test_a_failure_is_the_loops_own(self) -> None:
+        for answer, failure in (
+                (None, "RemoteProtocolError: the server closed the connection without answering"),
+                (b"HTTP/1.1 200 OK\r\ncontent-", "RemoteProtocolError: the server closed the connection mid-head"),
+                (OK_HEAD + b"content-length: 10\r\n\r\n{}",
+                 "RemoteProtocolError: the server closed the connection before the end of the body"),
+                (b"ICY 200 OK\r\ncontent-length: 0\r\n\r\n", "RemoteProtocolError: the server sent a malformed status line")):
+            async def main(script: Scripted) -> Any:
+                server = await asyncio.start_server(script.handle, "127.0.0.1", 0)
+                lean = http11.LeanClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/", connect_timeout=5)
+                try:
+                    return await blocking_post(lean)
+                finally:
+                    await lean.aclose()
+                    server.close()
+
+            self.assertEqual(asyncio.run(main(Scripted([answer], close_after=True))), ("loop", failure), answer)
+
+    def test_abandoned_while_it_waits_for_the_answer(self) -> None:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read()  # never answers; reads until the client closes
+            writer.close()
+
+        async def main() -> tuple[bytes | None, float, int]:
+            server = await asyncio.start_server(silent, "127.0.0.1", 0)
+            lean = http11.LeanClient(f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/", connect_timeout=5)
+            exchange = lean.exchange("POST", {}, b"{}")
+            assert isinstance(exchange, http11.BlockingExchange)
+            asyncio.get_running_loop().call_later(0.2, exchange.abandon)
+            began = time.monotonic()
+            body = await asyncio.to_thread(exchange.read_json)
+            waited = time.monotonic() - began
+            kept = len(lean._exchanges) + len(lean._blocking_idle)
+            await lean.aclose()
+            server.close()
+            return body, waited, kept
+
+        body, waited, kept = asyncio.run(main())
+        self.assertEqual((body, kept), (None, 0))
+        self.assertLess(waited, 5)
+
+    def test_no_server_no_exchange(self) -> None:
+        with socketserver.TCPServer(("127.0.0.1", 0), socketserver.BaseRequestHandler) as server:
+            port = server.server_address[1]
+        self.assertIsNone(http11.LeanClient(f"http://127.0.0.1:{port}/", connect_timeout=5).exchange("POST", {}, b"{}"))
+
+
 class MalformedAnswerTest(unittest.TestCase):
     def test_a_bad_status_line(self) -> None:
         for line in (b"HTTP/2 200 OK", b"HTTP/1.1 2000 OK", b"ICY 200 OK", b"HTTP/1.1 200 O\x01K"):
@@ -267,6 +384,32 @@ class _Dropping(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+class _Answering(http.server.BaseHTTPRequestHandler):
+    """A Streamable HTTP server answering `json` calls with a JSON body, others as an event stream; a
+    notification's 202 comes after 0.3 s."""
+
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:  # noqa: N802
+        message = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if "id" not in message:
+            time.sleep(0.3)
+            self.wfile.write(b"HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\n\r\n")
+            return
+        result = {"protocolVersion": "2025-06-18"} if message["method"] == "initialize" else {"n": message["id"]}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        if message.get("params", {}).get("name", "json") == "json":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nmcp-session-id: s\r\n"
+                             b"content-length: %d\r\n\r\n%s" % (len(body), body))
+        else:
+            event = b"event: message\ndata: " + body + b"\n\n"
+            self.wfile.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: %d\r\n\r\n%s"
+                             % (len(event), event))
+
+
 class UpstreamOverLeanClientTest(unittest.TestCase):
     """HttpServer's POSTs to an http:// server go through the lean client; a stream dropped mid-answer is
     the proxy's lost answer (the gate's AnswerLost: an unknown outcome for a write)."""
@@ -334,6 +477,48 @@ class UpstreamOverLeanClientTest(unittest.TestCase):
         self.assertEqual(upstream.close(), 0)
         self.assertEqual((where, ended, upstream._thread), (["the-shared-loop"], ["server closed the session"], None))
         self.assertTrue(loop.is_running())  # the loop is the listener's: it goes on
+
+    def test_a_call_sent_from_the_calling_thread_is_read_there_unless_it_is_a_stream(self) -> None:
+        from toolreplay.mcp.http.upstream import HttpServer
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answering)
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        lines: list[tuple[str, Any]] = []
+        arrived = threading.Condition()
+
+        def on_line(line: bytes) -> None:
+            with arrived:
+                lines.append((threading.current_thread().name, json.loads(line)))
+                arrived.notify_all()
+
+        def call(number: int, name: str) -> bytes:
+            return b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s"}}\n' % (number, name.encode())
+
+        upstream = HttpServer(f"http://127.0.0.1:{server.server_address[1]}/mcp")
+        upstream.start(on_line, lambda reason: None)
+        self.addCleanup(upstream.close)
+        upstream.send(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n')
+        self.assertIsNone(upstream.send_call(call(2, "json"), json.loads(call(2, "json"))))  # the session opens first
+        with arrived:
+            self.assertTrue(arrived.wait_for(lambda: len(lines) == 1, timeout=10))
+        upstream.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        self.assertIsNone(upstream.send_call(call(2, "json"), json.loads(call(2, "json"))))  # it goes first
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and (upstream._queued or not (
+                upstream._stream_opened is None or upstream._stream_opened.done())):  # the GET was answered (501)
+            time.sleep(0.01)
+        for number, name in ((3, "json"), (4, "sse")):
+            pending = upstream.send_call(call(number, name), json.loads(call(number, name)))
+            assert pending is not None
+            pending.complete()
+            with arrived:
+                self.assertTrue(arrived.wait_for(lambda count=number - 1: len(lines) == count, timeout=10))
+        self.assertEqual(lines[1:], [(threading.current_thread().name, {"jsonrpc": "2.0", "id": 3, "result": {"n": 3}}),
+                                     ("mcp-http-upstream", {"jsonrpc": "2.0", "id": 4, "result": {"n": 4}})])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -669,6 +669,54 @@ class HttpBothSidesTest(HttpWorkspace):
         self.assertEqual([(r["tool"], r["meta"]["outcome"]) for r in read_records(self.record)],
                          [("lookup", "ran"), ("lookup", "ran"), ("lookup", "ran")])
 
+    def test_a_call_the_worker_reads_itself_is_cancelled_and_the_next_goes_on(self) -> None:
+        """With JSON answers the router's worker POSTs a call and reads its answer itself: a cancellation while
+        the server runs it ends the client's POST at once and records the call cancelled, as on the loop's
+        path; the next call is answered."""
+        import httpx
+
+        from tests.test_mcp_http_listen import Listener
+
+        url, _ = start_http_server(self, "--notes", self.notes, "--json")
+        policy = self.write_policy({"agent": "http", "allowed_tools": ["lookup", "slow"]})
+        listener = Listener(policy, self.records, [url])
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+        def call(http: httpx.Client, number: int, name: str, arguments: dict[str, Any]) -> Any:
+            message = {"jsonrpc": "2.0", "id": number, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments}}
+            return http.post(listener.url, json=message, headers=headers).json()
+
+        with httpx.Client(timeout=30) as http, httpx.Client(timeout=30) as other:
+            opened = http.post(listener.url, headers=headers, json={
+                "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+            headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+            headers["mcp-protocol-version"] = "2025-06-18"
+            http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+            first = call(http, 1, "lookup", {"key": "a"})
+            held: dict[str, Any] = {}
+            began = time.monotonic()
+            waiting = threading.Thread(target=lambda: held.update(answer=call(other, 2, "slow", {"seconds": 10})))
+            waiting.start()
+            time.sleep(0.5)
+            http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                          "params": {"requestId": 2}})
+            waiting.join(timeout=20)
+            waited = time.monotonic() - began
+            last = call(http, 3, "lookup", {"key": "b"})
+        code, stderr = listener.stop()
+        self.assertEqual(code, 0, stderr)
+        self.assertEqual((first["result"]["content"][0]["text"], last["result"]["content"][0]["text"]),
+                         ("value of a", "value of b"))
+        self.assertEqual(held["answer"], {"jsonrpc": "2.0", "id": 2, "error": {"code": -32800,
+                                                                             "message": "Request cancelled"}})
+        self.assertLess(waited, 5)
+        self.assertEqual([(r["tool"], r["meta"]["outcome"], r["response"].get("error")) for r in self.records_of()],
+                         [("lookup", "ran", None),
+                          ("slow", "cancelled", "cancelled: the client cancelled the call while the server ran it"),
+                          ("lookup", "ran", None)])
+
     def test_a_server_url_among_several_servers(self) -> None:
         from tests.test_mcp_http_listen import Listener, session_run
         from tests.test_mcp_real import TINY

@@ -663,6 +663,44 @@ class HeadDeadlineTest(ListenerCase):
                                         b"connection: close\r\n\r\n"), answer[-120:])
 
 
+class JoinedWritesTest(unittest.TestCase):
+    """What uvicorn writes within one turn of the loop (a response's head, then its body) leaves in one send;
+    a close sends what is pending first."""
+
+    def test_writes_of_one_turn_leave_together_and_close_flushes(self) -> None:
+        from toolreplay.mcp.http.listen import _JoinedWrites
+
+        class Recording:
+            def __init__(self) -> None:
+                self.calls: list[Any] = []
+
+            def write(self, data: bytes) -> None:
+                self.calls.append(data)
+
+            def is_closing(self) -> bool:
+                return False
+
+            def close(self) -> None:
+                self.calls.append("close")
+
+            def get_extra_info(self, name: str) -> str:
+                return f"info {name}"
+
+        async def main() -> list[Any]:
+            transport = Recording()
+            joined = _JoinedWrites(transport, asyncio.get_running_loop())  # type: ignore[arg-type]
+            joined.write(b"HTTP/1.1 200 OK\r\n\r\n")
+            joined.write(b"")
+            joined.write(b"{}")
+            before = list(transport.calls)
+            await asyncio.sleep(0)
+            joined.write(b"last")
+            joined.close()
+            return [before, transport.calls, joined.get_extra_info("peername")]
+
+        self.assertEqual(asyncio.run(main()), [[], [b"HTTP/1.1 200 OK\r\n\r\n{}", b"last", "close"], "info peername"])
+
+
 class ConnectionCapTest(ListenerCase):
     """--listen-max-connections: a request on one connection more than N is answered 503."""
 

@@ -192,8 +192,12 @@ class Router:
                     raise CallCancelled("the client cancelled the call before it was sent", started=False)
                 self._calls[context.key] = waiter
                 context.sent = True
-            self._transport.to_server(context.line, context.message)
+            waiter.pending = self._transport.to_server_call(context.line, context.message)
         self._turns.release(context.ticket)
+        if waiter.pending is not None:  # this thread reads the reply itself (no hand-off to the end's thread)
+            if waiter.done.is_set():  # the server ended as it was sent
+                waiter.pending.abandon()
+            waiter.pending.complete()
         waiter.done.wait()
         with self._lock:
             self._calls.pop(context.key, None)
@@ -234,14 +238,15 @@ class Router:
 
     # -- lines from either side ---------------------------------------------------------------------------
 
-    def from_client(self, line: bytes) -> None:
-        """One line the client wrote."""
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError) as exc:
-            self._transport.say(f"malformed JSON from the client: {exc}")
-            self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
-            return
+    def from_client(self, line: bytes, message: Any = UNPARSED, /) -> None:
+        """One line the client wrote; `message`: its JSON, when the client end parsed it already."""
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError) as exc:
+                self._transport.say(f"malformed JSON from the client: {exc}")
+                self._to_client(error_message(None, PARSE_ERROR, "Parse error"))
+                return
         if isinstance(message, list):
             self._client_batch(message)
         elif self._client_message(message, None, line):
@@ -273,7 +278,7 @@ class Router:
         with self._lock:
             calls = list(self._calls.values())
         for waiter in calls:
-            waiter.done.set()
+            _release(waiter)
 
     def shutdown(self) -> None:
         """The session ends: withdraw open questions and let the workers finish the calls already queued."""
@@ -579,7 +584,7 @@ class Router:
                 while len(self._cancelled) > _CANCELLED_REMEMBERED:
                     self._cancelled.popitem(last=False)
         if waiter is not None:
-            waiter.done.set()
+            _release(waiter)
         self._turns.wake()
         self._confirmation.withdraw(key)
 
@@ -594,6 +599,14 @@ class Router:
 
     def _to_client(self, message: Any) -> None:
         self._transport.to_client(dump_message(message))
+
+
+def _release(waiter: Waiter) -> None:
+    """Nothing more will answer the call `waiter` waits for (cancelled, or its server ended): its worker goes
+    on, also when it is reading the reply itself."""
+    if waiter.pending is not None:
+        waiter.pending.abandon()
+    waiter.done.set()
 
 
 def _response_of(reply: dict[str, Any]) -> dict[str, Any]:

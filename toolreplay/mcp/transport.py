@@ -23,8 +23,8 @@ from typing import IO, Any, Protocol, TextIO
 from toolreplay.errors import UsageError
 from toolreplay.mcp.wire import read_lines
 
-__all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "ServerEnd", "SessionLink", "StdioClient",
-           "StdioServer", "say_to"]
+__all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "PendingAnswer", "ServerEnd", "SessionLink",
+           "StdioClient", "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
 Ended = Callable[[str], None]
@@ -38,6 +38,19 @@ class MessageHandler(Protocol):
 
     def __call__(self, line: bytes, message: Any = UNPARSED, /) -> None:
         """Handle one whole line; `message` is its parsed JSON when the caller has it."""
+
+
+class PendingAnswer(Protocol):
+    """A request a server end sent from the calling thread, whose answer that thread reads (`complete`)
+    rather than a thread of the end's own: one thread switch less each way."""
+
+    def complete(self) -> None:
+        """Read the answer and hand it on (the end's `on_line`), on this thread; or hand the reading to the
+        end's own thread when the answer is not one this thread reads (then it is handed on later)."""
+
+    def abandon(self) -> None:
+        """From any thread: nothing waits for the answer any more (the call was cancelled, the server ended);
+        `complete` returns, handing nothing on."""
 
 
 class ClientEnd(Protocol):
@@ -228,13 +241,16 @@ class SessionLink:
 
     A server end that reads the messages itself (`RestartingServer`) may offer `send_parsed(line, message)`
     and `start_parsed(on_message, on_ended)`: then a message the router parsed reaches it parsed, and one it
-    parsed reaches the router parsed (each line is parsed once, not twice, on its way)."""
+    parsed reaches the router parsed (each line is parsed once, not twice, on its way). One that can send a
+    request from the calling thread and let that thread read its answer (`HttpServer`) offers
+    `send_call(line, message) -> PendingAnswer | None` (None: it sent the line the usual way)."""
 
     def __init__(self, client: ClientEnd, server: ServerEnd, *, diagnostics: TextIO) -> None:
         """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
         self._client = client
         self._server = server
         self._send_parsed: Callable[[bytes, Any], None] | None = getattr(server, "send_parsed", None)
+        self._send_call: Callable[[bytes, Any], PendingAnswer | None] | None = getattr(server, "send_call", None)
         self._hand_over: Callable[[], bool] | None = getattr(client, "hand_over", None)
         self._diagnostics = diagnostics
         self._client_lock = threading.Lock()
@@ -244,8 +260,9 @@ class SessionLink:
         self.closing = False
         self.exit_reason = ""
 
-    def start(self, from_client: LineHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
-        """Start the server end, then the client end; a server that cannot be started is a UsageError."""
+    def start(self, from_client: MessageHandler, from_server: MessageHandler, server_ended: Callable[[], None]) -> None:
+        """Start the server end, then the client end; a server that cannot be started is a UsageError. A client
+        end that parsed a line already (`start_parsed`, as the HTTP listener's does) hands the message on too."""
 
         def client_ended(reason: str) -> None:
             if reason.startswith("client input failed"):
@@ -266,7 +283,11 @@ class SessionLink:
             start_parsed(from_server, server_gone)
         else:
             self._server.start(from_server, server_gone)
-        self._client.start(from_client, client_ended)
+        client_parsed = getattr(self._client, "start_parsed", None)
+        if client_parsed is not None:
+            client_parsed(from_client, client_ended)
+        else:
+            self._client.start(from_client, client_ended)
 
     def wait(self) -> None:
         """Block until either side ended or `stop` was called."""
@@ -308,6 +329,23 @@ class SessionLink:
                     self._server.send(data)
             except OSError:
                 self.say("the server no longer reads its input")
+
+    def to_server_call(self, data: bytes, message: Any) -> PendingAnswer | None:
+        """Write one request (one line, `message` its JSON) whose answer the calling thread waits for; its
+        `PendingAnswer` when the server end lets this thread read the answer, else None (sent as by
+        `to_server`: the answer comes through the end's own reader)."""
+        if self._send_call is None:
+            self.to_server(data, message)
+            return None
+        with self._server_lock:
+            try:
+                pending = self._send_call(data, message)
+            except OSError:
+                self.say("the server no longer reads its input")
+                return None
+        if pending is None:
+            self.to_server(data, message)
+        return pending
 
     def say(self, text: str) -> None:
         """One line of the proxy's own on the diagnostics stream."""

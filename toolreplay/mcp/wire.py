@@ -229,12 +229,13 @@ def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
 class Waiter:
     """One reply awaited by a worker thread."""
 
-    __slots__ = ("done", "line", "reply")
+    __slots__ = ("done", "line", "pending", "reply")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: dict[str, Any] | None = None
         self.line: bytes | None = None  # the reply's line as it came, when it came alone (not in a batch)
+        self.pending: Any = None  # the transport's PendingAnswer, when the worker itself reads the reply
 
 
 class Batch:

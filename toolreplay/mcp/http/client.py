@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["Answer", "HttpClient", "HttpFailure", "Later"]
+__all__ = ["Answer", "Exchange", "HttpClient", "HttpFailure", "Later"]
 
 _T = TypeVar("_T")
 
@@ -57,6 +57,27 @@ class Answer(Protocol):
         ...
 
 
+class Exchange(Protocol):
+    """A request a thread other than the loop's wrote on a blocking connection; that thread reads the answer
+    when it is a plain JSON one, else the loop reads it (`resume`)."""
+
+    def read_json(self) -> bytes | None:
+        """On the sending thread: the body of a 200 `application/json` answer framed by Content-Length, not
+        compressed, on a connection kept open; None for any other answer (or a failure, or `abandon`): then
+        `resume` reads it."""
+        ...
+
+    def resume(self) -> Awaitable[Answer]:
+        """Awaited on the client's loop, after `read_json` gave None: the answer, read from what came (the
+        failure `send` would have raised, if any)."""
+        ...
+
+    def abandon(self) -> None:
+        """From any thread: the answer is not wanted; a `read_json` waiting for it returns None, and the
+        connection is closed."""
+        ...
+
+
 class HttpClient(ABC):
     """Requests to one URL, on one event loop."""
 
@@ -67,6 +88,12 @@ class HttpClient(ABC):
         come (HttpFailure when none came, or none within `timeout` seconds). A client may write the request
         at the call already, before the caller's next await: it leaves without waiting for a turn of the
         loop."""
+
+    def exchange(self, method: str, headers: Mapping[str, str], body: bytes = b"") -> Exchange | None:
+        """From a thread other than the loop's: send the request at once, on a blocking connection, for this
+        thread to read its answer; None (nothing sent) when the client cannot (the request then goes by
+        `send`)."""
+        return None
 
     @abstractmethod
     async def aclose(self) -> None:

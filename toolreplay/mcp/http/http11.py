@@ -25,6 +25,7 @@ import os
 import re
 import select
 import socket
+import threading
 import urllib.request
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Mapping
@@ -32,10 +33,10 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from toolreplay.format.http1 import MAX_HEAD, HeadError, keeps_alive, parse_fields
-from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure, Later
+from toolreplay.mcp.http.client import Answer, Exchange, HttpClient, HttpFailure, Later
 
-__all__ = ["MAX_HEAD", "ConnectError", "HttpFailure", "LeanClient", "Pool", "ReadError", "ReadTimeout",
-           "RemoteProtocolError", "Response", "Sent"]
+__all__ = ["MAX_HEAD", "BlockingExchange", "ConnectError", "HttpFailure", "LeanClient", "Pool", "ReadError",
+           "ReadTimeout", "RemoteProtocolError", "Response", "Sent"]
 
 _READ = 64 * 1024  # bytes read at a time from a body
 _STATUS = re.compile(r"HTTP/1\.([01]) ([0-9]{3})(?: ([^\x00-\x08\x0a-\x1f\x7f]*))?")
@@ -56,6 +57,23 @@ class RemoteProtocolError(HttpFailure):
 
 class ReadTimeout(HttpFailure):
     """No answer within the request's deadline."""
+
+
+_PEEK_NOW = int(socket.MSG_PEEK | getattr(socket, "MSG_DONTWAIT", 0))  # (an int: or-ing the flags costs a call)
+
+
+def _idle_and_open(sock: socket.socket) -> bool:
+    """Whether an idle blocking connection is still open, nothing having come on it since its last answer
+    (its end, or anything else, would be there to read)."""
+    if not hasattr(socket, "MSG_DONTWAIT"):
+        return True
+    try:
+        sock.recv(1, _PEEK_NOW)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 class _Connection:
@@ -327,10 +345,29 @@ class Pool:
 
     @staticmethod
     def _write(connection: _Connection, method: str, target: str, headers: bytes, body: bytes) -> None:
-        head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + headers
-        if body or method in ("POST", "PUT", "PATCH"):
-            head += b"content-length: %d\r\n" % len(body)
-        connection.writer.write(head + b"\r\n" + body)
+        connection.writer.write(_request_bytes(method, target, headers, body))
+
+    async def adopt(self, sock: socket.socket, received: bytes) -> Response:
+        """The answer to a request written on `sock` from another thread, read here (on the loop) from what that
+        thread `received` of it already and the rest; the connection then serves this pool."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_HEAD, loop=loop)
+        if received:
+            reader.feed_data(received)
+        protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+        try:
+            transport, _ = await loop.create_connection(lambda: protocol, sock=sock)
+        except OSError as exc:
+            sock.close()
+            raise ReadError(_os_error(exc)) from None
+        connection = _Connection(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        self._busy.add(connection)
+        try:
+            return await read_response(self, connection)
+        except BaseException:
+            self._busy.discard(connection)
+            connection.close()
+            raise
 
     async def aclose(self) -> None:
         """Close every connection (an answer still being read fails)."""
@@ -401,6 +438,12 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple
         raise RemoteProtocolError(f"the server's response head exceeds {MAX_HEAD} bytes") from None
     except OSError as exc:
         raise ReadError(_os_error(exc)) from None
+    return _parse_head(lines)
+
+
+def _parse_head(lines: list[str]) -> tuple[int, str, list[tuple[str, str]], bool]:
+    """A response head's lines (no line ends): its status, reason, headers (lowercase names) and whether the
+    connection stays open after it."""
     match = _STATUS.fullmatch(lines[0])
     if match is None:
         raise RemoteProtocolError("the server sent a malformed status line")
@@ -409,6 +452,14 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, str, list[tuple
     except HeadError:
         raise RemoteProtocolError("the server sent a malformed header line") from None
     return int(match.group(2)), match.group(3) or "", headers, keeps_alive(match.group(1), headers)
+
+
+def _request_bytes(method: str, target: str, headers: bytes, body: bytes) -> bytes:
+    """A request as it goes on the wire, in one piece (Content-Length added)."""
+    head = f"{method} {target} HTTP/1.1\r\n".encode("ascii") + headers
+    if body or method in ("POST", "PUT", "PATCH"):
+        head += b"content-length: %d\r\n" % len(body)
+    return head + b"\r\n" + body
 
 
 def _os_error(exc: OSError) -> str:
@@ -438,6 +489,119 @@ class _CookieAnswer:
         return self._message
 
 
+class BlockingExchange:
+    """A request written on a blocking keep-alive connection by a thread other than the loop's (a router's
+    worker), which reads a plain JSON answer itself; any other answer, and any failure, is read on the loop by
+    the same code as every answer (`resume`: the connection, and what came of the answer, go to the pool)."""
+
+    __slots__ = ("_client", "_lock", "_reading", "_received", "_sock", "abandoned")
+
+    def __init__(self, client: LeanClient, sock: socket.socket) -> None:
+        self._client = client
+        self._sock: socket.socket | None = sock
+        self._received = b""
+        self._lock = threading.Lock()  # the socket is closed once, and shut down only while it is being read
+        self._reading = False
+        self.abandoned = False
+
+    def read_json(self) -> bytes | None:
+        """The body of a 200 application/json answer (Content-Length, no coding, kept alive); else None."""
+        with self._lock:
+            sock = self._sock
+            if sock is None or self.abandoned:
+                return None
+            self._reading = True
+        try:
+            body = self._read(sock)
+        finally:
+            with self._lock:
+                self._reading = False
+        if self.abandoned:
+            self._drop()
+            return None
+        return body
+
+    def _read(self, sock: socket.socket) -> bytes | None:
+        received = b""
+        try:
+            while (end := received.find(b"\r\n\r\n")) < 0:
+                if len(received) > MAX_HEAD:
+                    break
+                part = sock.recv(_READ)
+                if not part:
+                    break
+                received += part
+            if end < 0:  # the head is too large, or the connection ended: the loop says which
+                return self._leave(received)
+            lines = received[:end].decode("latin-1").split("\r\n")
+            if not lines[0] or any("\n" in line or "\r" in line for line in lines):  # LF line ends: the loop's
+                return self._leave(received)
+            status, _, headers, keep = _parse_head(lines)
+            named = dict(headers)
+            length = named.get("content-length", "")
+            if (status != 200 or not keep or len(named) != len(headers) or not length.isdigit() or len(length) > 18
+                    or named.get("content-type", "").partition(";")[0].strip().lower() != "application/json"
+                    or "transfer-encoding" in named or named.get("content-encoding", "identity") != "identity"):
+                return self._leave(received)
+            size = end + 4 + int(length)
+            while len(received) < size:
+                part = sock.recv(max(_READ, size - len(received)))
+                if not part:
+                    return self._leave(received)
+                received += part
+        except (RemoteProtocolError, OSError):
+            return self._leave(received)
+        if "set-cookie" in named:
+            self._client._keep_cookies(headers)
+        if len(received) > size:  # more came than the answer (nothing was asked): the connection is not used again
+            self._drop()
+        else:
+            with self._lock:
+                self._sock = None
+            self._client._forget_blocking(self)
+            self._client._give_back_blocking(sock)
+        return received[end + 4:size]
+
+    def resume(self) -> Awaitable[Answer]:
+        """On the loop: the answer `read_json` left, read by the pool."""
+        return Later(self._resume)
+
+    async def _resume(self) -> Response:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        self._client._forget_blocking(self)
+        if sock is None:
+            raise ReadError("the response was closed")
+        return await self._client._adopted(sock, self._received)
+
+    def abandon(self) -> None:
+        """The answer is not wanted: a read waiting for it ends; the connection is closed."""
+        self.abandoned = True
+        with self._lock:
+            sock = self._sock
+            if sock is None:
+                return
+            if self._reading:  # the reading thread closes it
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+        self._drop()
+
+    def _leave(self, received: bytes) -> bytes | None:
+        """None: the answer is left for `resume`, with what came of it."""
+        self._received = received
+        return None
+
+    def _drop(self) -> None:
+        with self._lock:
+            sock, self._sock = self._sock, None
+        self._client._forget_blocking(self)
+        if sock is not None:
+            sock.close()
+
+
 class LeanClient(HttpClient):
     """Requests to one http:// URL (without a user part) over a `Pool`: with the headers httpx sends (Host,
     Accept, Accept-Encoding: the codings read here, Connection, the `user_agent` given), and the cookies the
@@ -457,8 +621,15 @@ class LeanClient(HttpClient):
         if user_agent:
             self._defaults["user-agent"] = user_agent
         self._pool = Pool(host, port, connect_timeout=connect_timeout)
+        self._address = (host, port)
+        self._connect_timeout = connect_timeout
         self._cookies = http.cookiejar.CookieJar()
         self._head: tuple[Any, bytes] = (None, b"")  # (what the header lines depend on, their bytes)
+        # the blocking connections of `exchange` (other threads than the loop's): idle ones, and those in use
+        self._blocking_lock = threading.Lock()
+        self._blocking_idle: list[socket.socket] = []
+        self._exchanges: set[BlockingExchange] = set()
+        self._closed = False
 
     def send(self, method: str, headers: Mapping[str, str], body: bytes = b"", *,
              timeout: float | None = None) -> Awaitable[Answer]:
@@ -467,8 +638,75 @@ class LeanClient(HttpClient):
         sent = self._pool.send_now(method, self._target, head, body) if timeout is None else None
         return Later(lambda: self._answer(method, head, body, timeout, sent))
 
+    def exchange(self, method: str, headers: Mapping[str, str], body: bytes = b"") -> Exchange | None:
+        """On an idle blocking connection, or a new one; None (nothing sent) when none could be had or the
+        request could not be written on it."""
+        data = _request_bytes(method, self._target, self._header_lines(headers), body)
+        with self._blocking_lock:
+            if self._closed:
+                return None
+            idle = self._blocking_idle
+            sock = None
+            while idle:
+                candidate = idle.pop()
+                if _idle_and_open(candidate):
+                    sock = candidate
+                    break
+                candidate.close()
+        if sock is None:
+            try:
+                sock = socket.create_connection(self._address, timeout=self._connect_timeout)
+            except OSError:
+                return None  # `send` connects again and names the failure as the loop's requests do
+            sock.settimeout(None)
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.sendall(data)
+        except OSError:  # the server had closed it (nothing of the request was read): sent again by `send`
+            sock.close()
+            return None
+        exchange = BlockingExchange(self, sock)
+        with self._blocking_lock:
+            if self._closed:
+                exchange.abandon()
+            self._exchanges.add(exchange)
+        return exchange
+
     async def aclose(self) -> None:
+        with self._blocking_lock:
+            self._closed = True
+            idle, self._blocking_idle = self._blocking_idle, []
+            exchanges = list(self._exchanges)
+        for sock in idle:
+            sock.close()
+        for exchange in exchanges:
+            exchange.abandon()
         await self._pool.aclose()
+
+    def _give_back_blocking(self, sock: socket.socket) -> None:
+        with self._blocking_lock:
+            if not self._closed:
+                self._blocking_idle.append(sock)
+                return
+        sock.close()
+
+    def _forget_blocking(self, exchange: BlockingExchange) -> None:
+        with self._blocking_lock:
+            self._exchanges.discard(exchange)
+
+    async def _adopted(self, sock: socket.socket, received: bytes) -> Response:
+        return self._kept(await self._pool.adopt(sock, received))
+
+    def _kept(self, response: Response) -> Response:
+        """`response`, its cookies kept."""
+        if "set-cookie" in response.headers:
+            self._keep_cookies(response.raw_headers)
+        return response
+
+    def _keep_cookies(self, headers: list[tuple[str, str]]) -> None:
+        self._cookies.extract_cookies(_CookieAnswer(headers),  # type: ignore[arg-type]
+                                      urllib.request.Request(self._url))
 
     async def _answer(self, method: str, head: bytes, body: bytes, timeout: float | None,
                       sent: Sent | None) -> Response:
@@ -480,10 +718,7 @@ class LeanClient(HttpClient):
                     response = await self._pool.request(method, self._target, head, body, sent=sent)
             except TimeoutError:
                 raise ReadTimeout(f"no answer within {timeout:g} s") from None
-        if "set-cookie" in response.headers:
-            self._cookies.extract_cookies(_CookieAnswer(response.raw_headers),  # type: ignore[arg-type]
-                                          urllib.request.Request(self._url))
-        return response
+        return self._kept(response)
 
     def _header_lines(self, headers: Mapping[str, str]) -> bytes:
         """The request's header lines, each `name: value\\r\\n`; made again only when they change."""

@@ -58,7 +58,7 @@ from toolreplay.mcp.http.oauth import METADATA_PREFIX, MetadataError, fetch_meta
 from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
-from toolreplay.mcp.transport import Ended, LineHandler, ServerEnd, say_to
+from toolreplay.mcp.transport import UNPARSED, Ended, LineHandler, MessageHandler, ServerEnd, say_to
 from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
 from toolreplay.policy.model import Policy
 
@@ -131,10 +131,26 @@ class _Stream:
         self.items: deque[tuple[bytes | None, bool]] = deque()  # what came and is not written yet
         self.waiter: asyncio.Future[None] | None = None  # the response's task, waiting for an item
         self.open = True  # False once its client went or it ended
+        self._staged: deque[tuple[bytes | None, bool]] = deque()  # put from other threads, not yet on the loop
 
     def put(self, data: bytes | None, last: bool = False) -> None:
         """One message for the response (`last`: nothing follows it), or None: the response ends."""
-        self.loop.call_soon_threadsafe(self._push, (data, last or data is None))
+        self.stage(data, last)
+        self.send_staged()
+
+    def stage(self, data: bytes | None, last: bool = False) -> None:
+        """`put`, but the loop learns of it only at `send_staged`: staged under a lock, the messages keep its
+        order, and the system call that wakes the loop is made after the lock is let go (the loop, woken, would
+        wait for it)."""
+        self._staged.append((data, last or data is None))
+
+    def send_staged(self) -> None:
+        """Hand what was staged to the loop."""
+        self.loop.call_soon_threadsafe(self._take_staged)
+
+    def _take_staged(self) -> None:
+        while self._staged:
+            self._push(self._staged.popleft())
 
     def _push(self, item: tuple[bytes | None, bool]) -> None:
         if self.parked and len(self.items) >= REPLAY_EVENTS:
@@ -175,7 +191,7 @@ class HttpClient:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
-        self._on_line: LineHandler | None = None
+        self._on_line: MessageHandler | None = None
         self._on_ended: Ended | None = None
         self._started = threading.Event()
         self._feed: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
@@ -194,7 +210,12 @@ class HttpClient:
 
     def start(self, on_line: LineHandler, on_ended: Ended) -> None:
         """One feeder thread hands the POSTed lines to `on_line` in the order they came."""
-        self._on_line, self._on_ended = on_line, on_ended
+        self.start_parsed(lambda line, message=UNPARSED, /: on_line(line), on_ended)
+
+    def start_parsed(self, on_message: MessageHandler, on_ended: Ended) -> None:
+        """`start`; a lone tools/call handed on at once (`submit(direct=True)`) goes with its message, parsed
+        already (the router parses it once, not twice)."""
+        self._on_line, self._on_ended = on_message, on_ended
         threading.Thread(target=self._run_feed, name="mcp-http-feed", daemon=True).start()
         self._started.set()
 
@@ -231,7 +252,7 @@ class HttpClient:
         if self._on_ended is not None:
             self._on_ended(reason)
 
-    def submit(self, line: bytes, stream: _Stream | None, direct: bool = False) -> None:
+    def submit(self, line: bytes, stream: _Stream | None, direct: bool = False, message: Any = UNPARSED) -> None:
         """Hand one POSTed message (or batch) to the router; `stream` awaits the responses to its requests.
 
         The feeder thread hands it on, since the router may write to the server, which can block; a lone
@@ -264,7 +285,7 @@ class HttpClient:
                 self._feeding += 1
         if direct:
             assert self._on_line is not None
-            self._on_line(line)
+            self._on_line(line, message)
         else:
             self._feed.put(line)
 
@@ -358,7 +379,8 @@ class HttpClient:
                 return
             if message.get("method") == "elicitation/create" and "id" in message:
                 self._asked[id_key(message["id"])] = target
-            target.put(data)  # under the lock: the messages of one stream keep their order
+            target.stage(data)  # under the lock: the messages of one stream keep their order
+        target.send_staged()
 
     def _note_version(self, message: dict[str, Any]) -> None:
         if self._initialize_key is not None and id_key(message["id"]) == self._initialize_key:
@@ -376,8 +398,10 @@ class HttpClient:
                 if self._pending.get(key) is stream:
                     del self._pending[key]
                 stream.ids.discard(key)
-            if stream.open:
-                stream.put(data, last=not stream.ids)
+            if not stream.open:
+                return
+            stream.stage(data, last=not stream.ids)  # (as in `_route`)
+        stream.send_staged()
 
     def _target(self, message: dict[str, Any]) -> _Stream | None:
         """Where a message of the proxy's or the server's goes (called under the lock): the open SSE POST of
@@ -824,7 +848,8 @@ class HttpListener:
             raise _HttpError(400, "Invalid Request: the id is already used by a request in flight")
         session.streams += 1
         stream = _Stream(asyncio.get_running_loop(), sse, keys, requests, session.streams)
-        client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call")
+        client.submit(line, stream, direct=isinstance(message, dict) and message.get("method") == "tools/call",
+                      message=message)
         await self._stream_out(session, stream, receive, send)
 
     async def _stream_out(self, session: _Session, stream: _Stream, receive: Receive, send: Send,
@@ -958,11 +983,41 @@ def _http_protocol() -> str:
     return "httptools"
 
 
+class _JoinedWrites:
+    """A connection's transport whose writes within one turn of the loop leave in one send: uvicorn writes a
+    response's head and its body apart, two segments (TCP_NODELAY), each a system call that wakes the client."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        if data:
+            if not self._pending:
+                self._loop.call_soon(self._flush)
+            self._pending.append(data)
+
+    def _flush(self) -> None:
+        if self._pending:
+            data = b"".join(self._pending)
+            self._pending.clear()
+            if not self._transport.is_closing():
+                self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
-    """uvicorn's protocol `name`, closing a connection whose request head is not complete within `seconds`
-    (uvicorn times out only an idle keep-alive connection, not a head sent slowly or never). The deadline
-    starts when the connection opens and when data comes while no request is being served; it is armed
-    only when a head is still incomplete, so a request whose head comes in one piece sets no timer."""
+    """uvicorn's protocol `name` over `_JoinedWrites`, closing a connection whose request head is not complete
+    within `seconds` (uvicorn times out only an idle keep-alive connection, not a head sent slowly or never).
+    The deadline starts when the connection opens and when data comes while no request is being served; it
+    is armed only when a head is still incomplete, so a request whose head comes in one piece sets no timer."""
     if name == "httptools":
         from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as base
     else:
@@ -972,7 +1027,7 @@ def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
         _deadline: asyncio.TimerHandle | None = None
 
         def connection_made(self, transport: Any) -> None:
-            super().connection_made(transport)
+            super().connection_made(cast(asyncio.Transport, _JoinedWrites(transport, self.loop)))
             self._deadline = self.loop.call_later(seconds, self._head_too_slow)
 
         def data_received(self, data: bytes) -> None:

@@ -34,8 +34,8 @@ from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
 from toolreplay.mcp.http.auto import open_client
-from toolreplay.mcp.http.client import Answer, HttpClient, HttpFailure
-from toolreplay.mcp.transport import LineHandler
+from toolreplay.mcp.http.client import Answer, Exchange, HttpClient, HttpFailure
+from toolreplay.mcp.transport import UNPARSED, LineHandler, MessageHandler, PendingAnswer
 from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, parse_message
 
 __all__ = ["HTTP_EXTRA", "MAX_EVENT", "HttpServer", "SseEvent", "SseParser", "SseTooLarge", "answered_ids",
@@ -211,6 +211,40 @@ def lost_answers(waiting: Mapping[str, Any], reason: str, *, refused: bool = Fal
             for message_id in waiting.values()]
 
 
+class _Direct:
+    """A request the router's worker POSTed itself (`HttpServer.send_call`), whose answer it reads: a plain JSON
+    one goes to `answered` from that thread, any other to `elsewhere` (which has the loop read it)."""
+
+    __slots__ = ("_answered", "_elsewhere", "_exchange", "_lock", "_state")
+
+    def __init__(self, exchange: Exchange, answered: Callable[[bytes], None], elsewhere: Callable[[], None]) -> None:
+        self._exchange, self._answered, self._elsewhere = exchange, answered, elsewhere
+        self._lock = threading.Lock()
+        self._state = "reading"  # then "abandoned", or "loop" once the loop reads the answer
+
+    def complete(self) -> None:
+        """A plain JSON answer is handed on from this thread; any other is read on the loop, as before."""
+        body = self._exchange.read_json()
+        with self._lock:
+            if self._state == "abandoned":
+                return
+            if body is None:
+                self._state = "loop"
+        if body is None:
+            self._elsewhere()
+        else:
+            self._answered(body)
+
+    def abandon(self) -> None:
+        """Nothing waits for the answer: unless the loop reads it already, it is not read (its connection is
+        closed)."""
+        with self._lock:
+            if self._state != "reading":
+                return
+            self._state = "abandoned"
+        self._exchange.abandon()
+
+
 def _status_text(response: Answer) -> str:
     phrase = response.reason_phrase
     return f"HTTP {response.status_code}" + (f" {phrase}" if phrase else "")
@@ -259,7 +293,7 @@ class HttpServer:
         self._serving: concurrent.futures.Future[None] | None = None  # on the shared loop: the session's task
         self._thread: threading.Thread | None = None
         self._queue: asyncio.Queue[bytes | None] | None = None
-        self._on_line: LineHandler = lambda line: None
+        self._on_line: MessageHandler = lambda line, message=UNPARSED, /: None
         self._on_ended: Callable[[str], None] = lambda reason: None
         self._ended = threading.Event()
         self._closed = False
@@ -276,6 +310,10 @@ class HttpServer:
         # request id key -> (status, WWW-Authenticate) of a 401 or 403 that answered it: `challenge` hands it to
         # the listener, which answers the client's HTTP request with them (the OAuth flow runs client to server)
         self._challenges: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        # lines queued for the loop and not yet dispatched (a notification: not yet POSTed): while any is, a
+        # request is not sent from another thread (`send_call`), so the server sees the messages in order
+        self._order = threading.Lock()
+        self._queued = 0
 
     def challenge(self, request_id: Any) -> tuple[int, str] | None:
         """The 401 or 403 (status, WWW-Authenticate) the server answered the request with, once; else None."""
@@ -292,7 +330,12 @@ class HttpServer:
     def start(self, on_line: LineHandler, on_ended: Callable[[str], None]) -> None:
         """Start the loop thread (or the session's task on the shared loop); nothing is sent before the
         client's first message."""
-        self._on_line, self._on_ended = on_line, on_ended
+        self.start_parsed(lambda line, message=UNPARSED, /: on_line(line), on_ended)
+
+    def start_parsed(self, on_message: MessageHandler, on_ended: Callable[[str], None]) -> None:
+        """`start`, each answer handed on with its message when it was parsed already (the router parses it
+        once, not twice)."""
+        self._on_line, self._on_ended = on_message, on_ended
         ready = threading.Event()
         try:
             running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -314,10 +357,37 @@ class HttpServer:
             raise OSError("the connection to the server is closed")
         for line in data.split(b"\n"):  # only LF ends a message (a CR may be whitespace within one)
             if line.strip():
+                with self._order:
+                    self._queued += 1
                 try:
                     loop.call_soon_threadsafe(queue.put_nowait, line)
                 except RuntimeError:  # the loop stopped
+                    with self._order:
+                        self._queued -= 1
                     raise OSError("the connection to the server is closed") from None
+
+    def send_call(self, data: bytes, message: Any) -> PendingAnswer | None:
+        """POST one request from the calling thread (the router's worker, which waits for its answer) on a
+        blocking connection of the lean client, when nothing sent before it is still on its way; that thread
+        then reads a plain JSON answer itself, and any other (an event stream, an HTTP error, a failure) is read
+        on the loop as every answer is. None: not sent (the client cannot; `send` sends it)."""
+        client = self._client
+        if client is None or self._closed or self._ended.is_set() or b"\n" in data.rstrip(b"\n"):
+            return None
+        with self._order:
+            initializing, opened = self._initializing, self._stream_opened
+            if (self._queued or (initializing is not None and not initializing.done())
+                    or (opened is not None and not opened.done())):
+                return None  # what came before it goes first (the session it opens, the stream it waits for)
+            post = _Post(data.strip(), request_ids(message))
+            if not post.waiting:
+                return None
+            headers = self._request_headers(post=True)
+            exchange = client.exchange("POST", headers, post.body)
+        if exchange is None:
+            return None
+        return _Direct(exchange, lambda body: self._answer_json(body, post, False),
+                       lambda: self._read_later(post, headers, exchange))
 
     def close(self) -> int:
         """End the session (DELETE), stop the loop thread; 1 when the connection failed, else 0."""
@@ -375,7 +445,11 @@ class HttpServer:
         self._client = open_client(self._url, connect_timeout=self._connect_timeout)
         try:
             while (line := await self._queue.get()) is not None and not self._ended.is_set():
-                await self._dispatch(line)
+                try:
+                    await self._dispatch(line)
+                finally:
+                    with self._order:
+                        self._queued -= 1
         finally:
             for task in list(self._tasks):
                 task.cancel()
@@ -435,6 +509,24 @@ class HttpServer:
             raise
         except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
             self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
+
+    def _read_later(self, post: _Post, headers: dict[str, str], exchange: Exchange) -> None:
+        """The answer to a request `send_call` sent that is not a plain JSON one: read on the loop (from what
+        came of it) by the code that reads every answer."""
+        def start() -> None:
+            task = asyncio.get_running_loop().create_task(self._guarded(post, False, (headers, exchange.resume())))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        if not self._closed:  # (closing, its connection was closed with the client's: as one the loop was reading)
+            try:
+                assert self._loop is not None
+                self._loop.call_soon_threadsafe(start)
+                return
+            except RuntimeError:  # the loop stopped: the session is over
+                pass
+        exchange.abandon()
+        self._give_up(post, "the proxy closed the connection before the server answered")
 
     @property
     def _http(self) -> HttpClient:
@@ -525,7 +617,7 @@ class HttpServer:
         if initialize and isinstance(message, dict) and isinstance(message.get("result"), dict):
             version = message["result"].get("protocolVersion")
             self._version = version if isinstance(version, str) and _TOKEN.fullmatch(version) else None
-        self._on_line(line)
+        self._on_line(line, message)
 
     async def _read_stream(self, response: Answer | None, post: _Post, initialize: bool) -> None:
         """An answer as an event stream; resumed with Last-Event-ID when it drops after events with ids,
