@@ -36,6 +36,12 @@ from toolreplay.policy.refusals import is_refusal
 
 LOST = {"code": -32000, "message": "toolreplay: the server ended before it answered", "data": {"toolreplay": "no answer"}}
 CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+def withdrawn(request_id: object) -> dict[str, object]:
+    """What the client is sent for a request of a server that ended before the client answered it."""
+    return {"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "the server that asked ended"}}
 DOWN = {"code": -32603, "message": "Internal error: the server has ended; it is being started again",
         "data": {"toolreplay": "not sent"}}
 SAID_ENDED = "toolreplay mcp-proxy: the server ended (server exited): it is started again\n"
@@ -265,6 +271,7 @@ class RestartingServerTest(unittest.TestCase):
         first.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
         self.assertEqual(self.got()["method"], "roots/list")
         first.end()
+        self.assertEqual(self.got(), withdrawn(0))  # nobody is left to take the client's answer
         self.assertEqual(self.got(), CHANGED)
         second = self.wait_for(2)
         second.emit({"jsonrpc": "2.0", "id": second.got()["id"], "result": {}})
@@ -287,6 +294,7 @@ class RestartingServerTest(unittest.TestCase):
         first.emit({"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "id": "ask-1", "method": "roots/list"})
         first.end()
+        self.assertEqual(self.got(), withdrawn("ask-1"))
         self.assertEqual(self.got(), CHANGED)
         second = self.restarted()
         # the new end asks with the id the ended one used, before the client's late answer to that one came
@@ -314,7 +322,7 @@ class RestartingServerTest(unittest.TestCase):
         first.emit({"jsonrpc": "2.0", "id": 6, "method": "ping"})
         self.got(), self.got()
         first.end()
-        self.got()
+        self.assertEqual([self.got(), self.got(), self.got()], [withdrawn(6), withdrawn(7), CHANGED])
         second = self.restarted()
         second.emit({"jsonrpc": "2.0", "id": 8, "method": "ping"})
         self.assertEqual(self.got()["id"], 8)  # no id of the ended end: unchanged
@@ -404,6 +412,20 @@ class RestartingServerTest(unittest.TestCase):
         self.assertTrue(third.nothing())
         self.assertIn("toolreplay mcp-proxy: the server refused the logging level 'warning' again (Method not "
                       "found)\n", self.diagnostics.getvalue())
+
+    def test_the_ended_servers_open_requests_are_withdrawn_from_the_client(self) -> None:
+        """Its question, its sampling request, unanswered when it ended: the client is told each one is
+        cancelled, before the tools change (an answer has nobody to go to); one answered already is not."""
+        server = self.start()
+        first = self.initialized(server)
+        for request_id, method in ((3, "sampling/createMessage"), ("q", "elicitation/create"), (4, "ping")):
+            first.emit({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {}})
+            self.assertEqual(self.got()["id"], request_id)
+        server.send(line({"jsonrpc": "2.0", "id": 4, "result": {}}))
+        self.assertEqual(first.got(), {"jsonrpc": "2.0", "id": 4, "result": {}})
+        first.end()
+        self.assertEqual([self.got(), self.got(), self.got()], [withdrawn(3), withdrawn("q"), CHANGED])
+        self.restarted()
 
     def restarted(self) -> FakeServer:
         """The second end, initialized: the client has been told its tools changed."""

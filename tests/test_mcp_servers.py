@@ -409,6 +409,21 @@ class MultiServerTest(unittest.TestCase):
         self.assertEqual(self.got(), {"jsonrpc": "2.0", "method": "notifications/cancelled",
                                       "params": {"requestId": "bee__1"}})
 
+    def test_an_ended_servers_open_requests_are_withdrawn_from_the_client(self) -> None:
+        """Only that server's requests the client has not answered: under the ids the client has them by,
+        before the tools change; the other server's question stays open and its answer still reaches it."""
+        self.b.emit({"jsonrpc": "2.0", "id": "s1", "method": "sampling/createMessage", "params": {}})
+        self.a.emit({"jsonrpc": "2.0", "id": 0, "method": "roots/list"})
+        self.b.emit({"jsonrpc": "2.0", "id": "s2", "method": "elicitation/create", "params": {}})
+        self.assertEqual([self.got()["id"] for _ in range(3)], ["bee__1", "a__2", "bee__3"])
+        self.b.end()
+        self.assertEqual([self.got(), self.got(), self.got()], [
+            {"jsonrpc": "2.0", "method": "notifications/cancelled",
+             "params": {"requestId": own, "reason": "the server that asked ended"}} for own in ("bee__1", "bee__3")
+        ] + [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}])
+        self.client({"jsonrpc": "2.0", "id": "a__2", "result": {"roots": []}})
+        self.assertEqual(self.a.got(), {"jsonrpc": "2.0", "id": 0, "result": {"roots": []}})
+
     def test_a_clients_cancellation_goes_to_the_server_running_the_call(self) -> None:
         self.client({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "a__hold", "arguments": {}}})
         self.a.got()

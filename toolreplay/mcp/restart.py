@@ -32,16 +32,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.format.text import escape_text
 from toolreplay.mcp.transport import UNPARSED, LineHandler, MessageHandler, ServerEnd, say_to
-from toolreplay.mcp.wire import dump_message, id_key, no_answer_error, not_sent_error, parse_message
+from toolreplay.mcp.wire import dump_message, id_key, key_id, no_answer_error, not_sent_error, parse_message
 
 __all__ = ["RESENT", "RESTART_BACKOFF", "Backoff", "ClientSetup", "RestartingServer", "list_changed", "restart_request",
-           "start_later"]
+           "start_later", "withdrawn"]
 
 RESTART_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before each restart of a server that ended, in a row
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -92,6 +92,13 @@ def list_changed(capabilities: Mapping[str, Any]) -> list[bytes]:
     return [dump_message({"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"})
             for what in ("tools", "prompts", "resources")
             if what == "tools" or isinstance(capabilities.get(what), dict)]
+
+
+def withdrawn(request_ids: Iterable[Any]) -> list[bytes]:
+    """The cancellations the client is sent, on behalf of a server that ended, of that server's requests it has
+    not answered (a question to a person, a sampling request): nobody is left to take the answer."""
+    return [dump_message({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {
+        "requestId": request_id, "reason": "the server that asked ended"}}) for request_id in request_ids]
 
 
 class ClientSetup:
@@ -408,6 +415,7 @@ class RestartingServer:
             reinitializing = self._restart_id is not None
             waiting = list(self._inflight.values())
             self._inflight.clear()
+            asked = [key_id(key) for key in sorted(self._asked)]  # sorted: the same order every time
             for key in self._asked:
                 self._stale[key] = None
             while len(self._stale) > _FORGOTTEN:
@@ -422,6 +430,8 @@ class RestartingServer:
             self._on_restart()
         for message_id, _ in waiting:  # a call may have run: the router records a write's outcome as unknown
             self._deliver(dump_message(no_answer_error(message_id, "the server ended before it answered")))
+        for data in withdrawn(asked):
+            self._deliver(data)
         if delay is None:  # never initialized (as without restarts: nothing said), or every attempt made
             if self._initialize is not None:
                 self._say(f"the server ended ({escape_text(reason)}) and was not started again: the session ends")

@@ -46,6 +46,7 @@ from toolreplay.mcp.restart import (
     list_changed,
     restart_request,
     start_later,
+    withdrawn,
 )
 from toolreplay.mcp.transport import LineHandler, ServerEnd, StdioServer, say_to
 from toolreplay.mcp.wire import (
@@ -810,8 +811,10 @@ class MultiServer:
             self._gone.add(prefix)
             mine = [slot for slot in self._sent if slot[0] == prefix]
             entries = [self._sent.pop(slot) for slot in mine]
-            for slot in [slot for slot in self._asked_back if slot[0] == prefix]:
-                self._asked.pop(id_key(self._asked_back.pop(slot)), None)
+            mine_asked = sorted(slot for slot in self._asked_back if slot[0] == prefix)  # sorted: one order every time
+            asked = [self._asked_back.pop(slot) for slot in mine_asked]
+            for own in asked:
+                self._asked.pop(id_key(own), None)
             self._restarting.discard(prefix)  # a restarted server that ended before it was back: the next attempt
             restarting = not closing and self._schedule_restart(prefix)
             everyone = all(other in self._gone for other in self._servers) and not self._restarting
@@ -825,6 +828,8 @@ class MultiServer:
                 if isinstance(entry, _Call):  # it may have run: the router records a write's outcome as unknown
                     self._up.put(dump_message(no_answer_error(
                         entry.client_id, f"the server {self._quoted(prefix)} ended before it answered")))
+            for data in withdrawn(asked):
+                self._up.put(data)
             for fan in {id(entry): entry for entry in entries if isinstance(entry, _Fan)}.values():
                 fan.items[prefix] = []
                 self._fan_done(fan, prefix)

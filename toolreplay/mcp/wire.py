@@ -14,8 +14,8 @@ from toolreplay.format.canonical import CanonicalError, canonical_bytes
 
 __all__ = ["INVALID_PARAMS", "INVALID_REQUEST", "NO_ANSWER", "PARSE_ERROR", "PROTOCOL_VERSION_META", "Batch",
            "BigNumber", "Waiter", "call_key", "declares_form_elicitation", "dump_message", "error_message", "id_key",
-           "no_answer_error", "no_answer_reason", "not_sent_error", "not_sent_reason", "parse_message", "read_lines",
-           "recordable", "refusal_result", "refused_unrun"]
+           "key_id", "no_answer_error", "no_answer_reason", "not_sent_error", "not_sent_reason", "parse_message",
+           "read_lines", "recordable", "refusal_result", "refused_unrun"]
 
 PROTOCOL_VERSION_META = "io.modelcontextprotocol/protocolVersion"
 PARSE_ERROR, INVALID_REQUEST, INVALID_PARAMS = -32700, -32600, -32602
@@ -128,6 +128,11 @@ def id_key(value: Any) -> str:
     if kind is str:
         return "str:" + json.dumps(value)
     return kind.__name__ + ":" + json.dumps(value, sort_keys=True)
+
+
+def key_id(key: str) -> Any:
+    """The JSON-RPC id an `id_key` was made of."""
+    return json.loads(key.split(":", 1)[1])
 
 
 def declares_form_elicitation(message: dict[str, Any]) -> bool:

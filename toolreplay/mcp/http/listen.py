@@ -59,7 +59,7 @@ from toolreplay.mcp.pins import ToolPins
 from toolreplay.mcp.proxy import McpProxy
 from toolreplay.mcp.router import BATCH_VERSIONS
 from toolreplay.mcp.transport import UNPARSED, Ended, LineHandler, MessageHandler, ServerEnd, say_to
-from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, parse_message
+from toolreplay.mcp.wire import INVALID_REQUEST, PARSE_ERROR, dump_message, id_key, key_id, parse_message
 from toolreplay.policy.model import Policy
 
 __all__ = ["DEFAULT_HEAD_TIMEOUT", "DEFAULT_MAX_BODY", "DEFAULT_MAX_CONNECTIONS", "DEFAULT_PATH",
@@ -236,7 +236,7 @@ class HttpClient:
             get, self._get = self._get, None
         for key, stream in pending:
             if stream.open:
-                message_id = json.loads(key.split(":", 1)[1])
+                message_id = key_id(key)
                 stream.put(_error_body(INTERNAL_ERROR, "the session ended before the request was answered",
                                        message_id))
         for stream in streams.values():
@@ -267,7 +267,7 @@ class HttpClient:
             if closed:  # the session ended (its server exited) as this request came: nothing will answer it
                 for key in stream.ids:
                     stream.put(_error_body(INTERNAL_ERROR, "the session ended before the request was answered",
-                                           json.loads(key.split(":", 1)[1])))
+                                           key_id(key)))
                 stream.put(None)
                 return
             with self._lock:
