@@ -580,67 +580,65 @@ class MultiServerTest(unittest.TestCase):
 
 @integration
 class ProcessTest(unittest.TestCase):
-    def test_the_session_ends_when_every_server_ended_and_a_failure_exits_1(self) -> None:
+    def start(self, servers: dict[str, Any], allowed: list[str], *flags: str) -> tuple[subprocess.Popen[bytes],
+                                                                                        Callable[[], str]]:
+        """`mcp-proxy --servers` in a process of its own, over the servers file `servers` with a policy allowing
+        `allowed`; and the function that stops it and gives what it said on stderr."""
         directory = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, directory)
-        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
-        with open(servers, "w", encoding="utf-8") as out:
-            json.dump({"servers": {"a": {"command": sys.executable, "args": [TINY]}}}, out)
+        servers_path, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
+        with open(servers_path, "w", encoding="utf-8") as out:
+            json.dump({"servers": servers}, out)
         with open(policy, "w", encoding="utf-8") as out:
-            json.dump({"agent": "a", "allowed_tools": ["a__crash"]}, out)
-        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
-            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
-                                      "--servers", servers], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+            json.dump({"agent": "a", "allowed_tools": allowed}, out)
+        stderr = open(os.path.join(directory, "stderr.txt"), "w+b")  # noqa: SIM115 - closed by stop
+        proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy, *flags,
+                                  "--servers", servers_path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+        assert proxy.stdin is not None and proxy.stdout is not None
+
+        def stop() -> str:
+            proxy.kill()
+            proxy.wait()
             assert proxy.stdin is not None and proxy.stdout is not None
-            try:
-                proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                                        "params": {"name": "a__crash", "arguments": {}}}))
-                proxy.stdin.flush()  # the input stays open: the session ends because the server did
-                reply = json.loads(proxy.stdout.readline())
-                code = proxy.wait(timeout=30)
-            finally:
-                proxy.kill()
-                proxy.wait()
-                proxy.stdin.close()
-                proxy.stdout.close()
-            stderr.seek(0)
-            said = stderr.read().decode()
+            proxy.stdin.close()
+            proxy.stdout.close()
+            with stderr:
+                stderr.seek(0)
+                return stderr.read().decode()
+
+        return proxy, stop
+
+    def test_the_session_ends_when_every_server_ended_and_a_failure_exits_1(self) -> None:
+        proxy, stop = self.start({"a": {"command": sys.executable, "args": [TINY]}}, ["a__crash"])
+        assert proxy.stdin is not None and proxy.stdout is not None
+        try:
+            proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                    "params": {"name": "a__crash", "arguments": {}}}))
+            proxy.stdin.flush()  # the input stays open: the session ends because the server did
+            reply = json.loads(proxy.stdout.readline())
+            code = proxy.wait(timeout=30)
+        finally:
+            said = stop()
         # never initialized, so not started again: the session ends with its only server
         self.assertEqual((code, reply["result"]["content"][0]["text"], said), (
             1, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
 
     def test_with_no_restart_an_initialized_server_that_ends_ends_the_session(self) -> None:
-        directory = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, directory)
-        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
-        with open(servers, "w", encoding="utf-8") as out:
-            json.dump({"servers": {"a": {"command": sys.executable, "args": [TINY]}}}, out)
-        with open(policy, "w", encoding="utf-8") as out:
-            json.dump({"agent": "a", "allowed_tools": ["a__crash"]}, out)
-        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
-            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
-                                      "--no-restart", "--servers", servers], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=stderr, cwd=ROOT,
-                                     env={**os.environ, "PYTHONPATH": ROOT})
-            assert proxy.stdin is not None and proxy.stdout is not None
-            try:
-                proxy.stdin.write(line(INIT))
-                proxy.stdin.flush()
-                initialized = json.loads(proxy.stdout.readline())
-                proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                                        "params": {"name": "a__crash", "arguments": {}}}))
-                proxy.stdin.flush()
-                reply = json.loads(proxy.stdout.readline())
-                code = proxy.wait(timeout=30)
-            finally:
-                proxy.kill()
-                proxy.wait()
-                proxy.stdin.close()
-                proxy.stdout.close()
-            stderr.seek(0)
-            said = stderr.read().decode()
+        proxy, stop = self.start({"a": {"command": sys.executable, "args": [TINY]}}, ["a__crash"], "--no-restart")
+        assert proxy.stdin is not None and proxy.stdout is not None
+        try:
+            proxy.stdin.write(line(INIT))
+            proxy.stdin.flush()
+            initialized = json.loads(proxy.stdout.readline())
+            proxy.stdin.write(line({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                    "params": {"name": "a__crash", "arguments": {}}}))
+            proxy.stdin.flush()
+            reply = json.loads(proxy.stdout.readline())
+            code = proxy.wait(timeout=30)
+        finally:
+            said = stop()
         self.assertEqual((code, initialized["id"], reply["result"]["content"][0]["text"], said), (
             1, 0, "toolreplay: ConnectionError: the server 'a' ended before it answered",
             "toolreplay mcp-proxy: server 'a' ended (server exited): its tools are gone for the rest of the session\n"))
@@ -649,47 +647,32 @@ class ProcessTest(unittest.TestCase):
         """Two tiny servers with `--resources`; `a` exits and is started again: its own subscription is sent
         again (without the prefix), so its updates reach the client under their prefixed URIs, and the
         client's logging level, which went to both, is sent to it again."""
-        directory = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, directory)
-        servers, policy = os.path.join(directory, "servers.json"), os.path.join(directory, "policy.json")
-        with open(servers, "w", encoding="utf-8") as out:
-            json.dump({"servers": {name: {"command": sys.executable, "args": [TINY, "--resources"]}
-                                   for name in ("a", "b")}}, out)
-        with open(policy, "w", encoding="utf-8") as out:
-            json.dump({"agent": "a", "allowed_tools": ["a__touch", "a__crash", "b__touch"]}, out)
-        with open(os.path.join(directory, "stderr.txt"), "w+b") as stderr:
-            proxy = subprocess.Popen([sys.executable, "-m", "toolreplay", "mcp-proxy", "--policy", policy,
-                                      "--servers", servers], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=stderr, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
-            assert proxy.stdin is not None and proxy.stdout is not None
-            stdin, stdout = proxy.stdin, proxy.stdout
+        proxy, stop = self.start({name: {"command": sys.executable, "args": [TINY, "--resources"]}
+                                  for name in ("a", "b")}, ["a__touch", "a__crash", "b__touch"])
+        assert proxy.stdin is not None and proxy.stdout is not None
+        stdin, stdout = proxy.stdin, proxy.stdout
 
-            def ask(message: Any, replies: int = 1) -> list[Any]:
-                stdin.write(line(message))
-                stdin.flush()
-                return [json.loads(stdout.readline()) for _ in range(replies)]
+        def ask(message: Any, replies: int = 1) -> list[Any]:
+            stdin.write(line(message))
+            stdin.flush()
+            return [json.loads(stdout.readline()) for _ in range(replies)]
 
-            def touch(message_id: int, prefix: str) -> dict[str, Any]:
-                return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
-                        "params": {"name": f"{prefix}__touch", "arguments": {}}}
+        def touch(message_id: int, prefix: str) -> dict[str, Any]:
+            return {"jsonrpc": "2.0", "id": message_id, "method": "tools/call",
+                    "params": {"name": f"{prefix}__touch", "arguments": {}}}
 
-            try:
-                ask(INIT)
-                subscribed = [ask({"jsonrpc": "2.0", "id": number, "method": "resources/subscribe",
-                                   "params": {"uri": uri}})[0] for number, uri in ((1, "a__note://one"),
-                                                                                   (2, "b__note://two"))]
-                subscribed += ask({"jsonrpc": "2.0", "id": 6, "method": "logging/setLevel", "params": {"level": "debug"}})
-                crashed = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                               "params": {"name": "a__crash", "arguments": {}}}, 3)
-                back = [json.loads(stdout.readline()) for _ in range(2)]  # after 1 s
-                touched = ask(touch(4, "a"), 2) + ask(touch(5, "b"), 2)
-            finally:
-                proxy.kill()
-                proxy.wait()
-                stdin.close()
-                stdout.close()
-            stderr.seek(0)
-            said = stderr.read().decode()
+        try:
+            ask(INIT)
+            subscribed = [ask({"jsonrpc": "2.0", "id": number, "method": "resources/subscribe",
+                               "params": {"uri": uri}})[0] for number, uri in ((1, "a__note://one"),
+                                                                               (2, "b__note://two"))]
+            subscribed += ask({"jsonrpc": "2.0", "id": 6, "method": "logging/setLevel", "params": {"level": "debug"}})
+            crashed = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                           "params": {"name": "a__crash", "arguments": {}}}, 3)
+            back = [json.loads(stdout.readline()) for _ in range(2)]  # after 1 s
+            touched = ask(touch(4, "a"), 2) + ask(touch(5, "b"), 2)
+        finally:
+            said = stop()
         changed = [{"jsonrpc": "2.0", "method": f"notifications/{what}/list_changed"} for what in ("tools", "resources")]
         self.assertEqual(subscribed, [{"jsonrpc": "2.0", "id": number, "result": {}} for number in (1, 2, 6)])
         self.assertEqual(sorted(str(reply.get("id", reply.get("method"))) for reply in crashed),
