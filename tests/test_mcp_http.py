@@ -21,6 +21,7 @@ import tempfile
 import threading
 import time
 import unittest
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from tests.support import require
@@ -523,6 +524,20 @@ def lost_in_flight(ended: str) -> list[tuple[bool, list[str]]]:
             (True, [f"toolreplay: ConnectionError: {ended}"])]
 
 
+async def across_a_restart(session: Any, tool: str, answer: Callable[[Any, str], Awaitable[Any]],
+                           restart: Callable[[], None]) -> tuple[Any, Any, Any]:
+    """A call's answer before the server restarts (`restart`), one in flight as it does, and one once `tool`
+    is listed again."""
+    before = await answer(session, "a")
+    restart()
+    lost = await answer(session, "b")
+    for _ in range(100):
+        if [listed.name for listed in (await session.list_tools()).tools] == [tool]:
+            break
+        await asyncio.sleep(0.1)
+    return before, lost, await answer(session, "c")
+
+
 class HttpBothSidesTest(HttpWorkspace):
     """HTTP on both sides (`--listen` in front of a server URL), and a URL among `--servers`."""
 
@@ -620,16 +635,12 @@ class HttpBothSidesTest(HttpWorkspace):
             except MCPError as exc:
                 return str(exc)
 
-        async def scenario(session: Any) -> Any:
-            before = await answer(session, "a")
+        def restart() -> None:
             stop(server)
             start_http_server(self, "--notes", self.notes, "--port", port)
-            lost = await answer(session, "b")
-            for _ in range(100):
-                if [tool.name for tool in (await session.list_tools()).tools] == ["remote__lookup"]:
-                    break
-                await asyncio.sleep(0.1)
-            return before, lost, await answer(session, "c")
+
+        async def scenario(session: Any) -> Any:
+            return await across_a_restart(session, "remote__lookup", answer, restart)
 
         value, stderr = run_client(["--policy", policy, "--servers", servers], [], scenario)
         self.assertEqual((value[0], value[2]), ((False, ["value of a"]), (False, ["value of c"])))
@@ -648,16 +659,12 @@ class HttpBothSidesTest(HttpWorkspace):
         async def answer(session: Any, key: str) -> Any:
             return texts(await session.call_tool("lookup", {"key": key}))
 
-        async def scenario(session: Any) -> Any:
-            before = await answer(session, "a")
+        def restart() -> None:
             stop(server)
             start_http_server(self, "--notes", self.notes, "--port", port)
-            lost = await answer(session, "b")
-            for _ in range(100):
-                if [tool.name for tool in (await session.list_tools()).tools] == ["lookup"]:
-                    break
-                await asyncio.sleep(0.1)
-            return before, lost, await answer(session, "c")
+
+        async def scenario(session: Any) -> Any:
+            return await across_a_restart(session, "lookup", answer, restart)
 
         value, stderr = run_client(["--policy", policy, "--record", self.record], [url], scenario)
         self.assertEqual((value[0], value[2]), ((False, ["value of a"]), (False, ["value of c"])))
