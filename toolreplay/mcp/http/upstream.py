@@ -735,10 +735,13 @@ class HttpServer:
                 self._stream_is_open()
             else:
                 self._stream_is_open()
+                if self._ended.is_set() or self._closed:  # a POST's 404 ended the session while this GET went
+                    await response.aclose()
+                    return
                 if response.status_code == 405:  # no stream of its own: nothing to listen to
                     await response.aclose()
                     return
-                if response.status_code == 404 and self._session_id is not None:
+                if response.status_code == 404 and "mcp-session-id" in headers:  # the session the GET named
                     await response.aclose()
                     self._expire(None)
                     return
