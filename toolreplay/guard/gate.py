@@ -653,23 +653,24 @@ class Gate:
             response = result if isinstance(result, dict) else {"result": result}
             if _too_deep(response):
                 raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
-            size = len(canonical_bytes(response))
+            encoded = canonical_bytes(response)  # its size, and the bytes its record holds
             response = _copy_json(response)  # the tool may keep and change what it returned
         except Exception as exc:  # the agent sees the failure; the host keeps running
             failure = _failure(_describe(exc))
             return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
         limit = self._policy.limits.max_result_bytes
+        size = len(encoded)
         with self._lock:
             self._result_bytes += size
             if limit is not None and self._result_bytes > limit and self._stop_reason is None:
                 self._stop_reason = "budget"
         if self._screen is not None:
             self._screen.check(call.tool, call.args, response)
-        return self._finish(call, pending, intent, response, size)
+        return self._finish(call, pending, intent, response, size, encoded)
 
     def _finish(self, call: Request, pending: Pending, intent: int | None, response: dict[str, Any],
-                size: int) -> Answer:
-        answer = self._record(call, response, "ran", intent)
+                size: int, encoded: bytes | None = None) -> Answer:
+        answer = self._record(call, response, "ran", intent, encoded=encoded)
         pending.response, pending.index, pending.refusal = answer.response, answer.index, answer.refusal
         self._store.hold(call, pending, size)
         return answer
@@ -689,11 +690,12 @@ class Gate:
         return self._record(call, refusal.response, outcome, refusal=refusal)
 
     def _record(self, call: Request, response: dict[str, Any], outcome: Outcome, intent: int | None = None, *,
-                refusal: Refusal | None = None) -> Answer:
+                refusal: Refusal | None = None, encoded: bytes | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
         it reached the gate, how long until now, its call id, `outcome`, `mutates` for a tool that changes
         state); if that fails, the refusal that replaces it. A call that did not run (refused, cached,
-        cancelled) no longer counts for the rules."""
+        cancelled) no longer counts for the rules. `encoded` is the response's canonical bytes, when made
+        already: neither they nor the args (the call's identity holds them) are encoded again."""
         if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
             self._rules.withdraw(call.ruling)
         if self._recorder is None:
@@ -719,8 +721,11 @@ class Gate:
             meta["mutates"] = True
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
+        # the identity holds the args as a record without redaction does (a redacting recorder encodes its own)
+        args_bytes = _identity_args(call.identity, call.tool) if self._recorder.redactor is None else None
         try:
-            index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)
+            index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta,
+                                          args_bytes=args_bytes, response_bytes=encoded)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
             lost = Refusal("recording", "recording failed: " + (self._record_error or ""))
@@ -755,6 +760,11 @@ def _write_tools(policy: Policy, mutators: Iterable[str], repeatable: Iterable[s
     """A gate's writes and its repeatable writes (the policy's, and those named to the gate)."""
     repeats = frozenset(policy.repeatable_tools) | frozenset(repeatable)
     return frozenset(policy.write_tools) | frozenset(mutators) | repeats, repeats
+
+
+def _identity_args(identity: bytes, tool: str) -> bytes:
+    """The canonical args of a call from its identity, `{"args":ARGS,"tool":TOOL}` ("args" sorts first)."""
+    return identity[8:len(identity) - len(canonical_bytes(tool)) - 9]
 
 
 def _failure(message: str) -> dict[str, Any]:
