@@ -302,13 +302,14 @@ class Gate:
             identity = self._identity(tool, args)
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"args have no JSON form: {exc}") from None
-        if _too_deep(args):
-            raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
-        # what is checked, confirmed and recorded; the model's dict may change
+        try:  # what is checked, confirmed and recorded; the model's dict may change
+            copied = _copy_within(args)
+        except _TooDeep:
+            raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels") from None
         fresh = passed or (key is None and tool in self._repeatable)
         if turn is not None and (type(turn) is not int or turn < 0):
             raise ValueError("turn must be a non-negative integer or None")
-        return Request(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
+        return Request(tool, copied, identity, key, tool in self._writes, fresh, call_id, turn, context,
                      passed, variant, started_ns, started, owner)
 
     def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None,
@@ -651,10 +652,12 @@ class Gate:
         self._after_write(call)
         try:
             response = result if isinstance(result, dict) else {"result": result}
-            if _too_deep(response):
-                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
-            encoded = canonical_bytes(response)  # its size, and the bytes its record holds
-            response = _copy_json(response)  # the tool may keep and change what it returned
+            try:
+                copied = _copy_within(response)  # the tool may keep and change what it returned
+            except _TooDeep:
+                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels") from None
+            encoded = canonical_bytes(copied)  # its size, and the bytes its record holds
+            response = copied
         except Exception as exc:  # the agent sees the failure; the host keeps running
             failure = _failure(_describe(exc))
             return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
@@ -826,6 +829,37 @@ def _copy_json(value: Any) -> Any:
     if kind in _IMMUTABLE:
         return value
     return copy.deepcopy(value)
+
+
+class _TooDeep(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """_copy_within: the value nests deeper than MAX_NESTING levels."""
+
+
+class _Unusual(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """_copy_plain: a value other than a dict, a list or a scalar (a tuple, a subclass, a host's object)."""
+
+
+def _copy_within(value: Any) -> Any:
+    """`_copy_json` of a value nested at most MAX_NESTING levels, else _TooDeep (`_too_deep`'s levels): one walk
+    for dicts, lists and scalars; the two walks of `_too_deep` and `_copy_json` for anything else."""
+    try:
+        return _copy_plain(value, 1)
+    except _Unusual:
+        if _too_deep(value):
+            raise _TooDeep from None
+        return _copy_json(value)
+
+
+def _copy_plain(value: Any, depth: int) -> Any:
+    """A copy of a dict or a list of dicts, lists and scalars at `depth` (the top value's being 1)."""
+    if depth > MAX_NESTING:
+        raise _TooDeep
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _IMMUTABLE else _copy_plain(item, depth + 1) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _IMMUTABLE else _copy_plain(item, depth + 1) for item in value]
+    raise _Unusual
 
 
 def _too_deep(value: Any) -> bool:
