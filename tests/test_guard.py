@@ -254,10 +254,10 @@ class IdempotencyTest(unittest.TestCase):
     def test_retry_waits_for_the_original_in_flight(self) -> None:
         started, release, waiting = threading.Event(), threading.Event(), threading.Event()
 
-        class SignallingEvent(threading.Event):
-            def wait(self, timeout: float | None = None) -> bool:
+        class SignallingEvent(idempotency.Done):
+            def wait(self) -> bool:
                 waiting.set()
-                return super().wait(timeout)
+                return super().wait()
 
         class Pending(idempotency.Pending):
             def __init__(self) -> None:
@@ -1117,6 +1117,26 @@ class NestingTest(RecordCase):
                                           f"{MAX_NESTING} levels"})
         self.assertEqual(len(self.records()), 4)  # every reader can read the record back
 
+    def test_a_tuple_or_a_subclass_anywhere_is_measured_alike(self) -> None:
+        # the one-walk copy leaves these to the two walks: the limit and the message are the same
+        class Listing(list[Any]):
+            pass
+
+        def deep(levels: int, kind: str) -> dict[str, Any]:
+            value: Any = (1, 2) if kind == "tuple" else Listing([1])
+            for _ in range(levels - 2):
+                value = [value]
+            return {"value": value}
+
+        gate = Gate({"deep": deep}, Policy("a", frozenset({"deep"})))
+        for kind in ("tuple", "subclass"):
+            with self.subTest(kind=kind):
+                self.assertEqual(gate.call("deep", {"levels": MAX_NESTING, "kind": kind}), guard._copy_json(
+                    deep(MAX_NESTING, kind)))
+                self.assertEqual(gate.call("deep", {"levels": MAX_NESTING + 1, "kind": kind}), {
+                    "ok": False, "error": f"ValueError: tool result has no JSON form: nested deeper than "
+                                          f"{MAX_NESTING} levels"})
+
     def test_args_nested_too_deeply_are_a_host_error(self) -> None:
         value: Any = 1
         for _ in range(MAX_NESTING):
@@ -1125,6 +1145,26 @@ class NestingTest(RecordCase):
         with self.assertRaises(ValueError) as caught:
             gate.call("echo", {"value": value})
         self.assertEqual(str(caught.exception), f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
+
+
+class DoneTest(unittest.TestCase):
+    def test_set_once_lets_every_waiter_go_and_again_does_nothing(self) -> None:
+        done = idempotency.Done()
+        self.assertFalse(done.is_set())
+        woken: list[bool] = []
+        waiters = [threading.Thread(target=lambda: woken.append(done.wait())) for _ in range(3)]
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join(0.05)
+        self.assertEqual(woken, [])  # all three still wait
+        done.set()
+        done.set()
+        for waiter in waiters:
+            waiter.join(10)
+        self.assertEqual(woken, [True, True, True])
+        self.assertTrue(done.is_set())
+        self.assertTrue(done.wait())  # set: returns at once
 
 
 class ConsoleApproverTest(unittest.TestCase):
