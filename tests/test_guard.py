@@ -1147,6 +1147,27 @@ class NestingTest(RecordCase):
         self.assertEqual(str(caught.exception), f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
 
 
+class RecordBytesTest(RecordCase):
+    def test_the_gates_record_is_the_recorders_own_encoding_byte_for_byte(self) -> None:
+        # the gate hands the recorder the args (from the call's identity) and the response already encoded
+        tool = 'odd,"tool":name'
+        args = {"tool": ',"tool":"x"', "n": [1, 2.5, {"é": None}], "": True}
+        def echo(**given: Any) -> dict[str, Any]:
+            return {"echo": given, "text": "\u2028 \"quoted\" \U0001f600", "float": 1e-7, "big": 2**70}
+
+        for sealed in (True, False):
+            with self.subTest(sealed=sealed):
+                through_gate, direct = (os.path.join(self.directory, f"{name}-{sealed}.jsonl")
+                                        for name in ("gate", "direct"))
+                with SessionRecorder.open(through_gate, sealed=sealed, meta_keys=("outcome",)) as recorder:
+                    gate = Gate({tool: echo}, Policy("a", frozenset({tool})), recorder=recorder)
+                    self.assertEqual(gate.call(tool, args)["echo"], args)
+                with SessionRecorder.open(direct, sealed=sealed, meta_keys=("outcome",)) as recorder:
+                    recorder.append(tool, args, echo(**args), meta={"outcome": "ran"})
+                with open(through_gate, "rb") as first, open(direct, "rb") as second:
+                    self.assertEqual(first.read(), second.read())
+
+
 class DoneTest(unittest.TestCase):
     def test_set_once_lets_every_waiter_go_and_again_does_nothing(self) -> None:
         done = idempotency.Done()

@@ -725,7 +725,7 @@ class Gate:
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
         # the identity holds the args as a record without redaction does (a redacting recorder encodes its own)
-        args_bytes = _identity_args(call.identity, call.tool) if self._recorder.redactor is None else None
+        args_bytes = _identity_args(call.identity) if self._recorder.redactor is None else None
         try:
             index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta,
                                           args_bytes=args_bytes, response_bytes=encoded)
@@ -765,9 +765,10 @@ def _write_tools(policy: Policy, mutators: Iterable[str], repeatable: Iterable[s
     return frozenset(policy.write_tools) | frozenset(mutators) | repeats, repeats
 
 
-def _identity_args(identity: bytes, tool: str) -> bytes:
-    """The canonical args of a call from its identity, `{"args":ARGS,"tool":TOOL}` ("args" sorts first)."""
-    return identity[8:len(identity) - len(canonical_bytes(tool)) - 9]
+def _identity_args(identity: bytes) -> bytes:
+    """The canonical args of a call from its identity, `{"args":ARGS,"tool":TOOL}` ("args" sorts first; the
+    last `,"tool":` is the key's, since a quote inside the encoded tool name is escaped)."""
+    return identity[8:identity.rindex(b',"tool":')]
 
 
 def _failure(message: str) -> dict[str, Any]:
