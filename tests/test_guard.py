@@ -1272,6 +1272,32 @@ class CopyTest(unittest.TestCase):
         self.assertEqual(answer, {"items": [{"n": 1}]})
 
 
+class HandedOutTest(unittest.TestCase):
+    def test_a_caller_that_changes_its_answer_changes_no_later_one(self) -> None:
+        # a held response (the read cache's, a write's for its repeat) and a refusal's are handed out as copies
+        def tools() -> dict[str, Any]:
+            return {"lookup": lambda n: {"items": [n]}, "cancel": lambda n: {"cancelled": [n]}}
+
+        policy = Policy("a", frozenset({"lookup", "cancel"}), frozenset({"cancel"}))
+        cases = [("lookup", True, {"items": [1]}), ("cancel", False, {"cancelled": [1]}),
+                 ("missing", False, {"ok": False, "error": "tool not allowed: missing"})]
+        for tool, read_cache, expected in cases:
+            with self.subTest(tool=tool):
+                gate = Gate(tools(), policy, read_cache=read_cache, confirm=lambda tool, args: True)
+                first = gate.call(tool, {"n": 1})
+                self.assertEqual(first, expected)
+                first.clear()
+                self.assertEqual(gate.call(tool, {"n": 1}), expected)
+
+    def test_a_read_run_without_the_read_cache_hands_out_the_gates_own_copy(self) -> None:
+        result = {"items": [1]}
+        gate = Gate({"lookup": lambda: result}, Policy("a", frozenset({"lookup"})))
+        answer = gate.handle("lookup", {})
+        self.assertEqual((answer.response, answer.outcome), ({"items": [1]}, "ran"))
+        self.assertIsNot(answer.response, result)
+        self.assertIsNot(answer.response["items"], result["items"])
+
+
 class HandleAsyncTest(unittest.TestCase):
     """`Gate.handle_async`: the gate's decisions and record, the tool awaited in the caller's event loop."""
 

@@ -254,8 +254,8 @@ class Gate:
         `variant` is what else makes the request distinct (an MCP task request): an identical call with
         another variant is not answered by this one; a record holds no variant, so a continued record
         answers only calls without one; an unknown outcome refuses every variant."""
-        answer = self._decide(self._request(tool, args, key, call_id, context, False, variant, turn, None))
-        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
+        request = self._request(tool, args, key, call_id, context, False, variant, turn, None)
+        return self._handed_out(request, self._decide(request))
 
     def handle_continued(self, tool: str, args: dict[str, Any], *, call_id: str | None = None, context: Any = None,
                          variant: bytes = b"", turn: int | None = None) -> Answer:
@@ -285,7 +285,15 @@ class Gate:
                 await asyncio.to_thread(wait.pending.done.wait)
                 step = functools.partial(self._repeated, request, wait.pending)
                 continue
-            return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
+            return self._handed_out(request, answer)
+
+    def _handed_out(self, request: Request, answer: Answer) -> Answer:
+        """The answer as the front end gets it: a copy of its response (the gate may hold it to answer a
+        repeat, and a refusal's is shared), except the response of a read that ran with no read cache: the
+        gate's own copy of the tool's result, which nothing else holds."""
+        if answer.outcome == "ran" and not request.write and not self._read_cache:
+            return answer
+        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
 
     def _request(self, tool: str, args: dict[str, Any], key: str | None, call_id: str | None, context: Any,
                  passed: bool, variant: bytes, turn: int | None, owner: Any) -> Request:
