@@ -254,10 +254,10 @@ class IdempotencyTest(unittest.TestCase):
     def test_retry_waits_for_the_original_in_flight(self) -> None:
         started, release, waiting = threading.Event(), threading.Event(), threading.Event()
 
-        class SignallingEvent(threading.Event):
-            def wait(self, timeout: float | None = None) -> bool:
+        class SignallingEvent(idempotency.Done):
+            def wait(self) -> bool:
                 waiting.set()
-                return super().wait(timeout)
+                return super().wait()
 
         class Pending(idempotency.Pending):
             def __init__(self) -> None:
@@ -1117,6 +1117,26 @@ class NestingTest(RecordCase):
                                           f"{MAX_NESTING} levels"})
         self.assertEqual(len(self.records()), 4)  # every reader can read the record back
 
+    def test_a_tuple_or_a_subclass_anywhere_is_measured_alike(self) -> None:
+        # the one-walk copy leaves these to the two walks: the limit and the message are the same
+        class Listing(list[Any]):
+            pass
+
+        def deep(levels: int, kind: str) -> dict[str, Any]:
+            value: Any = (1, 2) if kind == "tuple" else Listing([1])
+            for _ in range(levels - 2):
+                value = [value]
+            return {"value": value}
+
+        gate = Gate({"deep": deep}, Policy("a", frozenset({"deep"})))
+        for kind in ("tuple", "subclass"):
+            with self.subTest(kind=kind):
+                self.assertEqual(gate.call("deep", {"levels": MAX_NESTING, "kind": kind}), guard._copy_json(
+                    deep(MAX_NESTING, kind)))
+                self.assertEqual(gate.call("deep", {"levels": MAX_NESTING + 1, "kind": kind}), {
+                    "ok": False, "error": f"ValueError: tool result has no JSON form: nested deeper than "
+                                          f"{MAX_NESTING} levels"})
+
     def test_args_nested_too_deeply_are_a_host_error(self) -> None:
         value: Any = 1
         for _ in range(MAX_NESTING):
@@ -1125,6 +1145,47 @@ class NestingTest(RecordCase):
         with self.assertRaises(ValueError) as caught:
             gate.call("echo", {"value": value})
         self.assertEqual(str(caught.exception), f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
+
+
+class RecordBytesTest(RecordCase):
+    def test_the_gates_record_is_the_recorders_own_encoding_byte_for_byte(self) -> None:
+        # the gate hands the recorder the args (from the call's identity) and the response already encoded
+        tool = 'odd,"tool":name'
+        args = {"tool": ',"tool":"x"', "n": [1, 2.5, {"é": None}], "": True}
+        def echo(**given: Any) -> dict[str, Any]:
+            return {"echo": given, "text": "\u2028 \"quoted\" \U0001f600", "float": 1e-7, "big": 2**70}
+
+        for sealed in (True, False):
+            with self.subTest(sealed=sealed):
+                through_gate, direct = (os.path.join(self.directory, f"{name}-{sealed}.jsonl")
+                                        for name in ("gate", "direct"))
+                with SessionRecorder.open(through_gate, sealed=sealed, meta_keys=("outcome",)) as recorder:
+                    gate = Gate({tool: echo}, Policy("a", frozenset({tool})), recorder=recorder)
+                    self.assertEqual(gate.call(tool, args)["echo"], args)
+                with SessionRecorder.open(direct, sealed=sealed, meta_keys=("outcome",)) as recorder:
+                    recorder.append(tool, args, echo(**args), meta={"outcome": "ran"})
+                with open(through_gate, "rb") as first, open(direct, "rb") as second:
+                    self.assertEqual(first.read(), second.read())
+
+
+class DoneTest(unittest.TestCase):
+    def test_set_once_lets_every_waiter_go_and_again_does_nothing(self) -> None:
+        done = idempotency.Done()
+        self.assertFalse(done.is_set())
+        woken: list[bool] = []
+        waiters = [threading.Thread(target=lambda: woken.append(done.wait())) for _ in range(3)]
+        for waiter in waiters:
+            waiter.start()
+        for waiter in waiters:
+            waiter.join(0.05)
+        self.assertEqual(woken, [])  # all three still wait
+        done.set()
+        done.set()
+        for waiter in waiters:
+            waiter.join(10)
+        self.assertEqual(woken, [True, True, True])
+        self.assertTrue(done.is_set())
+        self.assertTrue(done.wait())  # set: returns at once
 
 
 class ConsoleApproverTest(unittest.TestCase):
@@ -1209,6 +1270,32 @@ class CopyTest(unittest.TestCase):
         answer = gate.call("t", {})
         kept[0]["items"][0]["n"] = 2
         self.assertEqual(answer, {"items": [{"n": 1}]})
+
+
+class HandedOutTest(unittest.TestCase):
+    def test_a_caller_that_changes_its_answer_changes_no_later_one(self) -> None:
+        # a held response (the read cache's, a write's for its repeat) and a refusal's are handed out as copies
+        def tools() -> dict[str, Any]:
+            return {"lookup": lambda n: {"items": [n]}, "cancel": lambda n: {"cancelled": [n]}}
+
+        policy = Policy("a", frozenset({"lookup", "cancel"}), frozenset({"cancel"}))
+        cases = [("lookup", True, {"items": [1]}), ("cancel", False, {"cancelled": [1]}),
+                 ("missing", False, {"ok": False, "error": "tool not allowed: missing"})]
+        for tool, read_cache, expected in cases:
+            with self.subTest(tool=tool):
+                gate = Gate(tools(), policy, read_cache=read_cache, confirm=lambda tool, args: True)
+                first = gate.call(tool, {"n": 1})
+                self.assertEqual(first, expected)
+                first.clear()
+                self.assertEqual(gate.call(tool, {"n": 1}), expected)
+
+    def test_a_read_run_without_the_read_cache_hands_out_the_gates_own_copy(self) -> None:
+        result = {"items": [1]}
+        gate = Gate({"lookup": lambda: result}, Policy("a", frozenset({"lookup"})))
+        answer = gate.handle("lookup", {})
+        self.assertEqual((answer.response, answer.outcome), ({"items": [1]}, "ran"))
+        self.assertIsNot(answer.response, result)
+        self.assertIsNot(answer.response["items"], result["items"])
 
 
 class HandleAsyncTest(unittest.TestCase):

@@ -60,6 +60,31 @@ class RecorderCase(unittest.TestCase):
             handle.write(data)
 
 
+class LinkHashTest(RecorderCase):
+    def test_links_are_the_same_bytes_with_hashlib_loaded_or_not(self) -> None:
+        # the recorder hashes with hashlib's SHA-256 once the process has loaded it, else the builtin one
+        import hashlib
+
+        without, loaded = self.path("without.jsonl"), self.path("loaded.jsonl")
+        with unittest.mock.patch.dict(sys.modules):
+            del sys.modules["hashlib"]
+            with unittest.mock.patch.object(hashlib, "sha256", side_effect=AssertionError("hashlib used")):
+                self.record(without, sealed=True)
+        calls: list[bytes] = []
+        original = hashlib.sha256
+
+        def counted(data: bytes = b"") -> Any:
+            calls.append(data)
+            return original(data)
+
+        with unittest.mock.patch.object(hashlib, "sha256", counted):
+            self.record(loaded, sealed=True)
+        self.assertEqual(len(calls), len(CALLS))
+        self.assertEqual(self.read_bytes(without), self.read_bytes(loaded))
+        code, out, err = cli("verify", loaded)
+        self.assertEqual((code, err), (0, ""), out)
+
+
 class PlainTest(RecorderCase):
     def test_lines_are_session_records(self) -> None:
         path = self.path()

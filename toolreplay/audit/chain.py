@@ -15,7 +15,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.checks import Check
-from toolreplay.format.records import LinkFact, Record, canonical_record_bytes, link_fact
+from toolreplay.format.records import LinkFact, Record, link_fact
 
 if TYPE_CHECKING:
     from toolreplay.audit.merkle import MerkleBuilder
@@ -69,9 +69,20 @@ def _link_bytes(index: int, tool: bytes, args: bytes, response: bytes, prev: str
 def link_line(index: int, tool: bytes, args: bytes, response: bytes, prev: str,
               meta: bytes | None = None, sha256: Callable[..., Any] = _sha256) -> tuple[bytes, str]:
     """One link line (with its newline) from canonical parts (`meta`: None for a format-1.0 record),
-    chained after `prev`; and its digest (`sha256`: the hash constructor to use)."""
-    digest: str = sha256(prev.encode("ascii") + canonical_record_bytes(index, tool, args, response, meta)).hexdigest()
-    return _link_bytes(index, tool, args, response, prev, digest, meta), digest
+    chained after `prev`; and its digest (`sha256`: the hash constructor to use). The bytes of
+    `canonical_record_bytes` and `format_link`, made in one join each (a recorder writes one a call)."""
+    join = b"".join
+    before = prev.encode("ascii")
+    number = b"%d" % index
+    if meta is None:
+        digest: str = sha256(join((before, b'{"args":', args, b',"index":', number, b',"response":', response,
+                                   b',"tool":', tool, b"}"))).hexdigest()
+        return join((b'{"index":', number, b',"tool":', tool, b',"args":', args, b',"response":', response,
+                     b',"prev":"', before, b'","digest":"', digest.encode("ascii"), b'"}\n')), digest
+    digest = sha256(join((before, b'{"args":', args, b',"index":', number, b',"meta":', meta, b',"response":',
+                          response, b',"tool":', tool, b"}"))).hexdigest()
+    return join((b'{"index":', number, b',"tool":', tool, b',"args":', args, b',"response":', response,
+                 b',"meta":', meta, b',"prev":"', before, b'","digest":"', digest.encode("ascii"), b'"}\n')), digest
 
 
 def format_link(record: Record, prev: str, digest: str) -> bytes:

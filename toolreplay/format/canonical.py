@@ -29,6 +29,9 @@ def format_number(value: int | float) -> str:
         return "0"
     if value.is_integer() and abs(value) < 2**53:
         return int.__repr__(int(value))
+    text = float.__repr__(value)
+    if "e" not in text and not text.endswith(".0"):  # 1e-4 <= |value| < 1e16 with a fraction: both forms agree
+        return text
     sign = "-" if value < 0 else ""
     mantissa, _, exp_text = repr(abs(value)).partition("e")
     whole, _, fraction = mantissa.partition(".")

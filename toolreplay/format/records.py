@@ -212,10 +212,17 @@ def ts_seconds(ts: str) -> float:
     return ts_nanoseconds(ts) / 1e9
 
 
+_last_second: tuple[int | None, str] = (None, "")  # format_ts's last whole second and its text: most calls share one
+
+
 def format_ts(nanoseconds: int) -> str:
     """A `meta.ts` for a time in nanoseconds since the Unix epoch, with millisecond precision or finer as needed."""
+    global _last_second
     seconds, fraction = divmod(nanoseconds, 1_000_000_000)
-    text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+    last_seconds, text = _last_second
+    if seconds != last_seconds:
+        text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
+        _last_second = (seconds, text)
     digits = f"{fraction:09d}".rstrip("0")
     return f"{text}.{digits.ljust(3, '0')}Z" if digits else f"{text}.000Z"
 

@@ -254,8 +254,8 @@ class Gate:
         `variant` is what else makes the request distinct (an MCP task request): an identical call with
         another variant is not answered by this one; a record holds no variant, so a continued record
         answers only calls without one; an unknown outcome refuses every variant."""
-        answer = self._decide(self._request(tool, args, key, call_id, context, False, variant, turn, None))
-        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
+        request = self._request(tool, args, key, call_id, context, False, variant, turn, None)
+        return self._handed_out(request, self._decide(request))
 
     def handle_continued(self, tool: str, args: dict[str, Any], *, call_id: str | None = None, context: Any = None,
                          variant: bytes = b"", turn: int | None = None) -> Answer:
@@ -285,7 +285,15 @@ class Gate:
                 await asyncio.to_thread(wait.pending.done.wait)
                 step = functools.partial(self._repeated, request, wait.pending)
                 continue
-            return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
+            return self._handed_out(request, answer)
+
+    def _handed_out(self, request: Request, answer: Answer) -> Answer:
+        """The answer as the front end gets it: a copy of its response (the gate may hold it to answer a
+        repeat, and a refusal's is shared), except the response of a read that ran with no read cache: the
+        gate's own copy of the tool's result, which nothing else holds."""
+        if answer.outcome == "ran" and not request.write and not self._read_cache:
+            return answer
+        return Answer(_copy_json(answer.response), answer.outcome, answer.index, answer.refusal)
 
     def _request(self, tool: str, args: dict[str, Any], key: str | None, call_id: str | None, context: Any,
                  passed: bool, variant: bytes, turn: int | None, owner: Any) -> Request:
@@ -302,13 +310,14 @@ class Gate:
             identity = self._identity(tool, args)
         except (CanonicalError, RecursionError) as exc:
             raise ValueError(f"args have no JSON form: {exc}") from None
-        if _too_deep(args):
-            raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels")
-        # what is checked, confirmed and recorded; the model's dict may change
+        try:  # what is checked, confirmed and recorded; the model's dict may change
+            copied = _copy_within(args)
+        except _TooDeep:
+            raise ValueError(f"args have no JSON form: nested deeper than {MAX_NESTING} levels") from None
         fresh = passed or (key is None and tool in self._repeatable)
         if turn is not None and (type(turn) is not int or turn < 0):
             raise ValueError("turn must be a non-negative integer or None")
-        return Request(tool, _copy_json(args), identity, key, tool in self._writes, fresh, call_id, turn, context,
+        return Request(tool, copied, identity, key, tool in self._writes, fresh, call_id, turn, context,
                      passed, variant, started_ns, started, owner)
 
     def needs_confirmation(self, tool: str, args: dict[str, Any], *, key: str | None = None,
@@ -651,25 +660,28 @@ class Gate:
         self._after_write(call)
         try:
             response = result if isinstance(result, dict) else {"result": result}
-            if _too_deep(response):
-                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels")
-            size = len(canonical_bytes(response))
-            response = _copy_json(response)  # the tool may keep and change what it returned
+            try:
+                copied = _copy_within(response)  # the tool may keep and change what it returned
+            except _TooDeep:
+                raise ValueError(f"tool result has no JSON form: nested deeper than {MAX_NESTING} levels") from None
+            encoded = canonical_bytes(copied)  # its size, and the bytes its record holds
+            response = copied
         except Exception as exc:  # the agent sees the failure; the host keeps running
             failure = _failure(_describe(exc))
             return self._finish(call, pending, intent, failure, len(failure["error"]) + 24)
         limit = self._policy.limits.max_result_bytes
+        size = len(encoded)
         with self._lock:
             self._result_bytes += size
             if limit is not None and self._result_bytes > limit and self._stop_reason is None:
                 self._stop_reason = "budget"
         if self._screen is not None:
             self._screen.check(call.tool, call.args, response)
-        return self._finish(call, pending, intent, response, size)
+        return self._finish(call, pending, intent, response, size, encoded)
 
     def _finish(self, call: Request, pending: Pending, intent: int | None, response: dict[str, Any],
-                size: int) -> Answer:
-        answer = self._record(call, response, "ran", intent)
+                size: int, encoded: bytes | None = None) -> Answer:
+        answer = self._record(call, response, "ran", intent, encoded=encoded)
         pending.response, pending.index, pending.refusal = answer.response, answer.index, answer.refusal
         self._store.hold(call, pending, size)
         return answer
@@ -689,11 +701,12 @@ class Gate:
         return self._record(call, refusal.response, outcome, refusal=refusal)
 
     def _record(self, call: Request, response: dict[str, Any], outcome: Outcome, intent: int | None = None, *,
-                refusal: Refusal | None = None) -> Answer:
+                refusal: Refusal | None = None, encoded: bytes | None = None) -> Answer:
         """Append the request with `response` before it is answered, with its `meta` (docs/format.md: when
         it reached the gate, how long until now, its call id, `outcome`, `mutates` for a tool that changes
         state); if that fails, the refusal that replaces it. A call that did not run (refused, cached,
-        cancelled) no longer counts for the rules."""
+        cancelled) no longer counts for the rules. `encoded` is the response's canonical bytes, when made
+        already: neither they nor the args (the call's identity holds them) are encoded again."""
         if call.ruling is not None and outcome not in COUNTED_OUTCOMES and self._rules is not None:
             self._rules.withdraw(call.ruling)
         if self._recorder is None:
@@ -719,8 +732,11 @@ class Gate:
             meta["mutates"] = True
         if self._record_meta is not None:
             meta.update(self._record_meta(call.tool) or ())
+        # the identity holds the args as a record without redaction does (a redacting recorder encodes its own)
+        args_bytes = _identity_args(call.identity) if self._recorder.redactor is None else None
         try:
-            index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta)
+            index = self._recorder.append(call.tool, call.args, response, intent=intent, meta=meta,
+                                          args_bytes=args_bytes, response_bytes=encoded)
         except (OSError, ValueError) as exc:
             self._recording_failed(exc)
             lost = Refusal("recording", "recording failed: " + (self._record_error or ""))
@@ -755,6 +771,12 @@ def _write_tools(policy: Policy, mutators: Iterable[str], repeatable: Iterable[s
     """A gate's writes and its repeatable writes (the policy's, and those named to the gate)."""
     repeats = frozenset(policy.repeatable_tools) | frozenset(repeatable)
     return frozenset(policy.write_tools) | frozenset(mutators) | repeats, repeats
+
+
+def _identity_args(identity: bytes) -> bytes:
+    """The canonical args of a call from its identity, `{"args":ARGS,"tool":TOOL}` ("args" sorts first; the
+    last `,"tool":` is the key's, since a quote inside the encoded tool name is escaped)."""
+    return identity[8:identity.rindex(b',"tool":')]
 
 
 def _failure(message: str) -> dict[str, Any]:
@@ -816,6 +838,37 @@ def _copy_json(value: Any) -> Any:
     if kind in _IMMUTABLE:
         return value
     return copy.deepcopy(value)
+
+
+class _TooDeep(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """_copy_within: the value nests deeper than MAX_NESTING levels."""
+
+
+class _Unusual(Exception):  # noqa: N818 - a signal inside the gate, not an error
+    """_copy_plain: a value other than a dict, a list or a scalar (a tuple, a subclass, a host's object)."""
+
+
+def _copy_within(value: Any) -> Any:
+    """`_copy_json` of a value nested at most MAX_NESTING levels, else _TooDeep (`_too_deep`'s levels): one walk
+    for dicts, lists and scalars; the two walks of `_too_deep` and `_copy_json` for anything else."""
+    try:
+        return _copy_plain(value, 1)
+    except _Unusual:
+        if _too_deep(value):
+            raise _TooDeep from None
+        return _copy_json(value)
+
+
+def _copy_plain(value: Any, depth: int) -> Any:
+    """A copy of a dict or a list of dicts, lists and scalars at `depth` (the top value's being 1)."""
+    if depth > MAX_NESTING:
+        raise _TooDeep
+    kind = type(value)
+    if kind is dict:
+        return {key: item if type(item) in _IMMUTABLE else _copy_plain(item, depth + 1) for key, item in value.items()}
+    if kind is list:
+        return [item if type(item) in _IMMUTABLE else _copy_plain(item, depth + 1) for item in value]
+    raise _Unusual
 
 
 def _too_deep(value: Any) -> bool:

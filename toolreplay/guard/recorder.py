@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import io
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -48,6 +49,11 @@ if TYPE_CHECKING:  # a checkpoint writer is handed in: a recorder without one (a
 __all__ = ["RecordingError", "ResumePoint", "SessionRecorder", "open_shared_intents"]
 
 _TORN = ("invalid JSON", "invalid UTF-8")
+
+# A link is hashed with hashlib's SHA-256 (OpenSSL: a third of the builtin's time a link) once the process has
+# loaded hashlib, as a long-lived front end has; else with the chain's builtin one, which a short-lived process
+# (a hook, one call) loads in a tenth of hashlib's import time. The digests are the same.
+_LINK_HASH = "hashlib"
 
 class RecordingError(ToolReplayError, OSError):
     """The record cannot be written (full disk, file deleted or replaced, recorder closed or stopped)."""
@@ -249,12 +255,16 @@ class SessionRecorder:
                 yield record
 
     def append(self, tool: str, args: dict[str, Any], response: dict[str, Any], *,
-               intent: int | None = None, meta: dict[str, Any] | None = None) -> int:
+               intent: int | None = None, meta: dict[str, Any] | None = None, args_bytes: bytes | None = None,
+               response_bytes: bytes | None = None) -> int:
         """Write one record and flush it; return its index; `intent` is settled once the line landed.
 
         `meta` is the record's format-1.1 `meta` (docs/format.md), left out when the recorder was opened
         with `format_1_0`. A value with no JSON form, or a `meta` the format does not allow, raises
-        ValueError (nothing written); a failed write raises RecordingError.
+        ValueError (nothing written); a failed write raises RecordingError. `args_bytes` and
+        `response_bytes` are the canonical bytes of `args` and `response` when the caller has them already
+        (the gate does): they are not encoded again. A redacting recorder ignores them (it records the
+        values redacted).
         """
         if not isinstance(tool, str) or not tool:
             raise ValueError("tool must be a non-empty string")
@@ -266,9 +276,13 @@ class SessionRecorder:
             meta = {key: value for key, value in meta.items() if key in self.meta_keys} or None
         if self.redactor is not None:
             args, response = self.redactor.args(args), self.redactor.response(response)
+            args_bytes = response_bytes = None
         try:  # encode before taking the lock: a value with no JSON form is refused, nothing written
-            tool_bytes, args_bytes, response_bytes = (canonical_bytes(tool), canonical_bytes(args),
-                                                      canonical_bytes(response))
+            tool_bytes = canonical_bytes(tool)
+            if args_bytes is None:
+                args_bytes = canonical_bytes(args)
+            if response_bytes is None:
+                response_bytes = canonical_bytes(response)
             meta_bytes = None
             if meta is not None:
                 check_meta(meta)
@@ -279,7 +293,12 @@ class SessionRecorder:
             self._check()
             index = self._next_index
             if self.sealed:
-                line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev, meta_bytes)
+                hashlib = sys.modules.get(_LINK_HASH)
+                if hashlib is None:
+                    line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev, meta_bytes)
+                else:  # see _LINK_HASH
+                    line, digest = link_line(index, tool_bytes, args_bytes, response_bytes, self._prev, meta_bytes,
+                                             hashlib.sha256)
             else:
                 line = (format_record(index, tool, args, response, meta) + "\n").encode("ascii")
             if self._needs_newline:

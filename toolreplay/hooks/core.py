@@ -394,11 +394,13 @@ class _HoldingRecorder(SessionRecorder):
     held: tuple[int | None, dict[str, Any]] | None = None
 
     def append(self, tool: str, args: dict[str, Any], response: dict[str, Any], *,
-               intent: int | None = None, meta: dict[str, Any] | None = None) -> int:
+               intent: int | None = None, meta: dict[str, Any] | None = None, args_bytes: bytes | None = None,
+               response_bytes: bytes | None = None) -> int:
         if meta is not None and meta.get("outcome") == "ran":
             self.held = (intent, dict(meta))
             return self.next_index
-        return super().append(tool, args, response, intent=intent, meta=meta)
+        return super().append(tool, args, response, intent=intent, meta=meta, args_bytes=args_bytes,
+                              response_bytes=response_bytes)
 
 
 def _open(base: str, cls: type[SessionRecorder] = SessionRecorder, *, keep_history: bool = False,
