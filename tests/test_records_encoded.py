@@ -18,7 +18,9 @@ from tests.test_records import BAD_SECOND_LINE, GOOD
 from tests.test_records_links import VALUES
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
-from toolreplay.format.records import Record, _encoded_record, iter_records
+from toolreplay.audit.chain import seal_fact
+from toolreplay.audit.replay import call_fact
+from toolreplay.format.records import PLAIN_FACTS, Record, _encoded_record, iter_facts, iter_records
 from toolreplay.format.strictjson import StrictLoader
 
 FIELDS = ("index", "tool", "args", "response", "line", "prev", "digest", "fast_canonical", "meta")
@@ -72,11 +74,23 @@ TAKEN = {
     "escapes other than a colon": '{"index":0,"tool":"t","args":{"\\u0061":"\\u00e9\\n\\"\\\\\\/"},"response":{}}',
     "meta": '{"index":0,"tool":"t","args":{},"response":{},"meta":{"ts":"2026-12-01T16:00:00.123Z","x-k":"a:b"}}',
     "floats": '{"index":0,"tool":"t","args":{"f":[0.5,1.0,-0.0,1E2]},"response":{"n":123456789012345678901234}}',
+    "a surrogate pair in a value": '{"index":0,"tool":"t","args":{"s":"\\ud83d\\ude00 \\uD83D\\uDE00"},"response":{}}',
+    "a pair in a value before a colon": '{"index":0,"tool":"t","args":{"s":"\\ud83d\\ude00 : x"},"response":{}}',
+    "an astral value written as itself": '{"index":0,"tool":"t","args":{"s":"😀","\\uffff":"😀"},"response":{}}',
+    "a pair in the tool and meta": '{"index":0,"tool":"t\\ud83d\\ude00","args":{},"response":{},'
+                                   '"meta":{"x-k":"\\ud83d\\ude00"}}',
 }
 
 # Lines the careful path must read (unusual, or an error it names).
 NOT_TAKEN = {
     "a lone surrogate": '{"index":0,"tool":"t","args":{"a":"\\ud800"},"response":{}}',
+    "a lone low surrogate": '{"index":0,"tool":"t","args":{},"response":{"a":"x\\uDC00"}}',
+    "half a pair after an escaped backslash": '{"index":0,"tool":"t","args":{"a":"\\\\ud83d\\ude00"},"response":{}}',
+    "two highs": '{"index":0,"tool":"t","args":{"a":"\\ud83d\\ud83d"},"response":{}}',
+    "a lone surrogate in the tool": '{"index":0,"tool":"t\\udfff","args":{},"response":{}}',
+    "a lone surrogate in meta": '{"index":0,"tool":"t","args":{},"response":{},"meta":{"x-k":"\\ud800"}}',
+    "an escaped astral key after a colon": '{"index":0,"tool":"t","args":{"a:\\ud83d\\ude00\\"":1,"\\uffff":2},'
+                                           '"response":{}}',
     "an escaped astral key": '{"index":0,"tool":"t","args":{"\\ud83d\\ude00":1,"\\uffff":2},"response":{}}',
     "an astral key": '{"index":0,"tool":"t","args":{"😀":1,"\\uffff":2},"response":{}}',
     "an escaped colon": '{"index":0,"tool":"t","args":{"s":"\\u003a"},"response":{}}',
@@ -89,6 +103,10 @@ NOT_TAKEN = {
     "a link": '{"index":0,"tool":"t","args":{},"response":{},"prev":"' + "0" * 64 + '","digest":"' + "a" * 64 + '"}',
     "deep nesting": '{"index":0,"tool":"t","args":{"a":' + "[" * 600 + "]" * 600 + '},"response":{}}',
 }
+
+
+VALID_NOT_TAKEN = ("an escaped astral key", "an astral key", "an escaped colon", "an escaped backslash before u003a",
+                   "an exotic float", "an escaped astral key after a colon")
 
 
 class EncodedReadingTest(unittest.TestCase):
@@ -144,6 +162,28 @@ class EncodedReadingTest(unittest.TestCase):
                          "s.jsonl:3: index 3 out of order: expected 2")
         self.assertEqual(self.assert_same(b"".join(lines[:4]) + lines[4][:-5])[1][:10], "s.jsonl:5:")
         self.assertEqual(len(self.assert_same(b"".join(lines[:4]) + lines[4][:-1])[0]), 5)
+
+    def test_facts_made_without_a_record_are_the_records_facts(self) -> None:
+        lines = [line.replace('"index":0', f'"index":{i}', 1).replace('"index": 0', f'"index": {i}', 1)
+                 for i, line in enumerate([*TAKEN.values(), *(NOT_TAKEN[name] for name in VALID_NOT_TAKEN)])]
+        lines += [json.dumps({"index": len(lines) + i, "tool": "t", "args": {"v": value}, "response": {"r": value},
+                              **({"meta": {"outcome": "refused", "mutates": True}} if i % 2 else {})})
+                  for i, value in enumerate(VALUES)]
+        data = "\n".join(lines).encode() + b"\n"
+        for extract in (seal_fact, call_fact):
+            with self.subTest(extract.__name__):
+                self.assertIn(extract, PLAIN_FACTS)
+                expected = [extract(record) for record in _read(data, True)[0]]
+                self.assertEqual(len(expected), len(lines))
+                self.assertEqual(list(iter_facts(io.BytesIO(data), "s.jsonl", extract, check_sequence=True)),
+                                 expected)
+                for name, line in DUPLICATES.items():  # and the same error, after the same facts
+                    bad = data + line.replace('"index":0', f'"index":{len(lines)}', 1).encode() + b"\n"
+                    facts = iter_facts(io.BytesIO(bad), "s.jsonl", extract, check_sequence=True)
+                    with self.subTest(name), self.assertRaises(InputError) as caught:
+                        self.assertEqual([next(facts) for _ in expected], expected)
+                        next(facts)
+                    self.assertEqual(str(caught.exception), _read(bad, False)[1])
 
     def test_random_damage_gives_the_careful_outcome(self) -> None:
         rng = random.Random(37)

@@ -161,6 +161,20 @@ class NotFastTest(unittest.TestCase):
                     self.assertEqual(caught.exception.message, _careful(line))
                     self.assertIn("must be 64 lower-case hex characters", caught.exception.message)
 
+    def test_a_prev_is_looked_at_unless_it_is_the_digest_the_link_before_states(self) -> None:
+        first = _link('"index":0,"tool":"t","args":{},"response":{}', digest="b" * 64)
+        second = '"index":1,"tool":"t","args":{},"response":{}'
+        for bad in ("B" * 64, "g" * 64, "b" * 63, "é" * 64):
+            with self.subTest(bad=bad), self.assertRaises(InputError) as caught:
+                list(iter_link_facts(io.BytesIO(first + _link(second, prev=bad)), "s"))
+            self.assertEqual(str(caught.exception), 's:2: field "prev" must be 64 lower-case hex characters')
+        facts = list(iter_link_facts(io.BytesIO(first + _link(second, prev="b" * 64)), "s"))
+        self.assertEqual([fact[1:] for fact in facts], [(GENESIS, "b" * 64), ("b" * 64, "a" * 64)])
+        # A chunk from the middle of a file knows no digest before its first link.
+        with self.assertRaises(InputError) as caught:
+            list(iter_link_facts(io.BytesIO(_link(second, prev="B" * 64)), "s", first_chunk=False))
+        self.assertEqual(caught.exception.message, 'field "prev" must be 64 lower-case hex characters')
+
     def test_duplicates_are_the_careful_error_through_the_reader(self) -> None:
         for name in ("duplicate key", "duplicate key with a short float", "duplicate key offset by exponents"):
             with self.subTest(name), self.assertRaises(InputError) as caught:

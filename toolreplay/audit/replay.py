@@ -19,7 +19,7 @@ from typing import Any
 from toolreplay.audit.checks import Check
 from toolreplay.audit.findings import FindingList
 from toolreplay.errors import ToolReplayError
-from toolreplay.format.records import Record
+from toolreplay.format.records import PLAIN_FACTS, PlainParts, Record, canonical_call_text
 
 __all__ = ["DEFAULT_MUTATORS", "ReplayReport", "CallFact", "StateFact", "audit_replay", "audit_call_facts",
            "call_fact", "state_fact", "audit_state_facts", "is_error_response", "counted_findings", "outcome_code",
@@ -170,6 +170,19 @@ def call_fact(record: Record) -> CallFact:
                 hash(record.canonical_response_text) & _HASH_MASK, RAN, False)
     return (record.index, record.tool, sha256(record.canonical_call).digest()[:15] + b"\x01",
             hash(record.canonical_response_text) & _HASH_MASK, outcome_code(record), meta.get("mutates") is True)
+
+
+def _plain_call_fact(parts: PlainParts) -> CallFact:
+    """`call_fact` of a plain record from its parts as the fast reading has them (`iter_facts`)."""
+    index, tool, _, _, meta, args_text, response_text, _ = parts
+    key = sha256(canonical_call_text(args_text, tool).encode("utf-8")).digest()[:15] + b"\x01"
+    if meta is None:
+        return index, tool, key, hash(response_text) & _HASH_MASK, RAN, False
+    return (index, tool, key, hash(response_text) & _HASH_MASK, _OUTCOME_CODES[meta.get("outcome", "ran")],
+            meta.get("mutates") is True)
+
+
+PLAIN_FACTS[call_fact] = _plain_call_fact
 
 
 def audit_replay(records: Iterable[Record], mutators: Iterable[str] = DEFAULT_MUTATORS) -> ReplayReport:

@@ -34,9 +34,11 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 from toolreplay.errors import InputError, ToolReplayError
 from toolreplay.format.records import (
     MAX_LINE_BYTES,
+    PLAIN_FACTS,
     STDIN_NAME,
     Record,
     TornLineError,
+    iter_facts,
     iter_link_facts,
     iter_records,
     link_fact,
@@ -184,6 +186,9 @@ def _serial(handle: IO[bytes], display: str, links: bool, extract: Callable[[Rec
     if links and extract is link_fact:
         facts: Iterator[T] = iter_link_facts(handle, display, max_line=max_line)  # type: ignore[assignment]
         return facts
+    if encodes and not links and extract in PLAIN_FACTS:  # seal, replay: no Record a plain line
+        made: Iterator[T] = iter_facts(handle, display, extract, check_sequence=True, max_line=max_line)
+        return made
     # map, not a generator of our own: one Python frame less to resume a record
     return map(extract, iter_records(handle, display, check_sequence=not links, require_sealed=links,
                                      max_line=max_line, encodes=encodes))
@@ -274,6 +279,10 @@ def _reread(fd: int, path: str, start: int, end: int, first_chunk: bool, links: 
         if links and extract is link_fact:
             yield from iter_link_facts(io.BytesIO(_pread(fd, start, end)), path,  # type: ignore[misc]
                                        first_chunk=first_chunk, resume=state, max_line=max_line)
+            return
+        if encodes and not links and extract in PLAIN_FACTS:
+            yield from iter_facts(io.BytesIO(_pread(fd, start, end)), path, extract, check_sequence=True,
+                                  first_chunk=first_chunk, resume=state, max_line=max_line)
             return
         for record in iter_records(io.BytesIO(_pread(fd, start, end)), path, check_sequence=not links,
                                    require_sealed=links, first_chunk=first_chunk, resume=state, max_line=max_line,

@@ -11,7 +11,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from json.encoder import encode_basestring
@@ -26,11 +26,13 @@ from toolreplay.format.strictjson import (
     encode_plain,
     has_astral_key,
     json_type_name,
+    may_hold_astral_key,
     may_hold_astral_literal,
     scan_canonical_numbers,
 )
 
-__all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "link_fact", "LinkFact",
+__all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "iter_facts", "PLAIN_FACTS",
+           "PlainParts", "canonical_call_text", "link_fact", "LinkFact",
            "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
            "format_ts", "RECORD_FIELDS", "LINK_FIELDS", "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED",
@@ -144,7 +146,7 @@ class Record:
     def canonical_call(self) -> bytes:
         """Canonical bytes of {"tool": TOOL, "args": ARGS}: equal bytes, identical calls."""
         if self.texts is not None:
-            return ('{"args":' + self.texts[0] + ',"tool":' + encode_basestring(self.tool) + "}").encode("utf-8")
+            return canonical_call_text(self.texts[0], self.tool).encode("utf-8")
         if self.fast_canonical:  # one encoding of the pair, not two joined
             return encode_plain({"args": self.args, "tool": self.tool}).encode("utf-8")
         return b'{"args":' + self.canonical_args + b',"tool":' + self.canonical_tool + b"}"
@@ -167,6 +169,11 @@ class Record:
             return self.record_bytes
         return canonical_record_bytes(self.index, self.canonical_tool, self.canonical_args, self.canonical_response,
                                       self.canonical_meta)
+
+
+def canonical_call_text(args_text: str, tool: str) -> str:
+    """The canonical text of {"tool": TOOL, "args": ARGS} from the canonical text of ARGS."""
+    return '{"args":' + args_text + ',"tool":' + encode_basestring(tool) + "}"
 
 
 def canonical_record_bytes(index: int, tool: bytes, args: bytes, response: bytes, meta: bytes | None = None) -> bytes:
@@ -351,6 +358,8 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
         check_meta(obj["meta"])
 
 
+GENESIS_DIGEST = "0" * 64  # the prev of a chain's first link
+
 # What a link line holds beyond its canonical record: ,"prev":"<64 hex>" and ,"digest":"<64 hex>".
 _LINK_EXTRA = len(',"prev":""') + 64 + len(',"digest":""') + 64
 
@@ -363,13 +372,14 @@ def link_fact(record: Record) -> LinkFact:
     return record.canonical_record, record.prev, record.digest
 
 
-def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
+def _canonical_link(raw: bytes, previous: str | None = None) -> tuple[LinkFact, dict[str, Any]] | None:
     """The link on a line as `seal` writes it (compact, each float in its canonical text): its fact (canonical
     record, prev, digest), taken from one encoding of the parsed line, and the parsed record without prev and
     digest; None for any other line, which the careful path then reads (and names what is wrong with it).
     The record equals the careful path's: see `scan_canonical_numbers` for why a line whose canonical record
     is exactly as long as the line without prev and digest has no duplicate key; every other rule is checked
-    here as there, or the line goes there."""
+    here as there, or the line goes there. `previous`: the digest the link before states, known to be 64
+    lower-case hex characters (None when not known): a prev equal to it needs no look at its characters."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -390,9 +400,10 @@ def _canonical_link(raw: bytes) -> tuple[LinkFact, dict[str, Any]] | None:
             return None
     index, tool, prev, digest = obj["index"], obj["tool"], obj.pop("prev"), obj.pop("digest")
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(obj["args"]) is not dict
-            or type(obj["response"]) is not dict or type(prev) is not str or type(digest) is not str
-            or len(prev) != 64 or len(digest) != 64 or not prev.isascii() or not digest.isascii()
-            or prev.encode("ascii").translate(None, _HEX_BYTES) or digest.encode("ascii").translate(None, _HEX_BYTES)):
+            or type(obj["response"]) is not dict or type(digest) is not str or len(digest) != 64
+            or not digest.isascii() or digest.encode("ascii").translate(None, _HEX_BYTES)
+            or (prev != previous and (type(prev) is not str or len(prev) != 64 or not prev.isascii()
+                                      or prev.encode("ascii").translate(None, _HEX_BYTES)))):
         return None  # (the hex digits deleted from a byte string leave nothing: a third of str.strip's time)
     canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
     if len(canonical) + _LINK_EXTRA != end:
@@ -419,15 +430,39 @@ def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
                   obj.get("meta"), record)
 
 
-# An escape the fast reading of a plain line leaves to the careful one: \\uD800-\\uDFFF (a surrogate, lone or
-# paired) and \\u003a (a colon, which would spoil the count of colons in `_encoded_record`).
+# The escapes the fast reading of a plain line looks for: \\uD800-\\uDFFF (a surrogate: a pair is one character,
+# half of one an error) and \\u003a (a colon, which would spoil the count of colons in `_encoded_parts`: such
+# a line is left to the careful reading).
 _ESCAPE_TO_CHECK = re.compile(rb"\\u(?:[dD]|003[aA])")
+_COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
+# A surrogate left alone in a parsed string (an escape of one half of a pair without the other: the scanner
+# joins a whole pair into one character), which no UTF-8 text can hold.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+# A plain record as the fast reading has it: index, tool, args, response, meta (or None), and the canonical texts
+# of args, response and meta (or None).
+PlainParts = tuple[int, str, dict[str, Any], dict[str, Any], "dict[str, Any] | None", str, str, "str | None"]
+
+# For a check's fact function (of a Record) that a caller registers, the function making the same fact from a
+# plain record's parts, so that the fast reading of such a check makes no Record (seal, replay: `iter_facts`).
+PLAIN_FACTS: dict[Callable[[Record], Any], Callable[[PlainParts], Any]] = {}
 
 
 def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | None:
+    """`_encoded_parts` as a Record (its texts the canonical args, response and meta), or None."""
+    parts = _encoded_parts(raw, loader)
+    if parts is None:
+        return None
+    index, tool, args, response, meta, args_text, response_text, meta_text = parts
+    return Record(index, tool, args, response, lineno, None, None, True, meta, None, (args_text, response_text,
+                                                                                   meta_text))
+
+
+def _encoded_parts(raw: bytes, loader: StrictLoader) -> PlainParts | None:
     """A plain record read without a Python call per object, for a reader whose caller encodes its parts
-    anyway (replay, seal): the record with its canonical args, response and meta texts, or None for any line
+    anyway (replay, seal): its parts with the canonical args, response and meta texts, or None for any line
     the careful path must read (anything unusual, and every error: that path names it).
 
     No duplicate key, proven by counting colons. When the line holds no \\u003a escape, every colon in a
@@ -438,7 +473,8 @@ def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | N
     replaced (its own colon, and those of its key and value): the counts are equal exactly when no object
     anywhere in the line repeats a key. Every other rule is the careful path's: the same parser (its float
     hook, the nesting limit), the same field and type checks, `check_meta`."""
-    if _ESCAPE_TO_CHECK.search(raw) is not None:
+    escape = _ESCAPE_TO_CHECK.search(raw)  # (one search for both: most lines have neither)
+    if escape is not None and _COLON_ESCAPE.search(raw, escape.start()) is not None:
         return None
     try:
         text = raw.decode("utf-8")
@@ -459,7 +495,7 @@ def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | N
             return None
     index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
-            or type(response) is not dict or (may_hold_astral_literal(text) and has_astral_key(obj))):
+            or type(response) is not dict or (may_hold_astral_key(text, escape is not None) and has_astral_key(obj))):
         return None
     args_text = encode_plain(args)
     response_text = encode_plain(response)
@@ -470,8 +506,13 @@ def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | N
         colons += 1 + meta_text.count(":")
     if raw.count(b":") != colons:
         return None
-    return Record(index, tool, args, response, lineno, None, None, True, meta, None, (args_text, response_text,
-                                                                                   meta_text))
+    # A surrogate escape: a pair is one character once parsed (and written as itself), half a pair is an error
+    # the careful path names.
+    if escape is not None and (
+            _LONE_SURROGATE.search(tool) or _LONE_SURROGATE.search(args_text)
+            or _LONE_SURROGATE.search(response_text) or (meta_text is not None and _LONE_SURROGATE.search(meta_text))):
+        return None
+    return index, tool, args, response, meta, args_text, response_text, meta_text
 
 
 def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_sealed: bool,
@@ -488,6 +529,16 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     return records
 
 
+def iter_facts(handle: IO[bytes], path: str, extract: Callable[[Record], Any], *, check_sequence: bool,
+               first_chunk: bool = True, resume: tuple[bool | None, int | None] | None = None,
+               max_line: int = MAX_LINE_BYTES) -> Iterator[Any]:
+    """`map(extract, iter_records(..., encodes=True))` over a session's records, the same facts and errors, for
+    an `extract` in PLAIN_FACTS: a plain record the fast reading takes is made into its fact without a Record."""
+    facts: Iterator[Any] = _read_lines(handle, path, check_sequence, False, first_chunk, resume, max_line, False,
+                                       True, extract)
+    return facts
+
+
 def iter_link_facts(handle: IO[bytes], path: str, *, first_chunk: bool = True,
                     resume: tuple[bool | None, int | None] | None = None,
                     max_line: int = MAX_LINE_BYTES) -> Iterator[LinkFact]:
@@ -499,8 +550,10 @@ def iter_link_facts(handle: IO[bytes], path: str, *, first_chunk: bool = True,
 
 def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_sealed: bool, first_chunk: bool,
                 resume: tuple[bool | None, int | None] | None, max_line: int, facts: bool,
-                encodes: bool) -> Iterator[Any]:
-    """`iter_records`, or with `facts` (links only) `iter_link_facts`: one loop, so that both read alike."""
+                encodes: bool, extract: Callable[[Record], Any] | None = None) -> Iterator[Any]:
+    """`iter_records`, with `facts` (links only) `iter_link_facts`, with `extract` `iter_facts`: one loop, so
+    that all read alike."""
+    plain = None if extract is None else PLAIN_FACTS[extract]
     loader = StrictLoader()
     loads = loader.loads
     sealed: bool | None = True if require_sealed else None
@@ -513,25 +566,32 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
     readline = handle.readline
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
+    previous = GENESIS_DIGEST if first_chunk and resume is None else None  # the digest the link before states
     fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
     fast_plain = encodes and not require_sealed  # plain records for a caller that encodes: `_encoded_record`
     while raw := readline(bound):
         lineno += 1
         if fast_plain and sealed is not True and raw[-1:] == b"\n":
-            record = _encoded_record(raw, lineno, loader)
-            if record is not None and (record.index == expected_index or not check_sequence
-                                       or expected_index is None):
+            parts = _encoded_parts(raw, loader)
+            if parts is not None and (parts[0] == expected_index or not check_sequence or expected_index is None):
                 sealed = False  # as the careful path decides at a plain record
-                expected_index = record.index + 1
+                expected_index = parts[0] + 1
                 records += 1
-                yield record
+                if plain is not None:
+                    yield plain(parts)
+                else:
+                    index, tool, args, response, meta, args_text, response_text, meta_text = parts
+                    yield Record(index, tool, args, response, lineno, None, None, True, meta, None,
+                                 (args_text, response_text, meta_text))
                 continue
         if fast_links and raw[-1:] == b"\n":
             if facts:
-                found = _canonical_link(raw)
+                found = _canonical_link(raw, previous)
                 if found is not None:
                     records += 1
-                    yield found[0]
+                    fact = found[0]
+                    previous = fact[2]
+                    yield fact
                     continue
             else:
                 link = _read_canonical_link(raw, lineno)
@@ -589,8 +649,7 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
             if surrogate_escape:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             # One look at the line decides for all its parts whether the C encoder's key order is canonical.
-            fast = not loader.exotic and not ((surrogate_escape or may_hold_astral_literal(text))
-                                              and has_astral_key(obj))
+            fast = not loader.exotic and not (may_hold_astral_key(text, surrogate_escape) and has_astral_key(obj))
             record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"), fast,
                             obj.get("meta"))
         except JSONLineError as exc:
@@ -601,7 +660,13 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
                 raise TornLineError(path, lineno, message, len(raw)) from None
             raise InputError(path, lineno, message) from None
         records += 1
-        yield (record.canonical_record, record.prev, record.digest) if facts else record
+        if facts:
+            previous = record.digest
+            yield record.canonical_record, record.prev, record.digest
+        elif extract is not None:
+            yield extract(record)
+        else:
+            yield record
 
 
 def read_session(handle: IO[bytes], path: str, max_line: int = MAX_LINE_BYTES) -> Iterator[Record]:
