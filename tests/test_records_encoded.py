@@ -16,10 +16,10 @@ from typing import Any
 
 from tests.test_records import BAD_SECOND_LINE, GOOD
 from tests.test_records_links import VALUES
-from toolreplay.errors import InputError
-from toolreplay.format.canonical import canonical_bytes, canonical_json
 from toolreplay.audit.chain import seal_fact
 from toolreplay.audit.replay import call_fact
+from toolreplay.errors import InputError
+from toolreplay.format.canonical import canonical_bytes, canonical_json
 from toolreplay.format.records import PLAIN_FACTS, Record, _encoded_record, iter_facts, iter_records
 from toolreplay.format.strictjson import StrictLoader
 

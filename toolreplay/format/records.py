@@ -20,15 +20,17 @@ from typing import IO, Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.strictjson import (
+    MAX_NESTING,
     JSONLineError,
     StrictLoader,
+    c_encode_chunks,
     canonical_value,
     encode_plain,
     has_astral_key,
     json_type_name,
     may_hold_astral_key,
     may_hold_astral_literal,
-    scan_canonical_numbers,
+    scan_canonical_numbers_at,
 )
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "iter_facts", "PLAIN_FACTS",
@@ -384,10 +386,12 @@ def _canonical_link(raw: bytes, previous: str | None = None) -> tuple[LinkFact, 
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    found = scan_canonical_numbers(text)
-    if found is None:
+    if len(text) > 2 * MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
+        return None  # (scan_canonical_numbers's test: its call made here, the scanner's called at once)
+    try:
+        obj, end = scan_canonical_numbers_at(text, 0)
+    except (StopIteration, ValueError, RecursionError):
         return None
-    obj, end = found
     if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
         return None
     keys = obj.keys()
@@ -405,7 +409,8 @@ def _canonical_link(raw: bytes, previous: str | None = None) -> tuple[LinkFact, 
             or (prev != previous and (type(prev) is not str or len(prev) != 64 or not prev.isascii()
                                       or prev.encode("ascii").translate(None, _HEX_BYTES)))):
         return None  # (the hex digits deleted from a byte string leave nothing: a third of str.strip's time)
-    canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
+    # the record's five or four remaining fields, sorted: its canonical record
+    canonical = encode_plain(obj) if c_encode_chunks is None else "".join(c_encode_chunks(obj, 0))
     if len(canonical) + _LINK_EXTRA != end:
         return None
     # A key beyond U+FFFF sorts otherwise in UTF-16. Written as itself, it makes the text 4 bytes a character

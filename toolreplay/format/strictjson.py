@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -20,7 +21,7 @@ from toolreplay.format.canonical import canonical_json
 
 __all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "parse_json_bytes",
            "MAX_NESTING", "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal", "may_hold_astral_key",
-           "has_astral_key", "encode_plain", "scan_canonical_numbers"]
+           "has_astral_key", "encode_plain", "scan_canonical_numbers", "scan_canonical_numbers_at", "c_encode_chunks"]
 
 # Arrays and objects nest at most this deep in anything ToolReplay reads: sessions, sealed files, logs
 # to import, permission files, suites. Fixed, so that the verdict never depends on the command, on
@@ -40,10 +41,8 @@ _EMPTY_WIDE_SIZE = sys.getsizeof("\U00010000") - 4 * 2 if sys.implementation.nam
 def may_hold_astral_literal(text: str) -> bool:
     """Whether `text` may hold a character beyond U+FFFF written as itself (at once on CPython, from the
     string's size); one written as a surrogate-pair escape is the caller's to look for."""
-    return not text.isascii() and _may_hold_astral(text)
-
-
-def _may_hold_astral(text: str) -> bool:
+    if text.isascii():
+        return False
     if _EMPTY_WIDE_SIZE is None:
         return _ASTRAL.search(text) is not None
     return sys.getsizeof(text) >= _EMPTY_WIDE_SIZE + 4 * (len(text) + 1)
@@ -65,7 +64,7 @@ def may_hold_astral_key(text: str, escapes: bool) -> bool:
     with such an escape in a value only (emoji in a JSON text written in ASCII) then needs no walk."""
     if escapes and _ASTRAL_ESCAPE_IN_KEY.search(text) is not None:
         return True
-    return not text.isascii() and _may_hold_astral(text)
+    return may_hold_astral_literal(text)
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
@@ -129,7 +128,7 @@ def canonical_value(value: Any, fast: bool) -> bytes:
         return encode_basestring(value).encode("utf-8")
     if fast and _c_encode is not None:
         text = "".join(_c_encode(value, 0))
-        if not text.isascii() and _may_hold_astral(text) and _has_astral_key(value):
+        if may_hold_astral_literal(text) and _has_astral_key(value):
             text = canonical_json(value)
     else:
         text = canonical_json(value)
@@ -245,6 +244,11 @@ def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
 
+# The C encoder's chunks of a value (`encode_plain` joins them), None where the interpreter has no C encoder: for
+# a caller on a hot path that makes the call itself.
+c_encode_chunks: Callable[[Any, int], Any] | None = _c_encode
+
+
 def encode_plain(value: Any) -> str:
     """The C encoder's text of a value (sorted keys, no white space): its canonical text when it was parsed
     by StrictLoader, held no exotic float and has no astral key (`has_astral_key`); the caller checks."""
@@ -268,6 +272,12 @@ def _canonical_float(text: str) -> float:
 
 _scan_canonical_numbers: Any = getattr(  # noqa: B009 - set in __init__, not in the type stubs
     json.JSONDecoder(parse_float=_canonical_float, parse_constant=_reject_constant), "scan_once")
+
+
+# `scan_canonical_numbers`'s scanner, for a caller on a hot path that makes the call itself: (text, start) ->
+# (value, end), raising StopIteration, ValueError or RecursionError where `scan_canonical_numbers` answers None
+# (the caller counts brackets first, as it does, for the nesting limit).
+scan_canonical_numbers_at: Callable[[str, int], tuple[Any, int]] = _scan_canonical_numbers
 
 
 def scan_canonical_numbers(text: str) -> tuple[Any, int] | None:
