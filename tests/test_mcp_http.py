@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -779,8 +780,7 @@ class LoopPathTest(HttpWorkspace):
 
         policy = Policy(agent="loop", allowed_tools=frozenset({"lookup", "fail", "slow"}))
         listener = HttpListener(lambda headers: HttpServer(url, loop=listener.loop), policy, records=records,
-                                diagnostics=open(os.devnull, "w", encoding="utf-8"))
-        self.addCleanup(listener._diagnostics.close)  # type: ignore[attr-defined]
+                                diagnostics=io.StringIO())
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
         def call(http: httpx.Client, number: int, name: str, arguments: dict[str, Any]) -> Any:
