@@ -737,6 +737,41 @@ class ConfirmationDeferredTest(unittest.TestCase):
         self.assertEqual(tools.runs, [("cancel_order", {"order_id": 1}), ("get_order", {"order_id": 1})])
 
 
+class PlainReadTest(unittest.TestCase):
+    """`Gate.plain_read`: no call of the tool can ever ask a person, nor write an intent (the MCP listener runs
+    such a call in its event loop, where nothing may wait)."""
+
+    def test_a_tool_no_write_rule_or_host_flag_touches(self) -> None:
+        from toolreplay.guard.host import FunctionHost
+        from toolreplay.policy.model import parse_policy
+
+        ruled = parse_policy({
+            "agent": "support", "allowed_tools": ["get_order", "cancel_order", "echo", "fail"],
+            "write_tools": ["cancel_order"], "repeatable_tools": ["fail"],
+            "rules": [{"id": "loud", "tools": ["echo"], "effect": "ask", "reason": "a person reads it",
+                       "when": [{"arg": "value", "eq": "loud"}]}]})
+        everyone = parse_policy({"agent": "support", "allowed_tools": ["get_order"],
+                                 "rules": [{"id": "any", "tools": ["*"], "effect": "deny", "reason": "never on 9",
+                                            "when": [{"arg": "order_id", "eq": 9}]}]})
+
+        class Asking(FunctionHost):
+            def asks(self, tool: str, args: dict[str, Any], context: Any) -> bool:
+                return False
+
+        cases = [(make_gate()[0], "get_order", True),                            # a read
+                 (make_gate()[0], "delete_everything", True),                    # refused, never asked
+                 (make_gate()[0], "cancel_order", False),                        # a write tool
+                 (make_gate(mutators=["get_order"])[0], "get_order", False),     # a mutator
+                 (make_gate(ruled)[0], "fail", False),                           # a repeatable tool
+                 (make_gate(ruled)[0], "echo", False),                           # a rule names it
+                 (make_gate(ruled)[0], "get_order", True),                       # rules of other tools only
+                 (make_gate(everyone)[0], "get_order", False),                   # a rule for every tool
+                 (Gate(Asking(Tools().mapping(), None), POLICY), "get_order", False)]  # the host's own flag
+        for gate, tool, expected in cases:
+            with self.subTest(tool=tool, expected=expected):
+                self.assertIs(gate.plain_read(tool), expected)
+
+
 class NeedsConfirmationTest(unittest.TestCase):
     """`Gate.needs_confirmation`: would this call ask now? (for frameworks that ask before calling the tool)"""
 

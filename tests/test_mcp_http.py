@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import http.server
 import importlib.util
+import io
 import json
 import os
 import shutil
@@ -677,9 +678,9 @@ class HttpBothSidesTest(HttpWorkspace):
                          [("lookup", "ran"), ("lookup", "ran"), ("lookup", "ran")])
 
     def test_a_call_the_worker_reads_itself_is_cancelled_and_the_next_goes_on(self) -> None:
-        """With JSON answers the router's worker POSTs a call and reads its answer itself: a cancellation while
-        the server runs it ends the client's POST at once and records the call cancelled, as on the loop's
-        path; the next call is answered."""
+        """With JSON answers the call's own task POSTs it and reads its answer itself (a plain read in the
+        listener's loop; LoopPathTest has the worker's way too): a cancellation while the server runs it ends
+        the client's POST at once and records the call cancelled; the next call is answered."""
         import httpx
 
         from tests.test_mcp_http_listen import Listener
@@ -746,6 +747,90 @@ class HttpBothSidesTest(HttpWorkspace):
         self.assertEqual(code, 0, stderr)
         self.assertEqual([(r["tool"], r["meta"]["outcome"], r["meta"]["x-server"]) for r in self.records_of()],
                          [("remote__lookup", "ran", "remote"), ("local__echo", "ran", "local")])
+
+
+class LoopPathTest(HttpWorkspace):
+    """A plain read behind a listener whose upstream is a URL runs in the listener's event loop (`Router._loop_call`:
+    no worker thread); it must leave the record a worker leaves, byte for byte, a cancelled call included."""
+
+    def session(self, records: str, url: str, worker: bool) -> tuple[list[Any], int, bytes]:
+        """Four calls (one ran, one refused, one the server fails, one cancelled as it ran), then one more, in a
+        listener in this process (its gate's clocks fixed); the answers, the calls run in the loop, the record."""
+        from unittest import mock
+
+        import httpx
+
+        from toolreplay.mcp.http.listen import HttpListener
+        from toolreplay.mcp.http.upstream import HttpServer
+        from toolreplay.mcp.router import Router
+        from toolreplay.policy.model import Policy
+
+        class FixedTime:  # the gate's clock for `duration_ms`: every call takes no time
+            @staticmethod
+            def perf_counter() -> float:
+                return 1.0
+
+        in_loop = []
+        loop_call = Router._loop_call
+
+        def counted(router: Router, context: Any) -> bool:
+            started = not worker and loop_call(router, context)
+            in_loop.append(started)
+            return started
+
+        policy = Policy(agent="loop", allowed_tools=frozenset({"lookup", "fail", "slow"}))
+        listener = HttpListener(lambda headers: HttpServer(url, loop=listener.loop), policy, records=records,
+                                diagnostics=io.StringIO())
+        headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+        def call(http: httpx.Client, number: int, name: str, arguments: dict[str, Any]) -> Any:
+            return http.post(listener.url, headers=headers, json={
+                "jsonrpc": "2.0", "id": number, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}}).json()
+
+        with mock.patch("toolreplay.guard.gate.time", FixedTime), mock.patch.object(Router, "_loop_call", counted):
+            listener.start()
+            with httpx.Client(timeout=30) as http, httpx.Client(timeout=30) as other:
+                opened = http.post(listener.url, headers=headers, json={
+                    "jsonrpc": "2.0", "id": 0, "method": "initialize",
+                    "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                               "clientInfo": {"name": "t", "version": "1"}}})
+                headers["mcp-session-id"] = opened.headers["mcp-session-id"]
+                headers["mcp-protocol-version"] = "2025-06-18"
+                [session] = listener._sessions.values()
+                session.proxy._gate._wall_clock = lambda: 1_700_000_000_000_000_000
+                http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+                answers = [call(http, 1, "lookup", {"key": "a"}), call(http, 2, "delete_all", {}),
+                           call(http, 3, "fail", {})]
+                held: dict[str, Any] = {}
+                waiting = threading.Thread(target=lambda: held.update(answer=call(other, 4, "slow", {"seconds": 10})))
+                waiting.start()
+                time.sleep(0.5)
+                http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                              "params": {"requestId": 4}})
+                waiting.join(timeout=20)
+                answers += [held.get("answer"), call(http, 5, "lookup", {"key": "b"})]
+            listener.close()
+        [name] = [name for name in os.listdir(records) if name.endswith(".jsonl")]
+        with open(os.path.join(records, name), "rb") as record:
+            return answers, sum(in_loop), record.read()
+
+    def test_a_read_in_the_loop_leaves_the_record_a_worker_leaves(self) -> None:
+        url, _ = start_http_server(self, "--notes", self.notes, "--json")
+        loop = self.session(os.path.join(self.directory, "loop"), url, worker=False)
+        workers = self.session(os.path.join(self.directory, "workers"), url, worker=True)
+        self.assertEqual((loop[1], workers[1]), (5, 0))  # every call in the loop, then every call on a worker
+        self.assertEqual(loop[0], workers[0])
+        self.assertEqual(loop[0][0]["result"]["content"][0]["text"], "value of a")
+        self.assertEqual(loop[0][3], {"jsonrpc": "2.0", "id": 4, "error": {"code": -32800,
+                                                                         "message": "Request cancelled"}})
+        self.assertEqual(loop[2], workers[2])
+        records = [json.loads(line) for line in loop[2].splitlines()]
+        self.assertEqual([(r["tool"], r["meta"]["outcome"], r["response"].get("error")) for r in records], [
+            ("lookup", "ran", None), ("delete_all", "refused", "tool not allowed: delete_all"),
+            ("fail", "ran", None),
+            ("slow", "cancelled", "cancelled: the client cancelled the call while the server ran it"),
+            ("lookup", "ran", None)])
 
 
 if __name__ == "__main__":

@@ -344,6 +344,13 @@ class Gate:
         return (self._store.earlier(call) is None and self._needs_confirmation(call, ruling)
                 and self._remembered(call) is None)
 
+    def plain_read(self, tool: str) -> bool:
+        """Whether no call of `tool` can ever ask `confirm`, nor write an intent: it is no write (of the policy
+        or named to the gate), no rule applies to it, and the host has no approval flag of its own. A front end
+        may run such a call where nothing may wait for a person (`handle_async` in its event loop)."""
+        return (tool not in self._writes and self._host_asks is None
+                and (self._rules is None or not self._rule_set.applies_to(tool)))
+
     def _identity(self, tool: str, args: dict[str, Any]) -> bytes:
         """The call's canonical form, as the record holds it: a redacting record holds the redacted call,
         which is what repeats are matched by, in this session and in a continued record (equal secrets

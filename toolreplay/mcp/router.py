@@ -25,12 +25,13 @@ reported on the diagnostics stream and answered with a Parse error (id null).
 
 from __future__ import annotations
 
+import functools
 import json
 import queue
 import re
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from toolreplay.format.text import escape_text
 from toolreplay.guard.approvals import Decided, Remember
@@ -59,6 +60,9 @@ from toolreplay.mcp.wire import (
     refused_unrun,
 )
 from toolreplay.policy.model import Policy
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["BATCH_VERSIONS", "GUARDED", "CallContext", "Router"]
 
@@ -102,6 +106,11 @@ class _Turns:
             self._waiting += 1
             self._changed.wait_for(lambda: context.cancelled or not self._open or min(self._open) >= ticket)
             self._waiting -= 1
+
+    def ready(self, ticket: int) -> bool:
+        """Whether every earlier ticket is released already (`wait` would not wait)."""
+        with self._changed:
+            return not self._open or min(self._open) >= ticket
 
     def release(self, ticket: int) -> None:
         with self._changed:
@@ -159,7 +168,8 @@ class Router:
         self._workers: set[threading.Thread] = set()  # the pool running tools/call requests
         self._jobs: queue.SimpleQueue[CallContext | None] = queue.SimpleQueue()
         self._idle = 0
-        self._kept = 0  # calls run on the thread that read them (SessionLink.hand_over), not on a worker
+        self._kept = 0  # calls run on the thread that read them (SessionLink.hand_over) or in its loop, not on a worker
+        self._loop_tasks: set[asyncio.Task[None]] = set()  # the calls running in the loop (`_loop_call`)
         self._kept_done = threading.Condition(self._lock)
         self._stopping = False  # shutdown waits for the kept calls: the last one tells it
         self._record_error_said = False
@@ -199,6 +209,36 @@ class Router:
                 waiter.pending.abandon()
             waiter.pending.complete()
         waiter.done.wait()
+        return self._outcome(waiter, context)
+
+    async def run_on_loop(self, context: CallContext, loop: asyncio.AbstractEventLoop) -> Any:
+        """`run` for a call that runs in `loop`, the event loop of the server end (`_loop_call`): the request is
+        sent from the loop, and its reply awaited there."""
+        import asyncio  # (imported by whoever runs the loop: the stdio proxy does without it)
+
+        woken = loop.create_future()
+        waiter = Waiter(functools.partial(_wake, loop, threading.get_ident(), woken))
+        with self._sending:  # (as in `run`)
+            with self._lock:
+                if context.cancelled:
+                    raise CallCancelled("the client cancelled the call before it was sent", started=False)
+                self._calls[context.key] = waiter
+                context.sent = True
+            waiter.pending = soon = self._transport.to_server_soon(context.line, context.message)
+        self._turns.release(context.ticket)
+        if soon is not None:  # this task reads the answer itself (no turn of the loop between it and the call)
+            try:
+                await soon.answer()
+            except asyncio.CancelledError:  # the call was cancelled, or the server end closed: as on a worker
+                task = asyncio.current_task()
+                if task is not None:
+                    task.uncancel()
+        if not waiter.done.is_set():
+            await woken
+        return self._outcome(waiter, context)
+
+    def _outcome(self, waiter: Waiter, context: CallContext) -> Any:
+        """What the reply `waiter` got means for the gate: the response to record, or why there is none."""
         with self._lock:
             self._calls.pop(context.key, None)
             if context.cancelled:
@@ -324,7 +364,9 @@ class Router:
                 context = CallContext(message, line if line is not None else dump_message(message), self._turns.take())
                 with self._lock:
                     self._inflight[key] = context
-                if batch is None and self._transport.hand_over():  # this thread runs it: no hand-off to a worker
+                if batch is None and self._loop_call(context):  # it runs in the loop it came on
+                    pass
+                elif batch is None and self._transport.hand_over():  # this thread runs it: no hand-off to a worker
                     self._keep_call(context)
                 else:
                     self._start_call(context)
@@ -368,7 +410,7 @@ class Router:
                 del self._cancelled[key]
         if waiter is not None:
             waiter.reply, waiter.line = message, line
-            waiter.done.set()
+            waiter.set()
             return False
         if late:  # the reply to a call the client cancelled: the client ignores it, so does the proxy
             return False
@@ -460,12 +502,64 @@ class Router:
             with self._lock:
                 self._idle += 1
 
+    def _loop_call(self, context: CallContext) -> bool:
+        """Run the call in the event loop it came on, with no hand-off to a worker thread and back, when that loop
+        is the server end's too (`SessionLink.call_loop`) and the call is a plain tools/call of a plain read
+        (`Gate.plain_read`: no person is ever asked, no intent written) whose turn it is already; False: it was
+        not started (a worker runs it)."""
+        message = context.message
+        params = message.get("params")
+        if (message["method"] != "tools/call" or not isinstance(params, dict) or not params.keys() <= _LOOP_FIELDS
+                or self._input_required):  # (a task request, a round trip's answer: the worker's way)
+            return False
+        name, args = params.get("name"), params.get("arguments", {})
+        gate = self._gate
+        if (not isinstance(name, str) or not isinstance(args, dict) or gate is None or not gate.plain_read(name)
+                or _pseudo(name)):
+            return False
+        loop = self._transport.call_loop()
+        if loop is None or not self._turns.ready(context.ticket):
+            return False
+        with self._lock:
+            self._kept += 1
+        task = loop.create_task(self._call_on_loop(context, name, args, loop))
+        self._loop_tasks.add(task)
+        task.add_done_callback(self._loop_tasks.discard)
+        return True
+
+    async def _call_on_loop(self, context: CallContext, name: str, args: dict[str, Any],
+                            loop: asyncio.AbstractEventLoop) -> None:
+        """`_call` in the event loop: the gate's `handle_async`, the call sent and its reply awaited there."""
+        assert self._gate is not None
+        reply: dict[str, Any] | None
+        try:
+            try:
+                try:
+                    answer = await self._gate.handle_async(name, args, lambda _: self.run_on_loop(context, loop),
+                                                           call_id=_call_id(context.message["id"]), context=context)
+                except ValueError as exc:
+                    reply = error_message(context.message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
+                else:
+                    reply = self._answered(context, name, args, None, answer)
+            finally:
+                self._turns.release(context.ticket)
+            self._answer_client(context, reply)
+        finally:
+            with self._kept_done:
+                self._kept -= 1
+                if self._stopping:
+                    self._kept_done.notify_all()
+
     def _call(self, context: CallContext) -> None:
         """One call through the gate, and its answer to the client."""
         try:
             reply = self._guarded(context)
         finally:
             self._turns.release(context.ticket)
+        self._answer_client(context, reply)
+
+    def _answer_client(self, context: CallContext, reply: dict[str, Any] | None) -> None:
+        """The call is done: its reply to the client (None: the client cancelled it)."""
         with self._lock:
             if self._inflight.get(context.key) is context:
                 del self._inflight[context.key]
@@ -503,6 +597,11 @@ class Router:
                             variant=_variant(params, _CALL_FIELDS))
         except ValueError as exc:
             return error_message(message["id"], INVALID_PARAMS, f"Invalid params: {exc}")
+        return self._answered(context, name, args, continuing, answer)
+
+    def _answered(self, context: CallContext, name: str, args: dict[str, Any], continuing: bytes | None,
+                  answer: Answer) -> dict[str, Any] | None:
+        """The reply to a tools/call the gate answered (None for a call the client cancelled)."""
         self._note_record_error()
         if context.cancelled:
             return None  # the client gave up on it; a reply to a cancelled request is not sent
@@ -592,8 +691,8 @@ class Router:
 
     def _reply(self, message: dict[str, Any], reply: dict[str, Any], raw: bytes | None = None) -> None:
         if not self._in_batch(id_key(message["id"]), reply):
-            if raw is not None:
-                self._transport.to_client(raw if raw.endswith(b"\n") else raw + b"\n")
+            if raw is not None:  # the server's own reply, as it came (and as it was parsed)
+                self._transport.to_client(raw if raw.endswith(b"\n") else raw + b"\n", reply)
             else:
                 self._to_client(reply)
 
@@ -606,7 +705,23 @@ def _release(waiter: Waiter) -> None:
     on, also when it is reading the reply itself."""
     if waiter.pending is not None:
         waiter.pending.abandon()
-    waiter.done.set()
+    waiter.set()
+
+
+def _wake(loop: asyncio.AbstractEventLoop, thread: int, woken: asyncio.Future[None]) -> None:
+    """From any thread: the task awaiting `woken` in `loop` (run by `thread`) goes on."""
+    if threading.get_ident() == thread:
+        _set_once(woken)
+        return
+    try:
+        loop.call_soon_threadsafe(_set_once, woken)
+    except RuntimeError:  # the loop is closed: nothing awaits it
+        pass
+
+
+def _set_once(woken: asyncio.Future[None]) -> None:
+    if not woken.done():
+        woken.set_result(None)
 
 
 def _response_of(reply: dict[str, Any]) -> dict[str, Any]:
@@ -637,6 +752,7 @@ def _reply_of(answer: Answer, context: CallContext) -> dict[str, Any]:
 
 
 _CALL_FIELDS = frozenset({"name", "arguments", "_meta", "inputResponses", "requestState"})
+_LOOP_FIELDS = frozenset({"name", "arguments", "_meta"})  # a call with no variant and no round trip's answers
 
 
 def _pseudo(tool: str) -> bool:

@@ -18,13 +18,16 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import IO, Any, Protocol, TextIO
+from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO
 
 from toolreplay.errors import UsageError
 from toolreplay.mcp.wire import read_lines
 
+if TYPE_CHECKING:
+    import asyncio
+
 __all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "PendingAnswer", "ServerEnd", "SessionLink",
-           "StdioClient", "StdioServer", "say_to"]
+           "SoonAnswer", "StdioClient", "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
 Ended = Callable[[str], None]
@@ -51,6 +54,18 @@ class PendingAnswer(Protocol):
     def abandon(self) -> None:
         """From any thread: nothing waits for the answer any more (the call was cancelled, the server ended);
         `complete` returns, handing nothing on."""
+
+
+class SoonAnswer(Protocol):
+    """A request a server end sent from its event loop at once (`send_soon`), whose answer the calling task
+    reads: `answer` hands it on (the end's `on_line`) in that task."""
+
+    async def answer(self) -> None:
+        """Read the answer and hand it on, in the calling task."""
+
+    def abandon(self) -> None:
+        """From any thread: nothing waits for the answer any more (the call was cancelled); `answer` ends,
+        handing nothing on."""
 
 
 class ClientEnd(Protocol):
@@ -243,7 +258,10 @@ class SessionLink:
     and `start_parsed(on_message, on_ended)`: then a message the router parsed reaches it parsed, and one it
     parsed reaches the router parsed (each line is parsed once, not twice, on its way). One that can send a
     request from the calling thread and let that thread read its answer (`HttpServer`) offers
-    `send_call(line, message) -> PendingAnswer | None` (None: it sent the line the usual way)."""
+    `send_call(line, message) -> PendingAnswer | None` (None: it sent the line the usual way). One that runs on an
+    event loop another end's messages come in on (`HttpServer` on the `--listen` listener's loop) offers
+    `call_loop()` (that loop, from its own thread) and `send_soon(line, message) -> SoonAnswer | None`, which
+    sends a request from that loop at once (None: not sent, the line goes the usual way)."""
 
     def __init__(self, client: ClientEnd, server: ServerEnd, *, diagnostics: TextIO) -> None:
         """Nothing starts before `start`; `diagnostics` receives the proxy's own messages."""
@@ -252,6 +270,9 @@ class SessionLink:
         self._send_parsed: Callable[[bytes, Any], None] | None = getattr(server, "send_parsed", None)
         self._send_call: Callable[[bytes, Any], PendingAnswer | None] | None = getattr(server, "send_call", None)
         self._hand_over: Callable[[], bool] | None = getattr(client, "hand_over", None)
+        self._client_parsed: Callable[[bytes, Any], None] | None = getattr(client, "send_parsed", None)
+        self._send_soon: Callable[[bytes, Any], SoonAnswer | None] | None = getattr(server, "send_soon", None)
+        self._call_loop: Callable[[], asyncio.AbstractEventLoop | None] | None = getattr(server, "call_loop", None)
         self._diagnostics = diagnostics
         self._client_lock = threading.Lock()
         self._server_lock = threading.Lock()
@@ -311,11 +332,35 @@ class SessionLink:
         on with another thread); False for a client end that cannot, or from another thread."""
         return self._hand_over is not None and self._hand_over()
 
-    def to_client(self, data: bytes) -> None:
-        """Write one or more whole lines to the client; a client that is gone ends the session."""
+    def call_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop running this thread, when the server end sends on it (`send_soon`): a call may then run
+        on that loop, with no hand-off to a worker thread; else None."""
+        return self._call_loop() if self._call_loop is not None else None
+
+    def to_server_soon(self, data: bytes, message: Any) -> SoonAnswer | None:
+        """From `call_loop`: write one request (one line, `message` its JSON) at once when the server end can, its
+        `SoonAnswer` for the calling task to read the answer; else None, sent as `to_server` sends it (after what
+        is on its way before it; the answer comes through the end's own tasks)."""
+        assert self._send_soon is not None
+        with self._server_lock:
+            try:
+                soon = self._send_soon(data, message)
+            except OSError:
+                self.say("the server no longer reads its input")
+                return None
+        if soon is None:
+            self.to_server(data, message)
+        return soon
+
+    def to_client(self, data: bytes, message: Any = UNPARSED) -> None:
+        """Write one or more whole lines to the client; a client that is gone ends the session. `message`: the
+        one line's message, parsed, for a client end that takes it so (`send_parsed`: it is not parsed again)."""
         with self._client_lock:
             try:
-                self._client.send(data)
+                if message is not UNPARSED and self._client_parsed is not None:
+                    self._client_parsed(data, message)
+                else:
+                    self._client.send(data)
             except OSError:
                 self.stop("client closed its output")
 

@@ -7,7 +7,7 @@ import math
 import os
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from toolreplay.format.canonical import CanonicalError, canonical_bytes
@@ -232,15 +232,22 @@ def read_lines(stream: IO[bytes]) -> Iterator[bytes]:
 
 
 class Waiter:
-    """One reply awaited by a worker thread."""
+    """One reply awaited by a worker thread (`done`), or by a task in an event loop (`wake`)."""
 
-    __slots__ = ("done", "line", "pending", "reply")
+    __slots__ = ("done", "line", "pending", "reply", "wake")
 
-    def __init__(self) -> None:
+    def __init__(self, wake: Callable[[], None] | None = None) -> None:
         self.done = threading.Event()
         self.reply: dict[str, Any] | None = None
         self.line: bytes | None = None  # the reply's line as it came, when it came alone (not in a batch)
         self.pending: Any = None  # the transport's PendingAnswer, when the worker itself reads the reply
+        self.wake = wake  # called, from any thread, once `done` is set
+
+    def set(self) -> None:
+        """The reply came, or none will: whoever waits goes on."""
+        self.done.set()
+        if self.wake is not None:
+            self.wake()
 
 
 class Batch:

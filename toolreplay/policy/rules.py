@@ -338,6 +338,10 @@ class RuleSet:
             found.append((position, rule.when, rule.unless, kind))
         return tuple(found)
 
+    def applies_to(self, tool: str) -> bool:
+        """Whether any rule applies to calls of `tool` (one that names it, or one for every tool)."""
+        return bool(self._for_tool.get(tool, self._everyone))
+
     def rate_slots_of(self, tool: str) -> tuple[int, ...]:
         """The rate conditions a call of `tool` counts towards."""
         return self._rates_of.get(tool, self._rates_of[""])

@@ -399,8 +399,9 @@ class Pool:
         return _Connection(reader, writer)
 
     def _give_back(self, connection: _Connection) -> None:
+        """An answer read whole: its connection waits for the next request (which polls it first: `usable`)."""
         self._busy.discard(connection)
-        if self._closed or not connection.usable():
+        if self._closed or connection.writer.transport.is_closing() or connection.reader.at_eof():
             connection.close()
         else:
             self._idle.append(connection)

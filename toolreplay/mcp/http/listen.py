@@ -132,6 +132,7 @@ class _Stream:
         self.waiter: asyncio.Future[None] | None = None  # the response's task, waiting for an item
         self.open = True  # False once its client went or it ended
         self._staged: deque[tuple[bytes | None, bool]] = deque()  # put from other threads, not yet on the loop
+        self._thread = threading.get_ident()  # the loop's (a stream is made on it)
 
     def put(self, data: bytes | None, last: bool = False) -> None:
         """One message for the response (`last`: nothing follows it), or None: the response ends."""
@@ -145,8 +146,12 @@ class _Stream:
         self._staged.append((data, last or data is None))
 
     def send_staged(self) -> None:
-        """Hand what was staged to the loop."""
-        self.loop.call_soon_threadsafe(self._take_staged)
+        """Hand what was staged to the loop: at once on the loop's own thread (a call run in the loop), else by a
+        wake-up of the loop (a system call)."""
+        if threading.get_ident() == self._thread:
+            self._take_staged()
+        else:
+            self.loop.call_soon_threadsafe(self._take_staged)
 
     def _take_staged(self) -> None:
         while self._staged:
@@ -224,6 +229,12 @@ class HttpClient:
         for line in data.splitlines():
             if line.strip():
                 self._route(line)
+
+    def send_parsed(self, data: bytes, message: Any) -> None:
+        """`send` of one line whose message the router has parsed already (it is not parsed again)."""
+        line = data.rstrip(b"\r\n")
+        if line.strip():
+            self._route(line, message)
 
     def close(self) -> None:
         """End every open response: a request still unanswered gets an error saying the session ended."""
@@ -355,11 +366,12 @@ class HttpClient:
             with self._lock:
                 self._feeding -= 1
 
-    def _route(self, line: bytes) -> None:
-        try:
-            message = parse_message(line)
-        except (ValueError, RecursionError):
-            return  # the router writes only JSON; a server's malformed line never reaches here
+    def _route(self, line: bytes, message: Any = UNPARSED) -> None:
+        if message is UNPARSED:
+            try:
+                message = parse_message(line)
+            except (ValueError, RecursionError):
+                return  # the router writes only JSON; a server's malformed line never reaches here
         data = line + b"\n"
         if isinstance(message, list):  # a batch's replies, together
             keys = [id_key(item["id"]) for item in message if isinstance(item, dict) and "id" in item]
@@ -995,10 +1007,11 @@ class _JoinedWrites:
     def write(self, data: bytes) -> None:
         if data:
             if not self._pending:
-                self._loop.call_soon(self._flush)
+                self._loop.call_soon(self.flush)
             self._pending.append(data)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
+        """Send what was written (once a response is whole, it need not wait for the end of the turn)."""
         if self._pending:
             data = b"".join(self._pending)
             self._pending.clear()
@@ -1006,7 +1019,7 @@ class _JoinedWrites:
                 self._transport.write(data)
 
     def close(self) -> None:
-        self._flush()
+        self.flush()
         self._transport.close()
 
     def __getattr__(self, name: str) -> Any:
@@ -1038,6 +1051,11 @@ def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
             elif self._deadline is not None:
                 self._deadline.cancel()
                 self._deadline = None
+
+        def on_response_complete(self) -> None:
+            # the whole answer leaves now, not after the rest of the turn (the ending of its task)
+            cast(_JoinedWrites, self.transport).flush()
+            super().on_response_complete()
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._deadline is not None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import re
 import threading
 from collections import OrderedDict
@@ -263,6 +264,39 @@ class _Post:
     def __init__(self, body: bytes, waiting: dict[str, Any]) -> None:
         self.body = body
         self.waiting = waiting
+        self.abandoned = False  # nothing waits for its answer (the call was cancelled): none is made up for it
+
+
+class _Soon:
+    """A request `HttpServer.send_soon` POSTed from the loop; the task of the call it belongs to reads its answer
+    (`answer`), and `abandon` (from any thread) stops that reading: its connection is closed, and nothing is
+    handed on for it (as `_Direct.abandon`)."""
+
+    __slots__ = ("_loop", "_read", "_thread", "post", "task")
+
+    def __init__(self, read: Callable[[_Soon], Awaitable[None]], post: _Post, loop: asyncio.AbstractEventLoop) -> None:
+        self._read, self.post, self._loop = read, post, loop
+        self._thread = threading.get_ident()  # the loop's
+        self.task: asyncio.Task[Any] | None = None  # the task reading the answer, while it reads it
+
+    async def answer(self) -> None:
+        """Read the answer and hand it on (the end's `on_line`), as every answer is."""
+        await self._read(self)
+
+    def abandon(self) -> None:
+        """From any thread: nothing waits for the answer any more."""
+        if threading.get_ident() == self._thread:
+            self._abandon()
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._abandon)
+        except RuntimeError:  # the loop is closed: nothing reads the answer
+            pass
+
+    def _abandon(self) -> None:
+        self.post.abandoned = True
+        if self.task is not None:
+            self.task.cancel()
 
 
 class HttpServer:
@@ -291,6 +325,7 @@ class HttpServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._shared = loop
         self._serving: concurrent.futures.Future[None] | None = None  # on the shared loop: the session's task
+        self._loop_thread: int | None = None  # the thread running the shared loop, once the session's task runs
         self._thread: threading.Thread | None = None
         self._queue: asyncio.Queue[bytes | None] | None = None
         self._on_line: MessageHandler = lambda line, message=UNPARSED, /: None
@@ -343,7 +378,7 @@ class HttpServer:
             running = None
         if self._shared is not None and running is not self._shared:  # (called on it, it would wait for itself)
             self._loop = self._shared
-            self._serving = asyncio.run_coroutine_threadsafe(self._serve(ready), self._shared)
+            self._serving = asyncio.run_coroutine_threadsafe(self._serve(ready, shared=True), self._shared)
             self._serving.add_done_callback(lambda future: ready.set())  # cancelled before it ran
         else:
             self._thread = threading.Thread(target=self._run, args=(ready,), name="mcp-http-upstream", daemon=True)
@@ -389,6 +424,44 @@ class HttpServer:
         return _Direct(exchange, lambda body: self._answer_json(body, post, False),
                        lambda: self._read_later(post, headers, exchange))
 
+    def call_loop(self) -> asyncio.AbstractEventLoop | None:
+        """The loop this end runs on when it is another's (the `--listen` listener's) and the calling thread runs
+        it: `send_soon` may be called; else None (a loop thread of its own, or another thread)."""
+        return self._shared if self._loop_thread == threading.get_ident() else None
+
+    def send_soon(self, data: bytes, message: Any) -> _Soon | None:
+        """On `call_loop`: POST one request at once (the lean client writes it on an idle connection before this
+        returns), when nothing sent before it is still on its way; its answer is read, as every answer is, by
+        the caller's task awaiting `_Soon.answer` (no task of its own: no turn of the loop between the answer
+        and the call it belongs to). None: not sent (`send` sends it, in its turn)."""
+        client = self._client
+        if client is None or self._closed or self._ended.is_set() or b"\n" in data.rstrip(b"\n"):
+            return None
+        with self._order:
+            initializing, opened = self._initializing, self._stream_opened
+            if (self._queued or (initializing is not None and not initializing.done())
+                    or (opened is not None and not opened.done())):
+                return None  # what came before it goes first (the session it opens, the stream it waits for)
+            post = _Post(data.strip(), request_ids(message))
+            if not post.waiting:
+                return None
+            headers = self._request_headers(post=True)
+            early = (headers, client.send("POST", headers, post.body))
+        assert self._loop is not None
+        return _Soon(functools.partial(self._read_soon, early=early), post, self._loop)
+
+    async def _read_soon(self, soon: _Soon, early: tuple[dict[str, str], Awaitable[Answer]]) -> None:
+        """`_Soon.answer`: read by the calling task, which the session's end cancels as it does its own tasks."""
+        task = asyncio.current_task()
+        assert task is not None
+        soon.task = task
+        self._tasks.add(task)
+        try:
+            await self._guarded(soon.post, False, early)
+        finally:
+            soon.task = None
+            self._tasks.discard(task)
+
     def close(self) -> int:
         """End the session (DELETE), stop the loop thread; 1 when the connection failed, else 0."""
         self._closed = True
@@ -422,7 +495,9 @@ class HttpServer:
             loop.close()
             self._end()
 
-    async def _serve(self, ready: threading.Event) -> None:
+    async def _serve(self, ready: threading.Event, shared: bool = False) -> None:
+        if shared:
+            self._loop_thread = threading.get_ident()
         try:
             await self._main(ready)
         except Exception as exc:  # noqa: BLE001  (a bug or an OS failure: the session ends, with the reason)
@@ -496,7 +571,7 @@ class HttpServer:
     async def _guarded(self, post: _Post, initialize: bool,
                        early: tuple[dict[str, str], Awaitable[Answer]] | None = None) -> None:
         """POST one message (`early`: its headers and its answer to come, sent already); whatever goes wrong,
-        each of its requests still gets an answer."""
+        each of its requests still gets an answer (unless nothing waits for it any more: `_Soon.abandon`)."""
         try:
             await self._post(post, initialize, early)
         except _SessionExpired:
@@ -505,7 +580,8 @@ class HttpServer:
             self._failed = True
             self._give_up(post, f"the connection to the server failed: {exc.describe()}")
         except asyncio.CancelledError:
-            self._give_up(post, "the proxy closed the connection before the server answered")
+            if not post.abandoned:
+                self._give_up(post, "the proxy closed the connection before the server answered")
             raise
         except Exception as exc:  # noqa: BLE001  (a bug: the requests still get an answer, the reason is said)
             self._give_up(post, f"the proxy failed while it read the answer: {type(exc).__name__}")
