@@ -28,7 +28,6 @@ from toolreplay.format.strictjson import (
     encode_plain,
     has_astral_key,
     json_type_name,
-    may_hold_astral_key,
     may_hold_astral_literal,
     scan_canonical_numbers_at,
 )
@@ -441,9 +440,6 @@ def _read_canonical_link(raw: bytes, lineno: int) -> Record | None:
 _ESCAPE_TO_CHECK = re.compile(rb"\\u(?:[dD]|003[aA])")
 _COLON_ESCAPE = re.compile(rb"\\u003[aA]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
-# A surrogate left alone in a parsed string (an escape of one half of a pair without the other: the scanner
-# joins a whole pair into one character), which no UTF-8 text can hold.
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 # A plain record as the fast reading has it: index, tool, args, response, meta (or None), and the canonical texts
@@ -500,7 +496,8 @@ def _encoded_parts(raw: bytes, loader: StrictLoader) -> PlainParts | None:
             return None
     index, tool, args, response = obj["index"], obj["tool"], obj["args"], obj["response"]
     if (type(index) is not int or index < 0 or type(tool) is not str or not tool or type(args) is not dict
-            or type(response) is not dict or (may_hold_astral_key(text, escape is not None) and has_astral_key(obj))):
+            or type(response) is not dict or ((escape is not None or may_hold_astral_literal(text))
+                                              and has_astral_key(obj))):
         return None
     args_text = encode_plain(args)
     response_text = encode_plain(response)
@@ -512,11 +509,16 @@ def _encoded_parts(raw: bytes, loader: StrictLoader) -> PlainParts | None:
     if raw.count(b":") != colons:
         return None
     # A surrogate escape: a pair is one character once parsed (and written as itself), half a pair is an error
-    # the careful path names.
-    if escape is not None and (
-            _LONE_SURROGATE.search(tool) or _LONE_SURROGATE.search(args_text)
-            or _LONE_SURROGATE.search(response_text) or (meta_text is not None and _LONE_SURROGATE.search(meta_text))):
-        return None
+    # the careful path names; no UTF-8 text can hold it (the encoding finds one faster than a search).
+    if escape is not None:
+        try:
+            tool.encode("utf-8")
+            args_text.encode("utf-8")
+            response_text.encode("utf-8")
+            if meta_text is not None:
+                meta_text.encode("utf-8")
+        except UnicodeEncodeError:
+            return None
     return index, tool, args, response, meta, args_text, response_text, meta_text
 
 
@@ -654,7 +656,8 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
             if surrogate_escape:
                 loader.canonical(obj)  # a \\uD800-\\uDFFF escape: reject it here if it is a lone surrogate
             # One look at the line decides for all its parts whether the C encoder's key order is canonical.
-            fast = not loader.exotic and not (may_hold_astral_key(text, surrogate_escape) and has_astral_key(obj))
+            fast = not loader.exotic and not ((surrogate_escape or may_hold_astral_literal(text))
+                                              and has_astral_key(obj))
             record = Record(index, tool, args, response, lineno, obj.get("prev"), obj.get("digest"), fast,
                             obj.get("meta"))
         except JSONLineError as exc:

@@ -20,7 +20,7 @@ from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 
 __all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "parse_json_bytes",
-           "MAX_NESTING", "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal", "may_hold_astral_key",
+           "MAX_NESTING", "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal",
            "has_astral_key", "encode_plain", "scan_canonical_numbers", "scan_canonical_numbers_at", "c_encode_chunks"]
 
 # Arrays and objects nest at most this deep in anything ToolReplay reads: sessions, sealed files, logs
@@ -46,25 +46,6 @@ def may_hold_astral_literal(text: str) -> bool:
     if _EMPTY_WIDE_SIZE is None:
         return _ASTRAL.search(text) is not None
     return sys.getsizeof(text) >= _EMPTY_WIDE_SIZE + 4 * (len(text) + 1)
-
-
-# A character beyond U+FFFF written as a surrogate-pair escape, then the rest of a JSON string (its escapes taken
-# whole, and nothing given back: a string ends at its first quote not escaped) and a colon: in valid JSON only a
-# key is followed by one, so a key holding such a character matches where its escape is. A value can match too
-# (an escaped quote before a colon), and an escape's backslash can be an escaped backslash's second: both only
-# send a line to the walk, never past it.
-_ASTRAL_ESCAPE_IN_KEY = re.compile(
-    r'\\u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}[^"\\]*+(?:\\.[^"\\]*+)*+"[ \t\n\r]*+:')
-
-
-def may_hold_astral_key(text: str, escapes: bool) -> bool:
-    """Whether a key in the JSON `text` may hold a character beyond U+FFFF, where the C encoder's key order
-    is not the canonical one (`has_astral_key` then tells): `may_hold_astral_literal`, or (looked for only
-    when `escapes`: the caller found a `\\uD` escape in the text) a key with a surrogate-pair escape. A line
-    with such an escape in a value only (emoji in a JSON text written in ASCII) then needs no walk."""
-    if escapes and _ASTRAL_ESCAPE_IN_KEY.search(text) is not None:
-        return True
-    return may_hold_astral_literal(text)
 
 
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
