@@ -68,6 +68,20 @@ def free_port() -> int:
         return port
 
 
+def _cancelled_as_it_runs(call: Callable[[Any, int, str, dict[str, Any]], Any], http: Any, other: Any, url: str,
+                          headers: dict[str, str], number: int) -> dict[str, Any]:
+    """A `slow` call (id `number`) made by client `other`, cancelled by `http` half a second after it began:
+    {"answer": what `other` got} once it got one (within 20 s), else {}."""
+    held: dict[str, Any] = {}
+    waiting = threading.Thread(target=lambda: held.update(answer=call(other, number, "slow", {"seconds": 10})))
+    waiting.start()
+    time.sleep(0.5)
+    http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                          "params": {"requestId": number}})
+    waiting.join(timeout=20)
+    return held
+
+
 def read_records(path: str) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as record:
         return [json.loads(line) for line in record]
@@ -703,14 +717,8 @@ class HttpBothSidesTest(HttpWorkspace):
             headers["mcp-protocol-version"] = "2025-06-18"
             http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
             first = call(http, 1, "lookup", {"key": "a"})
-            held: dict[str, Any] = {}
             began = time.monotonic()
-            waiting = threading.Thread(target=lambda: held.update(answer=call(other, 2, "slow", {"seconds": 10})))
-            waiting.start()
-            time.sleep(0.5)
-            http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                                          "params": {"requestId": 2}})
-            waiting.join(timeout=20)
+            held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 2)
             waited = time.monotonic() - began
             last = call(http, 3, "lookup", {"key": "b"})
         code, stderr = listener.stop()
@@ -802,13 +810,7 @@ class LoopPathTest(HttpWorkspace):
                 http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
                 answers = [call(http, 1, "lookup", {"key": "a"}), call(http, 2, "delete_all", {}),
                            call(http, 3, "fail", {})]
-                held: dict[str, Any] = {}
-                waiting = threading.Thread(target=lambda: held.update(answer=call(other, 4, "slow", {"seconds": 10})))
-                waiting.start()
-                time.sleep(0.5)
-                http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
-                                                              "params": {"requestId": 4}})
-                waiting.join(timeout=20)
+                held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 4)
                 answers += [held.get("answer"), call(http, 5, "lookup", {"key": "b"})]
             listener.close()
         [name] = [name for name in os.listdir(records) if name.endswith(".jsonl")]

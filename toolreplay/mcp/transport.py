@@ -18,7 +18,7 @@ import os
 import subprocess
 import threading
 from collections.abc import Callable, Mapping
-from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO
+from typing import IO, TYPE_CHECKING, Any, Protocol, TextIO, TypeVar
 
 from toolreplay.errors import UsageError
 from toolreplay.mcp.wire import read_lines
@@ -30,6 +30,7 @@ __all__ = ["UNPARSED", "ClientEnd", "LineHandler", "MessageHandler", "PendingAns
            "SoonAnswer", "StdioClient", "StdioServer", "say_to"]
 
 LineHandler = Callable[[bytes], None]
+_T = TypeVar("_T")
 Ended = Callable[[str], None]
 # What stands for "not parsed yet" where a line may come with its message already parsed: a layer that
 # parsed a line hands on the message too, so that a message is parsed once on its way through the proxy.
@@ -342,15 +343,7 @@ class SessionLink:
         `SoonAnswer` for the calling task to read the answer; else None, sent as `to_server` sends it (after what
         is on its way before it; the answer comes through the end's own tasks)."""
         assert self._send_soon is not None
-        with self._server_lock:
-            try:
-                soon = self._send_soon(data, message)
-            except OSError:
-                self.say("the server no longer reads its input")
-                return None
-        if soon is None:
-            self.to_server(data, message)
-        return soon
+        return self._to_server_at_once(self._send_soon, data, message)
 
     def to_client(self, data: bytes, message: Any = UNPARSED) -> None:
         """Write one or more whole lines to the client; a client that is gone ends the session. `message`: the
@@ -382,15 +375,20 @@ class SessionLink:
         if self._send_call is None:
             self.to_server(data, message)
             return None
+        return self._to_server_at_once(self._send_call, data, message)
+
+    def _to_server_at_once(self, send: Callable[[bytes, Any], _T | None], data: bytes, message: Any) -> _T | None:
+        """`send` the request at once, as `to_server_call` and `to_server_soon` do, what it gave; when it could
+        not (None), the request goes as `to_server` sends it; when the server is gone, None."""
         with self._server_lock:
             try:
-                pending = self._send_call(data, message)
+                sent = send(data, message)
             except OSError:
                 self.say("the server no longer reads its input")
                 return None
-        if pending is None:
+        if sent is None:
             self.to_server(data, message)
-        return pending
+        return sent
 
     def say(self, text: str) -> None:
         """One line of the proxy's own on the diagnostics stream."""

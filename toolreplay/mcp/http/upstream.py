@@ -30,7 +30,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from toolreplay.errors import UsageError
@@ -49,6 +49,8 @@ _OWN_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "m
                           "mcp-protocol-version", "last-event-id", "transfer-encoding", "connection"})
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_T = TypeVar("_T")
 
 RESUME_ATTEMPTS = 3  # reconnections of a dropped stream in a row, before its requests are given up
 _RETRY_DEFAULT, _RETRY_MOST = 1.0, 5.0  # seconds between them: the server's `retry:`, at most _RETRY_MOST
@@ -406,6 +408,20 @@ class HttpServer:
         blocking connection of the lean client, when nothing sent before it is still on its way; that thread
         then reads a plain JSON answer itself, and any other (an event stream, an HTTP error, a failure) is read
         on the loop as every answer is. None: not sent (the client cannot; `send` sends it)."""
+        sent = self._post_at_once(data, message, lambda client, headers, body: client.exchange("POST", headers, body))
+        if sent is None:
+            return None
+        post, headers, exchange = sent
+        if exchange is None:
+            return None
+        return _Direct(exchange, lambda body: self._answer_json(body, post, False),
+                       lambda: self._read_later(post, headers, exchange))
+
+    def _post_at_once(self, data: bytes, message: Any, send: Callable[[HttpClient, dict[str, str], bytes], _T]
+                      ) -> tuple[_Post, dict[str, str], _T] | None:
+        """What `send_call` and `send_soon` share: POST one request with `send` (by the client's `exchange` or
+        `send`), in order, when nothing sent before it is still on its way (the session it opens, the stream it
+        waits for, a request queued); the request, its headers and what `send` gave. None: not sent."""
         client = self._client
         if client is None or self._closed or self._ended.is_set() or b"\n" in data.rstrip(b"\n"):
             return None
@@ -413,16 +429,12 @@ class HttpServer:
             initializing, opened = self._initializing, self._stream_opened
             if (self._queued or (initializing is not None and not initializing.done())
                     or (opened is not None and not opened.done())):
-                return None  # what came before it goes first (the session it opens, the stream it waits for)
+                return None  # what came before it goes first
             post = _Post(data.strip(), request_ids(message))
             if not post.waiting:
                 return None
             headers = self._request_headers(post=True)
-            exchange = client.exchange("POST", headers, post.body)
-        if exchange is None:
-            return None
-        return _Direct(exchange, lambda body: self._answer_json(body, post, False),
-                       lambda: self._read_later(post, headers, exchange))
+            return post, headers, send(client, headers, post.body)
 
     def call_loop(self) -> asyncio.AbstractEventLoop | None:
         """The loop this end runs on when it is another's (the `--listen` listener's) and the calling thread runs
@@ -434,21 +446,12 @@ class HttpServer:
         returns), when nothing sent before it is still on its way; its answer is read, as every answer is, by
         the caller's task awaiting `_Soon.answer` (no task of its own: no turn of the loop between the answer
         and the call it belongs to). None: not sent (`send` sends it, in its turn)."""
-        client = self._client
-        if client is None or self._closed or self._ended.is_set() or b"\n" in data.rstrip(b"\n"):
+        sent = self._post_at_once(data, message, lambda client, headers, body: client.send("POST", headers, body))
+        if sent is None:
             return None
-        with self._order:
-            initializing, opened = self._initializing, self._stream_opened
-            if (self._queued or (initializing is not None and not initializing.done())
-                    or (opened is not None and not opened.done())):
-                return None  # what came before it goes first (the session it opens, the stream it waits for)
-            post = _Post(data.strip(), request_ids(message))
-            if not post.waiting:
-                return None
-            headers = self._request_headers(post=True)
-            early = (headers, client.send("POST", headers, post.body))
+        post, headers, answer = sent
         assert self._loop is not None
-        return _Soon(functools.partial(self._read_soon, early=early), post, self._loop)
+        return _Soon(functools.partial(self._read_soon, early=(headers, answer)), post, self._loop)
 
     async def _read_soon(self, soon: _Soon, early: tuple[dict[str, str], Awaitable[Answer]]) -> None:
         """`_Soon.answer`: read by the calling task, which the session's end cancels as it does its own tasks."""
