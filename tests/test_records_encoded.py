@@ -1,4 +1,4 @@
-"""The reading of plain records for a caller that encodes them (`records._encoded_record`, replay and seal)
+"""The reading of plain records for a caller that encodes them (`records._encoded_parts`, replay and seal)
 against the careful path: the same records, canonical bytes and errors, line by line.
 
 Duplicate keys are found there by counting colons instead of a hook per object: every way to hide one
@@ -20,7 +20,7 @@ from toolreplay.audit.chain import seal_fact
 from toolreplay.audit.replay import call_fact
 from toolreplay.errors import InputError
 from toolreplay.format.canonical import canonical_bytes, canonical_json
-from toolreplay.format.records import PLAIN_FACTS, Record, _encoded_record, iter_facts, iter_records
+from toolreplay.format.records import PLAIN_FACTS, Record, _encoded_parts, iter_facts, iter_records
 from toolreplay.format.strictjson import StrictLoader
 
 FIELDS = ("index", "tool", "args", "response", "line", "prev", "digest", "fast_canonical", "meta")
@@ -45,7 +45,7 @@ def _parts(record: Record) -> tuple[Any, ...]:
 
 def _taken(line: str) -> bool:
     """Whether the line is read without the careful path."""
-    return _encoded_record(line.encode() + b"\n", 1, StrictLoader()) is not None
+    return _encoded_parts(line.encode() + b"\n", StrictLoader()) is not None
 
 
 # Lines with a duplicate key hidden somewhere: each is the careful path's "duplicate key" error.

@@ -16,7 +16,7 @@ from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any
 
 from toolreplay.audit.checks import Check
-from toolreplay.format.records import PLAIN_FACTS, LinkFact, PlainParts, Record, link_fact
+from toolreplay.format.records import GENESIS, PLAIN_FACTS, LinkFact, PlainParts, Record, link_fact
 
 if TYPE_CHECKING:
     from toolreplay.audit.merkle import MerkleBuilder
@@ -50,8 +50,6 @@ def _openssl_sha256() -> Callable[..., Any]:
 __all__ = ["GENESIS", "link_digest", "link_line", "format_link", "seal_records", "seal_facts", "seal_fact",
            "ChainReport", "verify_chain", "verify_link_facts", "link_fact", "LinkFact", "ChainWalk", "walk_link_facts",
            "line_digest", "ChainWalker", "seal_check", "verify_check"]
-
-GENESIS = "0" * 64
 
 
 def link_digest(prev: str, canonical_record: bytes) -> str:

@@ -20,20 +20,18 @@ from typing import IO, Any
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.canonical import canonical_json
 from toolreplay.format.strictjson import (
-    MAX_NESTING,
     JSONLineError,
     StrictLoader,
-    c_encode_chunks,
     canonical_value,
     encode_plain,
     has_astral_key,
     json_type_name,
     may_hold_astral_literal,
-    scan_canonical_numbers_at,
+    scan_canonical_numbers,
 )
 
 __all__ = ["Record", "read_session", "read_links", "iter_records", "iter_link_facts", "iter_facts", "PLAIN_FACTS",
-           "PlainParts", "canonical_call_text", "link_fact", "LinkFact",
+           "PlainParts", "canonical_call_text", "GENESIS", "link_fact", "LinkFact",
            "open_input", "format_record",
            "canonical_record_bytes", "check_meta", "meta_outcome", "ts_seconds", "ts_nanoseconds",
            "format_ts", "RECORD_FIELDS", "LINK_FIELDS", "META_KEYS", "OUTCOMES", "PLAIN_IN_SEALED",
@@ -103,7 +101,7 @@ class Record:
     fast_canonical: bool = False
     meta: dict[str, Any] | None = None
     record_bytes: bytes | None = None
-    texts: tuple[str, str, str | None] | None = None  # canonical args, response, meta (`_encoded_record`)
+    texts: tuple[str, str, str | None] | None = None  # canonical args, response, meta (`_encoded_parts`)
 
     @property
     def outcome(self) -> str:
@@ -359,7 +357,7 @@ def _check_types(obj: dict[str, Any], is_link: bool) -> None:
         check_meta(obj["meta"])
 
 
-GENESIS_DIGEST = "0" * 64  # the prev of a chain's first link
+GENESIS = "0" * 64  # the prev of a chain's first link
 
 # What a link line holds beyond its canonical record: ,"prev":"<64 hex>" and ,"digest":"<64 hex>".
 _LINK_EXTRA = len(',"prev":""') + 64 + len(',"digest":""') + 64
@@ -385,12 +383,10 @@ def _canonical_link(raw: bytes, previous: str | None = None) -> tuple[LinkFact, 
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    if len(text) > 2 * MAX_NESTING and text.count("[") + text.count("{") > MAX_NESTING:
-        return None  # (scan_canonical_numbers's test: its call made here, the scanner's called at once)
-    try:
-        obj, end = scan_canonical_numbers_at(text, 0)
-    except (StopIteration, ValueError, RecursionError):
+    found = scan_canonical_numbers(text)
+    if found is None:
         return None
+    obj, end = found
     if end != len(text) - 1 or type(obj) is not dict:  # the caller passes only lines ending in a line feed
         return None
     keys = obj.keys()
@@ -408,8 +404,7 @@ def _canonical_link(raw: bytes, previous: str | None = None) -> tuple[LinkFact, 
             or (prev != previous and (type(prev) is not str or len(prev) != 64 or not prev.isascii()
                                       or prev.encode("ascii").translate(None, _HEX_BYTES)))):
         return None  # (the hex digits deleted from a byte string leave nothing: a third of str.strip's time)
-    # the record's five or four remaining fields, sorted: its canonical record
-    canonical = encode_plain(obj) if c_encode_chunks is None else "".join(c_encode_chunks(obj, 0))
+    canonical = encode_plain(obj)  # the record's five or four remaining fields, sorted: its canonical record
     if len(canonical) + _LINK_EXTRA != end:
         return None
     # A key beyond U+FFFF sorts otherwise in UTF-16. Written as itself, it makes the text 4 bytes a character
@@ -449,16 +444,6 @@ PlainParts = tuple[int, str, dict[str, Any], dict[str, Any], "dict[str, Any] | N
 # For a check's fact function (of a Record) that a caller registers, the function making the same fact from a
 # plain record's parts, so that the fast reading of such a check makes no Record (seal, replay: `iter_facts`).
 PLAIN_FACTS: dict[Callable[[Record], Any], Callable[[PlainParts], Any]] = {}
-
-
-def _encoded_record(raw: bytes, lineno: int, loader: StrictLoader) -> Record | None:
-    """`_encoded_parts` as a Record (its texts the canonical args, response and meta), or None."""
-    parts = _encoded_parts(raw, loader)
-    if parts is None:
-        return None
-    index, tool, args, response, meta, args_text, response_text, meta_text = parts
-    return Record(index, tool, args, response, lineno, None, None, True, meta, None, (args_text, response_text,
-                                                                                   meta_text))
 
 
 def _encoded_parts(raw: bytes, loader: StrictLoader) -> PlainParts | None:
@@ -530,7 +515,7 @@ def iter_records(handle: IO[bytes], path: str, *, check_sequence: bool, require_
     `resume` gives what the lines before established: (sealed or not or None, the next expected index).
     A line longer than `max_line` bytes is an input error, found before more than that is held in memory.
     `encodes`: the caller encodes each record's parts (replay, seal), so a plain record comes with their
-    canonical texts, and its line is checked for duplicate keys from them (`_encoded_record`)."""
+    canonical texts, and its line is checked for duplicate keys from them (`_encoded_parts`)."""
     records: Iterator[Record] = _read_lines(handle, path, check_sequence, require_sealed, first_chunk, resume,
                                             max_line, False, encodes)
     return records
@@ -573,9 +558,9 @@ def _read_lines(handle: IO[bytes], path: str, check_sequence: bool, require_seal
     readline = handle.readline
     bound = max_line + 1  # the line's bytes and its line break
     records = 0
-    previous = GENESIS_DIGEST if first_chunk and resume is None else None  # the digest the link before states
+    previous = GENESIS if first_chunk and resume is None else None  # the digest the link before states
     fast_links = require_sealed and not check_sequence  # links as seal writes them: `_read_canonical_link`
-    fast_plain = encodes and not require_sealed  # plain records for a caller that encodes: `_encoded_record`
+    fast_plain = encodes and not require_sealed  # plain records for a caller that encodes: `_encoded_parts`
     while raw := readline(bound):
         lineno += 1
         if fast_plain and sealed is not True and raw[-1:] == b"\n":

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-from collections.abc import Callable
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
@@ -21,7 +20,7 @@ from toolreplay.format.canonical import canonical_json
 
 __all__ = ["JSONLineError", "StrictLoader", "canonical_value", "json_type_name", "read_json_file", "parse_json_bytes",
            "MAX_NESTING", "NESTING_MESSAGE", "nesting_depth", "may_hold_astral_literal",
-           "has_astral_key", "encode_plain", "scan_canonical_numbers", "scan_canonical_numbers_at", "c_encode_chunks"]
+           "has_astral_key", "encode_plain", "scan_canonical_numbers"]
 
 # Arrays and objects nest at most this deep in anything ToolReplay reads: sessions, sealed files, logs
 # to import, permission files, suites. Fixed, so that the verdict never depends on the command, on
@@ -225,11 +224,6 @@ def _reject_constant(name: str) -> Any:
     raise JSONLineError(f"{name} is not allowed in JSON")
 
 
-# The C encoder's chunks of a value (`encode_plain` joins them), None where the interpreter has no C encoder: for
-# a caller on a hot path that makes the call itself.
-c_encode_chunks: Callable[[Any, int], Any] | None = _c_encode
-
-
 def encode_plain(value: Any) -> str:
     """The C encoder's text of a value (sorted keys, no white space): its canonical text when it was parsed
     by StrictLoader, held no exotic float and has no astral key (`has_astral_key`); the caller checks."""
@@ -253,12 +247,6 @@ def _canonical_float(text: str) -> float:
 
 _scan_canonical_numbers: Any = getattr(  # noqa: B009 - set in __init__, not in the type stubs
     json.JSONDecoder(parse_float=_canonical_float, parse_constant=_reject_constant), "scan_once")
-
-
-# `scan_canonical_numbers`'s scanner, for a caller on a hot path that makes the call itself: (text, start) ->
-# (value, end), raising StopIteration, ValueError or RecursionError where `scan_canonical_numbers` answers None
-# (the caller counts brackets first, as it does, for the nesting limit).
-scan_canonical_numbers_at: Callable[[str, int], tuple[Any, int]] = _scan_canonical_numbers
 
 
 def scan_canonical_numbers(text: str) -> tuple[Any, int] | None:

@@ -83,10 +83,14 @@ class _Connection:
         self.reader = reader
         self.writer = writer
 
+    def seen_closed(self) -> bool:
+        """Whether the event loop has seen the connection close (either side), without asking the socket."""
+        return self.writer.transport.is_closing() or self.reader.at_eof()
+
     def usable(self) -> bool:
         """Idle and still open: the server has not closed it, nor has anything come on it since its last
         answer (as httpcore checks: an end the event loop has not seen yet is found by polling the socket)."""
-        if self.writer.transport.is_closing() or self.reader.at_eof():
+        if self.seen_closed():
             return False
         sock = self.writer.get_extra_info("socket")
         if sock is None or not hasattr(select, "poll"):
@@ -401,7 +405,7 @@ class Pool:
     def _give_back(self, connection: _Connection) -> None:
         """An answer read whole: its connection waits for the next request (which polls it first: `usable`)."""
         self._busy.discard(connection)
-        if self._closed or connection.writer.transport.is_closing() or connection.reader.at_eof():
+        if self._closed or connection.seen_closed():
             connection.close()
         else:
             self._idle.append(connection)
