@@ -20,6 +20,12 @@ burst of load hits them alike. Each run's CPU seconds (user + system, `os.wait4`
 included) are printed; at the end, per command, the best of K rounds, per 100,000 records, and its
 ratio to the peer's `verify` (per core: every command here runs on one) and to the floor.
 
+Every command runs on the same interpreter as the peer's: a fresh virtual environment (no packages, made
+by `venv` from the interpreter running this script) over the same base Python, the trees on
+`PYTHONPATH`. The peer is installed in one, as a user installs either tool; the base interpreter's own
+site-packages may hold `.pth` files that run code at every start (one on the machine measured took
+0.08 s of CPU a start, 5% of a `verify`), which neither tool's user pays and the peer's venv skips.
+
 Each tree's modules are compiled once, before the first round (each command run, untimed, on the
 first 100 lines of its file), into a temporary bytecode cache (`PYTHONPYCACHEPREFIX`) that its
 commands then read, as an installed package's are (pip compiles a wheel's modules when it installs
@@ -38,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import venv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -98,6 +105,12 @@ PEER_TARGET = 1.0  # verify and seal, CPU per core over the peer's verify
 FLOOR_TARGET = 3.0  # replay --jobs 1 over the floor
 
 
+def _bare_interpreter(where: str) -> str:
+    """The python of a new virtual environment at `where` with nothing installed (as the peer's runs)."""
+    venv.create(where, with_pip=False, symlinks=os.name != "nt")
+    return os.path.join(where, "Scripts" if os.name == "nt" else "bin", "python")
+
+
 def _tree_env(tree: str, cache: str | None) -> dict[str, str]:
     """The environment of a child in `tree`: its modules first on the path, read from `cache` when given."""
     env = dict(os.environ, PYTHONPATH=tree)
@@ -137,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
     session, sealed, _ = _ensure_files(args.records)
     store = _peer_store(args.peer, session, args.records)
     with tempfile.TemporaryDirectory(prefix="verify-peer-pyc-") as cache:
+        python = _bare_interpreter(os.path.join(cache, "venv"))
         plan: list[tuple[str, str, list[str], str | None]] = [
-            ("floor", HERE, [sys.executable, "-c", FLOOR_CODE, session], None),
+            ("floor", HERE, [python, "-c", FLOOR_CODE, session], None),
             ("peer verify", HERE, [args.peer, "--trace-dir", store, "verify", SESSION_ID], None)]
         small = {path: os.path.join(cache, os.path.basename(path)) for path in (session, sealed)}
         for path, head in small.items():  # each command's first lines, to fill the cache with what it imports
@@ -150,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, command in (("verify", ["verify", "--jobs", "1", sealed]),
                                   ("seal", ["seal", "--jobs", "1", session]),
                                   ("replay", ["replay", "--jobs", "1", session])):
-                argv = [sys.executable, "-m", "toolreplay", *command]
+                argv = [python, "-m", "toolreplay", *command]
                 _cpu([*argv[:-1], small[argv[-1]]], root, tree_cache)  # compiles into the cache; not timed
                 plan.append((f"{name} {tree}", root, argv, tree_cache))
         runs: dict[str, list[float]] = {name: [] for name, *_ in plan}
