@@ -792,6 +792,12 @@ class LoopPathTest(HttpWorkspace):
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
         def call(http: httpx.Client, number: int, name: str, arguments: dict[str, Any]) -> Any:
+            # a notification still with the session's feeder (the client has its 202 already) would send the
+            # call the feeder's way, to a worker, in its turn: the count is of calls that came to an idle session
+            deadline = time.monotonic() + 20
+            while any(session.client._feeding for session in list(listener._sessions.values())):
+                self.assertLess(time.monotonic(), deadline, "the feeder is still busy")
+                time.sleep(0.001)
             return http.post(listener.url, headers=headers, json={
                 "jsonrpc": "2.0", "id": number, "method": "tools/call",
                 "params": {"name": name, "arguments": arguments}}).json()
