@@ -69,13 +69,20 @@ def free_port() -> int:
 
 
 def _cancelled_as_it_runs(call: Callable[[Any, int, str, dict[str, Any]], Any], http: Any, other: Any, url: str,
-                          headers: dict[str, str], number: int) -> dict[str, Any]:
-    """A `slow` call (id `number`) made by client `other`, cancelled by `http` half a second after it began:
+                          headers: dict[str, str], number: int, began: str) -> dict[str, Any]:
+    """A `slow` call (id `number`) made by client `other`, cancelled by `http` once the server began it (it
+    added a line to `began`, its `--began` file, within 20 s; a fixed wait was too short on a loaded machine):
     {"answer": what `other` got} once it got one (within 20 s), else {}."""
+    def size() -> int:
+        return os.path.getsize(began) if os.path.exists(began) else 0
+
     held: dict[str, Any] = {}
+    before = size()
     waiting = threading.Thread(target=lambda: held.update(answer=call(other, number, "slow", {"seconds": 10})))
     waiting.start()
-    time.sleep(0.5)
+    deadline = time.monotonic() + 20
+    while size() == before and time.monotonic() < deadline:
+        time.sleep(0.005)
     http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
                                           "params": {"requestId": number}})
     waiting.join(timeout=20)
@@ -699,7 +706,8 @@ class HttpBothSidesTest(HttpWorkspace):
 
         from tests.test_mcp_http_listen import Listener
 
-        url, _ = start_http_server(self, "--notes", self.notes, "--json")
+        slow_began = os.path.join(self.directory, "began.txt")
+        url, _ = start_http_server(self, "--notes", self.notes, "--json", "--began", slow_began)
         policy = self.write_policy({"agent": "http", "allowed_tools": ["lookup", "slow"]})
         listener = Listener(policy, self.records, [url])
         headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -718,7 +726,7 @@ class HttpBothSidesTest(HttpWorkspace):
             http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
             first = call(http, 1, "lookup", {"key": "a"})
             began = time.monotonic()
-            held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 2)
+            held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 2, slow_began)
             waited = time.monotonic() - began
             last = call(http, 3, "lookup", {"key": "b"})
         code, stderr = listener.stop()
@@ -761,7 +769,7 @@ class LoopPathTest(HttpWorkspace):
     """A plain read behind a listener whose upstream is a URL runs in the listener's event loop (`Router._loop_call`:
     no worker thread); it must leave the record a worker leaves, byte for byte, a cancelled call included."""
 
-    def session(self, records: str, url: str, worker: bool) -> tuple[list[Any], int, bytes]:
+    def session(self, records: str, url: str, began: str, worker: bool) -> tuple[list[Any], int, bytes]:
         """Four calls (one ran, one refused, one the server fails, one cancelled as it ran), then one more, in a
         listener in this process (its gate's clocks fixed); the answers, the calls run in the loop, the record."""
         from unittest import mock
@@ -816,7 +824,7 @@ class LoopPathTest(HttpWorkspace):
                 http.post(listener.url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
                 answers = [call(http, 1, "lookup", {"key": "a"}), call(http, 2, "delete_all", {}),
                            call(http, 3, "fail", {})]
-                held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 4)
+                held = _cancelled_as_it_runs(call, http, other, listener.url, headers, 4, began)
                 answers += [held.get("answer"), call(http, 5, "lookup", {"key": "b"})]
             listener.close()
         [name] = [name for name in os.listdir(records) if name.endswith(".jsonl")]
@@ -824,9 +832,10 @@ class LoopPathTest(HttpWorkspace):
             return answers, sum(in_loop), record.read()
 
     def test_a_read_in_the_loop_leaves_the_record_a_worker_leaves(self) -> None:
-        url, _ = start_http_server(self, "--notes", self.notes, "--json")
-        loop = self.session(os.path.join(self.directory, "loop"), url, worker=False)
-        workers = self.session(os.path.join(self.directory, "workers"), url, worker=True)
+        began = os.path.join(self.directory, "began.txt")
+        url, _ = start_http_server(self, "--notes", self.notes, "--json", "--began", began)
+        loop = self.session(os.path.join(self.directory, "loop"), url, began, worker=False)
+        workers = self.session(os.path.join(self.directory, "workers"), url, began, worker=True)
         self.assertEqual((loop[1], workers[1]), (5, 0))  # every call in the loop, then every call on a worker
         self.assertEqual(loop[0], workers[0])
         self.assertEqual(loop[0][0]["result"]["content"][0]["text"], "value of a")

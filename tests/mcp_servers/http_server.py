@@ -5,7 +5,8 @@ of output (`port N`).
 Tools: `lookup` (a read), `write_note` (a write: appends to --notes FILE), `delete_all` (for a policy
 to deny), `fail` (raises: an error result), `chatty` (logs to the client before its result: an answer
 as an event stream), `write_and_die` (appends to --notes FILE, then the process exits before it answers:
-a write whose outcome the proxy cannot know), `slow` (answers after `seconds`) and `steps` (reports
+a write whose outcome the proxy cannot know), `slow` (answers after `seconds`; with `--began FILE` it first
+appends `slow SECONDS` to FILE, so a test knows the server has the call) and `steps` (reports
 progress and logs a line for each of its `count` steps, `pause` seconds apart, then answers; with `drop`
 it closes its event stream after the first step, as a server polling its client does: the client resumes
 it with Last-Event-ID, which needs `--event-store`).
@@ -65,6 +66,7 @@ def main() -> None:
     parser.add_argument("--retry", type=int, metavar="MS")
     parser.add_argument("--grants", metavar="FILE")
     parser.add_argument("--resumes", metavar="FILE", help="append the Last-Event-ID of every GET that carries one")
+    parser.add_argument("--began", metavar="FILE", help="append `slow SECONDS` as each slow call begins")
     options = parser.parse_args()
     # IPPROTO_TCP named: asyncio sets TCP_NODELAY only on sockets that say so, and without it each small
     # event after the response's headers waits for the client's delayed acknowledgement (40 ms)
@@ -134,6 +136,9 @@ def main() -> None:
     @server.tool()
     async def slow(seconds: float) -> str:
         """Answer after a while."""
+        if options.began is not None:
+            with open(options.began, "a", encoding="utf-8") as began:
+                began.write(f"slow {seconds}\n")
         await asyncio.sleep(seconds)
         return f"slept {seconds}"
 
