@@ -111,6 +111,7 @@ class ListenerCase(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.directory)
         self.records = os.path.join(self.directory, "records")
         self.notes = os.path.join(self.directory, "notes.txt")
+        self.began = os.path.join(self.directory, "began.txt")  # the tiny server's note of each held call
         self.policy = os.path.join(self.directory, "policy.json")
         with open(self.policy, "w", encoding="utf-8") as out:
             json.dump({"agent": "tiny", "allowed_tools": ["echo", "write_note", "tick", "hold", "crash"],
@@ -119,8 +120,8 @@ class ListenerCase(unittest.TestCase):
         self.stderr: str | None = None
 
     def start(self, *extra: str) -> Listener:
-        listener = Listener(self.policy, self.records, [sys.executable, TINY, "--notes", self.notes,
-                                                        *self.server_args], *extra)
+        listener = Listener(self.policy, self.records, [sys.executable, TINY, "--notes", self.notes, "--began",
+                                                        self.began, *self.server_args], *extra)
         self.addCleanup(self.stopped, listener)
         return listener
 
@@ -253,10 +254,14 @@ class BadInputTest(ListenerCase):
         body = json.dumps(self.call(message_id, "hold")).encode()
         address = self.listener.url.split("/")[2]
         held = socket.create_connection((address.split(":")[0], int(address.split(":")[1])), timeout=30)
+        before = os.path.getsize(self.began) if os.path.exists(self.began) else 0
         held.sendall(f"POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n"
                      f"accept: application/json, text/event-stream\r\nmcp-session-id: {self.session}\r\n"
                      f"content-length: {len(body)}\r\n\r\n".encode() + body)
-        time.sleep(0.5)  # the call reaches the server
+        deadline = time.monotonic() + 20  # until the call reaches the server (a fixed wait was too short under load)
+        while (os.path.getsize(self.began) if os.path.exists(self.began) else 0) == before:
+            self.assertLess(time.monotonic(), deadline, "the held call did not reach the server")
+            time.sleep(0.005)
         return held
 
     def assertRefused(self, reply: Any, status: int, code: int, text: str) -> None:

@@ -2,7 +2,8 @@
 
 Tools: `echo` (returns its arguments as text), `write_note` (a write: appends to --notes FILE; with `"hang": true` it then sleeps for an hour),
 `tick` (a read whose answer changes: `tick N` on its Nth call), `blob` (a result of `size` bytes), `hold` (never answers; it serves other
-requests until the client cancels it, as servers that honour `notifications/cancelled` do), `ask_client` (sends the client a `roots/list` request
+requests until the client cancels it, as servers that honour `notifications/cancelled` do; with `--began FILE` it first appends
+`hold ID` to FILE, so a test knows the server has the call), `ask_client` (sends the client a `roots/list` request
 `ask-N`, serves other requests meanwhile, and returns its answer) and `noisy` (writes a
 malformed line and a notification before its result), `crash` (exits without answering), `forge` (first sends a
 result for the client's request `target`, which it was never sent), `needs_input` (answers `input_required`
@@ -49,7 +50,9 @@ NOTES = ("note://one", "note://two")
 
 
 class TinyServer:
-    def __init__(self, description: str, notes: str | None, odd: bool = False, resources: bool = False) -> None:
+    def __init__(self, description: str, notes: str | None, odd: bool = False, resources: bool = False,
+                 began: str | None = None) -> None:
+        self.began = began
         self.odd = odd
         self.resources = resources
         self.subscribed: list[str] = []
@@ -193,6 +196,9 @@ class TinyServer:
 
     def hold(self, request_id: object) -> None:
         """Serve everything else until the client cancels `request_id`; then never answer it."""
+        if self.began is not None:
+            with open(self.began, "a", encoding="utf-8") as began:
+                began.write(f"hold {json.dumps(request_id)}\n")
         for line in sys.stdin:
             message = json.loads(line) if line.strip() else None
             if (isinstance(message, dict) and message.get("method") == "notifications/cancelled"
@@ -207,8 +213,9 @@ def main() -> None:
     parser.add_argument("--notes")
     parser.add_argument("--odd", action="store_true")
     parser.add_argument("--resources", action="store_true")
+    parser.add_argument("--began", help="append `hold ID` as each held call begins")
     args = parser.parse_args()
-    TinyServer(args.description, args.notes, args.odd, args.resources).serve()
+    TinyServer(args.description, args.notes, args.odd, args.resources, args.began).serve()
 
 
 if __name__ == "__main__":
