@@ -372,6 +372,22 @@ class RefusedTest(ServeTestCase):
                          (2, b"", f"error: toolreplay hook serve: another hook server serves {self.records}\n"))
 
 
+def _wait_until_blocked_on(test: unittest.TestCase, pid: int, descriptor: int) -> None:
+    """Until process `pid` waits for the flock on the file open as `descriptor` (Linux's /proc/locks lists a
+    waiter as `N: -> FLOCK ... PID MAJOR:MINOR:INODE ...`), 20 s at most; without /proc/locks, half a second."""
+    if not os.path.exists("/proc/locks"):
+        time.sleep(0.5)
+        return
+    inode = f":{os.fstat(descriptor).st_ino} "
+    deadline = time.monotonic() + 20
+    while True:
+        with open("/proc/locks", encoding="ascii") as locks:
+            if any(" -> " in line and f" {pid} " in line and inode in line for line in locks):
+                return
+        test.assertLess(time.monotonic(), deadline, "the server never waited for the session's lock")
+        time.sleep(0.005)
+
+
 @integration
 class StopTest(ServeTestCase):
     def test_a_sigterm_lets_the_event_in_hand_finish(self) -> None:
@@ -381,7 +397,7 @@ class StopTest(ServeTestCase):
             fcntl.flock(lock, fcntl.LOCK_EX)  # the server takes the event, then waits for the session's lock
             poster = threading.Thread(target=lambda: answers.append(self.post(event)))
             poster.start()
-            time.sleep(0.5)
+            _wait_until_blocked_on(self, self.server.pid, lock.fileno())
             self.server.terminate()
             self.assertRaises(subprocess.TimeoutExpired, self.server.wait, 0.5)  # it waits for the event
         poster.join(PATIENCE)
