@@ -10,9 +10,25 @@ import unittest
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["IN_CI", "require", "integration", "is_integration", "kill_parent", "end_worker", "kill_process"]
+__all__ = ["IN_CI", "PATIENCE", "require", "integration", "is_integration", "kill_parent", "end_worker", "kill_process",
+           "wait_for", "size_of"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+PATIENCE = 60.0  # seconds a test waits for a server to start or end: the machine's load, not the verdict
+
+
+def wait_for(condition: Any, what: str) -> None:
+    """Until `condition()` is true; an AssertionError naming `what` after PATIENCE seconds."""
+    deadline = time.monotonic() + PATIENCE
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {PATIENCE:.0f} s for {what}")
+        time.sleep(0.005)
+
+
+def size_of(path: str) -> int:
+    """The file's size in bytes; 0 while it does not exist."""
+    return os.path.getsize(path) if os.path.exists(path) else 0
 
 
 def require(available: bool, reason: str) -> None:

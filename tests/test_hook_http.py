@@ -25,7 +25,7 @@ import time
 import unittest
 from typing import Any
 
-from tests.support import integration
+from tests.support import PATIENCE, integration, wait_for
 from tests.test_cli import run
 from tests.test_hook_claude_code import ALLOW, ASK, POLICY, ROOT, TRANSCRIPT, decision
 from toolreplay.guard.intents import read_intents
@@ -33,7 +33,6 @@ from toolreplay.hooks.http import MAX_BODY_BYTES, TOKEN_NAME
 
 INTEGRATION_TIER = True  # a server process per test class
 SESSION = "00893aaf-19fa-41d2-8238-13269b9b3ca0"
-PATIENCE = 60.0
 
 
 def payload(project: str, event: str, tool: str | None = None, args: dict[str, Any] | None = None,
@@ -372,20 +371,12 @@ class RefusedTest(ServeTestCase):
                          (2, b"", f"error: toolreplay hook serve: another hook server serves {self.records}\n"))
 
 
-def _wait_until_blocked_on(test: unittest.TestCase, pid: int, descriptor: int) -> None:
-    """Until process `pid` waits for the flock on the file open as `descriptor` (Linux's /proc/locks lists a
-    waiter as `N: -> FLOCK ... PID MAJOR:MINOR:INODE ...`), 20 s at most; without /proc/locks, half a second."""
-    if not os.path.exists("/proc/locks"):
-        time.sleep(0.5)
-        return
+def _blocked_on(pid: int, descriptor: int) -> bool:
+    """Whether process `pid` waits for the flock on the file open as `descriptor` (Linux's /proc/locks lists a
+    waiter as `N: -> FLOCK ... PID MAJOR:MINOR:INODE ...`)."""
     inode = f":{os.fstat(descriptor).st_ino} "
-    deadline = time.monotonic() + 20
-    while True:
-        with open("/proc/locks", encoding="ascii") as locks:
-            if any(" -> " in line and f" {pid} " in line and inode in line for line in locks):
-                return
-        test.assertLess(time.monotonic(), deadline, "the server never waited for the session's lock")
-        time.sleep(0.005)
+    with open("/proc/locks", encoding="ascii") as locks:
+        return any(" -> " in line and f" {pid} " in line and inode in line for line in locks)
 
 
 @integration
@@ -397,7 +388,10 @@ class StopTest(ServeTestCase):
             fcntl.flock(lock, fcntl.LOCK_EX)  # the server takes the event, then waits for the session's lock
             poster = threading.Thread(target=lambda: answers.append(self.post(event)))
             poster.start()
-            _wait_until_blocked_on(self, self.server.pid, lock.fileno())
+            if os.path.exists("/proc/locks"):
+                wait_for(lambda: _blocked_on(self.server.pid, lock.fileno()), "the server to wait for the lock")
+            else:
+                time.sleep(0.5)
             self.server.terminate()
             self.assertRaises(subprocess.TimeoutExpired, self.server.wait, 0.5)  # it waits for the event
         poster.join(PATIENCE)

@@ -20,27 +20,17 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import unittest
 from typing import Any
 
-from tests.support import integration
+from tests.support import PATIENCE, integration, wait_for
 from tests.test_cli import run
 from tests.test_hook_claude_code import ALLOW, ASK, ROOT, HookTestCase, decision
 from toolreplay.hooks import client as hook_client
 from toolreplay.hooks import protocol
 from toolreplay.hooks import server as hook_server
 
-PATIENCE = 60.0  # seconds a test waits for a server to start or end: the machine's load, not the verdict
 SERVER_FILES = [".toolreplay-hook.lock", ".toolreplay-hook.sock"]
-
-
-def wait_for(condition: Any, what: str) -> None:
-    deadline = time.monotonic() + PATIENCE
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"waited {PATIENCE:.0f} s for {what}")
-        time.sleep(0.02)
 
 
 class ClientPartsTest(unittest.TestCase):

@@ -25,7 +25,7 @@ import unittest
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tests.support import require
+from tests.support import require, size_of, wait_for
 from tests.test_cli import run
 from tests.test_mcp_proxy import Proxy, call, initialize
 from tests.test_mcp_real import EVERYTHING, HAVE_EVERYTHING, HAVE_SDK, TOOLS, approve, run_client, texts
@@ -71,18 +71,13 @@ def free_port() -> int:
 def _cancelled_as_it_runs(call: Callable[[Any, int, str, dict[str, Any]], Any], http: Any, other: Any, url: str,
                           headers: dict[str, str], number: int, began: str) -> dict[str, Any]:
     """A `slow` call (id `number`) made by client `other`, cancelled by `http` once the server began it (it
-    added a line to `began`, its `--began` file, within 20 s; a fixed wait was too short on a loaded machine):
+    added a line to `began`, its `--began` file; a fixed wait was too short on a loaded machine):
     {"answer": what `other` got} once it got one (within 20 s), else {}."""
-    def size() -> int:
-        return os.path.getsize(began) if os.path.exists(began) else 0
-
     held: dict[str, Any] = {}
-    before = size()
+    before = size_of(began)
     waiting = threading.Thread(target=lambda: held.update(answer=call(other, number, "slow", {"seconds": 10})))
     waiting.start()
-    deadline = time.monotonic() + 20
-    while size() == before and time.monotonic() < deadline:
-        time.sleep(0.005)
+    wait_for(lambda: size_of(began) != before, "the server to begin the slow call")
     http.post(url, headers=headers, json={"jsonrpc": "2.0", "method": "notifications/cancelled",
                                           "params": {"requestId": number}})
     waiting.join(timeout=20)
@@ -802,10 +797,8 @@ class LoopPathTest(HttpWorkspace):
         def call(http: httpx.Client, number: int, name: str, arguments: dict[str, Any]) -> Any:
             # a notification still with the session's feeder (the client has its 202 already) would send the
             # call the feeder's way, to a worker, in its turn: the count is of calls that came to an idle session
-            deadline = time.monotonic() + 20
-            while any(session.client._feeding for session in list(listener._sessions.values())):
-                self.assertLess(time.monotonic(), deadline, "the feeder is still busy")
-                time.sleep(0.001)
+            wait_for(lambda: not any(session.client._feeding for session in list(listener._sessions.values())),
+                     "the session's feeder to be idle")
             return http.post(listener.url, headers=headers, json={
                 "jsonrpc": "2.0", "id": number, "method": "tools/call",
                 "params": {"name": name, "arguments": arguments}}).json()

@@ -23,7 +23,7 @@ import unittest
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from tests.support import require
+from tests.support import require, size_of, wait_for
 from tests.test_cli import run
 from tests.test_mcp_real import EVERYTHING, HAVE_EVERYTHING, TINY, texts
 
@@ -254,14 +254,12 @@ class BadInputTest(ListenerCase):
         body = json.dumps(self.call(message_id, "hold")).encode()
         address = self.listener.url.split("/")[2]
         held = socket.create_connection((address.split(":")[0], int(address.split(":")[1])), timeout=30)
-        before = os.path.getsize(self.began) if os.path.exists(self.began) else 0
+        before = size_of(self.began)
         held.sendall(f"POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\n"
                      f"accept: application/json, text/event-stream\r\nmcp-session-id: {self.session}\r\n"
                      f"content-length: {len(body)}\r\n\r\n".encode() + body)
-        deadline = time.monotonic() + 20  # until the call reaches the server (a fixed wait was too short under load)
-        while (os.path.getsize(self.began) if os.path.exists(self.began) else 0) == before:
-            self.assertLess(time.monotonic(), deadline, "the held call did not reach the server")
-            time.sleep(0.005)
+        # until the call reaches the server (a fixed wait was too short under load)
+        wait_for(lambda: size_of(self.began) != before, "the held call to reach the server")
         return held
 
     def assertRefused(self, reply: Any, status: int, code: int, text: str) -> None:
