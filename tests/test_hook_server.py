@@ -180,6 +180,14 @@ class ServerInThreadTest(HookServerTestCase):
         self.assertEqual(sorted(os.listdir(self.records)), SERVER_FILES)
         self.assertFalse(os.path.exists(self.record))
 
+    def test_the_socket_appears_once_it_listens_and_a_half_made_one_is_replaced(self) -> None:
+        with open(os.path.join(self.records, ".toolreplay-hook.new"), "w"):
+            pass  # as a server that ended between bind and rename leaves it
+        self.start_server()  # connects as soon as the socket exists: it must be listening by then
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.connect(self.socket)
+        self.assertEqual(sorted(os.listdir(self.records)), SERVER_FILES)
+
     def serve_into(self, done: list[int]) -> None:
         done.append(hook_server.serve(self.records, 0.1))
 

@@ -19,6 +19,7 @@ output bytes and exit code.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -51,6 +52,7 @@ IDLE_SECONDS = 600.0
 MAX_REQUEST_BYTES = 64 << 20
 _READ_SECONDS = 10.0  # a client sends its whole request at once; one that stalls is dropped
 _TICK_SECONDS = 0.25
+_BINDING_NAME = ".toolreplay-hook.new"  # the socket until it listens (`_Server.run`)
 
 
 def serve(records: str, idle_seconds: float = IDLE_SECONDS) -> int:
@@ -88,17 +90,24 @@ class _Server:
     def run(self) -> int:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
+            # The socket is made under another name and renamed into place once it listens: a client that finds
+            # the socket can connect (one that came between bind and listen would be refused, decide itself and
+            # start a second server for nothing). The name is no longer than the socket's (a path's limit).
+            binding = os.path.join(os.path.dirname(self.path), _BINDING_NAME)
             try:
-                if os.path.lexists(self.path):
-                    os.unlink(self.path)  # a server that ended without removing it: the folder's lock is ours
+                if os.path.lexists(binding):
+                    os.unlink(binding)  # a server that ended before renaming it: the folder's lock is ours
                 mask = os.umask(0o077)
                 try:
-                    listener.bind(self.path)
+                    listener.bind(binding)
                 finally:
                     os.umask(mask)
-                os.chmod(self.path, 0o600)
+                os.chmod(binding, 0o600)
                 listener.listen(64)
+                os.replace(binding, self.path)  # (over one a server that ended left behind)
             except OSError:
+                with contextlib.suppress(OSError):
+                    os.unlink(binding)
                 return 1
             mine = os.stat(self.path).st_ino
             if threading.current_thread() is threading.main_thread():  # a server in a test's thread keeps it
