@@ -7,8 +7,11 @@ line the careful path rejects, or that the fast path cannot prove equal, must go
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import io
 import json
+import math
+import random
 import unittest
 from typing import Any
 
@@ -191,6 +194,44 @@ class NotFastTest(unittest.TestCase):
                 fast = _read_canonical_link(line, 1)
                 assert fast is not None
                 _same(self, fast, _careful(line))
+
+    def test_a_float_with_other_digits_of_the_same_double_reads_as_the_careful_path_reads_it(self) -> None:
+        # 0.0013436424411240123 is the double whose repr ends in ...122: as long as its canonical text, so the
+        # fast path takes it, and the canonical record (of the value) is the careful path's.
+        self.assertEqual(float("0.0013436424411240123"), 0.0013436424411240122)
+        for body in ('"index":0,"tool":"t","args":{"f":0.0013436424411240123},"response":{}',
+                     '"index":0,"tool":"t","args":{"f":[-721.5400323407826,0.5]},"response":{}'):
+            with self.subTest(body):
+                line = _link(body)
+                fast = _read_canonical_link(line, 1)
+                assert fast is not None
+                _same(self, fast, _careful(line))
+                self.assertNotIn(body.split('"f":')[1].split("}")[0].encode(), fast.canonical_record)
+
+    def test_a_float_without_an_exponent_is_never_shorter_than_its_repr(self) -> None:
+        # What the fast path's proof of no duplicate key rests on (`scan_canonical_numbers`): of the texts
+        # without an exponent that give a non-integral double in [1e-4, 1e16), none is shorter than its repr.
+        rng = random.Random(37)
+        doubles = [rng.random() * 10.0 ** rng.randint(-4, 15) for _ in range(3000)]
+        doubles += [math.nextafter(10.0 ** k, direction) for k in range(-4, 16) for direction in (0, math.inf)]
+        doubles += [1e-4, 0.1, 0.3 + 0.6, 2.0 ** -13, 9007199254740993 / 1e3]
+        tried = 0
+        for double in doubles:
+            if not (1e-4 <= double < 1e16) or double.is_integer():
+                continue
+            shortest = len(repr(double))
+            exact = decimal.Decimal(double)
+            for digits in range(1, 26):
+                for rounding in (decimal.ROUND_HALF_EVEN, decimal.ROUND_FLOOR, decimal.ROUND_CEILING):
+                    context = decimal.Context(prec=digits, rounding=rounding)
+                    text = format(context.plus(exact), "f")
+                    if "." not in text:
+                        continue
+                    for written in (text, text + "0", "-" + text):
+                        if abs(float(written)) == double:
+                            tried += 1
+                            self.assertGreaterEqual(len(written.lstrip("-")), shortest, (written, double))
+        self.assertGreater(tried, 20000)
 
     def test_a_tampered_file_reports_as_the_careful_path_does(self) -> None:
         records = [_record(i, value, {"n": i}) for i, value in enumerate(VALUES)]
