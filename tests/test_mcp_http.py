@@ -38,7 +38,9 @@ TOKEN = "tr-test-token-5f1c9a"  # a credential: must reach the server and nothin
 
 
 def start_http_server(test: unittest.TestCase, *args: str, env: dict[str, str] | None = None) -> tuple[str, Any]:
-    """tests/mcp_servers/http_server.py on a port of its choosing; its URL and process (stopped at cleanup)."""
+    """tests/mcp_servers/http_server.py on a port of its choosing; its URL and process (stopped at cleanup).
+    The server is the MCP Python SDK's: a test that starts it needs the SDK, whatever else it checked."""
+    require(HAVE_SDK, "the MCP Python SDK (pip install mcp)")
     process = subprocess.Popen([sys.executable, HTTP_SERVER, *args], stdout=subprocess.PIPE,
                                stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
     test.addCleanup(stop, process)
