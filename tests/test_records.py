@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+import os
+import tempfile
 import unittest
 
 from toolreplay.errors import InputError, UsageError
 from toolreplay.format.records import (
     LINK_FIELDS,
+    READ_BUFFER,
     RECORD_FIELDS,
     Record,
     TornLineError,
@@ -465,6 +468,19 @@ class OpenInputTest(unittest.TestCase):
             with open_input("no/such/file.jsonl"):
                 pass
         self.assertEqual(str(caught.exception), "cannot read no/such/file.jsonl: No such file or directory")
+
+    def test_a_file_is_read_a_mebibyte_at_a_time(self) -> None:
+        # Not the file system's block size (4 KiB): a read call per few records of a large session.
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "s.jsonl")
+            lines = [b'{"index": %d, "tool": "ok", "args": {}, "response": {}}\n' % index for index in range(60000)]
+            with open(path, "wb") as out:
+                out.write(b"".join(lines))
+            self.assertGreater(os.path.getsize(path), 3 * READ_BUFFER)
+            with open_input(path) as handle:
+                self.assertEqual(len(handle.peek(1)), READ_BUFFER)  # type: ignore[attr-defined]
+                self.assertEqual([record.index for record in read_session(handle, path)], list(range(60000)))
+        self.assertEqual(READ_BUFFER, 1 << 20)
 
 
 class FormatRecordTest(unittest.TestCase):

@@ -31,7 +31,7 @@ from toolreplay.audit.replay import DEFAULT_MUTATORS, replay_check
 from toolreplay.audit.scope import scope_check
 from toolreplay.errors import InputError, ToolReplayError, UsageError
 from toolreplay.format.chunks import CHANGED_MESSAGE, _unchanged
-from toolreplay.format.records import MAX_LINE_BYTES, Record, index_out_of_order, iter_records
+from toolreplay.format.records import MAX_LINE_BYTES, READ_BUFFER, Record, index_out_of_order, iter_records
 from toolreplay.policy.model import Policy
 
 __all__ = ["SessionOptions", "SessionJob", "SessionResult", "CheckpointStatus", "checkpoint_path", "FleetSummary",
@@ -375,7 +375,7 @@ def _checkpoint_status(checkpoint: Checkpoint, shown: str, signatures: Signature
 def open_session(job: SessionJob) -> Iterator[IO[bytes]]:
     """Open a session file for reading; a file that cannot be opened is an InputError naming its display path."""
     try:
-        handle = open(job.path, "rb")
+        handle = open(job.path, "rb", buffering=READ_BUFFER)
     except OSError as exc:
         raise InputError(job.display, None, f"cannot read: {exc.strerror or exc}") from None
     with handle:
