@@ -243,7 +243,7 @@ def _canonical_float(text: str) -> float:
     # digits that give the double back, in the same positional form (the length argument of
     # `scan_canonical_numbers`). Other digits (1.50, or a different last digit of 17 that gives the same
     # double) are longer or as long, and the canonical text is made from the value either way; comparing
-    # with the repr itself cost about 4% of `verify`. An exponent (1.2345e-3) can write it shorter.
+    # with the repr itself cost about 4% of `verify`. An exponent can write it shorter (1e-4, not 0.0001).
     if 1e-4 <= abs(value) < 1e16 and not value.is_integer() and "e" not in text and "E" not in text:
         return value
     raise _NotCanonicalNumber(text)
