@@ -418,6 +418,14 @@ class ConfirmationStreamTest(ListenerCase):
 
 
     def test_a_client_that_went_resumes_the_calls_stream_with_last_event_id(self) -> None:
+        self.went_and_resumed("resumed")
+
+    def test_a_client_that_went_after_a_large_body_resumes_the_calls_stream(self) -> None:
+        """A body past uvicorn's high-water mark (64 KiB) may leave the connection's reading paused once it is
+        read: the listener still sees the client go (the stream is kept) and the client resumes it."""
+        self.went_and_resumed("large " + "x" * 200_000)
+
+    def went_and_resumed(self, text: str) -> None:
         import httpx
 
         init = {**INIT, "params": {**INIT["params"], "capabilities": {"elicitation": {}}}}
@@ -425,7 +433,7 @@ class ConfirmationStreamTest(ListenerCase):
             reply = http.post(self.listener.url, json=init, headers=JSON_ONLY)
             headers = {**BOTH, "mcp-session-id": reply.headers["mcp-session-id"]}
             call = {"jsonrpc": "2.0", "id": 8, "method": "tools/call",
-                    "params": {"name": "write_note", "arguments": {"text": "resumed"}}}
+                    "params": {"name": "write_note", "arguments": {"text": text}}}
             with httpx.Client(timeout=30) as leaving, leaving.stream("POST", self.listener.url, json=call,
                                                                     headers=headers) as stream:
                 events = stream.iter_lines()
@@ -440,10 +448,11 @@ class ConfirmationStreamTest(ListenerCase):
             again = http.get(self.listener.url, headers={**sse, "last-event-id": "2-2"})  # ended: not kept
             self.assertEqual((again.status_code, again.json()["error"]["message"]),
                              (400, "Bad Request: no stream of this session to resume from that Last-Event-ID"))
+        answer = json.dumps({"text": text}).replace("\\", "\\\\").replace('"', '\\"')
         self.assertEqual(rest, ["id: 2-2", "event: message", 'data: {"jsonrpc":"2.0","id":8,"result":{"content":'
-                                '[{"type":"text","text":"write_note {\\"text\\": \\"resumed\\"}"}],"isError":false}}'])
+                                f'[{{"type":"text","text":"write_note {answer}"}}],"isError":false}}}}'])
         with open(self.notes, encoding="utf-8") as notes:
-            self.assertEqual(notes.read(), '{"text": "resumed"}\n')
+            self.assertEqual(notes.read(), json.dumps({"text": text}) + "\n")
 
     def test_the_get_stream_resumes_with_what_was_sent_and_what_waited(self) -> None:
         import httpx
