@@ -119,7 +119,7 @@ class ReferenceServer:
 class ConformanceCase(unittest.TestCase):
     def setUp(self) -> None:
         require(HAVE_SUITE, "the MCP conformance suite, Node 22 and tsx (.ci/install.d/35-conformance.sh)")
-        require(HAVE_HTTP, "uvicorn, starlette and httpx (pip install 'toolreplay[http]')")
+        require(HAVE_HTTP, "uvicorn, starlette and httpx (pip install '.[http]' in a ToolReplay checkout)")
         self.directory = os.path.realpath(tempfile.mkdtemp())
         self.addCleanup(shutil.rmtree, self.directory)
         self.policy = os.path.join(self.directory, "policy.json")

@@ -63,7 +63,7 @@ class _Metadata(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-@unittest.skipUnless(HAVE_HTTPX, "httpx (pip install 'toolreplay[http]')")
+@unittest.skipUnless(HAVE_HTTPX, "httpx (pip install '.[http]' in a ToolReplay checkout)")
 class FetchTest(unittest.TestCase):
     def setUp(self) -> None:
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Metadata)
