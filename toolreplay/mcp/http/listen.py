@@ -1028,6 +1028,11 @@ class _JoinedWrites:
         self.flush()
         self._transport.close()
 
+    def lost(self) -> None:
+        """The connection is lost: `gone` is done."""
+        if not self.gone.done():
+            self.gone.set_result(None)
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
 
@@ -1068,9 +1073,7 @@ def _head_timed(name: str, seconds: float) -> type[asyncio.Protocol]:
                 self._deadline.cancel()
                 self._deadline = None
             super().connection_lost(exc)
-            gone = cast(_JoinedWrites, self.transport).gone
-            if not gone.done():
-                gone.set_result(None)
+            cast(_JoinedWrites, self.transport).lost()
 
         def _awaiting_head(self) -> bool:
             return self.cycle is None or bool(self.cycle.response_complete)
