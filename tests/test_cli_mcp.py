@@ -135,6 +135,7 @@ def converse(argv: list[str], script: list[tuple[Step, int]], end: int) -> tuple
             client.flush()
         heard.messages(end)
     thread.join(30)
+    stdio.stdin.close()
     stdio.stdout.flush()
     assert isinstance(stdio.stderr, io.StringIO)
     return codes[0], heard.messages(), stdio.stderr.getvalue()

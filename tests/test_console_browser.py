@@ -61,6 +61,7 @@ class ConsoleInBrowserTest(unittest.TestCase):
         cls.server.server_close()
         cls.console.stop()
         cls.leak.shutdown()
+        cls.leak.server_close()
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def gate(self, name: str, tools: dict[str, Any], policy: Policy, **options: Any) -> tuple[Gate, SessionRecorder]:
