@@ -1092,7 +1092,9 @@ def _connection_gone(receive: Receive) -> asyncio.Future[None] | None:
     this listener's protocol (`_head_timed`: uvicorn's request cycle over `_JoinedWrites`) whose reading is not
     paused; else None, and the caller watches `receive` for the disconnect (`_disconnected`: a task a
     request, 5-10% of the listener's CPU time a call). A paused connection (a body past uvicorn's high-water
-    mark) is watched that way, because `receive` resumes its reading, without which no loss is seen."""
+    mark) is watched that way, because `receive` resumes its reading, without which no loss is seen. A request
+    pipelined behind this one while it runs pauses the reading again (uvicorn's back-pressure): that client's
+    loss is seen when the answer is written, as with the task alone (MCP clients do not pipeline)."""
     cycle = getattr(receive, "__self__", None)
     writes = getattr(cycle, "transport", None)
     if not isinstance(writes, _JoinedWrites) or getattr(getattr(cycle, "flow", None), "read_paused", True):
