@@ -16,7 +16,9 @@ One client (a blocking socket, keep-alive, one request at a time, the request wr
 each server in turn, `--calls` timed calls a round after 500 untimed ones. For each round and server: the
 server's CPU time a request (user + system, from /proc) and the round trip at p50. The difference of the
 two servers' CPU a request is what a listener with no ASGI layer would save at most, before any of its own
-work. No target: this measures where the HTTP hop's time goes (benchmarks/README.md, issue 39 item 7).
+work. Last, in this process, the CPU time of an event-loop iteration with nothing to wait for and of a task
+made and run (`loop_costs`), to price the iterations and tasks a call could lose. No target: this measures
+where the HTTP hop's time goes (benchmarks/README.md, issue 39 item 7).
 """
 
 from __future__ import annotations
@@ -136,6 +138,39 @@ def measure(pid: int, port: int, calls: int) -> tuple[float, float]:
     return used / calls, statistics.median(times)
 
 
+def loop_costs(count: int = 200_000) -> tuple[float, float]:
+    """CPU seconds of one event-loop iteration with nothing to wait for (a chain of `call_soon` callbacks,
+    each scheduling the next: one `epoll` poll and one callback an iteration), and of a task made and run
+    to its end (a coroutine that awaits nothing)."""
+
+    async def measure() -> tuple[float, float]:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        left = [count]
+
+        def step() -> None:
+            left[0] -= 1
+            if left[0]:
+                loop.call_soon(step)
+            else:
+                done.set_result(None)
+
+        start = time.process_time()
+        loop.call_soon(step)
+        await done
+        iteration = (time.process_time() - start) / count
+
+        async def nothing() -> None:
+            pass
+
+        start = time.process_time()
+        for _ in range(count // 10):
+            await loop.create_task(nothing())
+        return iteration, (time.process_time() - start) / (count // 10)
+
+    return asyncio.run(measure())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=5000)
@@ -161,6 +196,9 @@ def main(argv: list[str] | None = None) -> int:
             saved.append(cpu["asgi"] - cpu["raw"])
         print("uvicorn and ASGI over the bare protocol, CPU a request: "
               + " / ".join(f"{value * 1e6:.1f}" for value in saved) + " us")
+        iteration, task = loop_costs()
+        print(f"an event-loop iteration with nothing to wait for: {iteration * 1e6:.2f} us; "
+              f"a task made and run: {task * 1e6:.2f} us")
     finally:
         for process, _ in servers.values():
             process.kill()
