@@ -33,6 +33,10 @@ import sys
 import time
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from mcp_http_listen import cpu_seconds  # noqa: E402
+
 ANSWER = b'{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hello"}]}}'
 BODY = b'{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}'
 REQUEST = (b"POST /mcp HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
@@ -106,12 +110,6 @@ def serve(mode: str) -> None:
     asyncio.run(main())
 
 
-def _cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _call(connection: socket.socket) -> None:
     connection.sendall(REQUEST)
     got = b""
@@ -129,12 +127,12 @@ def measure(pid: int, port: int, calls: int) -> tuple[float, float]:
         for _ in range(500):
             _call(connection)
         times = []
-        before = _cpu_seconds(pid)
+        before = cpu_seconds(pid)
         for _ in range(calls):
             start = time.perf_counter()
             _call(connection)
             times.append(time.perf_counter() - start)
-        used = _cpu_seconds(pid) - before
+        used = cpu_seconds(pid) - before
     return used / calls, statistics.median(times)
 
 

@@ -448,9 +448,9 @@ class ConfirmationStreamTest(ListenerCase):
             again = http.get(self.listener.url, headers={**sse, "last-event-id": "2-2"})  # ended: not kept
             self.assertEqual((again.status_code, again.json()["error"]["message"]),
                              (400, "Bad Request: no stream of this session to resume from that Last-Event-ID"))
-        answer = json.dumps({"text": text}).replace("\\", "\\\\").replace('"', '\\"')
+        answer = json.dumps("write_note " + json.dumps({"text": text}))
         self.assertEqual(rest, ["id: 2-2", "event: message", 'data: {"jsonrpc":"2.0","id":8,"result":{"content":'
-                                f'[{{"type":"text","text":"write_note {answer}"}}],"isError":false}}}}'])
+                                f'[{{"type":"text","text":{answer}}}],"isError":false}}}}'])
         with open(self.notes, encoding="utf-8") as notes:
             self.assertEqual(notes.read(), json.dumps({"text": text}) + "\n")
 
